@@ -1,0 +1,53 @@
+"""mms-pipeline: turn conversation datasets into Modular Model Spec training data.
+
+The public API: `read` (inputs -> threads), `convert` (inputs -> MMS JSONL + quarantine),
+the thread model (`Thread`, `Message`, `Format`, `SystemSettings`) and its Arrow form.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from pipeline.convert import ConvertResult, convert
+from pipeline.formats import FORMATS
+from pipeline.ingest import ReadStats, read
+from pipeline.mms import (
+    THREAD_ARROW_SCHEMA,
+    FieldError,
+    Format,
+    Message,
+    SystemSettings,
+    Thread,
+    ThreadValidationError,
+    threads_from_arrow,
+    threads_to_arrow,
+    validate_thread_dict,
+)
+from pipeline.quarantine import ERROR_CODES, Rejection
+from pipeline.sources import InputError, ReadLimits
+
+try:
+    __version__ = version("mms-pipeline")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "ERROR_CODES",
+    "FORMATS",
+    "THREAD_ARROW_SCHEMA",
+    "ConvertResult",
+    "FieldError",
+    "Format",
+    "InputError",
+    "Message",
+    "ReadLimits",
+    "ReadStats",
+    "Rejection",
+    "SystemSettings",
+    "Thread",
+    "ThreadValidationError",
+    "__version__",
+    "convert",
+    "read",
+    "threads_from_arrow",
+    "threads_to_arrow",
+    "validate_thread_dict",
+]

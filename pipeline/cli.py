@@ -1,0 +1,171 @@
+"""The `mms` command line: parses options, calls the public API, prints terse summaries."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import click
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from pipeline import __version__
+from pipeline.convert import ConvertResult, convert
+from pipeline.formats import AUTO, FORMATS
+from pipeline.ingest import ReadStats
+from pipeline.quarantine import ERROR_CODES
+from pipeline.sources import InputError, ReadLimits
+
+stderr = Console(stderr=True, highlight=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", "-V", prog_name="mms")
+def main() -> None:
+    """Turn conversation datasets into Modular Model Spec (MMS) training data.
+
+    \b
+    Start with:
+      mms formats                          which input formats are understood
+      mms convert data/ -o out/threads.jsonl   any supported input -> MMS JSONL
+    """
+
+
+@main.command()
+def formats() -> None:
+    """List the input formats `--from` accepts, one per line."""
+    width = max(len(name) for name in [AUTO, *FORMATS])
+    click.echo(f"{AUTO:<{width}}  detect the format of each file from its first records (default)")
+    for name, fmt in FORMATS.items():
+        click.echo(f"{name:<{width}}  {fmt.summary}")
+
+
+def _codes_help() -> str:
+    return "\n".join(f"  {code:<16} {text}" for code, text in ERROR_CODES.items())
+
+
+@main.command(
+    epilog="\b\nExamples:\n"
+    "  mms convert data_samples/mms -o out/threads.jsonl\n"
+    "  mms convert 'raw/**/*.jsonl.gz' --from mms -o out/threads.jsonl.zst --strict\n"
+    "\b\nQuarantine codes (the `code` field of each rejected record):\n" + _codes_help()
+)
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="MMS JSONL file to write (.gz or .zst to compress).",
+)
+@click.option(
+    "--from",
+    "input_format",
+    default=AUTO,
+    show_default=True,
+    type=click.Choice([AUTO, *FORMATS]),
+    help="Input format; `auto` detects it per file.",
+)
+@click.option(
+    "--quarantine",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where rejected records go (JSONL) [default: OUTPUT's name + .rejected.jsonl].",
+)
+@click.option("--strict", is_flag=True, help="Exit 1 if any record was quarantined.")
+@click.option(
+    "--max-record-bytes",
+    type=click.IntRange(min=1),
+    default=ReadLimits().max_record_bytes,
+    show_default=True,
+    help="Longest line or row accepted; longer ones are quarantined as oversize_record.",
+)
+def convert_command(
+    inputs: tuple[str, ...],
+    output: str,
+    input_format: str,
+    quarantine: str | None,
+    strict: bool,
+    max_record_bytes: int,
+) -> None:
+    """Convert INPUT files, directories or globs to MMS JSONL.
+
+    Reads .jsonl/.json/.yaml/.parquet/.csv (optionally .gz/.zst/.bz2/.xz compressed).
+    Every record becomes a thread or a quarantined entry with its file, line and a
+    stable code; the summary checks that records read = converted + quarantined.
+    """
+    limits = ReadLimits(max_record_bytes=max_record_bytes)
+    try:
+        with _progress() as update:
+            result = convert(
+                inputs,
+                output,
+                format=input_format,
+                quarantine=quarantine,
+                limits=limits,
+                progress=update,
+            )
+    except (InputError, ValueError) as err:
+        raise click.UsageError(str(err)) from None
+    _print_summary(result)
+    stats = result.stats
+    if not stats.balanced:
+        stderr.print("[red]error:[/] the counts do not balance; this is a bug, please report it")
+        sys.exit(1)
+    if strict and stats.quarantined_total:
+        stderr.print(f"[red]--strict:[/] {stats.quarantined_total} record(s) quarantined")
+        sys.exit(1)
+
+
+main.add_command(convert_command, name="convert")
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[ReadStats], None] | None]:
+    """A live records/threads counter on a terminal; nothing when output is redirected."""
+    if not stderr.is_terminal:
+        yield None
+        return
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        task = progress.add_task("reading")
+
+        def update(stats: ReadStats) -> None:
+            progress.update(
+                task,
+                description=f"{stats.records_read:,} records read, {stats.threads:,} threads, "
+                f"{stats.quarantined_total:,} quarantined",
+            )
+
+        yield update
+
+
+def _print_summary(result: ConvertResult) -> None:
+    stats = result.stats
+    by_format: dict[str, int] = {}
+    for name in stats.formats.values():
+        by_format[name] = by_format.get(name, 0) + 1
+    formats = ", ".join(f"{name}: {count}" for name, count in sorted(by_format.items()))
+    stderr.print(
+        f"Read {stats.records_read:,} records from {len(stats.files):,} file(s) ({formats})"
+    )
+    if stats.skipped_files:
+        shown = ", ".join(stats.skipped_files[:3])
+        more = f" and {len(stats.skipped_files) - 3} more" if len(stats.skipped_files) > 3 else ""
+        stderr.print(f"  skipped {len(stats.skipped_files)} unsupported file(s): {shown}{more}")
+    undetected = [path for path, name in stats.formats.items() if name == "-"]
+    for path in undetected:
+        stderr.print(f"  [yellow]no format detected[/] in {path}: pass --from")
+    stderr.print(f"Wrote {stats.threads:,} threads to {result.output}")
+    if stats.quarantined_total:
+        stderr.print(f"Quarantined {stats.quarantined_total:,} records to {result.quarantine}:")
+        for code, count in sorted(stats.quarantined.items(), key=lambda kv: (-kv[1], kv[0])):
+            stderr.print(f"  {count:>8,}  {code:<16} {ERROR_CODES[code]}")
+    else:
+        stderr.print("Quarantined 0 records")
+    mark = "[green]✓[/]" if stats.balanced else "[red]✗ MISMATCH[/]"
+    stderr.print(
+        f"Check: {stats.records_read:,} read = {stats.records_converted:,} converted "
+        f"+ {stats.quarantined_total:,} quarantined {mark}"
+    )

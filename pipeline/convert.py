@@ -1,0 +1,66 @@
+"""The convert job: inputs in any known format -> one MMS JSONL file plus a quarantine
+file, with the counts that prove nothing was lost."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.formats import AUTO
+from pipeline.ingest import ReadStats, read
+from pipeline.output_files import atomic_output
+from pipeline.quarantine import Rejection, rejection_line
+from pipeline.sources import ReadLimits
+
+PROGRESS_EVERY = 2000
+"""Threads between two progress callbacks."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConvertResult:
+    output: Path
+    quarantine: Path
+    stats: ReadStats
+
+
+def default_quarantine_path(output: str | Path) -> Path:
+    """`out/threads.jsonl(.gz)` -> `out/threads.rejected.jsonl`."""
+    path = Path(output)
+    name = path.name
+    for suffix in (".gz", ".zst", ".zstd", ".jsonl", ".ndjson", ".json"):
+        name = name.removesuffix(suffix)
+    return path.with_name(f"{name}.rejected.jsonl")
+
+
+def convert(
+    inputs: Sequence[str],
+    output: str | Path,
+    *,
+    format: str = AUTO,
+    quarantine: str | Path | None = None,
+    limits: ReadLimits | None = None,
+    progress: Callable[[ReadStats], None] | None = None,
+) -> ConvertResult:
+    """Convert `inputs` to MMS JSONL at `output`; rejected records go to `quarantine`
+    (default: next to the output). Both files are written atomically, always."""
+    output = Path(output)
+    quarantine = Path(quarantine) if quarantine is not None else default_quarantine_path(output)
+    if quarantine.resolve() == output.resolve():
+        raise ValueError("the quarantine file must differ from the output file")
+    stats = ReadStats()
+    with atomic_output(output) as out, atomic_output(quarantine) as rejected:
+
+        def on_reject(rejection: Rejection) -> None:
+            rejected.write(rejection_line(rejection))
+
+        for count, thread in enumerate(
+            read(inputs, format=format, on_reject=on_reject, stats=stats, limits=limits), 1
+        ):
+            out.write(thread.to_json())
+            out.write(b"\n")
+            if progress is not None and count % PROGRESS_EVERY == 0:
+                progress(stats)
+    if progress is not None:
+        progress(stats)
+    return ConvertResult(output, quarantine, stats)

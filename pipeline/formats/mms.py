@@ -1,0 +1,108 @@
+"""MMS threads as input: canonical thread objects (JSONL, JSON arrays, our own Parquet),
+bare message lists (the spec's `Thread = Message[]`), and the spec repository's example
+file, whose context messages lack `name` and whose messages carry extra keys such as
+`halted_on_completion` (kept in `meta.extra_fields`, never dropped)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.formats.base import InputFormat
+from pipeline.mms import (
+    MESSAGE_FIELDS,
+    THREAD_FIELDS,
+    Thread,
+    ThreadValidationError,
+    normalize_thread_dict,
+    stable_thread_id,
+)
+from pipeline.quarantine import RecordRejected
+from pipeline.sources import Record
+
+NAME = "mms"
+MMS_ONLY_ROLES = frozenset({"developer", "context", "platform"})
+
+
+def _messages_of(value: Any) -> list[Any] | None:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        return value["messages"]
+    return None
+
+
+def sniff(value: object) -> float:
+    """1.0 when a message list uses an MMS-only role or assistant `format`/`end_turn`;
+    0.5 for role/content messages that could also be another chat format."""
+    messages = _messages_of(value)
+    if not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
+        return 0.0
+    for message in messages:
+        if message["role"] in MMS_ONLY_ROLES:
+            return 1.0
+        if message["role"] == "assistant" and ("format" in message or "end_turn" in message):
+            return 1.0
+    return 0.5
+
+
+def _split_extras(data: dict[str, Any]) -> dict[str, Any]:
+    """Move every key that is not an MMS field out of the thread and its messages,
+    returning them keyed by path (`messages[2].halted_on_completion`)."""
+    extras = {key: data.pop(key) for key in list(data) if key not in THREAD_FIELDS}
+    messages = data.get("messages")
+    if isinstance(messages, list):
+        cleaned = []
+        for index, message in enumerate(messages):
+            if isinstance(message, dict):
+                message = dict(message)
+                for key in list(message):
+                    if key not in MESSAGE_FIELDS:
+                        extras[f"messages[{index}].{key}"] = message.pop(key)
+            cleaned.append(message)
+        data["messages"] = cleaned
+    return extras
+
+
+def to_threads(record: Record) -> list[Thread]:
+    """One thread per record; ids come from the record or from (source, locator)."""
+    value = record.value
+    if isinstance(value, list):
+        data: dict[str, Any] = normalize_thread_dict({"messages": value})
+    elif isinstance(value, dict):
+        data = normalize_thread_dict(value)
+    else:
+        kind = "null" if value is None else type(value).__name__
+        raise RecordRejected(
+            "not_an_object", f"expected a thread object or a list of messages, got {kind}"
+        )
+    extras = _split_extras(data)
+    meta = data.get("meta")
+    meta = dict(meta) if isinstance(meta, dict) else meta if meta is not None else {}
+    if isinstance(meta, dict):
+        meta.setdefault("source", record.source)
+        meta.setdefault("locator", record.locator)
+        meta.setdefault("source_format", NAME)
+        if extras:
+            meta["extra_fields"] = {**meta.get("extra_fields", {}), **extras}
+            meta.setdefault("notes", []).append(
+                f"kept {len(extras)} non-MMS field(s) in meta.extra_fields"
+            )
+    data["meta"] = meta
+    if isinstance(data.get("id"), int) and not isinstance(data.get("id"), bool):
+        data["id"] = str(data["id"])
+    if data.get("id") is None:
+        data["id"] = stable_thread_id(record.source, record.locator)
+    try:
+        return [Thread.from_dict(data)]
+    except ThreadValidationError as err:
+        details = tuple({"path": e.path, "kind": e.kind, "message": e.message} for e in err.errors)
+        raise RecordRejected("invalid_thread", str(err), details) from None
+
+
+FORMAT = InputFormat(
+    name=NAME,
+    summary="Modular Model Spec threads: JSONL or JSON arrays of {id, messages, settings, meta}, "
+    "or bare message lists",
+    sniff=sniff,
+    to_threads=to_threads,
+)

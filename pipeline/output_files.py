@@ -1,0 +1,38 @@
+"""Write output files atomically (a temp file renamed into place on success), compressed
+by suffix (.gz, .zst): a failed run never leaves a half-written file that looks whole."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+import zstandard
+
+
+@contextmanager
+def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary stream to `path`; the file appears only if the block completes."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    raw = open(temp, "wb")  # noqa: SIM115 - closed below, after the compressor
+    stream: BinaryIO = raw
+    if target.suffix == ".gz":
+        # mtime=0 and no file name keep the bytes identical from run to run.
+        stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)  # type: ignore[assignment]
+    elif target.suffix in (".zst", ".zstd"):
+        stream = zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)  # type: ignore[assignment]
+    try:
+        yield stream
+        if stream is not raw:
+            stream.close()
+        raw.close()
+        os.replace(temp, target)
+    except BaseException:
+        raw.close()
+        temp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,85 @@
+"""Records that could not become threads: stable error codes, the rejection record, and
+the quarantine JSONL writer. Nothing is dropped silently: every rejection is written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+RAW_KEEP_CHARS = 4096
+"""How much of a rejected record's raw text the quarantine keeps."""
+
+ERROR_CODES: dict[str, str] = {
+    "invalid_utf8": "the bytes of the record are not valid UTF-8",
+    "invalid_json": "the record is not valid JSON (position given)",
+    "invalid_yaml": "the YAML document does not parse (line and column given)",
+    "invalid_csv": "the CSV row does not parse",
+    "oversize_record": "the record is larger than --max-record-bytes",
+    "unreadable_file": "the file (or the rest of it) cannot be read or decompressed",
+    "unknown_format": "no input format recognised the record; pass --from",
+    "not_an_object": "the record is not a JSON object (or a list of messages)",
+    "invalid_thread": "the record has the right shape but is not a valid MMS thread",
+    "internal_error": "a converter failed unexpectedly on this record (a bug: please report it)",
+}
+"""Stable quarantine codes: users filter and gate on them, so never rename one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """One quarantined record: where it came from, why, and (truncated) what it was."""
+
+    source: str
+    locator: str
+    code: str
+    message: str
+    raw: str | None = None
+    stage: str = "read"
+    details: tuple[dict[str, str], ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        raw = self.raw
+        truncated = raw is not None and len(raw) > RAW_KEEP_CHARS
+        return {
+            "source": self.source,
+            "locator": self.locator,
+            "stage": self.stage,
+            "code": self.code,
+            "message": self.message,
+            "details": list(self.details),
+            "raw": raw[:RAW_KEEP_CHARS] if truncated else raw,
+            "raw_truncated": truncated,
+        }
+
+
+class RecordRejected(Exception):
+    """Raised by a format adapter for a record it cannot convert; becomes a Rejection."""
+
+    def __init__(self, code: str, message: str, details: tuple[dict[str, str], ...] = ()):
+        if code not in ERROR_CODES:
+            raise ValueError(f"unknown quarantine code {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+def raw_text(data: bytes | str | None, value: Any = None) -> str | None:
+    """The raw text to keep for a rejected record: its bytes decoded (bad bytes shown as
+    `\\xNN`), or the JSON of its parsed value when the source kept no bytes."""
+    if isinstance(data, bytes):
+        return data[: RAW_KEEP_CHARS * 4].decode("utf-8", errors="backslashreplace")
+    if isinstance(data, str):
+        return data
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return repr(value)
+
+
+def rejection_line(rejection: Rejection) -> bytes:
+    """One line of the quarantine JSONL."""
+    return orjson.dumps(rejection.to_dict()) + b"\n"

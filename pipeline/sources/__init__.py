@@ -1,0 +1,60 @@
+"""Stream records from input files: JSON Lines, JSON, YAML, Parquet and CSV, optionally
+compressed, from files, directories and globs. Every record carries its locator; what
+cannot be read becomes a Rejection, never an exception that stops the run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pipeline.quarantine import Rejection
+from pipeline.sources.compression import DECOMPRESSION_ERRORS, open_binary
+from pipeline.sources.documents import iter_json, iter_yaml
+from pipeline.sources.jsonl import iter_jsonl
+from pipeline.sources.limits import ReadLimits
+from pipeline.sources.paths import InputError, InputFiles, expand_inputs, file_kind
+from pipeline.sources.record import Record
+from pipeline.sources.tables import iter_csv, iter_parquet
+
+__all__ = [
+    "InputError",
+    "InputFiles",
+    "ReadLimits",
+    "Record",
+    "expand_inputs",
+    "file_kind",
+    "iter_file",
+]
+
+
+def iter_file(path: str, limits: ReadLimits | None = None) -> Iterator[Record | Rejection]:
+    """Records of one file, in file order. A file that cannot be opened, or whose
+    compressed stream breaks mid-way, ends in one `unreadable_file` rejection."""
+    limits = limits or ReadLimits()
+    kind = file_kind(path)
+    if kind is None:
+        raise InputError(f"{path}: unsupported file type")
+    if kind == "parquet":
+        yield from iter_parquet(path, limits)
+        return
+    last = path
+    try:
+        with open_binary(path) as stream:
+            if kind == "jsonl":
+                records = iter_jsonl(path, stream, limits.max_record_bytes)
+            elif kind == "json":
+                records = iter_json(path, stream, limits)
+            elif kind == "yaml":
+                records = iter_yaml(path, stream, limits)
+            else:
+                records = iter_csv(path, stream, limits)
+            for item in records:
+                last = item.locator
+                yield item
+    except DECOMPRESSION_ERRORS as err:
+        where = "" if last == path else f" after {last}"
+        yield Rejection(
+            path,
+            path,
+            "unreadable_file",
+            f"cannot read {path}{where}: {type(err).__name__}: {err}; the rest of the file is lost",
+        )

@@ -1,0 +1,103 @@
+"""Whole-document inputs (.json, .yaml): a top-level array yields one record per element
+(`path#index`), anything else one record (`path`). A .json file that is really JSON Lines
+is read as JSON Lines."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+import orjson
+import yaml
+
+from pipeline.quarantine import Rejection, raw_text
+from pipeline.sources.jsonable import TooLargeError, to_jsonable
+from pipeline.sources.jsonl import UTF8_BOM, decode_problem, iter_jsonl
+from pipeline.sources.limits import ReadLimits
+from pipeline.sources.record import Record
+from pipeline.sources.yaml_text import load_yaml_documents
+
+
+def read_document_bytes(source: str, stream: BinaryIO, limits: ReadLimits) -> bytes | Rejection:
+    """The whole (decompressed) file, or a Rejection when it is over the document limit."""
+    data = stream.read(limits.max_document_bytes + 1)
+    if len(data) > limits.max_document_bytes:
+        return Rejection(
+            source,
+            source,
+            "oversize_record",
+            f"document is over the limit of {limits.max_document_bytes} bytes; "
+            "convert it to JSON Lines, which is streamed",
+            raw=raw_text(data[:4096]),
+        )
+    return data[len(UTF8_BOM) :] if data.startswith(UTF8_BOM) else data
+
+
+def _elements(source: str, value: Any) -> Iterator[Record]:
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            yield Record(source, f"{source}#{index}", item)
+    else:
+        yield Record(source, source, value)
+
+
+def _looks_like_json_lines(data: bytes) -> bool:
+    first, _, rest = data.strip().partition(b"\n")
+    if not rest.strip():
+        return False
+    try:
+        orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def iter_json(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Record | Rejection]:
+    data = read_document_bytes(source, stream, limits)
+    if isinstance(data, Rejection):
+        yield data
+        return
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        if _looks_like_json_lines(data):
+            yield from iter_jsonl(source, io.BytesIO(data), limits.max_record_bytes)
+            return
+        code, message = decode_problem(data)
+        yield Rejection(source, source, code, message, raw=raw_text(data))
+        return
+    yield from _elements(source, value)
+
+
+def iter_yaml(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Record | Rejection]:
+    data = read_document_bytes(source, stream, limits)
+    if isinstance(data, Rejection):
+        yield data
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        code, message = decode_problem(data)
+        yield Rejection(source, source, code, message, raw=raw_text(data))
+        return
+    documents: list[Any] = []
+    try:
+        for document in load_yaml_documents(text):
+            documents.append(to_jsonable(document, limits.max_yaml_values))
+    except yaml.YAMLError as err:
+        yield Rejection(source, source, "invalid_yaml", f"invalid YAML: {_one_line(err)}", raw=text)
+        return
+    except (TooLargeError, RecursionError) as err:
+        yield Rejection(source, source, "invalid_yaml", f"YAML rejected: {err}", raw=text)
+        return
+    if len(documents) == 1:
+        yield from _elements(source, documents[0])
+    else:
+        for index, document in enumerate(documents):
+            if document is not None:
+                yield Record(source, f"{source}#{index}", document)
+
+
+def _one_line(err: yaml.YAMLError) -> str:
+    return " ".join(str(err).split())

@@ -1,0 +1,99 @@
+"""Turn what the user typed (files, directories, globs) into a sorted list of input files."""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.sources.compression import split_compression
+
+FILE_KINDS: dict[str, str] = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".jsonlines": "jsonl",
+    ".json": "json",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".parquet": "parquet",
+    ".csv": "csv",
+}
+"""File suffix -> reader. Any of them may also end in .gz, .zst, .bz2 or .xz (not parquet)."""
+
+
+class InputError(ValueError):
+    """An input path that cannot be used at all (missing, unsupported, matches nothing)."""
+
+
+@dataclass(slots=True)
+class InputFiles:
+    """The files to read, in order, and the files a directory walk passed over."""
+
+    files: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def file_kind(path: str) -> str | None:
+    """The reader for a path (`jsonl`, `json`, `yaml`, `parquet`, `csv`), or None."""
+    base, compression = split_compression(path)
+    kind = FILE_KINDS.get(Path(base).suffix.lower())
+    if kind == "parquet" and compression is not None:
+        return None
+    return kind
+
+
+def _supported_list() -> str:
+    return ", ".join(sorted(FILE_KINDS))
+
+
+def _walk(directory: str, found: InputFiles) -> None:
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = Path(root, name).as_posix()
+            (found.files if file_kind(path) else found.skipped).append(path)
+
+
+def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
+    """Expand inputs in the order given: directories recursively (sorted, hidden entries
+    skipped), globs sorted (`**` recurses). A file listed twice is read once."""
+    found = InputFiles()
+    for item in inputs:
+        if os.path.isdir(item):
+            _walk(item, found)
+        elif os.path.exists(item):
+            if file_kind(item) is None:
+                raise InputError(
+                    f"{item}: unsupported file type (supported: {_supported_list()}, "
+                    "optionally compressed .gz/.zst/.bz2/.xz)"
+                )
+            found.files.append(Path(item).as_posix())
+        elif glob.has_magic(item):
+            matches = sorted(glob.glob(item, recursive=True))
+            if not matches:
+                raise InputError(f"{item}: no files match this pattern")
+            for match in matches:
+                if os.path.isdir(match):
+                    _walk(match, found)
+                else:
+                    (found.files if file_kind(match) else found.skipped).append(
+                        Path(match).as_posix()
+                    )
+        else:
+            raise InputError(f"{item}: no such file or directory")
+    seen: set[str] = set()
+    unique = []
+    for path in found.files:
+        key = os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            unique.append(path)
+    found.files = unique
+    if not found.files:
+        raise InputError(
+            f"no readable input files in {' '.join(inputs)} (supported: {_supported_list()})"
+        )
+    return found

@@ -1,0 +1,71 @@
+"""Tabular inputs: Parquet read in row batches (`path#row`), CSV row by row (`path:line`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.quarantine import Rejection
+from pipeline.sources.jsonable import to_jsonable
+from pipeline.sources.limits import ReadLimits
+from pipeline.sources.record import Record
+
+PARQUET_BATCH_ROWS = 1024
+
+
+def iter_parquet(source: str, limits: ReadLimits) -> Iterator[Record | Rejection]:
+    """One record per row, a batch of rows in memory at a time."""
+    row = 0
+    try:
+        parquet = pq.ParquetFile(source)
+        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            for value in batch.to_pylist():
+                yield Record(source, f"{source}#{row}", to_jsonable(value))
+                row += 1
+    except (pa.ArrowException, OSError) as err:
+        yield Rejection(source, f"{source}#{row}", "unreadable_file", f"cannot read Parquet: {err}")
+
+
+def iter_csv(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Record | Rejection]:
+    """One record (a dict keyed by the header) per row; the header is line 1."""
+    csv.field_size_limit(min(limits.max_record_bytes, sys.maxsize))
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
+    reader = csv.DictReader(text)
+    try:
+        _ = reader.fieldnames  # reads the header, so line numbers below are exact
+    except (UnicodeDecodeError, csv.Error) as err:
+        yield Rejection(source, f"{source}:1", "invalid_csv", f"cannot read the CSV header: {err}")
+        return
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as err:
+            yield Rejection(
+                source,
+                f"{source}:{start}",
+                "invalid_utf8",
+                f"invalid UTF-8 at or after line {start}: {err.reason}; "
+                "the rest of the file is skipped",
+            )
+            return
+        except csv.Error as err:
+            yield Rejection(
+                source,
+                f"{source}:{start}",
+                "invalid_csv",
+                f"invalid CSV: {err}; the rest of the file is skipped",
+            )
+            return
+        extra = row.pop(None, None)  # type: ignore[call-overload]
+        if extra is not None:
+            row["_extra_columns"] = extra
+        yield Record(source, f"{source}:{start}", row)
