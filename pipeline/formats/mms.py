@@ -63,6 +63,16 @@ def _split_extras(data: dict[str, Any]) -> dict[str, Any]:
     return extras
 
 
+def _set_lineage(meta: dict[str, Any], record: Record) -> None:
+    """Point meta at this record; lineage the thread already carried (an earlier
+    conversion's source and locator) moves to `meta.upstream`, the oldest kept."""
+    lineage = {"source": record.source, "locator": record.locator, "source_format": NAME}
+    earlier = {key: meta[key] for key in lineage if key in meta}
+    if earlier and earlier != lineage and "upstream" not in meta:
+        meta["upstream"] = earlier
+    meta.update(lineage)
+
+
 def to_threads(record: Record) -> list[Thread]:
     """One thread per record; ids come from the record or from (source, locator)."""
     value = record.value
@@ -79,9 +89,7 @@ def to_threads(record: Record) -> list[Thread]:
     meta = data.get("meta")
     meta = dict(meta) if isinstance(meta, dict) else meta if meta is not None else {}
     if isinstance(meta, dict):
-        meta.setdefault("source", record.source)
-        meta.setdefault("locator", record.locator)
-        meta.setdefault("source_format", NAME)
+        _set_lineage(meta, record)
         if extras:
             meta["extra_fields"] = {**meta.get("extra_fields", {}), **extras}
             meta.setdefault("notes", []).append(
