@@ -17,7 +17,7 @@ from pipeline.ingest import ReadStats
 from pipeline.quarantine import ERROR_CODES
 from pipeline.sources import InputError, ReadLimits
 
-stderr = Console(stderr=True, highlight=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -141,6 +141,11 @@ def _progress() -> Iterator[Callable[[ReadStats], None] | None]:
         yield update
 
 
+def _some(paths: list[str], shown: int = 3) -> str:
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
 def _print_summary(result: ConvertResult) -> None:
     stats = result.stats
     by_format: dict[str, int] = {}
@@ -151,12 +156,15 @@ def _print_summary(result: ConvertResult) -> None:
         f"Read {stats.records_read:,} records from {len(stats.files):,} file(s) ({formats})"
     )
     if stats.skipped_files:
-        shown = ", ".join(stats.skipped_files[:3])
-        more = f" and {len(stats.skipped_files) - 3} more" if len(stats.skipped_files) > 3 else ""
-        stderr.print(f"  skipped {len(stats.skipped_files)} unsupported file(s): {shown}{more}")
+        stderr.print(
+            f"  skipped {len(stats.skipped_files)} unsupported file(s): {_some(stats.skipped_files)}"
+        )
     undetected = [path for path, name in stats.formats.items() if name == "-"]
-    for path in undetected:
-        stderr.print(f"  [yellow]no format detected[/] in {path}: pass --from")
+    if undetected:
+        stderr.print(
+            f"  [yellow]no format detected[/] in {len(undetected)} file(s), "
+            f"e.g. {_some(undetected)}: name it with --from"
+        )
     stderr.print(f"Wrote {stats.threads:,} threads to {result.output}")
     if stats.quarantined_total:
         stderr.print(f"Quarantined {stats.quarantined_total:,} records to {result.quarantine}:")

@@ -352,7 +352,12 @@ class Thread:
 
     def validate(self) -> None:
         """Check a thread built in Python (not via from_dict); raises ThreadValidationError."""
-        errors = validate_thread_dict(self.to_dict())
+        data = self.to_dict()
+        data["messages"] = [
+            _without_foreign_nulls({key: getattr(m, key) for key in MESSAGE_FIELDS})
+            for m in self.messages
+        ]
+        errors = validate_thread_dict(data)
         if errors:
             raise ThreadValidationError(errors)
 

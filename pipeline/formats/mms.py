@@ -10,6 +10,7 @@ from typing import Any
 from pipeline.formats.base import InputFormat
 from pipeline.mms import (
     MESSAGE_FIELDS,
+    ROLES,
     THREAD_FIELDS,
     Thread,
     ThreadValidationError,
@@ -32,16 +33,17 @@ def _messages_of(value: Any) -> list[Any] | None:
 
 
 def sniff(value: object) -> float:
-    """1.0 when a message list uses an MMS-only role or assistant `format`/`end_turn`;
-    0.5 for role/content messages that could also be another chat format."""
+    """1.0 for a message list in MMS shape (only MMS roles, every assistant message with
+    `end_turn`, some role or field other chat formats lack); 0.5 for user-only lists;
+    0 otherwise (a `system` or `tool` role, or an assistant message without `end_turn`)."""
     messages = _messages_of(value)
-    if not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
+    if not messages or not all(isinstance(m, dict) and m.get("role") in ROLES for m in messages):
         return 0.0
-    for message in messages:
-        if message["role"] in MMS_ONLY_ROLES:
-            return 1.0
-        if message["role"] == "assistant" and ("format" in message or "end_turn" in message):
-            return 1.0
+    assistants = [m for m in messages if m["role"] == "assistant"]
+    if any("end_turn" not in m for m in assistants):
+        return 0.0
+    if assistants or any(m["role"] in MMS_ONLY_ROLES for m in messages):
+        return 1.0
     return 0.5
 
 

@@ -1,0 +1,133 @@
+"""The published JSON Schema and the Python validator agree on valid and invalid threads."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline import validate_thread_dict
+from tests.conftest import REPO
+
+SCHEMA = json.loads((REPO / "schemas" / "mms-thread.schema.json").read_text())
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+
+text = st.text(max_size=8)
+names = st.text(min_size=1, max_size=8)
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=6,
+)
+
+simple_roles = st.sampled_from(["platform", "developer", "user"])
+valid_messages = st.one_of(
+    st.builds(lambda r, c: {"role": r, "content": c}, simple_roles, text),
+    st.builds(
+        lambda c, f, e, with_format: (
+            {"role": "assistant", "content": c, "end_turn": e}
+            | ({"format": f} if with_format else {})
+        ),
+        text,
+        names,
+        st.booleans(),
+        st.booleans(),
+    ),
+    st.builds(
+        lambda c, n, with_name: (
+            {"role": "context", "content": c} | ({"name": n} if with_name else {})
+        ),
+        text,
+        st.none() | names,
+        st.booleans(),
+    ),
+)
+valid_formats = st.one_of(
+    names,
+    st.fixed_dictionaries(
+        {"name": names},
+        optional={
+            "halt_on_start": st.booleans(),
+            "halt_on_completion": st.booleans(),
+            "sampler": st.none()
+            | st.sampled_from(["json", "jsonl"])
+            | st.dictionaries(text, json_scalars, max_size=2),
+        },
+    ),
+)
+valid_settings = st.none() | st.builds(
+    lambda f: {"formats": f}, names | st.lists(valid_formats, max_size=3)
+)
+valid_threads = st.fixed_dictionaries(
+    {"id": names, "messages": st.lists(valid_messages, min_size=1, max_size=4)},
+    optional={"settings": valid_settings, "meta": st.dictionaries(text, json_values, max_size=3)},
+)
+
+FIELDS = [
+    "id",
+    "messages",
+    "settings",
+    "meta",
+    "role",
+    "content",
+    "format",
+    "end_turn",
+    "name",
+    "formats",
+    "halt_on_start",
+    "halt_on_completion",
+    "sampler",
+    "extra",
+]
+
+
+@st.composite
+def mutated(draw, base=valid_threads):
+    """A valid thread with one random edit somewhere inside: a field set to any JSON
+    value, a field removed, or a field added (often making it invalid, sometimes not)."""
+    thread = draw(base)
+    containers = [thread]
+    for message in thread["messages"]:
+        containers.append(message)
+    settings = thread.get("settings")
+    if isinstance(settings, dict):
+        containers.append(settings)
+        if isinstance(settings["formats"], list):
+            containers.extend(f for f in settings["formats"] if isinstance(f, dict))
+    target = draw(st.sampled_from(containers))
+    action = draw(st.sampled_from(["set", "remove", "role"]))
+    if action == "remove" and target:
+        del target[draw(st.sampled_from(sorted(target)))]
+    elif action == "role" and "role" in target:
+        target["role"] = draw(
+            st.sampled_from(["assistant", "context", "user", "tool", "system", "Robot"])
+        )
+    else:
+        target[draw(st.sampled_from(FIELDS))] = draw(json_values)
+    return thread
+
+
+@given(valid_threads)
+def test_generated_valid_threads_pass_both(thread):
+    assert validate_thread_dict(thread) == []
+    assert list(VALIDATOR.iter_errors(thread)) == []
+
+
+@given(mutated())
+def test_python_validator_and_json_schema_agree(thread):
+    python_ok = not validate_thread_dict(thread)
+    schema_ok = VALIDATOR.is_valid(thread)
+    assert python_ok == schema_ok, (validate_thread_dict(thread), thread)
+
+
+@given(json_values)
+def test_arbitrary_json_values_agree(value):
+    assert (not validate_thread_dict(value)) == VALIDATOR.is_valid(value)
+
+
+def test_schema_is_a_valid_2020_12_schema():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
