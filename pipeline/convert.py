@@ -34,7 +34,7 @@ def default_quarantine_path(output: str | Path) -> Path:
 
 
 def convert(
-    inputs: Sequence[str],
+    inputs: str | Sequence[str],
     output: str | Path,
     *,
     format: str = AUTO,
@@ -55,7 +55,15 @@ def convert(
             rejected.write(rejection_line(rejection))
 
         for count, thread in enumerate(
-            read(inputs, format=format, on_reject=on_reject, stats=stats, limits=limits), 1
+            read(
+                inputs,
+                format=format,
+                on_reject=on_reject,
+                stats=stats,
+                limits=limits,
+                exclude=(output, quarantine),
+            ),
+            1,
         ):
             out.write(thread.to_json())
             out.write(b"\n")

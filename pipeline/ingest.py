@@ -5,6 +5,7 @@ hands every record that fails to a rejection callback with file, position and re
 from __future__ import annotations
 
 import itertools
+import os
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -74,23 +75,27 @@ def _convert(fmt: InputFormat, record: Record) -> list[Thread] | Rejection:
 
 
 def read(
-    inputs: Iterable[str],
+    inputs: str | Iterable[str],
     *,
     format: str = AUTO,
     on_reject: Callable[[Rejection], None] | None = None,
     stats: ReadStats | None = None,
     limits: ReadLimits | None = None,
+    exclude: Iterable[str | os.PathLike[str]] = (),
 ) -> Iterator[Thread]:
     """Yield MMS threads from files, directories and globs, in input order.
 
     `format` is a name from `pipeline.formats.FORMATS` or `auto` (detected per file).
     Each record that cannot become a thread goes to `on_reject` and is counted in
-    `stats.quarantined`; the reading goes on. Raises InputError for unusable paths.
+    `stats.quarantined`; the reading goes on. Files in `exclude` (e.g. the run's own
+    output inside an input directory) are passed over. Raises InputError for unusable paths.
     """
     stats = stats if stats is not None else ReadStats()
     limits = limits or ReadLimits()
     named = None if format == AUTO else get_format(format)
-    found = expand_inputs(list(inputs))
+    found = expand_inputs([inputs] if isinstance(inputs, str) else list(inputs))
+    excluded = {os.path.realpath(path) for path in exclude}
+    found.files = [path for path in found.files if os.path.realpath(path) not in excluded]
     stats.files.extend(found.files)
     stats.skipped_files.extend(found.skipped)
 

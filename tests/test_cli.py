@@ -205,3 +205,12 @@ def test_readme_test_command_is_what_ci_runs():
     assert "mms convert data_samples/" in quickstart[0]
     assert "pytest" in quickstart[1]
     assert quickstart[1] in ci.splitlines()
+
+
+def test_output_inside_an_input_directory_is_not_read_back(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.jsonl").write_bytes(good_thread(1) + b"\n")
+    for _ in range(2):
+        assert run("convert", str(data), "-o", str(data / "out.jsonl")).exit_code == 0
+    assert [t["id"] for t in lines_of(data / "out.jsonl")] == ["good-1"]

@@ -29,17 +29,17 @@ def decode_problem(data: bytes) -> tuple[str, str]:
 
 
 def iter_jsonl(
-    source: str, stream: BinaryIO, max_record_bytes: int, first_line: int = 1
+    source: str, stream: BinaryIO, max_record_bytes: int
 ) -> Iterator[Record | Rejection]:
     """Yield a Record per non-blank line (locator `path:line`), or a Rejection for a line
     that is too long, not UTF-8 or not JSON. Blank lines are not records."""
-    line_no = first_line - 1
+    line_no = 0
     while True:
         line = stream.readline(max_record_bytes + 1)
         if not line:
             return
         line_no += 1
-        if line_no == first_line and line.startswith(UTF8_BOM):
+        if line_no == 1 and line.startswith(UTF8_BOM):
             line = line[len(UTF8_BOM) :]
         if len(line) > max_record_bytes and not line.endswith(b"\n"):
             head, size = line, len(line)
