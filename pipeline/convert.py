@@ -65,8 +65,7 @@ def convert(
             ),
             1,
         ):
-            out.write(thread.to_json())
-            out.write(b"\n")
+            out.write(thread.to_json_line())
             if progress is not None and count % PROGRESS_EVERY == 0:
                 progress(stats)
     if progress is not None:

@@ -350,6 +350,10 @@ class Thread:
         """One line of MMS JSONL (no trailing newline): compact UTF-8, fixed field order."""
         return orjson.dumps(self.to_dict())
 
+    def to_json_line(self) -> bytes:
+        """`to_json()` with the newline that ends a JSONL line."""
+        return orjson.dumps(self.to_dict(), option=orjson.OPT_APPEND_NEWLINE)
+
     def validate(self) -> None:
         """Check a thread built in Python (not via from_dict); raises ThreadValidationError."""
         data = self.to_dict()
@@ -466,7 +470,7 @@ def _json_object_or_text(text: str) -> Any:
 
 
 def _without_foreign_nulls(message: Any) -> Any:
-    if not isinstance(message, dict):
+    if not isinstance(message, dict) or None not in message.values():
         return message
     allowed = ROLE_FIELDS.get(message.get("role"), MESSAGE_FIELDS)
     return {k: v for k, v in message.items() if k in allowed or v is not None}

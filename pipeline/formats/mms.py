@@ -22,6 +22,7 @@ from pipeline.sources import Record
 
 NAME = "mms"
 MMS_ONLY_ROLES = frozenset({"developer", "context", "platform"})
+MESSAGE_FIELD_SET = frozenset(MESSAGE_FIELDS)
 
 
 def _messages_of(value: Any) -> list[Any] | None:
@@ -55,7 +56,7 @@ def _split_extras(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(messages, list):
         cleaned = []
         for index, message in enumerate(messages):
-            if isinstance(message, dict):
+            if isinstance(message, dict) and not message.keys() <= MESSAGE_FIELD_SET:
                 message = dict(message)
                 for key in list(message):
                     if key not in MESSAGE_FIELDS:
