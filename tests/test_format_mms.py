@@ -122,3 +122,17 @@ def test_thread_built_in_python_round_trips_through_read(tmp_path):
     path.write_bytes(thread.to_json() + b"\n")
     (back,), _, _ = read_all(path.as_posix())
     assert back.messages == thread.messages and back.id == "x"
+
+
+def test_odd_meta_in_the_input_is_kept_not_a_crash(tmp_path):
+    path = tmp_path / "t.jsonl"
+    record = {
+        "messages": [{"role": "user", "content": "x", "lang": "en"}],
+        "meta": {"notes": "a string note", "extra_fields": 5, "source": "crawl-7"},
+    }
+    path.write_bytes(orjson.dumps(record))
+    (thread,), rejected, _ = read_all(path.as_posix())
+    assert rejected == []
+    assert thread.meta["notes"] == ["a string note", "kept 1 non-MMS field(s) in meta.extra_fields"]
+    assert thread.meta["extra_fields"] == {"meta.extra_fields": 5, "messages[0].lang": "en"}
+    assert thread.meta["upstream"] == {"source": "crawl-7"}

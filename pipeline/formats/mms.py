@@ -94,10 +94,14 @@ def to_threads(record: Record) -> list[Thread]:
     if isinstance(meta, dict):
         _set_lineage(meta, record)
         if extras:
-            meta["extra_fields"] = {**meta.get("extra_fields", {}), **extras}
-            meta.setdefault("notes", []).append(
-                f"kept {len(extras)} non-MMS field(s) in meta.extra_fields"
-            )
+            earlier = meta.get("extra_fields")
+            if earlier is not None and not isinstance(earlier, dict):
+                earlier = {"meta.extra_fields": earlier}
+            meta["extra_fields"] = {**(earlier or {}), **extras}
+            notes = meta.get("notes")
+            notes = list(notes) if isinstance(notes, list) else [] if notes is None else [notes]
+            notes.append(f"kept {len(extras)} non-MMS field(s) in meta.extra_fields")
+            meta["notes"] = notes
     data["meta"] = meta
     if isinstance(data.get("id"), int) and not isinstance(data.get("id"), bool):
         data["id"] = str(data["id"])
