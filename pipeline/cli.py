@@ -27,7 +27,7 @@ def main() -> None:
 
     \b
     Start with:
-      mms formats                          which input formats are understood
+      mms formats                              which input formats are understood
       mms convert data/ -o out/threads.jsonl   any supported input -> MMS JSONL
     """
 
