@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -148,9 +149,7 @@ def _some(paths: list[str], shown: int = 3) -> str:
 
 def _print_summary(result: ConvertResult) -> None:
     stats = result.stats
-    by_format: dict[str, int] = {}
-    for name in stats.formats.values():
-        by_format[name] = by_format.get(name, 0) + 1
+    by_format = Counter(stats.formats.values())
     formats = ", ".join(f"{name}: {count}" for name, count in sorted(by_format.items()))
     stderr.print(
         f"Read {stats.records_read:,} records from {len(stats.files):,} file(s) ({formats})"

@@ -286,6 +286,10 @@ class Message:
     def context(cls, content: str, name: str | None = None) -> Message:
         return cls("context", content, name=name)
 
+    def all_fields(self) -> dict[str, Any]:
+        """Every field, set or not (the Arrow struct's view of a message)."""
+        return {key: getattr(self, key) for key in MESSAGE_FIELDS}
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, fields in the spec's order (role, name, format, content, end_turn)."""
         if self.role == "assistant":
@@ -357,10 +361,7 @@ class Thread:
     def validate(self) -> None:
         """Check a thread built in Python (not via from_dict); raises ThreadValidationError."""
         data = self.to_dict()
-        data["messages"] = [
-            _without_foreign_nulls({key: getattr(m, key) for key in MESSAGE_FIELDS})
-            for m in self.messages
-        ]
+        data["messages"] = [_without_foreign_nulls(m.all_fields()) for m in self.messages]
         errors = validate_thread_dict(data)
         if errors:
             raise ThreadValidationError(errors)
@@ -405,34 +406,20 @@ THREAD_ARROW_SCHEMA = pa.schema(
 def _arrow_row(thread: Thread) -> dict[str, Any]:
     settings = None
     if thread.settings is not None:
-        settings = {
-            "formats": [
-                {
-                    "name": f.name,
-                    "halt_on_start": f.halt_on_start,
-                    "halt_on_completion": f.halt_on_completion,
-                    "sampler": orjson.dumps(f.sampler).decode()
-                    if isinstance(f.sampler, dict)
-                    else f.sampler,
-                }
-                for f in thread.settings.formats
-            ]
-        }
+        settings = {"formats": [_format_to_arrow(f) for f in thread.settings.formats]}
     return {
         "id": thread.id,
-        "messages": [
-            {
-                "role": m.role,
-                "content": m.content,
-                "format": m.format,
-                "end_turn": m.end_turn,
-                "name": m.name,
-            }
-            for m in thread.messages
-        ],
+        "messages": [m.all_fields() for m in thread.messages],
         "settings": settings,
         "meta": orjson.dumps(thread.meta).decode(),
     }
+
+
+def _format_to_arrow(fmt: Format) -> dict[str, Any]:
+    row = fmt.to_dict()
+    if isinstance(fmt.sampler, dict):
+        row["sampler"] = orjson.dumps(fmt.sampler).decode()
+    return row
 
 
 def threads_to_arrow(threads: Iterable[Thread]) -> pa.Table:

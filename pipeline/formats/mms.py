@@ -76,6 +76,19 @@ def _set_lineage(meta: dict[str, Any], record: Record) -> None:
     meta.update(lineage)
 
 
+def _keep_extras(meta: dict[str, Any], extras: dict[str, Any]) -> None:
+    """Record the non-MMS fields in `meta.extra_fields`, with a note; whatever the input
+    meta already held under those keys is kept too."""
+    earlier = meta.get("extra_fields")
+    if earlier is not None and not isinstance(earlier, dict):
+        earlier = {"meta.extra_fields": earlier}
+    meta["extra_fields"] = {**(earlier or {}), **extras}
+    notes = meta.get("notes")
+    notes = list(notes) if isinstance(notes, list) else [] if notes is None else [notes]
+    notes.append(f"kept {len(extras)} non-MMS field(s) in meta.extra_fields")
+    meta["notes"] = notes
+
+
 def to_threads(record: Record) -> list[Thread]:
     """One thread per record; ids come from the record or from (source, locator)."""
     value = record.value
@@ -90,18 +103,13 @@ def to_threads(record: Record) -> list[Thread]:
         )
     extras = _split_extras(data)
     meta = data.get("meta")
-    meta = dict(meta) if isinstance(meta, dict) else meta if meta is not None else {}
-    if isinstance(meta, dict):
+    if meta is None:
+        meta = {}
+    if isinstance(meta, dict):  # anything else is left for validation to report
+        meta = dict(meta)
         _set_lineage(meta, record)
         if extras:
-            earlier = meta.get("extra_fields")
-            if earlier is not None and not isinstance(earlier, dict):
-                earlier = {"meta.extra_fields": earlier}
-            meta["extra_fields"] = {**(earlier or {}), **extras}
-            notes = meta.get("notes")
-            notes = list(notes) if isinstance(notes, list) else [] if notes is None else [notes]
-            notes.append(f"kept {len(extras)} non-MMS field(s) in meta.extra_fields")
-            meta["notes"] = notes
+            _keep_extras(meta, extras)
     data["meta"] = meta
     if isinstance(data.get("id"), int) and not isinstance(data.get("id"), bool):
         data["id"] = str(data["id"])

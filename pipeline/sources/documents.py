@@ -29,7 +29,7 @@ def read_document_bytes(source: str, stream: BinaryIO, limits: ReadLimits) -> by
             "oversize_record",
             f"document is over the limit of {limits.max_document_bytes} bytes; "
             "convert it to JSON Lines, which is streamed",
-            raw=raw_text(data[:4096]),
+            raw=raw_text(data),
         )
     return data[len(UTF8_BOM) :] if data.startswith(UTF8_BOM) else data
 
