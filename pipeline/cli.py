@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -13,10 +14,12 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipeline import __version__
 from pipeline.convert import ConvertResult, convert
-from pipeline.formats import AUTO, FORMATS
-from pipeline.ingest import ReadStats
+from pipeline.formats import AUTO, FORMATS, ConvertOptions
+from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
+from pipeline.formats.detect import detect
+from pipeline.ingest import SNIFF_RECORDS, ReadStats
 from pipeline.quarantine import ERROR_CODES
-from pipeline.sources import InputError, ReadLimits
+from pipeline.sources import InputError, ReadLimits, Record, iter_file
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -33,13 +36,42 @@ def main() -> None:
     """
 
 
-@main.command()
-def formats() -> None:
-    """List the input formats `--from` accepts, one per line."""
+@main.command(epilog="\b\nExamples:\n  mms formats\n  mms formats --detect data/train.jsonl")
+@click.option(
+    "--detect",
+    "detect_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Score every format on FILE's first records and show why.",
+)
+def formats(detect_file: str | None) -> None:
+    """List the input formats `--from` accepts, or show how a file would be detected."""
+    if detect_file is not None:
+        _print_detection(detect_file)
+        return
     width = max(len(name) for name in [AUTO, *FORMATS])
     click.echo(f"{AUTO:<{width}}  detect the format of each file from its first records (default)")
     for name, fmt in FORMATS.items():
         click.echo(f"{name:<{width}}  {fmt.summary}")
+
+
+def _print_detection(path: str) -> None:
+    head = itertools.islice(
+        (item.value for item in iter_file(path, ReadLimits()) if isinstance(item, Record)),
+        SNIFF_RECORDS,
+    )
+    detection = detect(head)
+    click.echo(f"{path}: {detection.records} record(s) sniffed -> {detection.label}")
+    width = max(len(name) for name in FORMATS)
+    for score in detection.scores:
+        mean = score.total / detection.records if detection.records else 0.0
+        click.echo(
+            f"  {score.name:<{width}}  {mean:4.2f}  accepts {score.accepted}/{detection.records}"
+            f"  {score.reason}"
+        )
+    if detection.per_record:
+        click.echo("  no format accepts every record: each record is detected on its own")
+    elif detection.format is None:
+        click.echo("  no format accepts these records: name one with --from")
 
 
 def _codes_help() -> str:
@@ -82,6 +114,35 @@ def _codes_help() -> str:
     show_default=True,
     help="Longest line or row accepted; longer ones are quarantined as oversize_record.",
 )
+@click.option(
+    "--parallel-calls",
+    type=click.Choice(PARALLEL_CALLS),
+    default="sequence",
+    show_default=True,
+    help="Parallel tool calls as call1, result1, call2, result2 (`sequence`) or one "
+    "`tool:jsonl` message per tool (`jsonl`).",
+)
+@click.option(
+    "--reasoning",
+    type=click.Choice(REASONING),
+    default="keep",
+    show_default=True,
+    help="Keep the assistant's reasoning as a `reasoning` message, or drop it.",
+)
+@click.option(
+    "--multimodal",
+    type=click.Choice(MULTIMODAL),
+    default="drop",
+    show_default=True,
+    help="Drop image/audio/file parts (noted in meta) or write a `[image]`-style placeholder.",
+)
+@click.option(
+    "--oasst-paths",
+    type=click.Choice(OASST_PATHS),
+    default="all",
+    show_default=True,
+    help="OpenAssistant trees: one thread per root-to-leaf path, or only the top-ranked path.",
+)
 def convert_command(
     inputs: tuple[str, ...],
     output: str,
@@ -89,6 +150,10 @@ def convert_command(
     quarantine: str | None,
     strict: bool,
     max_record_bytes: int,
+    parallel_calls: str,
+    reasoning: str,
+    multimodal: str,
+    oasst_paths: str,
 ) -> None:
     """Convert INPUT files, directories or globs to MMS JSONL.
 
@@ -97,6 +162,12 @@ def convert_command(
     stable code; the summary checks that records read = converted + quarantined.
     """
     limits = ReadLimits(max_record_bytes=max_record_bytes)
+    options = ConvertOptions(
+        parallel_calls=parallel_calls,  # type: ignore[arg-type]
+        reasoning=reasoning,  # type: ignore[arg-type]
+        multimodal=multimodal,  # type: ignore[arg-type]
+        oasst_paths=oasst_paths,  # type: ignore[arg-type]
+    )
     try:
         with _progress() as update:
             result = convert(
@@ -106,6 +177,7 @@ def convert_command(
                 quarantine=quarantine,
                 limits=limits,
                 progress=update,
+                options=options,
             )
     except (InputError, ValueError) as err:
         raise click.UsageError(str(err)) from None

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.formats import AUTO
+from pipeline.formats import AUTO, ConvertOptions
 from pipeline.ingest import ReadStats, read
 from pipeline.output_files import atomic_output
 from pipeline.quarantine import Rejection, rejection_line
@@ -41,6 +41,7 @@ def convert(
     quarantine: str | Path | None = None,
     limits: ReadLimits | None = None,
     progress: Callable[[ReadStats], None] | None = None,
+    options: ConvertOptions | None = None,
 ) -> ConvertResult:
     """Convert `inputs` to MMS JSONL at `output`; rejected records go to `quarantine`
     (default: next to the output). Both files are written atomically, always."""
@@ -62,6 +63,7 @@ def convert(
                 stats=stats,
                 limits=limits,
                 exclude=(output, quarantine),
+                options=options,
             ),
             1,
         ):

@@ -11,7 +11,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from pipeline.formats import AUTO, FORMATS, InputFormat, get_format
+from pipeline.formats import AUTO, FORMATS, ConvertOptions, InputFormat, get_format
+from pipeline.formats.detect import best_for_record, detect
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected, Rejection, raw_text
 from pipeline.sources import ReadLimits, Record, expand_inputs, iter_file
@@ -42,19 +43,9 @@ class ReadStats:
         return self.records_read == self.records_converted + self.quarantined_total
 
 
-def detect_format(records: Iterable[Record]) -> InputFormat | None:
-    """The format whose sniff scores highest over `records`; None if none scores above 0."""
-    totals = dict.fromkeys(FORMATS, 0.0)
-    for record in records:
-        for name, fmt in FORMATS.items():
-            totals[name] += fmt.sniff(record.value)
-    best = max(totals, key=lambda name: totals[name], default=None)
-    return FORMATS[best] if best is not None and totals[best] > 0 else None
-
-
-def _convert(fmt: InputFormat, record: Record) -> list[Thread] | Rejection:
+def _convert(fmt: InputFormat, record: Record, options: ConvertOptions) -> list[Thread] | Rejection:
     try:
-        return fmt.to_threads(record)
+        return fmt.to_threads(record, options)
     except RecordRejected as err:
         code, message, details = err.code, err.message, err.details
     except Exception as err:  # a converter bug must not stop the batch
@@ -82,15 +73,19 @@ def read(
     stats: ReadStats | None = None,
     limits: ReadLimits | None = None,
     exclude: Iterable[str | os.PathLike[str]] = (),
+    options: ConvertOptions | None = None,
 ) -> Iterator[Thread]:
     """Yield MMS threads from files, directories and globs, in input order.
 
-    `format` is a name from `pipeline.formats.FORMATS` or `auto` (detected per file).
+    `format` is a name from `pipeline.formats.FORMATS` or `auto` (detected per file from
+    its first records; a mixed file is detected record by record). `options` steer the
+    lossy mappings (parallel calls, reasoning, media, OASST paths).
     Each record that cannot become a thread goes to `on_reject` and is counted in
     `stats.quarantined`; the reading goes on. Files in `exclude` (e.g. the run's own
     output inside an input directory) are passed over. Raises InputError for unusable paths.
     """
     stats = stats if stats is not None else ReadStats()
+    options = options or ConvertOptions()
     limits = limits or ReadLimits()
     named = None if format == AUTO else get_format(format)
     found = expand_inputs([inputs] if isinstance(inputs, str) else list(inputs))
@@ -107,6 +102,7 @@ def read(
     for path in found.files:
         items: Iterator[Record | Rejection] = iter_file(path, limits)
         fmt = named
+        per_record = False
         if fmt is None:
             head: list[Record | Rejection] = []
             parsed = 0
@@ -115,31 +111,44 @@ def read(
                 parsed += isinstance(item, Record)
                 if parsed >= SNIFF_RECORDS:
                     break
-            fmt = detect_format(r for r in head if isinstance(r, Record))
+            detection = detect(r.value for r in head if isinstance(r, Record))
+            fmt, per_record = detection.format, detection.per_record
+            stats.formats[path] = detection.label
             items = itertools.chain(head, items)
-        stats.formats[path] = fmt.name if fmt is not None else "-"
+        else:
+            stats.formats[path] = fmt.name
         for item in items:
             stats.records_read += 1
             if isinstance(item, Rejection):
                 reject(item)
                 continue
-            if fmt is None:
-                reject(
-                    Rejection(
-                        item.source,
-                        item.locator,
-                        "unknown_format",
-                        f"no input format recognises {path}; name one with --from "
-                        f"({', '.join(FORMATS)})",
-                        raw=raw_text(item.raw, item.value),
-                        stage="detect",
-                    )
-                )
+            record_format = best_for_record(item.value) if per_record else fmt
+            if record_format is None:
+                reject(_unknown_format(item, path, per_record))
                 continue
-            result = _convert(fmt, item)
+            result = _convert(record_format, item, options)
             if isinstance(result, Rejection):
                 reject(result)
                 continue
             stats.records_converted += 1
             stats.threads += len(result)
             yield from result
+
+
+def _unknown_format(record: Record, path: str, per_record: bool) -> Rejection:
+    value = record.value
+    if isinstance(value, dict):
+        keys = ", ".join(list(value)[:8]) or "none"
+        shape = f"an object with keys {keys}"
+    else:
+        shape = "null" if value is None else f"a JSON {type(value).__name__}"
+    where = "this record" if per_record else path
+    return Rejection(
+        record.source,
+        record.locator,
+        "unknown_format",
+        f"no input format recognises {where} ({shape}); name one with --from "
+        f"({', '.join(FORMATS)}) or see `mms formats --detect`",
+        raw=raw_text(record.raw, record.value),
+        stage="detect",
+    )

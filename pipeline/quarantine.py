@@ -21,6 +21,11 @@ ERROR_CODES: dict[str, str] = {
     "unknown_format": "no input format recognised the record; pass --from",
     "not_an_object": "the record is not a JSON object (or a list of messages)",
     "invalid_thread": "the record has the right shape but is not a valid MMS thread",
+    "missing_field": "a field the input format requires is missing or has the wrong type",
+    "unknown_role": "a message has a role or speaker the input format does not define",
+    "unknown_tool_call": "a tool result refers to a call id that no earlier tool call has",
+    "invalid_tools": "the record's tool definitions cannot be read",
+    "empty_conversation": "the record holds no messages to convert",
     "internal_error": "a converter failed unexpectedly on this record (a bug: please report it)",
 }
 """Stable quarantine codes: users filter and gate on them, so never rename one."""

@@ -1,21 +1,53 @@
-"""What every input format adapter provides: a name, a one-line summary, a sniff score
-for auto-detection, and the conversion of one record into threads."""
+"""What every input format adapter provides: a name, a one-line summary, a sniff verdict
+for auto-detection, and the conversion of one record into threads; plus the options
+that steer conversions."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal, NamedTuple
 
 from pipeline.mms import Thread
 from pipeline.sources import Record
+
+PARALLEL_CALLS = ("sequence", "jsonl")
+REASONING = ("keep", "drop")
+MULTIMODAL = ("drop", "placeholder")
+OASST_PATHS = ("all", "top")
+
+
+@dataclass(frozen=True, slots=True)
+class ConvertOptions:
+    """Choices a curator makes about lossy or ambiguous mappings.
+
+    parallel_calls: `sequence` writes call1, result1, call2, result2; `jsonl` writes one
+    `name:jsonl` message per tool with a line per call. reasoning: `keep` as an assistant
+    `reasoning` message, or `drop`. multimodal: `drop` media parts (noted in meta) or write
+    a `[image]`-style `placeholder`. oasst_paths: every root-to-leaf path, or only the
+    `top`-ranked one.
+    """
+
+    parallel_calls: Literal["sequence", "jsonl"] = "sequence"
+    reasoning: Literal["keep", "drop"] = "keep"
+    multimodal: Literal["drop", "placeholder"] = "drop"
+    oasst_paths: Literal["all", "top"] = "all"
+
+
+class Sniff(NamedTuple):
+    """How sure a format is that a record is its own (0..1) and why, for `--detect`."""
+
+    score: float
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
 class InputFormat:
     """An input format. `sniff` scores a parsed record from 0 (not this format) to 1
-    (certainly this format); `to_threads` converts a record or raises RecordRejected."""
+    (certainly this format), with the reason; `to_threads` converts a record or raises
+    RecordRejected."""
 
     name: str
     summary: str
-    sniff: Callable[[object], float]
-    to_threads: Callable[[Record], list[Thread]]
+    sniff: Callable[[object], Sniff]
+    to_threads: Callable[[Record, ConvertOptions], list[Thread]]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.formats.base import InputFormat
+from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
 from pipeline.mms import (
     MESSAGE_FIELDS,
     ROLES,
@@ -33,19 +33,21 @@ def _messages_of(value: Any) -> list[Any] | None:
     return None
 
 
-def sniff(value: object) -> float:
-    """1.0 for a message list in MMS shape (only MMS roles, every assistant message with
-    `end_turn`, some role or field other chat formats lack); 0.5 for user-only lists;
-    0 otherwise (a `system` or `tool` role, or an assistant message without `end_turn`)."""
+def sniff(value: object) -> Sniff:
+    """Sure for a message list in MMS shape (only MMS roles, every assistant message with
+    `end_turn`, some role or field other chat formats lack); half sure for user-only
+    lists; not MMS with a `system` or `tool` role or an assistant without `end_turn`."""
     messages = _messages_of(value)
-    if not messages or not all(isinstance(m, dict) and m.get("role") in ROLES for m in messages):
-        return 0.0
+    if not messages:
+        return Sniff(0.0, "no message list")
+    if not all(isinstance(m, dict) and m.get("role") in ROLES for m in messages):
+        return Sniff(0.0, "a message has a role MMS does not define")
     assistants = [m for m in messages if m["role"] == "assistant"]
     if any("end_turn" not in m for m in assistants):
-        return 0.0
+        return Sniff(0.0, "an assistant message lacks end_turn")
     if assistants or any(m["role"] in MMS_ONLY_ROLES for m in messages):
-        return 1.0
-    return 0.5
+        return Sniff(1.0, "MMS roles, assistant messages carry end_turn")
+    return Sniff(0.5, "only user messages (valid MMS, but other chat formats look the same)")
 
 
 def _split_extras(data: dict[str, Any]) -> dict[str, Any]:
@@ -89,7 +91,7 @@ def _keep_extras(meta: dict[str, Any], extras: dict[str, Any]) -> None:
     meta["notes"] = notes
 
 
-def to_threads(record: Record) -> list[Thread]:
+def to_threads(record: Record, options: ConvertOptions | None = None) -> list[Thread]:
     """One thread per record; ids come from the record or from (source, locator)."""
     value = record.value
     if isinstance(value, list):

@@ -1,0 +1,411 @@
+"""ThreadBuilder: the one place the format adapters turn conversations into MMS threads.
+
+Adapters append what they read (system prompts, user and assistant text, reasoning, tool
+calls, tool results, tool definitions); `build()` applies the mapping rules every format
+shares (DESIGN §3, §5): tool results named after their call, parallel calls sequenced
+(or written as JSONL), `end_turn` decided, tools and reasoning enabled by a synthesized
+developer message and settings, lineage and everything lossy recorded in `meta`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from pipeline.capabilities import ToolSpec, tool_format
+from pipeline.formats.base import ConvertOptions
+from pipeline.formats.tool_prompt import reasoning_declaration, tool_declaration
+from pipeline.mms import (
+    Format,
+    Message,
+    SystemSettings,
+    Thread,
+    ThreadValidationError,
+    stable_thread_id,
+)
+from pipeline.quarantine import RecordRejected
+from pipeline.sources import Record
+
+REASONING_FORMAT = "reasoning"
+ENDS_A_TURN = frozenset({"user", "developer", "platform"})
+
+
+@dataclass(slots=True)
+class _Item:
+    """One message in the making. kind: text | reasoning | call | result."""
+
+    kind: str
+    role: str
+    content: str
+    format: str | None = None
+    name: str | None = None
+    call_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    answers: int | None = None
+    """For a result: the index (in the item list) of the call it answers."""
+
+
+def canonical_json(value: Any) -> str:
+    """Compact JSON with sorted keys: one spelling for equal values."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+class ThreadBuilder:
+    """Collects one conversation's messages and builds the MMS thread."""
+
+    def __init__(
+        self,
+        record: Record,
+        source_format: str,
+        options: ConvertOptions,
+        *,
+        thread_id: str,
+        meta: dict[str, Any] | None = None,
+    ):
+        self.record = record
+        self.options = options
+        self.thread_id = thread_id
+        self.meta: dict[str, Any] = {
+            "source": record.source,
+            "locator": record.locator,
+            "source_format": source_format,
+            **(meta or {}),
+        }
+        self.notes: list[str] = []
+        self.extra_fields: dict[str, Any] = {}
+        self.tools: list[ToolSpec] = []
+        self._items: list[_Item] = []
+        self._dropped_parts: Counter[str] = Counter()
+
+    # ----------------------------------------------------------------- what adapters add
+
+    def note(self, text: str) -> None:
+        """Record something lossy or surprising about this conversion in `meta.notes`."""
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def keep(self, key: str, value: Any) -> None:
+        """Keep an input field MMS has no place for in `meta.extra_fields[key]`."""
+        self.extra_fields[key] = value
+
+    def developer(self, content: str, **meta: Any) -> None:
+        self._items.append(_Item("text", "developer", content, meta=meta))
+
+    def user(self, content: str, **meta: Any) -> None:
+        self._items.append(_Item("text", "user", content, meta=meta))
+
+    def assistant(self, content: str, format: str = "markdown", **meta: Any) -> None:
+        """An assistant answer; its `end_turn` is decided by `build()`."""
+        self._items.append(_Item("text", "assistant", content, format=format, meta=meta))
+
+    def context(self, content: str, name: str | None = None, **meta: Any) -> None:
+        self._items.append(_Item("text", "context", content, name=name, meta=meta))
+
+    def reasoning(self, content: str, **meta: Any) -> None:
+        """The assistant's reasoning before its answer (kept or dropped per options)."""
+        if self.options.reasoning == "drop":
+            self.note("dropped the assistant's reasoning (--reasoning drop)")
+            return
+        self._items.append(_Item("reasoning", "assistant", content, REASONING_FORMAT, meta=meta))
+
+    def tool_call(self, name: str, arguments: Any, call_id: str | None = None, **meta: Any) -> None:
+        """A call of tool `name`; `arguments` is a JSON string or a parsed value."""
+        if call_id is not None:
+            meta = {"tool_call_id": call_id, **meta}
+        content = self._arguments_text(name, arguments)
+        self._items.append(
+            _Item(
+                "call",
+                "assistant",
+                content,
+                tool_format(name),
+                name=name,
+                call_id=call_id,
+                meta=meta,
+            )
+        )
+
+    def tool_result(
+        self, content: str, *, call_id: str | None = None, name: str | None = None, **meta: Any
+    ) -> None:
+        """A tool's output, matched to its call by `call_id`, else by `name`, else to the
+        oldest unanswered call."""
+        if call_id is not None:
+            meta = {"tool_call_id": call_id, **meta}
+        self._items.append(
+            _Item("result", "context", content, name=name, call_id=call_id, meta=meta)
+        )
+
+    def declare_tools(self, tools: Iterable[ToolSpec]) -> None:
+        """Tools the developer made available; the first definition of a name wins."""
+        known = {tool.name: tool for tool in self.tools}
+        for tool in tools:
+            earlier = known.get(tool.name)
+            if earlier is None:
+                known[tool.name] = tool
+                self.tools.append(tool)
+            elif earlier != tool:
+                self.note(f"tool {tool.name!r} is defined twice; kept the first definition")
+
+    def text(self, value: Any, where: str) -> str:
+        """Message content as text: strings as they are, content-part lists joined (text
+        kept, media dropped or replaced per options), other JSON values as JSON."""
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list):
+            return "\n\n".join(
+                piece for part in value if (piece := self._part_text(part, where)) is not None
+            )
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        self.note(f"{where} is a JSON {type(value).__name__}, kept as JSON text")
+        return canonical_json(value)
+
+    def media(self, kind: str) -> str | None:
+        """A non-text part (image, audio, file ...): its placeholder, or None when dropped
+        (counted in `meta.notes`)."""
+        self._dropped_parts[kind] += 1
+        return f"[{kind}]" if self.options.multimodal == "placeholder" else None
+
+    # ----------------------------------------------------------------- building
+
+    def build(self) -> Thread:
+        """The MMS thread; raises RecordRejected when the conversation cannot be one."""
+        items = [item for item in self._items]
+        if not items:
+            raise RecordRejected("empty_conversation", "the record holds no messages")
+        self._match_results(items)
+        items = self._order_parallel_calls(items)
+        messages: list[Message] = []
+        message_meta: dict[str, Any] = {}
+        declaration = self._declaration(items)
+        insert_at = next(
+            (i for i, item in enumerate(items) if item.role not in ("developer", "platform")),
+            len(items),
+        )
+        for position, item in enumerate(items):
+            if position == insert_at and declaration:
+                messages.append(Message.developer(declaration))
+            if item.meta:
+                message_meta[str(len(messages))] = item.meta
+            messages.append(
+                self._message(item, items[position + 1] if position + 1 < len(items) else None)
+            )
+        if insert_at == len(items) and declaration:
+            messages.append(Message.developer(declaration))
+        thread = Thread(self.thread_id, messages, self._settings(items), self._meta(message_meta))
+        try:
+            thread.validate()
+        except ThreadValidationError as err:
+            details = tuple(
+                {"path": e.path, "kind": e.kind, "message": e.message} for e in err.errors
+            )
+            raise RecordRejected("invalid_thread", str(err), details) from None
+        return thread
+
+    def _match_results(self, items: list[_Item]) -> None:
+        """Name every result after the call it answers; a result for a call id no earlier
+        call has is an error."""
+        by_id: dict[str, int] = {}
+        pending: list[int] = []
+        for index, item in enumerate(items):
+            if item.kind == "call":
+                if item.call_id is not None:
+                    by_id[item.call_id] = index
+                pending.append(index)
+                continue
+            if item.kind != "result":
+                continue
+            if item.call_id is not None:
+                if item.call_id not in by_id:
+                    raise RecordRejected(
+                        "unknown_tool_call",
+                        f"tool result for unknown call id {item.call_id}"
+                        + (f" (tool {item.name!r})" if item.name else ""),
+                    )
+                answered = by_id[item.call_id]
+            else:
+                answered = next(
+                    (i for i in pending if item.name is None or items[i].name == item.name), None
+                )
+            if answered is None:
+                if item.name is None:
+                    self.note(
+                        "a tool result follows no tool call; kept as an unnamed context message"
+                    )
+                continue
+            call_name = items[answered].name
+            if item.name is not None and item.name != call_name:
+                self.note(
+                    f"tool result named {item.name!r} answers a call of {call_name!r}; named it {call_name!r}"
+                )
+            item.name = call_name
+            item.answers = answered
+            if answered in pending:
+                pending.remove(answered)
+
+    def _order_parallel_calls(self, items: list[_Item]) -> list[_Item]:
+        """Runs of calls followed by their results: sequence them (call1, result1, call2,
+        result2) or, with `parallel_calls: jsonl`, merge each tool's calls into one
+        `name:jsonl` message."""
+        ordered: list[_Item] = []
+        index = 0
+        while index < len(items):
+            end = index
+            while end < len(items) and items[end].kind == "call":
+                end += 1
+            if end - index < 2:
+                ordered.append(items[index])
+                index += 1
+                continue
+            results_end = end
+            while results_end < len(items) and items[results_end].kind == "result":
+                results_end += 1
+            calls, results = items[index:end], items[end:results_end]
+            if self.options.parallel_calls == "jsonl":
+                ordered.extend(self._jsonl_calls(calls))
+                ordered.extend(results)
+            else:
+                ordered.extend(self._sequenced(range(index, end), items, results))
+            index = results_end
+        return ordered
+
+    def _sequenced(
+        self, call_indexes: range, items: list[_Item], results: list[_Item]
+    ) -> list[_Item]:
+        out: list[_Item] = []
+        for call_index in call_indexes:
+            out.append(items[call_index])
+            out.extend(r for r in results if r.answers == call_index)
+        out.extend(r for r in results if r.answers not in call_indexes)
+        if any(r.answers in call_indexes for r in results):
+            self.note(f"sequenced {len(call_indexes)} parallel tool calls with their results")
+        return out
+
+    def _jsonl_calls(self, calls: list[_Item]) -> list[_Item]:
+        merged: list[_Item] = []
+        for call in calls:
+            last = merged[-1] if merged else None
+            if last is not None and last.name == call.name:
+                last.content += "\n" + call.content
+                if call.call_id is not None:
+                    last.meta.setdefault("tool_call_ids", []).append(call.call_id)
+                continue
+            meta = {k: v for k, v in call.meta.items() if k != "tool_call_id"}
+            if call.call_id is not None:
+                meta["tool_call_ids"] = [call.call_id]
+            merged.append(
+                _Item(
+                    "call",
+                    "assistant",
+                    call.content,
+                    tool_format(call.name, "jsonl"),
+                    name=call.name,
+                    meta=meta,
+                )
+            )
+        return merged
+
+    def _message(self, item: _Item, following: _Item | None) -> Message:
+        if item.role == "assistant":
+            if item.kind == "text":
+                end_turn = following is None or following.role in ENDS_A_TURN
+            else:
+                end_turn = False
+            return Message.assistant(
+                item.content, format=item.format or "markdown", end_turn=end_turn
+            )
+        if item.role == "context":
+            return Message.context(item.content, item.name)
+        return Message(item.role, item.content)  # type: ignore[arg-type]
+
+    def _uses_reasoning(self, items: list[_Item]) -> bool:
+        return any(item.kind == "reasoning" for item in items)
+
+    def _declaration(self, items: list[_Item]) -> str:
+        parts = []
+        if self.tools:
+            jsonl = self.options.parallel_calls == "jsonl"
+            parts.append(tool_declaration(self.tools, self.thread_id, jsonl=jsonl))
+        if self._uses_reasoning(items):
+            parts.append(reasoning_declaration(self.thread_id))
+        return "\n\n".join(parts)
+
+    def _settings(self, items: list[_Item]) -> SystemSettings | None:
+        formats: list[Format] = []
+        for tool in self.tools:
+            formats.append(Format(tool.call_format, halt_on_completion=True, sampler="json"))
+            if self.options.parallel_calls == "jsonl":
+                formats.append(
+                    Format(
+                        tool_format(tool.name, "jsonl"), halt_on_completion=True, sampler="jsonl"
+                    )
+                )
+        if self._uses_reasoning(items):
+            formats.append(Format(REASONING_FORMAT))
+        return SystemSettings(tuple(formats)) if formats else None
+
+    def _meta(self, message_meta: dict[str, Any]) -> dict[str, Any]:
+        meta = dict(self.meta)
+        if message_meta:
+            meta["message_meta"] = message_meta
+        if self.extra_fields:
+            meta["extra_fields"] = self.extra_fields
+        for kind, count in sorted(self._dropped_parts.items()):
+            if self.options.multimodal == "placeholder":
+                self.note(f"replaced {count} {kind} part(s) with a [{kind}] placeholder")
+            else:
+                self.note(f"dropped {count} {kind} part(s) (text-only thread)")
+        if self.notes:
+            meta["notes"] = list(self.notes)
+        return meta
+
+    # ----------------------------------------------------------------- helpers
+
+    def _arguments_text(self, name: str, arguments: Any) -> str:
+        if arguments is None or arguments == "":
+            return "{}"
+        if not isinstance(arguments, str):
+            return canonical_json(arguments)
+        try:
+            value = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            self.note(f"arguments of a {name!r} call are not valid JSON; kept as written")
+            return arguments
+        if isinstance(value, str):
+            try:
+                value = orjson.loads(value)
+                self.note(f"arguments of a {name!r} call were JSON encoded twice; decoded")
+            except orjson.JSONDecodeError:
+                pass
+        return canonical_json(value)
+
+    def _part_text(self, part: Any, where: str) -> str | None:
+        if isinstance(part, str):
+            return part
+        if not isinstance(part, dict):
+            self.note(f"{where} has a content part that is not an object; kept as JSON text")
+            return canonical_json(part)
+        kind = part.get("type")
+        if kind in ("text", "input_text", "output_text") or (kind is None and "text" in part):
+            text = part.get("text", part.get("value"))
+            return text if isinstance(text, str) else self.text(text, where)
+        if kind == "refusal" and isinstance(part.get("refusal"), str):
+            return part["refusal"]
+        return self.media(str(kind or "unknown"))
+
+
+def source_thread_id(record: Record, source_id: Any = None) -> str:
+    """The thread id: the source's own id (string or integer) if it has one, else a stable
+    hash of where the record came from."""
+    if isinstance(source_id, str) and source_id:
+        return source_id
+    if isinstance(source_id, int) and not isinstance(source_id, bool):
+        return str(source_id)
+    return stable_thread_id(record.source, record.locator)

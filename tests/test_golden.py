@@ -1,0 +1,35 @@
+"""Golden files: every `data_samples/<format>/` converts, with `--from auto`, to exactly
+`data_samples/expected/<format>/threads.jsonl` and quarantines exactly `rejected.jsonl`.
+
+After an intended change of output, regenerate with
+`MMS_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py` and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pipeline import convert
+from tests.conftest import REPO
+
+SAMPLES = REPO / "data_samples"
+FORMAT_DIRS = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir() and p.name != "expected")
+UPDATE = os.environ.get("MMS_UPDATE_GOLDEN") == "1"
+
+
+@pytest.mark.parametrize("name", FORMAT_DIRS)
+def test_sample_converts_to_the_expected_output(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)  # lineage in meta holds the relative sample paths
+    out, rejected = tmp_path / "threads.jsonl", tmp_path / "rejected.jsonl"
+    result = convert(f"data_samples/{name}", out, quarantine=rejected)
+    assert result.stats.balanced
+    assert set(result.stats.formats.values()) == {name}, "auto-detection picked another format"
+    expected = SAMPLES / "expected" / name
+    if UPDATE:
+        expected.mkdir(parents=True, exist_ok=True)
+        (expected / "threads.jsonl").write_bytes(out.read_bytes())
+        (expected / "rejected.jsonl").write_bytes(rejected.read_bytes())
+    assert out.read_bytes() == (expected / "threads.jsonl").read_bytes()
+    assert rejected.read_bytes() == (expected / "rejected.jsonl").read_bytes()
