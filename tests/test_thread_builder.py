@@ -177,3 +177,16 @@ def test_lineage_and_kept_fields_land_in_meta():
     assert meta["source_format"] == "test"
     assert meta["extra_fields"] == {"custom": {"a": 1}}
     assert meta["message_meta"] == {"0": {"weight": 0}}
+
+
+def test_calls_of_undeclared_tools_are_noted():
+    b = builder()
+    b.declare_tools([WEATHER])
+    b.user("q")
+    b.tool_call("get_weather", "{}")
+    b.tool_call("lookup", "{}")
+    notes = b.build().meta["notes"]
+    assert [n for n in notes if "never declares" in n] == [
+        "tool 'lookup' is called but the source never declares it; its calls are not enabled "
+        "by any developer message"
+    ]

@@ -181,6 +181,7 @@ class ThreadBuilder:
         if not items:
             raise RecordRejected("empty_conversation", "the record holds no messages")
         self._match_results(items)
+        self._note_undeclared_calls(items)
         items = self._order_parallel_calls(items)
         messages: list[Message] = []
         message_meta: dict[str, Any] = {}
@@ -249,6 +250,16 @@ class ThreadBuilder:
             item.answers = answered
             if answered in pending:
                 pending.remove(answered)
+
+    def _note_undeclared_calls(self, items: list[_Item]) -> None:
+        declared = {tool.name for tool in self.tools}
+        called = dict.fromkeys(item.name for item in items if item.kind == "call")
+        for name in called:
+            if name not in declared:
+                self.note(
+                    f"tool {name!r} is called but the source never declares it; its calls are "
+                    "not enabled by any developer message"
+                )
 
     def _order_parallel_calls(self, items: list[_Item]) -> list[_Item]:
         """Runs of calls followed by their results: sequence them (call1, result1, call2,
