@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from table import print_aligned
 
 MIB = 1024 * 1024
 RSS_LIMIT_MB = 300
@@ -490,12 +491,7 @@ def print_table(rows: Sequence[Figures]) -> None:
         )
         for r in rows
     ]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    for line in lines:
-        cells = [line[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True)
-        ]
-        print("  ".join(cells))
+    print_aligned(lines)
 
 
 def tail(path: Path, lines: int = 20) -> str:

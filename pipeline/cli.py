@@ -19,7 +19,7 @@ from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASO
 from pipeline.formats.detect import detect
 from pipeline.ingest import SNIFF_RECORDS, ReadStats
 from pipeline.quarantine import ERROR_CODES
-from pipeline.sources import InputError, ReadLimits, Record, iter_file
+from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits, Record, is_hf_input, iter_file
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -82,6 +82,9 @@ def _codes_help() -> str:
     epilog="\b\nExamples:\n"
     "  mms convert data_samples/mms -o out/threads.jsonl\n"
     "  mms convert 'raw/**/*.jsonl.gz' --from mms -o out/threads.jsonl.zst --strict\n"
+    "  mms convert hf:HuggingFaceH4/ultrachat_200k --split train_sft -o out/ultrachat.jsonl\n"
+    "  mms convert hf:HuggingFaceTB/smoltalk --hf-config all --split test -o out/smoltalk.jsonl\n"
+    "  mms convert hf:./my_dataset --split validation -o out/valid.jsonl\n"
     "\b\nQuarantine codes (the `code` field of each rejected record):\n" + _codes_help()
 )
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
@@ -137,6 +140,20 @@ def _codes_help() -> str:
     help="Drop image/audio/file parts (noted in meta) or write a `[image]`-style placeholder.",
 )
 @click.option(
+    "--split",
+    default=DEFAULT_SPLIT,
+    show_default=True,
+    metavar="NAME",
+    help="Split of the hf: dataset inputs to stream (e.g. test, train_sft; train+test joins "
+    "splits).",
+)
+@click.option(
+    "--hf-config",
+    default=None,
+    metavar="NAME",
+    help="Config (subset) of the hf: dataset inputs, for datasets that have several (e.g. all).",
+)
+@click.option(
     "--oasst-paths",
     type=click.Choice(OASST_PATHS),
     default="all",
@@ -154,13 +171,18 @@ def convert_command(
     reasoning: str,
     multimodal: str,
     oasst_paths: str,
+    split: str,
+    hf_config: str | None,
 ) -> None:
-    """Convert INPUT files, directories or globs to MMS JSONL.
+    """Convert INPUT files, directories, globs or Hugging Face datasets to MMS JSONL.
 
-    Reads .jsonl/.json/.yaml/.parquet/.csv (optionally .gz/.zst/.bz2/.xz compressed).
-    Every record becomes a thread or a quarantined entry with its file, line and a
-    stable code; the summary checks that records read = converted + quarantined.
+    Reads .jsonl/.json/.yaml/.parquet/.csv (optionally .gz/.zst/.bz2/.xz compressed),
+    and Hugging Face datasets as hf:ORG/NAME (the Hub) or hf:./local/dir, streamed one
+    row at a time (--split, --hf-config choose what). Every record becomes a thread or a
+    quarantined entry with its file, line (or dataset row) and a stable code; the summary
+    checks that records read = converted + quarantined.
     """
+    _check_hf_options(inputs, hf_config)
     limits = ReadLimits(max_record_bytes=max_record_bytes)
     options = ConvertOptions(
         parallel_calls=parallel_calls,  # type: ignore[arg-type]
@@ -178,6 +200,8 @@ def convert_command(
                 limits=limits,
                 progress=update,
                 options=options,
+                split=split,
+                hf_config=hf_config,
             )
     except (InputError, ValueError) as err:
         raise click.UsageError(str(err)) from None
@@ -192,6 +216,18 @@ def convert_command(
 
 
 main.add_command(convert_command, name="convert")
+
+
+def _check_hf_options(inputs: tuple[str, ...], hf_config: str | None) -> None:
+    """--split and --hf-config only steer hf: inputs: given without one, they are a mistake."""
+    split_given = click.get_current_context().get_parameter_source("split") is not (
+        click.core.ParameterSource.DEFAULT
+    )
+    if (split_given or hf_config is not None) and not any(is_hf_input(i) for i in inputs):
+        raise click.UsageError(
+            "--split and --hf-config apply to Hugging Face datasets only; "
+            "name one as hf:ORG/NAME or hf:./local/dir"
+        )
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from pipeline.formats import AUTO, ConvertOptions
 from pipeline.ingest import ReadStats, read
 from pipeline.output_files import atomic_output
 from pipeline.quarantine import Rejection, rejection_line
-from pipeline.sources import ReadLimits
+from pipeline.sources import DEFAULT_SPLIT, ReadLimits
 
 PROGRESS_EVERY = 2000
 """Threads between two progress callbacks."""
@@ -42,9 +42,12 @@ def convert(
     limits: ReadLimits | None = None,
     progress: Callable[[ReadStats], None] | None = None,
     options: ConvertOptions | None = None,
+    split: str = DEFAULT_SPLIT,
+    hf_config: str | None = None,
 ) -> ConvertResult:
     """Convert `inputs` to MMS JSONL at `output`; rejected records go to `quarantine`
-    (default: next to the output). Both files are written atomically, always."""
+    (default: next to the output). Both files are written atomically, always.
+    `split` and `hf_config` choose what `hf:` dataset inputs stream."""
     output = Path(output)
     quarantine = Path(quarantine) if quarantine is not None else default_quarantine_path(output)
     if quarantine.resolve() == output.resolve():
@@ -64,6 +67,8 @@ def convert(
                 limits=limits,
                 exclude=(output, quarantine),
                 options=options,
+                split=split,
+                hf_config=hf_config,
             ),
             1,
         ):

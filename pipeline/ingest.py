@@ -74,15 +74,19 @@ def read(
     limits: ReadLimits | None = None,
     exclude: Iterable[str | os.PathLike[str]] = (),
     options: ConvertOptions | None = None,
+    split: str = "train",
+    hf_config: str | None = None,
 ) -> Iterator[Thread]:
-    """Yield MMS threads from files, directories and globs, in input order.
+    """Yield MMS threads from files, directories, globs and `hf:` datasets, in input order.
 
     `format` is a name from `pipeline.formats.FORMATS` or `auto` (detected per file from
     its first records; a mixed file is detected record by record). `options` steer the
     lossy mappings (parallel calls, reasoning, media, OASST paths).
     Each record that cannot become a thread goes to `on_reject` and is counted in
     `stats.quarantined`; the reading goes on. Files in `exclude` (e.g. the run's own
-    output inside an input directory) are passed over. Raises InputError for unusable paths.
+    output inside an input directory) are passed over. `hf:ORG/NAME` or `hf:./dir` inputs
+    stream the `split` (and config `hf_config`) of that Hugging Face dataset, one record
+    per row. Raises InputError for unusable paths and datasets that cannot be opened.
     """
     stats = stats if stats is not None else ReadStats()
     options = options or ConvertOptions()
@@ -100,7 +104,7 @@ def read(
             on_reject(rejection)
 
     for path in found.files:
-        items: Iterator[Record | Rejection] = iter_file(path, limits)
+        items: Iterator[Record | Rejection] = iter_file(path, limits, split=split, config=hf_config)
         fmt = named
         per_record = False
         if fmt is None:
@@ -117,8 +121,12 @@ def read(
             items = itertools.chain(head, items)
         else:
             stats.formats[path] = fmt.name
-        for item in items:
-            stats.records_read += 1
+        # a format whose conversations span records merges them (InputFormat.group); a
+        # merged record counts, converts and is quarantined as every raw record it holds
+        stream = fmt.group(items) if fmt is not None and fmt.group is not None else items
+        for entry in stream:
+            item, members = entry if isinstance(entry, tuple) else (entry, (entry,))
+            stats.records_read += len(members)
             if isinstance(item, Rejection):
                 reject(item)
                 continue
@@ -128,9 +136,24 @@ def read(
                 continue
             result = _convert(record_format, item, options)
             if isinstance(result, Rejection):
-                reject(result)
+                for member in members:
+                    if member is item:
+                        reject(result)
+                        continue
+                    reject(
+                        Rejection(
+                            member.source,
+                            member.locator,
+                            result.code,
+                            f"{result.message} [{len(members)} records were merged into this "
+                            "conversation; each is quarantined]",
+                            raw=raw_text(member.raw, member.value),
+                            stage=result.stage,
+                            details=result.details,
+                        )
+                    )
                 continue
-            stats.records_converted += 1
+            stats.records_converted += len(members)
             stats.threads += len(result)
             yield from result
 

@@ -7,15 +7,9 @@ import orjson
 import pyarrow.parquet as pq
 
 import pipeline
-from pipeline import Message, ReadStats, Thread
+from pipeline import Message, Thread
 from tests.conftest import REPO
-
-
-def read_all(*inputs: str, **kwargs):
-    rejected: list[pipeline.Rejection] = []
-    stats = ReadStats()
-    threads = list(pipeline.read(list(inputs), on_reject=rejected.append, stats=stats, **kwargs))
-    return threads, rejected, stats
+from tests.reading import read_all
 
 
 def test_samples_cover_every_role_settings_and_multi_message_turns():

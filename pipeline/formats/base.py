@@ -4,11 +4,12 @@ that steer conversions."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from pipeline.mms import Thread
+from pipeline.quarantine import Rejection
 from pipeline.sources import Record
 
 PARALLEL_CALLS = ("sequence", "jsonl")
@@ -45,9 +46,25 @@ class Sniff(NamedTuple):
 class InputFormat:
     """An input format. `sniff` scores a parsed record from 0 (not this format) to 1
     (certainly this format), with the reason; `to_threads` converts a record or raises
-    RecordRejected."""
+    RecordRejected.
+
+    `group` is for formats whose conversations span several records (OASST's flat
+    message exports): ingest passes it one file's stream (records and read rejections)
+    and converts what it yields. It passes items through as they are, may quarantine a
+    record by yielding a Rejection in its place, and yields each merged conversation as
+    `(merged record, the raw records it stands for)`, so every raw record is still counted
+    once, and each is quarantined on its own line if the merged one fails. It must stream:
+    hold one conversation at a time, never the whole file.
+    """
 
     name: str
     summary: str
     sniff: Callable[[object], Sniff]
     to_threads: Callable[[Record, ConvertOptions], list[Thread]]
+    group: (
+        Callable[
+            [Iterator[Record | Rejection]],
+            Iterator[Record | Rejection | tuple[Record, tuple[Record, ...]]],
+        ]
+        | None
+    ) = None

@@ -49,6 +49,24 @@ class _Item:
     """For a result: the index (in the item list) of the call it answers."""
 
 
+def json_kind(value: Any) -> str:
+    """The JSON name of a parsed value's type, for error messages: object, array, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    names = {str: "string", list: "array", dict: "object"}
+    return names.get(type(value), type(value).__name__)
+
+
+def a_json_kind(value: Any) -> str:
+    """`json_kind` with its article: "an object", "a string", "null"."""
+    kind = json_kind(value)
+    return kind if kind == "null" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
 def canonical_json(value: Any) -> str:
     """Compact JSON with sorted keys: one spelling for equal values."""
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
@@ -164,7 +182,7 @@ class ThreadBuilder:
             )
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
-        self.note(f"{where} is a JSON {type(value).__name__}, kept as JSON text")
+        self.note(f"{where} is a JSON {json_kind(value)}, kept as JSON text")
         return canonical_json(value)
 
     def media(self, kind: str) -> str | None:

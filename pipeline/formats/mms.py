@@ -47,6 +47,8 @@ def sniff(value: object) -> Sniff:
         return Sniff(0.0, "an assistant message lacks end_turn")
     if assistants or any(m["role"] in MMS_ONLY_ROLES for m in messages):
         return Sniff(1.0, "MMS roles, assistant messages carry end_turn")
+    if isinstance(value, dict) and ("settings" in value or isinstance(value.get("meta"), dict)):
+        return Sniff(0.9, "only user messages, with MMS thread fields (settings or meta)")
     return Sniff(0.5, "only user messages (valid MMS, but other chat formats look the same)")
 
 

@@ -1,4 +1,5 @@
-"""Turn what the user typed (files, directories, globs) into a sorted list of input files."""
+"""Turn what the user typed (files, directories, globs, `hf:` datasets) into the list of
+inputs to read."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ FILE_KINDS: dict[str, str] = {
 }
 """File suffix -> reader. Any of them may also end in .gz, .zst, .bz2 or .xz (not parquet)."""
 
+HF_PREFIX = "hf:"
+"""Inputs starting with this name a Hugging Face dataset (Hub id or local directory)."""
+
 
 class InputError(ValueError):
     """An input path that cannot be used at all (missing, unsupported, matches nothing)."""
@@ -32,6 +36,11 @@ class InputFiles:
 
     files: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+
+
+def is_hf_input(item: str) -> bool:
+    """Whether an input names a Hugging Face dataset (`hf:ORG/NAME`, `hf:./dir`)."""
+    return item.startswith(HF_PREFIX)
 
 
 def file_kind(path: str) -> str | None:
@@ -59,10 +68,13 @@ def _walk(directory: str, found: InputFiles) -> None:
 
 def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
     """Expand inputs in the order given: directories recursively (sorted, hidden entries
-    skipped), globs sorted (`**` recurses). A file listed twice is read once."""
+    skipped), globs sorted (`**` recurses); `hf:` datasets are kept as they are, never
+    globbed. A file or dataset listed twice is read once."""
     found = InputFiles()
     for item in inputs:
-        if os.path.isdir(item):
+        if is_hf_input(item):
+            found.files.append(item)
+        elif os.path.isdir(item):
             _walk(item, found)
         elif os.path.exists(item):
             if file_kind(item) is None:
@@ -87,7 +99,7 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
     seen: set[str] = set()
     unique = []
     for path in found.files:
-        key = os.path.realpath(path)
+        key = path if is_hf_input(path) else os.path.realpath(path)
         if key not in seen:
             seen.add(key)
             unique.append(path)

@@ -1,0 +1,119 @@
+"""The ToolBench answer format through the public API: the trajectory as one thread,
+Finish handling, search state left out, quarantined files without train_messages, every
+tool call enabled, and the real answer and instruction files."""
+
+from __future__ import annotations
+
+import orjson
+from click.testing import CliRunner
+
+import pipeline
+from pipeline.capabilities import enabled_formats
+from pipeline.cli import main
+from tests.conftest import REPO
+from tests.reading import read_all
+
+SAMPLES = REPO / "data_samples" / "toolbench"
+
+
+def undeclared_calls(thread: pipeline.Thread) -> list[str]:
+    """Tool-call formats no earlier developer message enables."""
+    enabled: set[str] = set()
+    missing = []
+    for message in thread.messages:
+        if message.role == "developer":
+            enabled |= enabled_formats(message.content)
+        elif message.role == "assistant" and message.format not in ("markdown", *enabled):
+            missing.append(message.format)
+    return missing
+
+
+def test_give_answer_trajectory_ends_in_the_final_answer():
+    threads, _, _ = read_all(str(SAMPLES / "1_ChatGPT_DFS_woFilter_w2.json"))
+    [thread] = threads
+    assert [m.role for m in thread.messages] == [
+        "developer",
+        "developer",
+        "user",
+        "assistant",
+        "assistant",
+        "context",
+        "assistant",
+    ]
+    assert thread.messages[0].content.startswith("You are AutoGPT")
+    call = thread.messages[4]
+    assert (call.format, call.content, call.end_turn) == (
+        "forecast_for_weather:json",
+        '{"city":"Lyon","days":1}',
+        False,
+    )
+    assert thread.messages[5].name == "forecast_for_weather"
+    assert thread.messages[-1].content == "Tomorrow in Lyon: sunny, 24 °C."
+    assert thread.messages[-1].end_turn is True
+    assert "Finish:json" not in {f.name for f in thread.settings.formats}
+    meta = thread.meta
+    assert (meta["query_id"], meta["win"], meta["finish_type"]) == (1, True, "give_answer")
+    assert "tree" not in meta["extra_fields"] and "compare_candidates" not in meta["extra_fields"]
+    assert "final_answer" not in meta["extra_fields"] and "query" not in meta["extra_fields"]
+    assert any("`tree` and `compare_candidates`" in note for note in meta["notes"])
+    assert "left out message(s) that only earlier samples hold: 1 user" in meta["notes"]
+
+
+def test_give_up_keeps_a_declared_finish_call():
+    threads, _, _ = read_all(str(SAMPLES / "2_ChatGPT_DFS_woFilter_w2.json"))
+    [thread] = threads
+    assert thread.meta["finish_type"] == "give_up" and thread.meta["win"] is False
+    last = thread.messages[-1]
+    assert (last.format, last.content) == ("Finish:json", '{"return_type":"give_up_and_restart"}')
+    assert undeclared_calls(thread) == []
+
+
+def test_files_without_a_conversation_and_unknown_roles_are_quarantined():
+    _, rejected, stats = read_all(str(SAMPLES))
+    assert stats.balanced and stats.records_read == 4 and stats.threads == 2
+    codes = {r.locator.rsplit("/", 1)[1]: (r.code, r.message) for r in rejected}
+    code, message = codes["3_ChatGPT_DFS_woFilter_w2.json"]
+    assert code == "empty_conversation" and "valid_data is false" in message
+    code, message = codes["4_ChatGPT_DFS_woFilter_w2.json"]
+    assert code == "unknown_role" and "train_messages[0][3].role is 'observation'" in message
+
+
+def test_an_undefined_function_is_called_with_a_note(tmp_path):
+    data = orjson.loads((SAMPLES / "1_ChatGPT_DFS_woFilter_w2.json").read_bytes())
+    data["answer_generation"]["function"] = data["answer_generation"]["function"][1:]
+    path = tmp_path / "7_answer.json"
+    path.write_bytes(orjson.dumps(data))
+    [thread], _, _ = read_all(str(path))
+    assert undeclared_calls(thread) == ["forecast_for_weather:json"]
+    assert (
+        "calls 'forecast_for_weather', which answer_generation.function does not define"
+        in (thread.meta["notes"])
+    )
+
+
+def test_real_answer_files(shared):
+    threads, rejected, stats = read_all(str(shared / "realdata" / "toolbench" / "answer"))
+    assert stats.records_read == 15 and len(threads) == 13 and stats.balanced
+    assert sorted(r.locator.rsplit("/", 2)[1] for r in rejected) == ["G1_answer", "G3_answer"]
+    assert {r.code for r in rejected} == {"empty_conversation"}
+    finish = {}
+    for thread in threads:
+        missing = undeclared_calls(thread)
+        assert all(
+            f"calls {fmt.split(':')[0]!r}, which answer_generation.function does not define"
+            in thread.meta.get("notes", [])
+            for fmt in missing
+        )
+        finish[thread.meta["finish_type"]] = finish.get(thread.meta["finish_type"], 0) + 1
+        assert thread.messages[0].content.startswith("You are AutoGPT")
+        assert len(orjson.dumps(thread.meta)) < 20_000  # the search tree is not copied
+    assert finish == {"give_answer": 9, "give_up": 4}
+    assert sum(t.messages[-1].format == "Finish:json" for t in threads) == 4
+
+
+def test_instruction_files_are_not_detected_as_conversations(shared):
+    runner = CliRunner()
+    for path in sorted((shared / "realdata" / "toolbench" / "instruction").glob("*.json")):
+        result = runner.invoke(main, ["formats", "--detect", str(path)])
+        assert result.exit_code == 0
+        assert result.output.splitlines()[0].endswith("-"), result.output
