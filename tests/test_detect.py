@@ -43,3 +43,29 @@ def test_undetected_records_are_quarantined_with_their_shape(tmp_path):
     ]
     assert rejected["code"] == "unknown_format"
     assert "an object with keys note, when" in rejected["message"]
+
+
+def test_a_mixed_file_is_detected_record_by_record(tmp_path):
+    records = [
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]},
+        {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]},
+        {"instruction": "Say hi.", "output": "hi"},
+        {"note": "not a conversation"},
+    ]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    output = detect(path)
+    assert "-> per-record" in output.splitlines()[0]
+    assert "each record is detected on its own" in output
+    out = tmp_path / "o.jsonl"
+    result = CliRunner().invoke(main, ["convert", str(path), "-o", str(out)])
+    assert result.exit_code == 0
+    formats = [json.loads(line)["meta"]["source_format"] for line in out.read_text().splitlines()]
+    assert formats == ["openai", "sharegpt", "alpaca"]
+    (rejected,) = [
+        json.loads(line) for line in (tmp_path / "o.rejected.jsonl").read_text().splitlines()
+    ]
+    assert rejected["code"] == "unknown_format" and rejected["locator"].endswith(":4")
+    assert (
+        "no input format recognises this record (an object with keys note)" in rejected["message"]
+    )
