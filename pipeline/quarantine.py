@@ -23,6 +23,7 @@ ERROR_CODES: dict[str, str] = {
     "invalid_thread": "the record has the right shape but is not a valid MMS thread",
     "missing_field": "a field the input format requires is missing or has the wrong type",
     "unknown_role": "a message has a role or speaker the input format does not define",
+    "invalid_tool_call": "a tool call cannot be read (no tool name, or not a call object)",
     "unknown_tool_call": "a tool result refers to a call id that no earlier tool call has",
     "invalid_tools": "the record's tool definitions cannot be read",
     "empty_conversation": "the record holds no messages to convert",

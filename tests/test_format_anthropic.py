@@ -46,7 +46,7 @@ def test_samples_convert_with_the_expected_quarantine_codes():
     assert stats.balanced and stats.records_read == 9
     assert set(stats.formats.values()) == {"anthropic"}
     assert len(threads) == 7
-    assert Counter(r.code for r in rejected) == {"unknown_tool_call": 1, "missing_field": 1}
+    assert Counter(r.code for r in rejected) == {"unknown_tool_call": 1, "invalid_tool_call": 1}
     ids = {t.id for t in threads}
     assert {"batch-req-1", "CALL0000001"} <= ids  # batch custom_id / Bedrock recordId
 

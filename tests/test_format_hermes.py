@@ -64,7 +64,7 @@ def test_samples_convert_with_the_expected_quarantine_codes():
     threads, rejected, stats = read_all(SAMPLES)
     assert stats.balanced and stats.records_read == 6 and len(threads) == 4
     assert set(stats.formats.values()) == {"hermes"}
-    assert Counter(r.code for r in rejected) == {"missing_field": 1, "unknown_role": 1}
+    assert Counter(r.code for r in rejected) == {"invalid_tool_call": 1, "unknown_role": 1}
     for thread in threads:
         assert_every_call_enabled(thread)
 
@@ -225,12 +225,12 @@ def test_undeclared_tool_is_noted_not_declared(tmp_path):
         ),
         (
             sharegpt(("gpt", "<tool_call>{'arguments': {}}</tool_call>")),
-            "missing_field",
+            "invalid_tool_call",
             "conversations[0] <tool_call> #1 has no string name",
         ),
         (
             sharegpt(("gpt", "<tool_call>get_weather(city='Oslo')</tool_call>")),
-            "missing_field",
+            "invalid_tool_call",
             "conversations[0] <tool_call> #1 is not a JSON object",
         ),
         (

@@ -215,6 +215,7 @@ def test_samples_cover_the_features():
         "unknown_tool_call",
         "unknown_role",
         "missing_field",
+        "invalid_tool_call",
     }
     formats = {m.format for t in threads for m in t.messages if m.role == "assistant"}
     assert {"reasoning", "get_weather:json", "lookup_isbn:json", "circle_area:json"} <= formats
@@ -386,7 +387,7 @@ def test_hosted_tools_without_schema_are_kept():
                     {"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}
                 ]
             },
-            "missing_field",
+            "invalid_tool_call",
             "messages[0].tool_calls[0] has no function name",
         ),
         (

@@ -247,12 +247,12 @@ def test_kto_tag_marks_desirable_and_undesirable(tmp_path):
         ),
         (
             {"conversations": [{"from": "function_call", "value": "f(1)"}]},
-            "missing_field",
+            "invalid_tool_call",
             "conversations[0].value of a function_call turn is not JSON",
         ),
         (
             {"conversations": [{"from": "function_call", "value": '{"arguments": {}}'}]},
-            "missing_field",
+            "invalid_tool_call",
             "conversations[0].value is not a {name, arguments} call with a tool name",
         ),
         (

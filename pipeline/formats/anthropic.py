@@ -220,7 +220,7 @@ class _Message:
         self.flush()
         name = block.get("name")
         if not isinstance(name, str) or not name:
-            raise RecordRejected("missing_field", f"{where}.name is missing or not a string")
+            raise RecordRejected("invalid_tool_call", f"{where}.name is missing or not a string")
         call_id = block.get("id")
         self.builder.tool_call(
             name, block.get("input"), call_id=call_id if isinstance(call_id, str) else None

@@ -275,7 +275,7 @@ class _Content:
             return
         name = payload.get("name")
         if not isinstance(name, str) or not name:
-            raise RecordRejected("missing_field", f"{where}.functionCall.name is missing")
+            raise RecordRejected("invalid_tool_call", f"{where}.functionCall.name is missing")
         call_id = payload.get("id")
         self.builder.tool_call(
             name,

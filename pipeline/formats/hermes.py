@@ -379,10 +379,12 @@ def _call(builder: ThreadBuilder, body: str, where: str) -> None:
     try:
         value, python = _literal(body.strip())
     except ValueError as err:
-        raise RecordRejected("missing_field", f"{where} is not a JSON object: {err}") from None
+        raise RecordRejected("invalid_tool_call", f"{where} is not a JSON object: {err}") from None
     name = value.get("name") if isinstance(value, dict) else None
     if not isinstance(name, str) or not name:
-        raise RecordRejected("missing_field", f"{where} has no string name: {body.strip()[:80]!r}")
+        raise RecordRejected(
+            "invalid_tool_call", f"{where} has no string name: {body.strip()[:80]!r}"
+        )
     if python:
         builder.note("read Python-literal (single-quoted) tool calls")
     extra = {k: v for k, v in value.items() if k not in ("name", "arguments")}

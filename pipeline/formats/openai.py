@@ -500,13 +500,13 @@ class _Reader:
     def _call(self, where: str, call: Any) -> tuple[Any, ...]:
         """A call object (`{id, function: {name, arguments}}` or flat `{name, arguments}`)."""
         if not isinstance(call, dict):
-            raise RecordRejected("missing_field", f"{where} is not a tool call object")
+            raise RecordRejected("invalid_tool_call", f"{where} is not a tool call object")
         function = call.get("function", call)
         if not isinstance(function, dict):
-            raise RecordRejected("missing_field", f"{where}.function is not an object")
+            raise RecordRejected("invalid_tool_call", f"{where}.function is not an object")
         name = function.get("name")
         if not isinstance(name, str) or not name.strip():
-            raise RecordRejected("missing_field", f"{where} has no function name")
+            raise RecordRejected("invalid_tool_call", f"{where} has no function name")
         arguments = function.get("arguments", function.get("parameters"))
         call_id = call.get("id")
         self.called.append(name)
@@ -627,7 +627,7 @@ class _Reader:
             return orjson.loads(value)
         except orjson.JSONDecodeError as err:
             raise RecordRejected(
-                "missing_field", f"{where} (tool_call) is not a JSON call object ({err})"
+                "invalid_tool_call", f"{where} (tool_call) is not a JSON call object ({err})"
             ) from None
 
     def _tagged(self, text: str) -> str:

@@ -134,7 +134,7 @@ class _Conversation:
             parsed = orjson.loads(text)
         except orjson.JSONDecodeError as err:
             raise RecordRejected(
-                "missing_field", f"{where}.value of a function_call turn is not JSON ({err})"
+                "invalid_tool_call", f"{where}.value of a function_call turn is not JSON ({err})"
             ) from None
         calls = parsed if isinstance(parsed, list) else [parsed]
         for index, call in enumerate(calls):
@@ -142,7 +142,7 @@ class _Conversation:
             name = call.get("name") if isinstance(call, dict) else None
             if not isinstance(name, str) or not name.strip() or "`" in name or "\n" in name:
                 raise RecordRejected(
-                    "missing_field", f"{at} is not a {{name, arguments}} call with a tool name"
+                    "invalid_tool_call", f"{at} is not a {{name, arguments}} call with a tool name"
                 )
             self.builder.tool_call(name, call.get("arguments"), **meta)
 
