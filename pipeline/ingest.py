@@ -4,6 +4,7 @@ hands every record that fails to a rejection callback with file, position and re
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import traceback
@@ -15,7 +16,7 @@ from pipeline.formats import AUTO, FORMATS, ConvertOptions, InputFormat, get_for
 from pipeline.formats.detect import best_for_record, detect
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected, Rejection, raw_text
-from pipeline.sources import ReadLimits, Record, expand_inputs, iter_file
+from pipeline.sources import DEFAULT_SPLIT, ReadLimits, Record, expand_inputs, iter_file
 
 SNIFF_RECORDS = 32
 """How many parsed records of a file auto-detection looks at."""
@@ -74,7 +75,7 @@ def read(
     limits: ReadLimits | None = None,
     exclude: Iterable[str | os.PathLike[str]] = (),
     options: ConvertOptions | None = None,
-    split: str = "train",
+    split: str = DEFAULT_SPLIT,
     hf_config: str | None = None,
 ) -> Iterator[Thread]:
     """Yield MMS threads from files, directories, globs and `hf:` datasets, in input order.
@@ -136,26 +137,32 @@ def read(
                 continue
             result = _convert(record_format, item, options)
             if isinstance(result, Rejection):
-                for member in members:
-                    if member is item:
-                        reject(result)
-                        continue
-                    reject(
-                        Rejection(
-                            member.source,
-                            member.locator,
-                            result.code,
-                            f"{result.message} [{len(members)} records were merged into this "
-                            "conversation; each is quarantined]",
-                            raw=raw_text(member.raw, member.value),
-                            stage=result.stage,
-                            details=result.details,
-                        )
-                    )
+                for rejection in _member_rejections(result, item, members):
+                    reject(rejection)
                 continue
             stats.records_converted += len(members)
             stats.threads += len(result)
             yield from result
+
+
+def _member_rejections(
+    result: Rejection, item: Record, members: tuple[Record, ...]
+) -> list[Rejection]:
+    """A conversation merged from several records that fails quarantines each record,
+    with its own locator and raw text."""
+    if members == (item,):
+        return [result]
+    note = f" [{len(members)} records were merged into this conversation; each is quarantined]"
+    return [
+        dataclasses.replace(
+            result,
+            source=member.source,
+            locator=member.locator,
+            message=result.message + note,
+            raw=raw_text(member.raw, member.value),
+        )
+        for member in members
+    ]
 
 
 def _unknown_format(record: Record, path: str, per_record: bool) -> Rejection:

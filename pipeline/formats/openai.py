@@ -20,8 +20,6 @@ fields MMS has no place for go to `meta.extra_fields` (record) or `meta.message_
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +29,7 @@ import orjson
 from pipeline.capabilities import ToolDefinitionError, ToolSpec, parse_tool_definitions
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
 from pipeline.formats.builder import ThreadBuilder, canonical_json, json_kind, source_thread_id
+from pipeline.formats.media_tags import MediaTags
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
@@ -63,7 +62,6 @@ MEDIA_PARTS = {
     "input_file": "file",
 }
 """Content part type -> the media kind it is dropped or placeholdered as."""
-MEDIA_TAGS = {"images": "image", "videos": "video", "audios": "audio"}
 """LLaMA-Factory: a top-level media list -> the `<kind>` tag its items stand for in text."""
 FOREIGN_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 CODE_INTERPRETER = "code_interpreter"
@@ -384,11 +382,7 @@ class _Reader:
         self.b = builder
         self.tools = tools
         self.declared = {spec.name for spec in tools.specs}
-        self.tags = {
-            kind: key for key, kind in MEDIA_TAGS.items() if value.get(key) not in (None, [])
-        }
-        self.tag_pattern = re.compile("|".join(f"<{kind}>" for kind in self.tags) or "(?!)")
-        self.tag_counts: Counter[str] = Counter()
+        self.media_tags = MediaTags(builder, value)
         self.called: list[str] = []
         self.role = ""
         """The role of the message being read."""
@@ -577,7 +571,7 @@ class _Reader:
         if content is None:
             return []
         if not isinstance(content, list):
-            return [("text", self._tagged(self.b.text(content, where)))]
+            return [("text", self.media_tags.replace(self.b.text(content, where)))]
         pieces: list[tuple[Any, ...]] = []
         texts: list[str] = []
         for index, part in enumerate(content):
@@ -601,7 +595,7 @@ class _Reader:
         kind = part.get("type")
         text = part.get("text", part.get("value"))
         if kind in TEXT_PARTS or (kind is None and "text" in part):
-            return ("text", self._tagged(self.b.text(text, where)))
+            return ("text", self.media_tags.replace(self.b.text(text, where)))
         if kind == "refusal":
             return ("text", self.b.text(part.get("refusal"), where))
         if kind in ("reasoning", "thinking"):
@@ -630,21 +624,7 @@ class _Reader:
                 "invalid_tool_call", f"{where} (tool_call) is not a JSON call object ({err})"
             ) from None
 
-    def _tagged(self, text: str) -> str:
-        """Text with LLaMA-Factory media tags (`<image>` ...) dropped or placeholdered,
-        when the record has the matching media list."""
-        if not self.tags or not self.tag_pattern.search(text):
-            return text
-
-        def replace(match: re.Match[str]) -> str:
-            kind = match.group(0)[1:-1]
-            self.tag_counts[kind] += 1
-            return self.b.media(kind) or ""
-
-        replaced = self.tag_pattern.sub(replace, text)
-        return replaced if self.b.options.multimodal == "placeholder" else replaced.strip()
-
-    def finish(self, value: dict[str, Any]) -> None:
+    def finish(self) -> None:
         """Declare the code_interpreter tool if its calls were read (keep other hosted tools
         in meta), and note media lists whose length does not match their tags."""
         hosted = self.tools.hosted
@@ -661,14 +641,7 @@ class _Reader:
                 f"kept {len(hosted)} non-function tool(s) without a schema in "
                 "meta.extra_fields.hosted_tools"
             )
-        for kind, key in self.tags.items():
-            items = value[key]
-            count = len(items) if isinstance(items, list) else 1
-            if count != self.tag_counts[kind]:
-                self.b.note(
-                    f"{key} lists {count} item(s) but the text has "
-                    f"{self.tag_counts[kind]} <{kind}> tag(s)"
-                )
+        self.media_tags.note_mismatches()
 
 
 # --------------------------------------------------------------------------- conversion
@@ -685,7 +658,7 @@ def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
         reader = _Reader(builder, record.value, tools)
         for where, message in side.turns:
             reader.message(where, message)
-        reader.finish(record.value)
+        reader.finish()
         for key, item in layout.extras.items():
             builder.keep(key, item)
         for note in layout.notes:

@@ -10,7 +10,7 @@ import pipeline.formats as package
 from pipeline.formats.base import InputFormat
 
 AUTO = "auto"
-SHARED_MODULES = frozenset({"base", "builder", "detect", "registry", "tool_prompt"})
+SHARED_MODULES = frozenset({"base", "builder", "detect", "media_tags", "registry", "tool_prompt"})
 """Modules of this package that serve the adapters rather than being one."""
 
 

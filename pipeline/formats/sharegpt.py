@@ -6,8 +6,6 @@ DPO pairs (`chosen`/`rejected` turns after the prompt), KTO labels (`kto_tag`) a
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from typing import Any
 
 import orjson
@@ -15,6 +13,7 @@ import orjson
 from pipeline.capabilities import ToolDefinitionError, parse_tool_definitions
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
 from pipeline.formats.builder import ThreadBuilder, json_kind, source_thread_id
+from pipeline.formats.media_tags import MediaTags
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
@@ -36,7 +35,6 @@ SPEAKERS = {
 }
 """Every speaker ShareGPT files use, and what its turn becomes."""
 HERMES_TAGS = ("<tool_call>", "<tools>", "<tool_response>")
-MEDIA_LISTS = {"images": "image", "videos": "video", "audios": "audio"}
 KTO_KEYS = ("kto_tag", "label")
 READ_KEYS = frozenset({*TURN_KEYS, "system", "tools", "chosen", "rejected", "kto_tag"})
 
@@ -79,10 +77,9 @@ def sniff(value: object) -> Sniff:
 class _Conversation:
     """Feeds one record's turns into a ThreadBuilder, noting what is odd."""
 
-    def __init__(self, builder: ThreadBuilder, media_kinds: set[str]):
+    def __init__(self, builder: ThreadBuilder, media: MediaTags):
         self.builder = builder
-        self.media_kinds = media_kinds
-        self.tags: Counter[str] = Counter()
+        self.media = media
         self.last_role: str | None = None
 
     def add(self, turn: Any, where: str) -> None:
@@ -118,15 +115,7 @@ class _Conversation:
         text = self.builder.text(value, f"{where}.value")
         if any(tag in text for tag in HERMES_TAGS):
             self.builder.note("turns hold Hermes <tool_call>/<tools> tags, kept as text")
-        for kind in sorted(self.media_kinds):
-            tag = f"<{kind}>"
-            count = text.count(tag)
-            if count:
-                self.tags[kind] += count
-                for _ in range(count):
-                    placeholder = self.builder.media(kind)
-                text = _replace_tags(text, tag, placeholder)
-        return text
+        return self.media.replace(text)
 
     def _calls(self, text: str, where: str, meta: dict[str, Any]) -> None:
         """A function_call turn: one `{name, arguments}` object or a list of them."""
@@ -147,26 +136,11 @@ class _Conversation:
             self.builder.tool_call(name, call.get("arguments"), **meta)
 
 
-def _replace_tags(text: str, tag: str, placeholder: str | None) -> str:
-    if placeholder is not None:
-        return text.replace(tag, placeholder)
-    return re.sub(rf"{re.escape(tag)}\n?", "", text).strip()
-
-
 def _declare_tools(builder: ThreadBuilder, tools: Any) -> None:
     try:
         builder.declare_tools(parse_tool_definitions(tools))
     except ToolDefinitionError as err:
         raise RecordRejected("invalid_tools", f"tools: {err}") from None
-
-
-def _note_media_mismatch(builder: ThreadBuilder, data: dict[str, Any], tags: Counter[str]) -> None:
-    for key, kind in MEDIA_LISTS.items():
-        listed = data.get(key)
-        if isinstance(listed, list) and len(listed) != tags[kind]:
-            builder.note(
-                f"{key} lists {len(listed)} file(s) but the turns hold {tags[kind]} <{kind}>"
-            )
 
 
 def _thread(
@@ -182,11 +156,11 @@ def _thread(
     if data.get("system") not in (None, ""):
         builder.developer(builder.text(data["system"], "system"))
     _declare_tools(builder, data.get("tools"))
-    media_kinds = {kind for key, kind in MEDIA_LISTS.items() if isinstance(data.get(key), list)}
-    conversation = _Conversation(builder, media_kinds)
+    media = MediaTags(builder, data)
+    conversation = _Conversation(builder, media)
     for turn, where in turns:
         conversation.add(turn, where)
-    _note_media_mismatch(builder, data, conversation.tags)
+    media.note_mismatches()
     for field, value in data.items():
         if field not in READ_KEYS and not _is_read(field, value):
             builder.keep(field, value)
