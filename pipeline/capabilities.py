@@ -74,42 +74,40 @@ class ToolDefinitionError(ValueError):
     """A tool definition that cannot be read (the message says which and why)."""
 
 
-def parse_tool_definitions(value: Any) -> list[ToolSpec]:
+def parse_tool_definitions(value: Any, where: str = "tools") -> list[ToolSpec]:
     """Tool specs from any of the ecosystem's shapes: OpenAI `tools`
     (`{type: function, function: {...}}`), legacy `functions`, Anthropic (`input_schema`),
     Gemini (`functionDeclarations`), bare `{name, description, parameters}` objects, or
-    a JSON string of any of these (ShareGPT/LLaMA-Factory). Raises ToolDefinitionError."""
+    a JSON string of any of these (ShareGPT/LLaMA-Factory). Raises ToolDefinitionError,
+    naming the entry at fault from `where` (the field the definitions came from)."""
     if isinstance(value, str):
         if not value.strip():
             return []
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError as err:
-            raise ToolDefinitionError(f"tools is a string but not valid JSON ({err})") from None
+            raise ToolDefinitionError(f"{where} is a string but not valid JSON ({err})") from None
     if value is None:
         return []
     if isinstance(value, dict):
-        value = [value]
+        return _specs_from_entry(value, where)
     if not isinstance(value, list):
-        raise ToolDefinitionError(f"tools must be a list, got {type(value).__name__}")
+        raise ToolDefinitionError(f"{where} must be a list, got {type(value).__name__}")
     specs: list[ToolSpec] = []
     for index, entry in enumerate(value):
-        specs.extend(_specs_from_entry(entry, index))
+        specs.extend(_specs_from_entry(entry, f"{where}[{index}]"))
     return specs
 
 
-def _specs_from_entry(entry: Any, index: int) -> list[ToolSpec]:
+def _specs_from_entry(entry: Any, where: str) -> list[ToolSpec]:
     if not isinstance(entry, dict):
-        raise ToolDefinitionError(f"tools[{index}] is not an object")
+        raise ToolDefinitionError(f"{where} is not an object")
     declarations = entry.get("functionDeclarations", entry.get("function_declarations"))
     if isinstance(declarations, list):
-        return [
-            _spec(d, f"tools[{index}].functionDeclarations[{i}]")
-            for i, d in enumerate(declarations)
-        ]
+        return [_spec(d, f"{where}.functionDeclarations[{i}]") for i, d in enumerate(declarations)]
     if isinstance(entry.get("function"), dict):
-        return [_spec(entry["function"], f"tools[{index}].function")]
-    return [_spec(entry, f"tools[{index}]")]
+        return [_spec(entry["function"], f"{where}.function")]
+    return [_spec(entry, where)]
 
 
 def _spec(data: Any, where: str) -> ToolSpec:

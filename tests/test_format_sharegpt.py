@@ -243,7 +243,7 @@ def test_kto_tag_marks_desirable_and_undesirable(tmp_path):
         (
             {"conversations": [{"from": "human", "value": "hi"}], "tools": "[{"},
             "invalid_tools",
-            "tools: tools is a string but not valid JSON",
+            "tools is a string but not valid JSON",
         ),
         (
             {"conversations": [{"from": "function_call", "value": "f(1)"}]},

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.capabilities import ToolDefinitionError, parse_tool_definitions
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
 from pipeline.formats.builder import (
     ThreadBuilder,
@@ -16,6 +15,7 @@ from pipeline.formats.builder import (
     canonical_json,
     json_kind,
     source_thread_id,
+    tool_specs,
 )
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected
@@ -122,10 +122,7 @@ def _system(builder: ThreadBuilder, system: Any) -> None:
 
 
 def _tools(builder: ThreadBuilder, tools: Any) -> None:
-    try:
-        builder.declare_tools(parse_tool_definitions(tools))
-    except ToolDefinitionError as err:
-        raise RecordRejected("invalid_tools", str(err)) from None
+    builder.declare_tools(tool_specs(tools))
 
 
 def _note_cache_control(builder: ThreadBuilder, block: dict[str, Any]) -> None:

@@ -16,7 +16,12 @@ from typing import Any
 
 import orjson
 
-from pipeline.capabilities import ToolSpec, tool_format
+from pipeline.capabilities import (
+    ToolDefinitionError,
+    ToolSpec,
+    parse_tool_definitions,
+    tool_format,
+)
 from pipeline.formats.base import ConvertOptions
 from pipeline.formats.tool_prompt import reasoning_declaration, tool_declaration
 from pipeline.mms import (
@@ -65,6 +70,15 @@ def a_json_kind(value: Any) -> str:
     """`json_kind` with its article: "an object", "a string", "null"."""
     kind = json_kind(value)
     return kind if kind == "null" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
+def tool_specs(value: Any, where: str = "tools") -> list[ToolSpec]:
+    """A record's tool definitions (any ecosystem shape); unreadable ones quarantine the
+    record as `invalid_tools`, naming the entry at fault."""
+    try:
+        return parse_tool_definitions(value, where)
+    except ToolDefinitionError as err:
+        raise RecordRejected("invalid_tools", str(err)) from None
 
 
 def canonical_json(value: Any) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.capabilities import ToolDefinitionError, ToolSpec, parse_tool_definitions
+from pipeline.capabilities import ToolSpec
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
 from pipeline.formats.builder import (
     ThreadBuilder,
@@ -17,6 +17,7 @@ from pipeline.formats.builder import (
     canonical_json,
     json_kind,
     source_thread_id,
+    tool_specs,
 )
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected
@@ -139,10 +140,7 @@ def _tools(builder: ThreadBuilder, tools: Any) -> None:
             builder.note(f"tools[{index}] is a built-in tool ({', '.join(entry)}); kept in meta")
         else:
             raise RecordRejected("invalid_tools", f"tools[{index}] is not an object")
-    try:
-        specs = parse_tool_definitions(declarations)
-    except ToolDefinitionError as err:
-        raise RecordRejected("invalid_tools", str(err)) from None
+    specs = tool_specs(declarations)
     builder.declare_tools(
         ToolSpec(spec.name, spec.description, _lowercase_types(spec.parameters)) for spec in specs
     )

@@ -26,9 +26,15 @@ from typing import Any
 
 import orjson
 
-from pipeline.capabilities import ToolDefinitionError, ToolSpec, parse_tool_definitions
+from pipeline.capabilities import ToolSpec
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
-from pipeline.formats.builder import ThreadBuilder, canonical_json, json_kind, source_thread_id
+from pipeline.formats.builder import (
+    ThreadBuilder,
+    canonical_json,
+    json_kind,
+    source_thread_id,
+    tool_specs,
+)
 from pipeline.formats.media_tags import MediaTags
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected
@@ -353,11 +359,7 @@ def _read_tools(definitions: list[tuple[str, Any]]) -> _Tools:
                 tools.hosted.append(entry)
                 tools.code_interpreter |= entry["type"] == CODE_INTERPRETER
                 continue
-            try:
-                tools.specs += parse_tool_definitions([entry])
-            except ToolDefinitionError as err:
-                message = str(err).replace("tools[0]", f"{key}[{index}]", 1)
-                raise RecordRejected("invalid_tools", message) from None
+            tools.specs += tool_specs(entry, f"{key}[{index}]")
     return tools
 
 

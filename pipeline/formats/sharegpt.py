@@ -10,9 +10,8 @@ from typing import Any
 
 import orjson
 
-from pipeline.capabilities import ToolDefinitionError, parse_tool_definitions
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
-from pipeline.formats.builder import ThreadBuilder, json_kind, source_thread_id
+from pipeline.formats.builder import ThreadBuilder, json_kind, source_thread_id, tool_specs
 from pipeline.formats.media_tags import MediaTags
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected
@@ -137,10 +136,7 @@ class _Conversation:
 
 
 def _declare_tools(builder: ThreadBuilder, tools: Any) -> None:
-    try:
-        builder.declare_tools(parse_tool_definitions(tools))
-    except ToolDefinitionError as err:
-        raise RecordRejected("invalid_tools", f"tools: {err}") from None
+    builder.declare_tools(tool_specs(tools))
 
 
 def _thread(

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from pipeline.capabilities import ToolDefinitionError, ToolSpec, parse_tool_definitions
+from pipeline.capabilities import ToolSpec
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
 from pipeline.formats.builder import (
     ThreadBuilder,
@@ -29,6 +29,7 @@ from pipeline.formats.builder import (
     canonical_json,
     json_kind,
     source_thread_id,
+    tool_specs,
 )
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected
@@ -90,10 +91,7 @@ def _conversation(answer: dict[str, Any]) -> tuple[int, list[Any]]:
 
 
 def _tools(answer: dict[str, Any]) -> list[ToolSpec]:
-    try:
-        return parse_tool_definitions(answer.get("function"))
-    except ToolDefinitionError as err:
-        raise RecordRejected("invalid_tools", f"answer_generation.function: {err}") from None
+    return tool_specs(answer.get("function"), "answer_generation.function")
 
 
 def _parsed(arguments: Any) -> Any:
