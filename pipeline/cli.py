@@ -160,6 +160,15 @@ def _codes_help() -> str:
     show_default=True,
     help="OpenAssistant trees: one thread per root-to-leaf path, or only the top-ranked path.",
 )
+@click.option(
+    "--expand-selects",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Prompt templates with select variables (prompt-json): up to N threads per prompt, "
+    "one per allowed value; 0 renders only the defaults.",
+)
 def convert_command(
     inputs: tuple[str, ...],
     output: str,
@@ -173,11 +182,13 @@ def convert_command(
     oasst_paths: str,
     split: str,
     hf_config: str | None,
+    expand_selects: int,
 ) -> None:
     """Convert INPUT files, directories, globs or Hugging Face datasets to MMS JSONL.
 
     Reads .jsonl/.json/.yaml/.parquet/.csv (optionally .gz/.zst/.bz2/.xz compressed),
-    and Hugging Face datasets as hf:ORG/NAME (the Hub) or hf:./local/dir, streamed one
+    prompt scripts read whole (PPE *.ai.yaml; Semantic Kernel skprompt.txt with the
+    config.json beside it; templates are rendered in a sandbox, never run), and Hugging Face datasets as hf:ORG/NAME (the Hub) or hf:./local/dir, streamed one
     row at a time (--split, --hf-config choose what). Every record becomes a thread or a
     quarantined entry with its file, line (or dataset row) and a stable code; the summary
     checks that records read = converted + quarantined.
@@ -189,6 +200,7 @@ def convert_command(
         reasoning=reasoning,  # type: ignore[arg-type]
         multimodal=multimodal,  # type: ignore[arg-type]
         oasst_paths=oasst_paths,  # type: ignore[arg-type]
+        expand_selects=expand_selects,
     )
     try:
         with _progress() as update:
@@ -266,6 +278,8 @@ def _print_summary(result: ConvertResult) -> None:
         stderr.print(
             f"  skipped {len(stats.skipped_files)} unsupported file(s): {_some(stats.skipped_files)}"
         )
+    for companion, main in sorted(stats.companion_files.items()):
+        stderr.print(f"  read {companion} as part of {main}")
     undetected = [path for path, name in stats.formats.items() if name == "-"]
     if undetected:
         stderr.print(

@@ -32,6 +32,8 @@ class ReadStats:
     quarantined: Counter[str] = field(default_factory=Counter)
     files: list[str] = field(default_factory=list)
     skipped_files: list[str] = field(default_factory=list)
+    companion_files: dict[str, str] = field(default_factory=dict)
+    """Files read as part of another one (config.json -> its skprompt.txt)."""
     formats: dict[str, str] = field(default_factory=dict)
     """The format each file was read as (`-` when none was detected)."""
 
@@ -98,6 +100,7 @@ def read(
     found.files = [path for path in found.files if os.path.realpath(path) not in excluded]
     stats.files.extend(found.files)
     stats.skipped_files.extend(found.skipped)
+    stats.companion_files.update(found.companions)
 
     def reject(rejection: Rejection) -> None:
         stats.quarantined[rejection.code] += 1

@@ -27,6 +27,9 @@ ERROR_CODES: dict[str, str] = {
     "unknown_tool_call": "a tool result refers to a call id that no earlier tool call has",
     "invalid_tools": "the record's tool definitions cannot be read",
     "empty_conversation": "the record holds no messages to convert",
+    "unrenderable_template": "the prompt needs a call, helper or directive that is never run",
+    "unsafe_template": "the template tries to escape the sandbox or exceeds its size/time limits",
+    "unsafe_yaml": "the YAML holds a tag that would construct objects (e.g. !!python/...)",
     "internal_error": "a converter failed unexpectedly on this record (a bug: please report it)",
 }
 """Stable quarantine codes: users filter and gate on them, so never rename one."""

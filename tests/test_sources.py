@@ -14,7 +14,14 @@ import pytest
 import zstandard
 
 from pipeline.quarantine import Rejection
-from pipeline.sources import InputError, ReadLimits, Record, expand_inputs, iter_file
+from pipeline.sources import (
+    InputError,
+    ReadLimits,
+    Record,
+    TextDocument,
+    expand_inputs,
+    iter_file,
+)
 
 
 def records(path: Path, **limits) -> list[Record | Rejection]:
@@ -106,23 +113,42 @@ def test_json_array_object_and_json_lines_saved_as_json(tmp_path):
     assert "line 1 column 9" in rejected.message
 
 
-def test_yaml_is_data_only_tags_are_never_constructed(tmp_path):
+def test_yaml_known_tags_have_explicit_readings(tmp_path):
     path = tmp_path / "a.yaml"
     path.write_text(
         "role: !ConversationRole USER\n"
-        "run: !!python/object/apply:os.system ['echo pwned']\n"
         "fn: !fn |-\n  function x() {}\n"
+        "other: !Custom [1, 2]\n"
         "when: 2024-05-01\n"
         "1: one\n"
     )
     (record,) = records(path)
     assert record.value == {
         "role": "USER",
-        "run": ["echo pwned"],
-        "fn": "function x() {}",
+        "fn": {"!fn": "function x() {}"},
+        "other": [1, 2],
         "when": "2024-05-01",
         "1": "one",
     }
+
+
+@pytest.mark.parametrize(
+    "tag",
+    [
+        "!!python/object/apply:os.system ['touch {marker}']",
+        "!!python/object/new:subprocess.Popen [['touch', '{marker}']]",
+        "!<tag:yaml.org,2002:python/name:os.system> ''",
+    ],
+)
+def test_yaml_python_tags_are_refused_and_nothing_runs(tmp_path, tag, monkeypatch):
+    marker = tmp_path / "ran"
+    monkeypatch.setattr("os.system", lambda *a: pytest.fail("os.system was called"))
+    path = tmp_path / "evil.yaml"
+    path.write_text("a: 1\nrun: " + tag.format(marker=marker) + "\n")
+    (rejected,) = records(path)
+    assert rejected.code == "unsafe_yaml"
+    assert "!!python/" in rejected.message and "line 2" in rejected.message
+    assert not marker.exists()
 
 
 def test_yaml_multi_document_and_errors(tmp_path):
@@ -192,3 +218,53 @@ def test_expand_directories_globs_and_errors(tmp_path):
         expand_inputs([str(tmp_path / "d" / "README.md")])
     with pytest.raises(InputError, match="no files match"):
         expand_inputs([str(tmp_path / "*.nothing")])
+
+
+def test_json_trailing_commas_are_forgiven_with_a_note(tmp_path):
+    path = tmp_path / "prompt.json"
+    path.write_text('{"a": [1, 2,],\n "b": {"c": ",}",\n },\n}\n')
+    (record,) = records(path)
+    assert record.value == {"a": [1, 2], "b": {"c": ",}"}}
+    assert record.notes == (
+        "accepted 3 trailing comma(s), which JSON does not allow (line 1, 2, 3)",
+    )
+
+
+def test_json_with_other_faults_than_trailing_commas_gives_the_position(tmp_path):
+    path = tmp_path / "prompt.json"
+    path.write_text('{"a": ["x", "y",]\n "b": 2}\n')
+    (rejected,) = records(path)
+    assert rejected.code == "invalid_json" and "line 2 column 2" in rejected.message
+
+
+def test_scripts_are_read_whole_as_text_documents(tmp_path):
+    script = tmp_path / "chat.ai.yaml"
+    script.write_bytes(b"\xef\xbb\xbf---\nname: x\n---\nuser: hi\n-> next\n")
+    (record,) = records(script)
+    assert record.value == TextDocument("ppe", "---\nname: x\n---\nuser: hi\n-> next\n")
+
+
+def test_skprompt_is_read_with_its_config_which_is_not_a_record_of_its_own(tmp_path):
+    chat = tmp_path / "Chat"
+    chat.mkdir()
+    (chat / "skprompt.txt").write_text("{{$input}}")
+    (chat / "config.json").write_text('{"schema": 1, "description": "d"}')
+    (tmp_path / "other.json").write_text('{"a": 1}')
+    found = expand_inputs([str(tmp_path)])
+    prompt = (chat / "skprompt.txt").as_posix()
+    assert found.files == [(tmp_path / "other.json").as_posix(), prompt]
+    assert found.companions == {(chat / "config.json").as_posix(): prompt}
+    (record,) = records(chat / "skprompt.txt")
+    assert record.value == TextDocument(
+        "skprompt",
+        "{{$input}}",
+        {"schema": 1, "description": "d"},
+        (chat / "config.json").as_posix(),
+    )
+
+
+def test_skprompt_with_a_broken_config_is_quarantined_naming_the_config(tmp_path):
+    (tmp_path / "skprompt.txt").write_text("{{$input}}")
+    (tmp_path / "config.json").write_text('{"schema": 1,, }')
+    (rejected,) = records(tmp_path / "skprompt.txt")
+    assert rejected.code == "invalid_json" and "config.json" in rejected.message

@@ -190,3 +190,64 @@ def test_calls_of_undeclared_tools_are_noted():
         "tool 'lookup' is called but the source never declares it; its calls are not enabled "
         "by any developer message"
     ]
+
+
+def test_prompt_only_threads_say_so_and_why():
+    b = builder()
+    b.developer("Summarise the text.")
+    b.user("Some text.")
+    b.prompt_only("the assistant turn is to be generated ([[AI]] at line 4)")
+    thread = b.build()
+    assert [m.role for m in thread.messages] == ["developer", "user"]
+    assert thread.meta["prompt_only"] is True
+    assert thread.meta["notes"] == ["the assistant turn is to be generated ([[AI]] at line 4)"]
+
+
+def test_unrenderable_constructs_are_listed_once():
+    b = builder()
+    b.user("Hi")
+    for _ in range(2):
+        b.unrenderable("$if: this.file", "line 3", "directives are never run")
+    assert b.build().meta["unrenderable"] == [
+        {"construct": "$if: this.file", "where": "line 3", "reason": "directives are never run"}
+    ]
+
+
+def test_respond_in_enables_the_format_with_its_schema_after_the_prompt():
+    b = builder()
+    b.developer("Extract the result.")
+    b.user("1 + 1")
+    b.respond_in("json", schema={"type": "object", "properties": {"result": {"type": "number"}}})
+    thread = b.build()
+    assert [m.role for m in thread.messages] == ["developer", "developer", "user"]
+    declaration = thread.messages[1].content
+    assert "json" in enabled_formats(declaration)
+    assert "result?: number" in declaration and "```typescript" in declaration
+    assert thread.meta["response_format"] == "json"
+
+
+def test_respond_in_states_allowed_values_without_enabling_them():
+    b = builder()
+    b.developer("Classify the sentiment.")
+    b.respond_in("plaintext", allowed_values=["positive", "negative"])
+    thread = b.build()
+    declaration = thread.messages[-1].content
+    assert enabled_formats(declaration) == {"plaintext"}
+    assert '"positive", "negative"' in declaration
+
+
+def test_respond_in_adds_nothing_when_the_prompt_already_enables_the_format():
+    b = builder()
+    b.developer("Answer in `python` only.")
+    b.user("Sort a list.")
+    b.respond_in("python")
+    thread = b.build()
+    assert [m.content for m in thread.messages] == ["Answer in `python` only.", "Sort a list."]
+    assert thread.meta["response_format"] == "python"
+
+
+def test_record_notes_from_the_reader_reach_the_thread():
+    record = Record("p.json", "p.json", None, None, notes=("accepted 1 trailing comma(s)",))
+    b = ThreadBuilder(record, "test", ConvertOptions(), thread_id="t")
+    b.developer("x")
+    assert b.build().meta["notes"] == ["accepted 1 trailing comma(s)"]

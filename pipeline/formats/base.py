@@ -26,13 +26,15 @@ class ConvertOptions:
     `name:jsonl` message per tool with a line per call. reasoning: `keep` as an assistant
     `reasoning` message, or `drop`. multimodal: `drop` media parts (noted in meta) or write
     a `[image]`-style `placeholder`. oasst_paths: every root-to-leaf path, or only the
-    `top`-ranked one.
+    `top`-ranked one. expand_selects: for prompt templates with select variables, up to
+    this many threads per prompt, one per allowed value (0 renders only the defaults).
     """
 
     parallel_calls: Literal["sequence", "jsonl"] = "sequence"
     reasoning: Literal["keep", "drop"] = "keep"
     multimodal: Literal["drop", "placeholder"] = "drop"
     oasst_paths: Literal["all", "top"] = "all"
+    expand_selects: int = 0
 
 
 class Sniff(NamedTuple):

@@ -19,11 +19,16 @@ import orjson
 from pipeline.capabilities import (
     ToolDefinitionError,
     ToolSpec,
+    enabled_formats,
     parse_tool_definitions,
     tool_format,
 )
 from pipeline.formats.base import ConvertOptions
-from pipeline.formats.tool_prompt import reasoning_declaration, tool_declaration
+from pipeline.formats.tool_prompt import (
+    reasoning_declaration,
+    response_format_declaration,
+    tool_declaration,
+)
 from pipeline.mms import (
     Format,
     Message,
@@ -37,6 +42,15 @@ from pipeline.sources import Record
 
 REASONING_FORMAT = "reasoning"
 ENDS_A_TURN = frozenset({"user", "developer", "platform"})
+
+
+@dataclass(frozen=True, slots=True)
+class _ResponseFormat:
+    """The format a prompt expects its answer in, with its schema or allowed answers."""
+
+    name: str
+    schema: Any = None
+    allowed_values: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -107,8 +121,10 @@ class ThreadBuilder:
             "source_format": source_format,
             **(meta or {}),
         }
-        self.notes: list[str] = []
+        self.notes: list[str] = list(record.notes)
         self.extra_fields: dict[str, Any] = {}
+        self.unrenderable_constructs: list[dict[str, str]] = []
+        self.response_format: _ResponseFormat | None = None
         self.tools: list[ToolSpec] = []
         self._items: list[_Item] = []
         self._dropped_parts: Counter[str] = Counter()
@@ -123,6 +139,25 @@ class ThreadBuilder:
     def keep(self, key: str, value: Any) -> None:
         """Keep an input field MMS has no place for in `meta.extra_fields[key]`."""
         self.extra_fields[key] = value
+
+    def prompt_only(self, reason: str) -> None:
+        """The thread ends with the prompt: its assistant turn is absent or to be generated."""
+        self.meta["prompt_only"] = True
+        self.note(reason)
+
+    def unrenderable(self, construct: str, where: str, reason: str) -> None:
+        """A construct of a prompt script that was not rendered or run (a directive, a
+        function block, a call of another script), listed in `meta.unrenderable`."""
+        entry = {"construct": construct, "where": where, "reason": reason}
+        if entry not in self.unrenderable_constructs:
+            self.unrenderable_constructs.append(entry)
+
+    def respond_in(
+        self, format_name: str, schema: Any = None, allowed_values: Iterable[str] = ()
+    ) -> None:
+        """The prompt expects its answer in `format_name`; `build()` enables it in the
+        developer declaration unless an earlier developer message already does."""
+        self.response_format = _ResponseFormat(format_name, schema, tuple(allowed_values))
 
     def developer(self, content: str, **meta: Any) -> None:
         self._items.append(_Item("text", "developer", content, meta=meta))
@@ -378,7 +413,29 @@ class ThreadBuilder:
             parts.append(tool_declaration(self.tools, self.thread_id, jsonl=jsonl))
         if self._uses_reasoning(items):
             parts.append(reasoning_declaration(self.thread_id))
+        response = self.response_format
+        if response is not None and not self._enabled_by_developer(items, response.name):
+            parts.append(
+                response_format_declaration(
+                    response.name,
+                    self.thread_id,
+                    schema=response.schema,
+                    allowed_values=response.allowed_values,
+                )
+            )
         return "\n\n".join(parts)
+
+    def _enabled_by_developer(self, items: list[_Item], format_name: str) -> bool:
+        """Whether a developer or platform message before the first assistant message
+        already enables `format_name` as an inline code span."""
+        for item in items:
+            if item.role == "assistant":
+                return False
+            if item.role in ("developer", "platform") and format_name in enabled_formats(
+                item.content
+            ):
+                return True
+        return False
 
     def _settings(self, items: list[_Item]) -> SystemSettings | None:
         formats: list[Format] = []
@@ -400,6 +457,10 @@ class ThreadBuilder:
             meta["message_meta"] = message_meta
         if self.extra_fields:
             meta["extra_fields"] = self.extra_fields
+        if self.response_format is not None:
+            meta["response_format"] = self.response_format.name
+        if self.unrenderable_constructs:
+            meta["unrenderable"] = list(self.unrenderable_constructs)
         for kind, count in sorted(self._dropped_parts.items()):
             if self.options.multimodal == "placeholder":
                 self.note(f"replaced {count} {kind} part(s) with a [{kind}] placeholder")

@@ -1,4 +1,5 @@
-"""The developer message that enables tools (and reasoning) in converted threads.
+"""The developer message that enables tools, reasoning and response formats in converted
+threads.
 
 The spec asks curators for variety, so wording and tool order vary across threads; they
 are picked from a hash of the thread id, so a thread always gets the same text.
@@ -9,6 +10,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from typing import Any
+
+import orjson
 
 from pipeline.capabilities import ToolSpec, tool_format
 from pipeline.typescript import schema_to_typescript
@@ -42,6 +46,21 @@ REASONING = (
     "You can reason privately in the `reasoning` format before you reply.",
     "Think the problem through in a message with the `reasoning` format, then give your final "
     "answer.",
+)
+RESPONSE_FORMAT = (
+    "Write your answer in the `{fmt}` format.",
+    "Answer using the `{fmt}` format.",
+    "Your reply must use the `{fmt}` format.",
+)
+RESPONSE_SCHEMA = (
+    "Its content must be a value of this type:\n{schema}",
+    "The answer follows this schema:\n{schema}",
+    "Match this type exactly:\n{schema}",
+)
+ALLOWED_VALUES = (
+    "Reply with exactly one of these values and nothing else: {values}.",
+    "The only valid answers are {values}.",
+    "Choose one of {values}; write only that value.",
 )
 ORDERINGS = ("given", "reversed", "alphabetical", "hashed")
 _BACKTICK_RUN = re.compile(r"`{3,}")
@@ -89,3 +108,22 @@ def tool_declaration(tools: Sequence[ToolSpec], thread_id: str, *, jsonl: bool =
 def reasoning_declaration(thread_id: str) -> str:
     """A sentence enabling the `reasoning` format."""
     return _pick(REASONING, thread_id, "reasoning")
+
+
+def response_format_declaration(
+    format_name: str,
+    thread_id: str,
+    *,
+    schema: Any = None,
+    allowed_values: Sequence[str] = (),
+) -> str:
+    """Sentences enabling the response format `format_name`, with the answer's JSON Schema
+    (as TypeScript) or the allowed answers when the prompt gives them."""
+    parts = [_pick(RESPONSE_FORMAT, thread_id, "response-format").format(fmt=format_name)]
+    if schema is not None:
+        typed = _fenced(schema_to_typescript("Response", schema))
+        parts.append(_pick(RESPONSE_SCHEMA, thread_id, "response-schema").format(schema=typed))
+    if allowed_values:
+        values = ", ".join(orjson.dumps(value).decode() for value in allowed_values)
+        parts.append(_pick(ALLOWED_VALUES, thread_id, "allowed-values").format(values=values))
+    return " ".join(parts[:1]) + "".join(f"\n\n{part}" for part in parts[1:])

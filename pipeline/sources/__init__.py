@@ -1,4 +1,5 @@
-"""Stream records from input files: JSON Lines, JSON, YAML, Parquet and CSV, optionally
+"""Stream records from input files: JSON Lines, JSON, YAML, Parquet, CSV and scripts read
+whole (PPE `.ai.yaml`, Semantic Kernel `skprompt.txt`), optionally
 compressed, from files, directories and globs, and from Hugging Face datasets (`hf:`).
 Every record carries its locator; what cannot be read becomes a Rejection, never an
 exception that stops the run."""
@@ -16,6 +17,7 @@ from pipeline.sources.limits import ReadLimits
 from pipeline.sources.paths import InputError, InputFiles, expand_inputs, file_kind, is_hf_input
 from pipeline.sources.record import Record
 from pipeline.sources.tables import iter_csv, iter_parquet
+from pipeline.sources.text_documents import TextDocument, iter_text_document
 
 __all__ = [
     "DEFAULT_SPLIT",
@@ -23,6 +25,7 @@ __all__ = [
     "InputFiles",
     "ReadLimits",
     "Record",
+    "TextDocument",
     "expand_inputs",
     "file_kind",
     "is_hf_input",
@@ -59,6 +62,8 @@ def iter_file(
                 records = iter_json(path, stream, limits)
             elif kind == "yaml":
                 records = iter_yaml(path, stream, limits)
+            elif kind in ("ppe", "skprompt"):
+                records = iter_text_document(path, stream, limits, kind)
             else:
                 records = iter_csv(path, stream, limits)
             for item in records:

@@ -16,7 +16,8 @@ from pipeline.sources.jsonable import TooLargeError, to_jsonable
 from pipeline.sources.jsonl import UTF8_BOM, decode_problem, iter_jsonl
 from pipeline.sources.limits import ReadLimits
 from pipeline.sources.record import Record
-from pipeline.sources.yaml_text import load_yaml_documents
+from pipeline.sources.trailing_commas import without_trailing_commas
+from pipeline.sources.yaml_text import UnsafeYamlError, load_yaml_documents
 
 
 def read_document_bytes(source: str, stream: BinaryIO, limits: ReadLimits) -> bytes | Rejection:
@@ -34,12 +35,12 @@ def read_document_bytes(source: str, stream: BinaryIO, limits: ReadLimits) -> by
     return data[len(UTF8_BOM) :] if data.startswith(UTF8_BOM) else data
 
 
-def _elements(source: str, value: Any) -> Iterator[Record]:
+def _elements(source: str, value: Any, notes: tuple[str, ...] = ()) -> Iterator[Record]:
     if isinstance(value, list):
         for index, item in enumerate(value):
-            yield Record(source, f"{source}#{index}", item)
+            yield Record(source, f"{source}#{index}", item, notes=notes)
     else:
-        yield Record(source, source, value)
+        yield Record(source, source, value, notes=notes)
 
 
 def _looks_like_json_lines(data: bytes) -> bool:
@@ -64,10 +65,36 @@ def iter_json(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Rec
         if _looks_like_json_lines(data):
             yield from iter_jsonl(source, io.BytesIO(data), limits.max_record_bytes)
             return
+        forgiven = _with_trailing_commas_forgiven(source, data)
+        if isinstance(forgiven, bytes):
+            data = forgiven
+        elif forgiven is not None:
+            yield from forgiven
+            return
         code, message = decode_problem(data)
         yield Rejection(source, source, code, message, raw=raw_text(data))
         return
     yield from _elements(source, value)
+
+
+def _with_trailing_commas_forgiven(source: str, data: bytes) -> Iterator[Record] | bytes | None:
+    """The records of a JSON document whose only fault is trailing commas (`[1, 2,]`),
+    each noting where they were; when it has other faults too, the document with its
+    trailing commas blanked (to report the other fault); None when it has none."""
+    try:
+        repaired = without_trailing_commas(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None
+    if repaired is None:
+        return None
+    text, lines = repaired
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text.encode()
+    where = ", ".join(str(line) for line in lines)
+    note = f"accepted {len(lines)} trailing comma(s), which JSON does not allow (line {where})"
+    return _elements(source, value, (note,))
 
 
 def iter_yaml(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Record | Rejection]:
@@ -85,6 +112,9 @@ def iter_yaml(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Rec
     try:
         for document in load_yaml_documents(text):
             documents.append(to_jsonable(document, limits.max_yaml_values))
+    except UnsafeYamlError as err:
+        yield Rejection(source, source, "unsafe_yaml", str(err), raw=text)
+        return
     except yaml.YAMLError as err:
         yield Rejection(source, source, "invalid_yaml", f"invalid YAML: {_one_line(err)}", raw=text)
         return

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.sources.compression import split_compression
+from pipeline.sources.text_documents import SKPROMPT_NAME, skprompt_config_path
 
 FILE_KINDS: dict[str, str] = {
     ".jsonl": "jsonl",
@@ -21,6 +22,12 @@ FILE_KINDS: dict[str, str] = {
     ".csv": "csv",
 }
 """File suffix -> reader. Any of them may also end in .gz, .zst, .bz2 or .xz (not parquet)."""
+TEXT_KINDS: tuple[tuple[str, str], ...] = (
+    (".ai.yaml", "ppe"),
+    (".ai.yml", "ppe"),
+    (SKPROMPT_NAME, "skprompt"),
+)
+"""File name endings read whole as text (scripts and templates, see text_documents)."""
 
 HF_PREFIX = "hf:"
 """Inputs starting with this name a Hugging Face dataset (Hub id or local directory)."""
@@ -36,6 +43,8 @@ class InputFiles:
 
     files: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    companions: dict[str, str] = field(default_factory=dict)
+    """Files read as part of another (a `config.json` with its `skprompt.txt`)."""
 
 
 def is_hf_input(item: str) -> bool:
@@ -44,8 +53,13 @@ def is_hf_input(item: str) -> bool:
 
 
 def file_kind(path: str) -> str | None:
-    """The reader for a path (`jsonl`, `json`, `yaml`, `parquet`, `csv`), or None."""
+    """The reader for a path (`jsonl`, `json`, `yaml`, `parquet`, `csv`, or `ppe` and
+    `skprompt` for scripts read whole), or None."""
     base, compression = split_compression(path)
+    name = Path(base).name.lower()
+    for ending, text_kind in TEXT_KINDS:
+        if name.endswith(ending):
+            return text_kind
     kind = FILE_KINDS.get(Path(base).suffix.lower())
     if kind == "parquet" and compression is not None:
         return None
@@ -64,6 +78,17 @@ def _walk(directory: str, found: InputFiles) -> None:
                 continue
             path = Path(root, name).as_posix()
             (found.files if file_kind(path) else found.skipped).append(path)
+
+
+def _set_companions_aside(found: InputFiles) -> None:
+    """A `config.json` beside a `skprompt.txt` is read with it, not as a record."""
+    listed = set(found.files)
+    for path in found.files:
+        if file_kind(path) == "skprompt":
+            config = skprompt_config_path(path)
+            if config in listed:
+                found.companions[config] = path
+    found.files = [path for path in found.files if path not in found.companions]
 
 
 def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
@@ -104,6 +129,7 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
             seen.add(key)
             unique.append(path)
     found.files = unique
+    _set_companions_aside(found)
     if not found.files:
         raise InputError(
             f"no readable input files in {' '.join(inputs)} (supported: {_supported_list()})"

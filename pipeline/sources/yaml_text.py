@@ -1,4 +1,11 @@
-"""Read YAML as data only: no tag ever constructs an object or runs code."""
+"""Read YAML as data only: no tag ever constructs an object or runs code.
+
+Known application tags get explicit constructors (PyALM's `!ConversationRole 'USER'` is
+the string, PPE's `!fn`/`!fn#` blocks stay text under a `{"!fn": code}` key); tags that
+would build Python objects (`!!python/...`) are refused; any other local tag is read as
+the plain value under it. Aliases are bounded, so a "billion laughs" document is refused
+instead of expanded.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +14,25 @@ from typing import Any
 
 import yaml
 
+from pipeline.sources.jsonable import to_jsonable
+
+PYTHON_TAG_PREFIXES = ("tag:yaml.org,2002:python/", "!python/", "!!python/")
+TEXT_BLOCK_TAGS = ("!fn", "!fn#")
+"""PPE function blocks: kept as their source text, never run."""
+SCALAR_TAGS = ("!ConversationRole",)
+"""PyALM enums dumped by name (`!ConversationRole 'USER'`): the name is the value."""
+
+
+class UnsafeYamlError(yaml.YAMLError):
+    """The YAML asks for a Python object (`!!python/object/apply:os.system` ...)."""
+
 
 class DataOnlyLoader(yaml.SafeLoader):
-    """SafeLoader that reads any unknown tag (`!fn`, `!ConversationRole`, `!!python/...`)
-    as the plain scalar, list or mapping under it, instead of failing or constructing."""
+    """SafeLoader with explicit constructors for the known tags and a refusal for
+    Python object tags; other unknown tags read as the plain value under them."""
 
 
-def _untagged(loader: yaml.SafeLoader, tag_suffix: str, node: yaml.Node) -> Any:
+def _plain(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     if isinstance(node, yaml.ScalarNode):
         return loader.construct_scalar(node)
     if isinstance(node, yaml.SequenceNode):
@@ -21,10 +40,45 @@ def _untagged(loader: yaml.SafeLoader, tag_suffix: str, node: yaml.Node) -> Any:
     return loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
 
 
-DataOnlyLoader.add_multi_constructor("!", _untagged)
-DataOnlyLoader.add_multi_constructor("tag:", _untagged)
+def _where(node: yaml.Node) -> str:
+    mark = node.start_mark
+    return f"line {mark.line + 1}, column {mark.column + 1}"
+
+
+def _tagged(loader: yaml.SafeLoader, tag_suffix: str, node: yaml.Node) -> Any:
+    tag = node.tag
+    if tag.startswith(PYTHON_TAG_PREFIXES):
+        shown = tag.replace("tag:yaml.org,2002:", "!!")
+        raise UnsafeYamlError(
+            f"refused the YAML tag {shown} at {_where(node)}: tags that construct Python "
+            "objects are never read"
+        )
+    if tag in TEXT_BLOCK_TAGS:
+        return {tag: _plain(loader, node)}
+    return _plain(loader, node)
+
+
+def _scalar(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    if not isinstance(node, yaml.ScalarNode):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{node.tag} must tag a plain value", node.start_mark
+        )
+    return loader.construct_scalar(node)
+
+
+for _tag in SCALAR_TAGS:
+    DataOnlyLoader.add_constructor(_tag, _scalar)
+DataOnlyLoader.add_multi_constructor("!", _tagged)
+DataOnlyLoader.add_multi_constructor("tag:", _tagged)
 
 
 def load_yaml_documents(text: str) -> Iterator[Any]:
-    """Each document of a (possibly multi-document) YAML text, as plain data."""
+    """Each document of a (possibly multi-document) YAML text, as constructed by the
+    data-only loader (aliases still shared: pass each through `to_jsonable`)."""
     return yaml.load_all(text, Loader=DataOnlyLoader)
+
+
+def load_yaml(text: str, max_values: int = 1_000_000) -> Any:
+    """One YAML document as plain JSON-compatible data. Raises yaml.YAMLError (with line
+    and column), UnsafeYamlError for Python tags, TooLargeError past `max_values` nodes."""
+    return to_jsonable(yaml.load(text, Loader=DataOnlyLoader), max_values)

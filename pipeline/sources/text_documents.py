@@ -1,0 +1,81 @@
+"""Files read whole as text because they are scripts or templates, not data: PPE
+`.ai.yaml` scripts (not plain YAML: dialogue separators, `->` chains, repeated keys) and
+legacy Semantic Kernel `skprompt.txt` templates, read with the `config.json` beside them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import orjson
+
+from pipeline.quarantine import Rejection, raw_text
+from pipeline.sources.documents import read_document_bytes
+from pipeline.sources.jsonl import UTF8_BOM, decode_problem
+from pipeline.sources.limits import ReadLimits
+from pipeline.sources.record import Record
+
+SKPROMPT_NAME = "skprompt.txt"
+SKPROMPT_CONFIG_NAME = "config.json"
+
+
+@dataclass(frozen=True, slots=True)
+class TextDocument:
+    """A script or template file: its `kind` (`ppe` or `skprompt`), its text (BOM
+    stripped) and, for `skprompt`, the parsed `config` beside it and that file's path."""
+
+    kind: str
+    text: str
+    config: Any = None
+    config_path: str | None = None
+
+
+def skprompt_config_path(path: str) -> str:
+    """Where the `config.json` of a `skprompt.txt` lives: the same directory (and the same
+    name prefix, for flattened copies such as `Chat__skprompt.txt`)."""
+    return path[: len(path) - len(SKPROMPT_NAME)] + SKPROMPT_CONFIG_NAME
+
+
+def iter_text_document(
+    source: str, stream: BinaryIO, limits: ReadLimits, kind: str
+) -> Iterator[Record | Rejection]:
+    """The whole file as one record whose value is a TextDocument."""
+    data = read_document_bytes(source, stream, limits)
+    if isinstance(data, Rejection):
+        yield data
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        code, message = decode_problem(data)
+        yield Rejection(source, source, code, message, raw=raw_text(data))
+        return
+    if kind != "skprompt":
+        yield Record(source, source, TextDocument(kind, text), raw=data)
+        return
+    config_path = skprompt_config_path(source)
+    config = _read_config(config_path)
+    if isinstance(config, str):
+        yield Rejection(source, source, "invalid_json", config, raw=text)
+        return
+    found = config_path if os.path.exists(config_path) else None
+    yield Record(source, source, TextDocument(kind, text, config, found), raw=data)
+
+
+def _read_config(path: str) -> Any:
+    """The parsed config.json (None when there is none), or the reason it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        return f"cannot read {path}: {err.strerror}"
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM) :]
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return f"{path}: {decode_problem(data)[1]}"
