@@ -27,6 +27,7 @@ ERROR_CODES: dict[str, str] = {
     "unknown_tool_call": "a tool result refers to a call id that no earlier tool call has",
     "invalid_tools": "the record's tool definitions cannot be read",
     "empty_conversation": "the record holds no messages to convert",
+    "invalid_template": "the prompt template does not parse (engine and line given)",
     "unrenderable_template": "the prompt needs a call, helper or directive that is never run",
     "unsafe_template": "the template tries to escape the sandbox or exceeds its size/time limits",
     "unsafe_yaml": "the YAML holds a tag that would construct objects (e.g. !!python/...)",

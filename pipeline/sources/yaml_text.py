@@ -18,7 +18,8 @@ from pipeline.sources.jsonable import to_jsonable
 
 PYTHON_TAG_PREFIXES = ("tag:yaml.org,2002:python/", "!python/", "!!python/")
 TEXT_BLOCK_TAGS = ("!fn", "!fn#")
-"""PPE function blocks: kept as their source text, never run."""
+"""PPE function blocks: kept as their source text, never run. (YAML allows no `#` in a
+tag: `!fn#` arrives written `!fn%23`, which the scanner decodes to `!fn#`.)"""
 SCALAR_TAGS = ("!ConversationRole",)
 """PyALM enums dumped by name (`!ConversationRole 'USER'`): the name is the value."""
 
