@@ -521,3 +521,11 @@ def test_real_scripts_convert_with_the_cli(shared, tmp_path):
     lines = out.read_bytes().splitlines()
     assert len(lines) == 10
     assert {orjson.loads(line)["meta"]["source_format"] for line in lines} == {"ppe"}
+
+
+def test_front_matter_of_the_wrong_shape_is_reported_with_its_path(tmp_path):
+    found = rejection(tmp_path, "---\ninput:\n  - 42\n---\nuser: hi\n")
+    assert found.code == "missing_field"
+    assert found.message == "front-matter input[0]: 42 is not valid under any of the given schemas"
+    found = rejection(tmp_path, "---\nprompt:\n  messages:\n    - {role: system}\n---\nuser: hi\n")
+    assert found.message == "front-matter prompt.messages[0]: 'content' is a required property"

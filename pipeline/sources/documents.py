@@ -35,6 +35,21 @@ def read_document_bytes(source: str, stream: BinaryIO, limits: ReadLimits) -> by
     return data[len(UTF8_BOM) :] if data.startswith(UTF8_BOM) else data
 
 
+def read_document_text(
+    source: str, stream: BinaryIO, limits: ReadLimits
+) -> tuple[bytes, str] | Rejection:
+    """The whole file's bytes and text, or a Rejection when it is over the document
+    limit or not UTF-8."""
+    data = read_document_bytes(source, stream, limits)
+    if isinstance(data, Rejection):
+        return data
+    try:
+        return data, data.decode("utf-8")
+    except UnicodeDecodeError:
+        code, message = decode_problem(data)
+        return Rejection(source, source, code, message, raw=raw_text(data))
+
+
 def _elements(source: str, value: Any, notes: tuple[str, ...] = ()) -> Iterator[Record]:
     if isinstance(value, list):
         for index, item in enumerate(value):
@@ -98,16 +113,11 @@ def _with_trailing_commas_forgiven(source: str, data: bytes) -> Iterator[Record]
 
 
 def iter_yaml(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Record | Rejection]:
-    data = read_document_bytes(source, stream, limits)
-    if isinstance(data, Rejection):
-        yield data
+    document = read_document_text(source, stream, limits)
+    if isinstance(document, Rejection):
+        yield document
         return
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        code, message = decode_problem(data)
-        yield Rejection(source, source, code, message, raw=raw_text(data))
-        return
+    _, text = document
     documents: list[Any] = []
     try:
         for document in load_yaml_documents(text):

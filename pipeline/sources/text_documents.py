@@ -11,8 +11,8 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from pipeline.quarantine import Rejection, raw_text
-from pipeline.sources.documents import read_document_bytes
+from pipeline.quarantine import Rejection
+from pipeline.sources.documents import read_document_text
 from pipeline.sources.jsonl import UTF8_BOM, decode_problem
 from pipeline.sources.limits import ReadLimits
 from pipeline.sources.record import Record
@@ -42,16 +42,11 @@ def iter_text_document(
     source: str, stream: BinaryIO, limits: ReadLimits, kind: str
 ) -> Iterator[Record | Rejection]:
     """The whole file as one record whose value is a TextDocument."""
-    data = read_document_bytes(source, stream, limits)
-    if isinstance(data, Rejection):
-        yield data
+    document = read_document_text(source, stream, limits)
+    if isinstance(document, Rejection):
+        yield document
         return
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        code, message = decode_problem(data)
-        yield Rejection(source, source, code, message, raw=raw_text(data))
-        return
+    data, text = document
     if kind != "skprompt":
         yield Record(source, source, TextDocument(kind, text), raw=data)
         return

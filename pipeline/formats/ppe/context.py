@@ -11,8 +11,11 @@ from typing import Any
 from pipeline.formats.builder import a_json_kind
 from pipeline.formats.ppe.steps import Conditional, Function, Message, Script, Step
 from pipeline.quarantine import RecordRejected
+from pipeline.schemas import schema_problem
 from pipeline.templates import TemplateError, engine_name
 
+SCHEMA = "ppe"
+"""schemas/ppe.schema.json: the front-matter's known keys and their shapes."""
 DEFAULT_ENGINE = "hf"
 ROLES = {"system": "developer", "user": "user", "assistant": "assistant"}
 """PPE roles -> MMS roles."""
@@ -87,6 +90,10 @@ def read_context(script: Script) -> ScriptContext:
     """The context of a script; raises RecordRejected for an unknown `templateFormat`,
     an unknown role key, or `input`/`prompt` entries of the wrong shape."""
     front = script.front_matter
+    problem = schema_problem(front, SCHEMA)
+    if problem is not None:
+        where = f"front-matter {problem.path}" if problem.path else "the front-matter"
+        raise RecordRejected("missing_field", f"{where}: {problem.message}", problem.details)
     template_format = front.get("templateFormat", DEFAULT_ENGINE)
     try:
         engine = engine_name(str(template_format))
