@@ -2,17 +2,22 @@
 `data_samples/expected/<format>/threads.jsonl` and quarantines exactly `rejected.jsonl`
 (a sample that no reader can parse, e.g. broken JSON, has no format: `-`).
 
+A format whose samples show an option (prompt-json's select expansion) names it in
+`data_samples/expected/<format>/options.json` (ConvertOptions fields).
+
 After an intended change of output, regenerate with
 `MMS_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py` and review the diff.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from pipeline import convert
+from pipeline.formats import ConvertOptions
 from tests.conftest import REPO
 
 SAMPLES = REPO / "data_samples"
@@ -24,11 +29,13 @@ UPDATE = os.environ.get("MMS_UPDATE_GOLDEN") == "1"
 def test_sample_converts_to_the_expected_output(name, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # lineage in meta holds the relative sample paths
     out, rejected = tmp_path / "threads.jsonl", tmp_path / "rejected.jsonl"
-    result = convert(f"data_samples/{name}", out, quarantine=rejected)
+    expected = SAMPLES / "expected" / name
+    chosen = expected / "options.json"
+    options = ConvertOptions(**json.loads(chosen.read_text())) if chosen.is_file() else None
+    result = convert(f"data_samples/{name}", out, quarantine=rejected, options=options)
     assert result.stats.balanced
     detected = {label for label in result.stats.formats.values() if label != "-"}
     assert detected == {name}, "auto-detection picked another format"
-    expected = SAMPLES / "expected" / name
     if UPDATE:
         expected.mkdir(parents=True, exist_ok=True)
         (expected / "threads.jsonl").write_bytes(out.read_bytes())
