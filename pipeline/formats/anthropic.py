@@ -16,6 +16,7 @@ from pipeline.formats.builder import (
     json_kind,
     source_thread_id,
     tool_specs,
+    turn_list,
 )
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected
@@ -288,13 +289,7 @@ def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
             "not_an_object", f"expected a Messages API request object, got {json_kind(value)}"
         )
     body, wrapper_id, wrapper = _unwrap(value)
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        raise RecordRejected(
-            "missing_field", f"messages is {a_json_kind(messages)} (expected a list of messages)"
-        )
-    if not messages:
-        raise RecordRejected("empty_conversation", "messages is an empty list")
+    messages = turn_list(body, "messages", "messages")
     source_id = wrapper_id if wrapper_id is not None else body.get("id")
     builder = ThreadBuilder(record, NAME, options, thread_id=source_thread_id(record, source_id))
     _system(builder, body.get("system"))

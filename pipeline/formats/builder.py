@@ -95,6 +95,19 @@ def tool_specs(value: Any, where: str = "tools") -> list[ToolSpec]:
         raise RecordRejected("invalid_tools", str(err)) from None
 
 
+def turn_list(data: dict[str, Any], key: str, items: str) -> list[Any]:
+    """The record's list of turns under `key`: missing_field when it is not a list,
+    empty_conversation when it is empty."""
+    value = data.get(key)
+    if not isinstance(value, list):
+        raise RecordRejected(
+            "missing_field", f"{key} is {a_json_kind(value)} (expected a list of {items})"
+        )
+    if not value:
+        raise RecordRejected("empty_conversation", f"{key} is an empty list")
+    return value
+
+
 def canonical_json(value: Any) -> str:
     """Compact JSON with sorted keys: one spelling for equal values."""
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()

@@ -18,6 +18,7 @@ from pipeline.formats.builder import (
     json_kind,
     source_thread_id,
     tool_specs,
+    turn_list,
 )
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected
@@ -338,13 +339,7 @@ def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
             "not_an_object", f"expected a generateContent request object, got {json_kind(value)}"
         )
     body, key, wrapper = _unwrap(value)
-    contents = body.get("contents")
-    if not isinstance(contents, list):
-        raise RecordRejected(
-            "missing_field", f"contents is {a_json_kind(contents)} (expected a list of contents)"
-        )
-    if not contents:
-        raise RecordRejected("empty_conversation", "contents is an empty list")
+    contents = turn_list(body, "contents", "contents")
     source_id = key if key is not None else body.get("id")
     builder = ThreadBuilder(record, NAME, options, thread_id=source_thread_id(record, source_id))
     _system(builder, _get(body, "systemInstruction", "system_instruction"))
