@@ -1,7 +1,9 @@
 """mms-pipeline: turn conversation datasets into Modular Model Spec training data.
 
 The public API: `read` (inputs -> threads), `convert` (inputs -> MMS JSONL + quarantine),
-the thread model (`Thread`, `Message`, `Format`, `SystemSettings`) and its Arrow form.
+the thread model (`Thread`, `Message`, `Format`, `SystemSettings`) and its Arrow form, and
+the linter (`from pipeline.lint import lint`; `LintConfig`, `LintReport`, `lint_threads`
+here: the function is not re-exported as `pipeline.lint`, which names the package).
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -9,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pipeline.convert import ConvertResult, convert
 from pipeline.formats import FORMATS
 from pipeline.ingest import ReadStats, read
+from pipeline.lint import LintConfig, LintReport, lint_threads
 from pipeline.mms import (
     THREAD_ARROW_SCHEMA,
     FieldError,
@@ -37,6 +40,8 @@ __all__ = [
     "FieldError",
     "Format",
     "InputError",
+    "LintConfig",
+    "LintReport",
     "Message",
     "ReadLimits",
     "ReadStats",
@@ -46,6 +51,7 @@ __all__ = [
     "ThreadValidationError",
     "__version__",
     "convert",
+    "lint_threads",
     "read",
     "threads_from_arrow",
     "threads_to_arrow",

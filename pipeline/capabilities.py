@@ -9,23 +9,34 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+if TYPE_CHECKING:
+    from pipeline.mms import Thread
+
 DEFAULT_CAPABILITY = "markdown"
+ENABLING_ROLES = frozenset({"platform", "developer"})
 
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 
 
-def enabled_formats(text: str) -> set[str]:
+def enabled_formats(text: str) -> frozenset[str]:
     """The formats a platform/developer message enables: every inline code span
     (`` `F` ``, exact, outside fenced code blocks)."""
-    return set(_inline_code_spans(_outside_fences(text)))
+    return _enabled_formats(text)
 
 
-def _outside_fences(text: str) -> str:
+@lru_cache(maxsize=4096)
+def _enabled_formats(text: str) -> frozenset[str]:
+    # datasets repeat their developer prompts thread after thread: parse each text once
+    return frozenset(_inline_code_spans(outside_fences(text)))
+
+
+def outside_fences(text: str) -> str:
     """The text with fenced code blocks removed (an unclosed fence runs to the end)."""
     kept: list[str] = []
     fence: str | None = None
@@ -39,6 +50,84 @@ def _outside_fences(text: str) -> str:
         elif match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
             fence = None
     return "\n".join(kept)
+
+
+def without_code(text: str) -> str:
+    """The prose of a message: fenced blocks removed and inline code spans blanked."""
+    return _CODE_SPAN.sub(" ", outside_fences(text))
+
+
+def mentions_without_backticks(text: str, format_name: str) -> str | None:
+    """How `text` names `format_name` as a plain word outside code (case-insensitive),
+    e.g. "JSON" for `json`; None when it does not."""
+    pattern = re.compile(rf"(?<![\w:`]){re.escape(format_name)}(?![\w`]|:\w)", re.IGNORECASE)
+    match = pattern.search(without_code(text))
+    return match.group(0) if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityUse:
+    """One assistant message in a non-default format, and who enabled that format before it.
+
+    `enabled_by` is the index of the first earlier platform/developer message that enables
+    it (None if none does); `in_settings` whether settings.formats names it; `by_user` and
+    `by_context` the first earlier user/context message that names it as a code span, which
+    never enables anything but tells a curator where the format came from.
+    """
+
+    index: int
+    format: str
+    enabled_by: int | None
+    in_settings: bool
+    by_user: int | None
+    by_context: int | None
+
+    @property
+    def enabled(self) -> bool:
+        return self.enabled_by is not None or self.in_settings
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadCapabilities:
+    """What a thread enables and uses: `enabled` maps each format enabled by a
+    platform/developer message to the first such message (settings-only formats map to
+    None); `uses` lists every assistant message in a non-default format, in order."""
+
+    enabled: dict[str, int | None]
+    uses: list[CapabilityUse]
+
+
+def thread_capabilities(thread: Thread) -> ThreadCapabilities:
+    """One pass over the thread (DESIGN §5): a format is enabled for assistant message i by
+    an EARLIER platform/developer code span or by settings.formats; user and context
+    messages never enable anything."""
+    settings = {f.name for f in thread.settings.formats} if thread.settings else set()
+    by_developer: dict[str, int] = {}
+    by_user: dict[str, int] = {}
+    by_context: dict[str, int] = {}
+    uses: list[CapabilityUse] = []
+    for index, message in enumerate(thread.messages):
+        role = message.role
+        if role == "assistant":
+            name = message.format or DEFAULT_CAPABILITY
+            if name != DEFAULT_CAPABILITY:
+                uses.append(
+                    CapabilityUse(
+                        index,
+                        name,
+                        by_developer.get(name),
+                        name in settings,
+                        by_user.get(name),
+                        by_context.get(name),
+                    )
+                )
+            continue
+        seen = by_developer if role in ENABLING_ROLES else by_user if role == "user" else by_context
+        for name in enabled_formats(message.content):
+            seen.setdefault(name, index)
+    enabled: dict[str, int | None] = dict.fromkeys(sorted(settings))
+    enabled.update(by_developer)
+    return ThreadCapabilities(enabled, uses)
 
 
 def _inline_code_spans(text: str) -> Iterable[str]:

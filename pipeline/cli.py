@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
+import orjson
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -18,6 +19,20 @@ from pipeline.formats import AUTO, FORMATS, ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
 from pipeline.formats.detect import detect
 from pipeline.ingest import SNIFF_RECORDS, ReadStats
+from pipeline.lint import (
+    RULES,
+    ConfigError,
+    LintReport,
+    UnknownRuleError,
+    find_rule,
+    lint,
+    load_config,
+    select_rules,
+)
+from pipeline.lint.config import FAIL_ON
+from pipeline.lint.docs import rule_dict, rule_page, rules_table
+from pipeline.lint.reports import OUTPUT_FORMATS, write_report
+from pipeline.output_files import atomic_text_output
 from pipeline.quarantine import ERROR_CODES
 from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits, Record, is_hf_input, iter_file
 
@@ -298,3 +313,167 @@ def _print_summary(result: ConvertResult) -> None:
         f"Check: {stats.records_read:,} read = {stats.records_converted:,} converted "
         f"+ {stats.quarantined_total:,} quarantined {mark}"
     )
+
+
+def _codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
+    """Repeatable, comma-separated rule selectors; None when not given."""
+    codes = tuple(code.strip() for value in values for code in value.split(",") if code.strip())
+    return codes or None
+
+
+@main.command(
+    "lint",
+    epilog="\b\nExamples:\n"
+    "  mms lint data/train.jsonl\n"
+    "  mms lint raw/ --from sharegpt --select MMS2,MMS4 --statistics\n"
+    "  mms lint out/threads.jsonl --output-format html -o reports/lint.html\n"
+    "  mms lint out/threads.jsonl --output-format sarif -o lint.sarif --fail-on warning\n"
+    "  mms lint out/threads.jsonl --output-format github   # annotations in GitHub Actions\n"
+    "\b\nRules: `mms rules` lists them, `mms rules MMS201` explains one.\n"
+    "Settings also come from [tool.mms.lint] in pyproject.toml (select, ignore, fail-on,\n"
+    "min-phrasings, dataset-min-threads, special-tokens, max-examples); the options win.",
+)
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option(
+    "--from",
+    "input_format",
+    default=AUTO,
+    show_default=True,
+    type=click.Choice([AUTO, *FORMATS]),
+    help="Input format; `auto` detects it per file. Inputs are normalized to MMS first.",
+)
+@click.option(
+    "--select",
+    multiple=True,
+    metavar="CODES",
+    help="Rules to run: codes (MMS201), families (MMS2), names or ALL; comma-separated.",
+)
+@click.option("--ignore", multiple=True, metavar="CODES", help="Rules not to run (as --select).")
+@click.option(
+    "--output-format",
+    type=click.Choice(OUTPUT_FORMATS),
+    default="text",
+    show_default=True,
+    help="Report format: text (grouped, for people), json (schemas/lint-report.schema.json), "
+    "markdown, html (self-contained page with charts), sarif (code scanning), github "
+    "(Actions annotations).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the report to this file instead of standard output.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(FAIL_ON),
+    default=None,
+    help="Exit 1 when findings reach this severity [default: error].",
+)
+@click.option("--statistics", is_flag=True, help="Show the count per rule instead of findings.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="TOML settings file ([tool.mms.lint] of a pyproject.toml, or top-level keys) "
+    "[default: the nearest pyproject.toml with [tool.mms.lint]].",
+)
+@click.option(
+    "--split",
+    default=DEFAULT_SPLIT,
+    show_default=True,
+    metavar="NAME",
+    help="Split of the hf: dataset inputs to lint.",
+)
+@click.option("--hf-config", default=None, metavar="NAME", help="Config of the hf: datasets.")
+def lint_command(
+    inputs: tuple[str, ...],
+    input_format: str,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    output_format: str,
+    output: str | None,
+    fail_on: str | None,
+    statistics: bool,
+    config_file: str | None,
+    split: str,
+    hf_config: str | None,
+) -> None:
+    """Check INPUT files, directories, globs or hf: datasets against the MMS rules.
+
+    Every record is normalized to MMS threads first (any input format), then checked:
+    structure (MMS1xx), capabilities enabled by developer messages (MMS2xx), halting
+    (MMS3xx), content syntax and leftovers (MMS4xx), dataset-wide duplicates and variety
+    (MMS5xx). Records that cannot become threads are findings too (MMS101/102/105), so
+    nothing is skipped silently. Each finding points at its source file and line.
+    Exit status: 0 clean, 1 findings at --fail-on severity, 2 usage error.
+    """
+    _check_hf_options(inputs, hf_config)
+    try:
+        config = load_config(config_file).replace(
+            select=_codes(select), ignore=_codes(ignore), fail_on=fail_on
+        )
+        select_rules(config.select, config.ignore)
+    except (ConfigError, UnknownRuleError) as err:
+        raise click.UsageError(str(err)) from None
+    try:
+        with _progress() as update:
+            report = lint(
+                inputs,
+                format=input_format,
+                config=config,
+                split=split,
+                hf_config=hf_config,
+                progress=(lambda stats, _report: update(stats)) if update else None,
+            )
+    except (InputError, ValueError) as err:
+        raise click.UsageError(str(err)) from None
+    _write_lint_report(report, output_format, output, statistics)
+    if report.failed():
+        sys.exit(1)
+
+
+main.add_command(lint_command)
+
+
+def _write_lint_report(
+    report: LintReport, output_format: str, output: str | None, statistics: bool
+) -> None:
+    if output is None:
+        write_report(report, output_format, sys.stdout, statistics=statistics)
+        return
+    with atomic_text_output(output) as out:
+        write_report(report, output_format, out, statistics=statistics)
+    summary = report.summary()
+    stderr.print(
+        f"Wrote the {output_format} report to {output}: {summary['findings']:,} findings "
+        f"({report.errors:,} errors, {report.warnings:,} warnings) in {summary['threads']:,} "
+        f"threads from {summary['records']:,} records"
+    )
+
+
+@main.command(epilog="\b\nExamples:\n  mms rules\n  mms rules MMS201\n  mms rules invalid-json")
+@click.argument("rule", required=False, metavar="[CODE]")
+@click.option(
+    "--output-format",
+    type=click.Choice(("text", "json")),
+    default="text",
+    show_default=True,
+    help="Plain text, or JSON for tools.",
+)
+def rules(rule: str | None, output_format: str) -> None:
+    """List the lint rules, or explain one (CODE or name): why it matters, with a bad and a
+    good example."""
+    try:
+        chosen = [find_rule(rule)] if rule else list(RULES)
+    except UnknownRuleError as err:
+        raise click.UsageError(str(err)) from None
+    if output_format == "json":
+        data = [rule_dict(r) for r in chosen]
+        click.echo(orjson.dumps(data[0] if rule else data, option=orjson.OPT_INDENT_2).decode())
+    elif rule:
+        click.echo(rule_page(chosen[0]))
+    else:
+        click.echo(rules_table())

@@ -65,7 +65,15 @@ def _convert(fmt: InputFormat, record: Record, options: ConvertOptions) -> list[
         raw=raw_text(record.raw, record.value),
         stage=f"normalize:{fmt.name}",
         details=details,
+        record_id=_record_id(record.value),
     )
+
+
+def _record_id(value: object) -> str | None:
+    source_id = value.get("id") if isinstance(value, dict) else None
+    if isinstance(source_id, int) and not isinstance(source_id, bool):
+        return str(source_id)
+    return source_id if isinstance(source_id, str) and source_id else None
 
 
 def read(

@@ -4,11 +4,12 @@ by suffix (.gz, .zst): a failed run never leaves a half-written file that looks 
 from __future__ import annotations
 
 import gzip
+import io
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
 import zstandard
 
@@ -36,3 +37,13 @@ def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
         raw.close()
         temp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def atomic_text_output(path: str | Path) -> Iterator[TextIO]:
+    """A UTF-8 text stream to `path` (compressed by suffix), written atomically."""
+    with atomic_output(path) as binary:
+        text = io.TextIOWrapper(binary, encoding="utf-8", newline="\n", write_through=True)
+        yield text
+        text.flush()
+        text.detach()

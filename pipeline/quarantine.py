@@ -47,6 +47,9 @@ class Rejection:
     raw: str | None = None
     stage: str = "read"
     details: tuple[dict[str, str], ...] = field(default_factory=tuple)
+    record_id: str | None = None
+    """The id the record itself gives (`id`), when it was parsed and has one: the linter
+    reports a record's findings under the thread id it would have had."""
 
     def to_dict(self) -> dict[str, Any]:
         raw = self.raw

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 import pipeline
+from pipeline.capabilities import thread_capabilities
 
 
 def read_all(
@@ -33,3 +34,9 @@ def write_records(tmp_path: Path, *records: Any, name: str = "records.jsonl") ->
 def read_records(tmp_path: Path, *records: Any, **kwargs: Any):
     """`read_all` over `records` written as one JSONL file."""
     return read_all(write_records(tmp_path, *records), **kwargs)
+
+
+def unenabled_formats(thread: pipeline.Thread) -> list[str]:
+    """Assistant formats (other than markdown) that no earlier platform/developer message
+    enables as a code span (settings aside), in order of use."""
+    return [use.format for use in thread_capabilities(thread).uses if use.enabled_by is None]

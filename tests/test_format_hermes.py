@@ -16,7 +16,7 @@ from pipeline.cli import main
 from pipeline.formats import FORMATS
 from pipeline.formats.base import ConvertOptions
 from tests.conftest import REPO
-from tests.reading import read_all, write_records
+from tests.reading import read_all, unenabled_formats, write_records
 
 SAMPLES = REPO / "data_samples" / "hermes"
 TOOLS = (
@@ -52,22 +52,13 @@ def sharegpt(*turns):
     return {"conversations": [{"from": f, "value": v} for f, v in turns]}
 
 
-def assert_every_call_enabled(thread):
-    enabled: set[str] = set()
-    for message in thread.messages:
-        if message.role == "developer":
-            enabled |= enabled_formats(message.content)
-        if message.role == "assistant" and message.format != "markdown":
-            assert message.format in enabled, (message.format, enabled)
-
-
 def test_samples_convert_with_the_expected_quarantine_codes():
     threads, rejected, stats = read_all(SAMPLES)
     assert stats.balanced and stats.records_read == 6 and len(threads) == 4
     assert set(stats.formats.values()) == {"hermes"}
     assert Counter(r.code for r in rejected) == {"invalid_tool_call": 1, "unknown_role": 1}
     for thread in threads:
-        assert_every_call_enabled(thread)
+        assert unenabled_formats(thread) == []
 
 
 def test_real_few_shot_examples(shared):
@@ -83,7 +74,7 @@ def test_real_few_shot_examples(shared):
         ("generate_password:json", {"length": 8}),
     ]
     for thread, (fmt, arguments) in zip(threads, expected_calls, strict=True):
-        assert_every_call_enabled(thread)
+        assert unenabled_formats(thread) == []
         assert thread.messages[0].content.endswith("Use them if required")
         assert "<tools>" not in thread.messages[0].content
         call = thread.messages[-1]

@@ -12,13 +12,12 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.capabilities import enabled_formats
 from pipeline.cli import main
 from pipeline.formats import FORMATS, ConvertOptions
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
 from tests.conftest import REPO
-from tests.reading import read_all
+from tests.reading import read_all, unenabled_formats
 
 OPENAI = FORMATS["openai"]
 SAMPLES = REPO / "data_samples" / "openai"
@@ -69,18 +68,6 @@ def shape(thread) -> list[tuple[str, str | None, str]]:
     return [
         (m.role, m.format if m.role == "assistant" else m.name, m.content) for m in thread.messages
     ]
-
-
-def unenabled_formats(thread) -> list[str]:
-    """Assistant formats (other than markdown) no earlier developer message enables."""
-    enabled: set[str] = set()
-    missing = []
-    for message in thread.messages:
-        if message.role in ("developer", "platform"):
-            enabled |= enabled_formats(message.content)
-        elif message.role == "assistant" and message.format not in enabled | {"markdown"}:
-            missing.append(message.format)
-    return missing
 
 
 # --------------------------------------------------------------------------- real files

@@ -7,25 +7,11 @@ from __future__ import annotations
 import orjson
 from click.testing import CliRunner
 
-import pipeline
-from pipeline.capabilities import enabled_formats
 from pipeline.cli import main
 from tests.conftest import REPO
-from tests.reading import read_all
+from tests.reading import read_all, unenabled_formats
 
 SAMPLES = REPO / "data_samples" / "toolbench"
-
-
-def undeclared_calls(thread: pipeline.Thread) -> list[str]:
-    """Tool-call formats no earlier developer message enables."""
-    enabled: set[str] = set()
-    missing = []
-    for message in thread.messages:
-        if message.role == "developer":
-            enabled |= enabled_formats(message.content)
-        elif message.role == "assistant" and message.format not in ("markdown", *enabled):
-            missing.append(message.format)
-    return missing
 
 
 def test_give_answer_trajectory_ends_in_the_final_answer():
@@ -65,7 +51,7 @@ def test_give_up_keeps_a_declared_finish_call():
     assert thread.meta["finish_type"] == "give_up" and thread.meta["win"] is False
     last = thread.messages[-1]
     assert (last.format, last.content) == ("Finish:json", '{"return_type":"give_up_and_restart"}')
-    assert undeclared_calls(thread) == []
+    assert unenabled_formats(thread) == []
 
 
 def test_files_without_a_conversation_and_unknown_roles_are_quarantined():
@@ -84,7 +70,7 @@ def test_an_undefined_function_is_called_with_a_note(tmp_path):
     path = tmp_path / "7_answer.json"
     path.write_bytes(orjson.dumps(data))
     [thread], _, _ = read_all(str(path))
-    assert undeclared_calls(thread) == ["forecast_for_weather:json"]
+    assert unenabled_formats(thread) == ["forecast_for_weather:json"]
     assert (
         "calls 'forecast_for_weather', which answer_generation.function does not define"
         in (thread.meta["notes"])
@@ -98,7 +84,7 @@ def test_real_answer_files(shared):
     assert {r.code for r in rejected} == {"empty_conversation"}
     finish = {}
     for thread in threads:
-        missing = undeclared_calls(thread)
+        missing = unenabled_formats(thread)
         assert all(
             f"calls {fmt.split(':')[0]!r}, which answer_generation.function does not define"
             in thread.meta.get("notes", [])

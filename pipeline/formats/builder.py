@@ -470,6 +470,11 @@ class ThreadBuilder:
             meta["message_meta"] = message_meta
         if self.extra_fields:
             meta["extra_fields"] = self.extra_fields
+        schemas = {t.name: t.parameters for t in self.tools if t.parameters is not None}
+        if schemas:
+            # the declared JSON Schemas, as the source wrote them: the developer message
+            # shows them as TypeScript, the linter (MMS403) validates calls against these
+            meta["tool_schemas"] = schemas
         if self.response_format is not None:
             meta["response_format"] = self.response_format.name
         if self.unrenderable_constructs:

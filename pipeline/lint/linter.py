@@ -1,0 +1,73 @@
+"""The linter: runs the selected rules over threads (streaming), quarantined records
+(MMS101/102/105) and, at the end, the dataset rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pipeline.lint.config import LintConfig
+from pipeline.lint.diagnostic import Diagnostic
+from pipeline.lint.rule import DatasetCheck, Rule
+from pipeline.lint.rules import RULES_BY_CODE, select_rules
+from pipeline.lint.rules.structure import rejection_findings
+from pipeline.lint.thread_view import ThreadView
+from pipeline.mms import Thread, stable_thread_id
+from pipeline.quarantine import Rejection
+
+
+class Linter:
+    """One lint run's rule set. Feed it threads and rejections in reading order, then
+    call `finish()` once for the dataset rules' findings."""
+
+    def __init__(self, config: LintConfig | None = None):
+        self.config = config or LintConfig()
+        self.rules: list[Rule] = select_rules(self.config.select, self.config.ignore)
+        self._codes = frozenset(rule.code for rule in self.rules)
+        self._thread_rules = [r for r in self.rules if r.scope == "thread" and r.check]
+        self._dataset: list[DatasetCheck] = [
+            r.dataset(self.config, r) for r in self.rules if r.scope == "dataset" and r.dataset
+        ]
+
+    def check_thread(self, thread: Thread | ThreadView) -> list[Diagnostic]:
+        """The findings for one thread: its thread rules', and dataset rules' that can tell at once."""
+        view = thread if isinstance(thread, ThreadView) else ThreadView(thread)
+        found: list[Diagnostic] = []
+        for rule in self._thread_rules:
+            assert rule.check is not None
+            for finding in rule.check(view, self.config):
+                found.append(
+                    Diagnostic(
+                        rule.code,
+                        finding.severity or rule.severity,
+                        finding.message,
+                        view.id,
+                        finding.message_index,
+                        view.source,
+                        view.locator,
+                    )
+                )
+        for check in self._dataset:
+            found.extend(check.observe(view))
+        return found
+
+    def check_rejection(self, rejection: Rejection) -> list[Diagnostic]:
+        """MMS101/MMS102/MMS105 for a record that never became a thread."""
+        thread_id = rejection.record_id or stable_thread_id(rejection.source, rejection.locator)
+        return [
+            Diagnostic(
+                code,
+                finding.severity or RULES_BY_CODE[code].severity,
+                finding.message,
+                thread_id,
+                finding.message_index,
+                rejection.source,
+                rejection.locator,
+            )
+            for code, finding in rejection_findings(rejection)
+            if code in self._codes
+        ]
+
+    def finish(self) -> Iterator[Diagnostic]:
+        """The dataset rules' findings; call once, after the last thread."""
+        for check in self._dataset:
+            yield from check.finish()

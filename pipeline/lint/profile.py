@@ -1,0 +1,72 @@
+"""What the dataset looks like, for the report's charts: counters only (messages per
+thread, content length, roles, formats, capability use), so memory stays bounded."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.capabilities import DEFAULT_CAPABILITY
+from pipeline.lint.thread_view import ThreadView
+
+LENGTH_BUCKETS: tuple[int, ...] = (0, 16, 64, 256, 1024, 4096, 16384, 65536)
+"""Lower bounds (in characters) of the content-length histogram's buckets."""
+
+
+def length_bucket(length: int) -> int:
+    """The lower bound of the bucket `length` falls in."""
+    bucket = 0
+    for bound in LENGTH_BUCKETS:
+        if length >= bound:
+            bucket = bound
+    return bucket
+
+
+@dataclass
+class DatasetProfile:
+    """Distributions over the threads linted."""
+
+    threads: int = 0
+    messages: int = 0
+    messages_per_thread: Counter[int] = field(default_factory=Counter)
+    roles: Counter[str] = field(default_factory=Counter)
+    formats: Counter[str] = field(default_factory=Counter)
+    content_length: dict[str, Counter[int]] = field(default_factory=dict)
+    """role -> length bucket -> messages."""
+    capability_enabled: Counter[str] = field(default_factory=Counter)
+    """threads enabling each non-default format (developer/platform or settings)."""
+    capability_used: Counter[str] = field(default_factory=Counter)
+    """threads using each non-default format."""
+
+    def observe(self, view: ThreadView) -> None:
+        messages = view.thread.messages
+        self.threads += 1
+        self.messages += len(messages)
+        self.messages_per_thread[len(messages)] += 1
+        for message in messages:
+            self.roles[message.role] += 1
+            if message.role == "assistant":
+                self.formats[message.format or DEFAULT_CAPABILITY] += 1
+            lengths = self.content_length.setdefault(message.role, Counter())
+            lengths[length_bucket(len(message.content))] += 1
+        caps = view.capabilities
+        self.capability_enabled.update(n for n in caps.enabled if n != DEFAULT_CAPABILITY)
+        self.capability_used.update({use.format for use in caps.uses})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "threads": self.threads,
+            "messages": self.messages,
+            "messages_per_thread": {str(k): v for k, v in sorted(self.messages_per_thread.items())},
+            "roles": dict(self.roles.most_common()),
+            "formats": dict(self.formats.most_common()),
+            "content_length": {
+                role: {str(k): v for k, v in sorted(buckets.items())}
+                for role, buckets in sorted(self.content_length.items())
+            },
+            "capabilities": {
+                name: {"enabled": self.capability_enabled[name], "used": self.capability_used[name]}
+                for name in sorted(set(self.capability_enabled) | set(self.capability_used))
+            },
+        }

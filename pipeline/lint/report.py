@@ -1,0 +1,204 @@
+"""`lint()`: read inputs in any format, run the rules, and gather a LintReport (summary
+counts, spooled diagnostics, dataset profile, and example threads per rule for the
+human-readable reports)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.formats import AUTO, ConvertOptions
+from pipeline.ingest import ReadStats, read
+from pipeline.lint.config import LintConfig
+from pipeline.lint.diagnostic import Diagnostic
+from pipeline.lint.linter import Linter
+from pipeline.lint.profile import DatasetProfile
+from pipeline.lint.rule import Rule
+from pipeline.lint.rules import RULES_BY_CODE
+from pipeline.lint.store import DiagnosticStore
+from pipeline.lint.thread_view import ThreadView
+from pipeline.mms import Thread
+from pipeline.quarantine import Rejection
+from pipeline.sources import DEFAULT_SPLIT, ReadLimits
+
+EXAMPLE_CONTENT_CHARS = 2000
+EXAMPLE_WINDOW = 12
+"""Messages shown on each side of the message at fault in an example thread."""
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """A finding with what it points at: the thread (trimmed for display) or the raw
+    record that never became one."""
+
+    diagnostic: Diagnostic
+    thread: dict[str, Any] | None = None
+    raw: str | None = None
+
+
+def example_thread(thread: Thread, index: int | None) -> dict[str, Any]:
+    """The thread's JSON form for display: messages carry their index; long threads keep a
+    window around `index`, long contents are cut (both noted)."""
+    messages = thread.messages
+    centre = index if index is not None else 0
+    start = max(0, centre - EXAMPLE_WINDOW)
+    stop = min(len(messages), centre + EXAMPLE_WINDOW + 1)
+    shown = []
+    for number in range(start, stop):
+        data = messages[number].to_dict()
+        content = data["content"]
+        if len(content) > EXAMPLE_CONTENT_CHARS:
+            data["content"] = content[:EXAMPLE_CONTENT_CHARS]
+            data["truncated"] = len(content) - EXAMPLE_CONTENT_CHARS
+        shown.append({"index": number, **data})
+    return {
+        "id": thread.id,
+        "messages": shown,
+        "omitted_before": start,
+        "omitted_after": len(messages) - stop,
+        "settings": thread.settings.to_dict() if thread.settings else None,
+    }
+
+
+@dataclass
+class LintReport:
+    """Everything a report writer needs. `diagnostics` iterates in reading order (dataset
+    findings last); `examples` keeps up to config.max_examples findings per rule."""
+
+    config: LintConfig
+    rules: list[Rule]
+    inputs: list[str]
+    stats: ReadStats
+    diagnostics: DiagnosticStore
+    profile: DatasetProfile = field(default_factory=DatasetProfile)
+    by_code: Counter[str] = field(default_factory=Counter)
+    by_severity: Counter[str] = field(default_factory=Counter)
+    by_code_severity: Counter[tuple[str, str]] = field(default_factory=Counter)
+    threads_with_findings: int = 0
+    examples: dict[str, list[Example]] = field(default_factory=dict)
+
+    def add(self, found: list[Diagnostic], thread: Thread | None = None, raw: str | None = None):
+        """Record a thread's (or a rejected record's) findings."""
+        if not found:
+            return
+        self.diagnostics.extend(found)
+        if thread is not None and any(d.thread_id == thread.id for d in found):
+            self.threads_with_findings += 1
+        for diagnostic in found:
+            self.by_code[diagnostic.code] += 1
+            self.by_severity[diagnostic.severity] += 1
+            self.by_code_severity[diagnostic.code, diagnostic.severity] += 1
+            kept = self.examples.setdefault(diagnostic.code, [])
+            if len(kept) < self.config.max_examples:
+                shown = example_thread(thread, diagnostic.message_index) if thread else None
+                kept.append(Example(diagnostic, shown, raw))
+
+    def severity_of(self, code: str) -> str:
+        """The severity of a rule's findings: `error`, `warning`, or `error+warning` for a
+        rule whose findings differ (MMS104, MMS403)."""
+        found = [s for s in ("error", "warning") if self.by_code_severity[code, s]]
+        return "+".join(found) or RULES_BY_CODE[code].severity
+
+    @property
+    def errors(self) -> int:
+        return self.by_severity["error"]
+
+    @property
+    def warnings(self) -> int:
+        return self.by_severity["warning"]
+
+    def failed(self, fail_on: str | None = None) -> bool:
+        """Whether findings reach `fail_on` (default: the config's): error, warning, never."""
+        level = fail_on or self.config.fail_on
+        if level == "never":
+            return False
+        return self.errors > 0 if level == "error" else self.errors + self.warnings > 0
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON report's `summary` (schemas/lint-report.schema.json)."""
+        stats = self.stats
+        return {
+            "records": stats.records_read,
+            "records_converted": stats.records_converted,
+            "records_quarantined": stats.quarantined_total,
+            "threads": stats.threads,
+            "threads_with_findings": self.threads_with_findings,
+            "files": len(stats.files),
+            "findings": len(self.diagnostics),
+            "by_severity": {s: self.by_severity[s] for s in ("error", "warning")},
+            "by_code": {code: self.by_code[code] for code in sorted(self.by_code)},
+            "rules": [rule.code for rule in self.rules],
+        }
+
+
+def lint(
+    inputs: str | Iterable[str],
+    *,
+    format: str = AUTO,
+    config: LintConfig | None = None,
+    options: ConvertOptions | None = None,
+    limits: ReadLimits | None = None,
+    split: str = DEFAULT_SPLIT,
+    hf_config: str | None = None,
+    progress: Callable[[ReadStats, LintReport], None] | None = None,
+) -> LintReport:
+    """Lint INPUTS of any input format (normalized to MMS threads first). Every record that
+    cannot become a thread is reported (MMS101/102/105) with its file and position."""
+    config = config or LintConfig()
+    linter = Linter(config)
+    paths = [inputs] if isinstance(inputs, str) else list(inputs)
+    stats = ReadStats()
+    report = LintReport(config, linter.rules, paths, stats, DiagnosticStore())
+
+    def on_reject(rejection: Rejection) -> None:
+        report.add(linter.check_rejection(rejection), raw=rejection.raw)
+
+    threads = read(
+        paths,
+        format=format,
+        on_reject=on_reject,
+        stats=stats,
+        limits=limits,
+        options=options,
+        split=split,
+        hf_config=hf_config,
+    )
+    _run(linter, report, threads, progress)
+    return report
+
+
+def lint_threads(threads: Iterable[Thread], config: LintConfig | None = None) -> LintReport:
+    """Lint threads already in memory (each counts as one record)."""
+    config = config or LintConfig()
+    linter = Linter(config)
+    stats = ReadStats()
+
+    def counted() -> Iterable[Thread]:
+        for thread in threads:
+            stats.records_read += 1
+            stats.records_converted += 1
+            stats.threads += 1
+            yield thread
+
+    report = LintReport(config, linter.rules, [], stats, DiagnosticStore())
+    _run(linter, report, counted(), None)
+    return report
+
+
+def _run(
+    linter: Linter,
+    report: LintReport,
+    threads: Iterable[Thread],
+    progress: Callable[[ReadStats, LintReport], None] | None,
+) -> None:
+    for count, thread in enumerate(threads, 1):
+        view = ThreadView(thread)
+        report.add(linter.check_thread(view), thread)
+        report.profile.observe(view)
+        if progress is not None and count % 512 == 0:
+            progress(report.stats, report)
+    report.add(list(linter.finish()))
+    if progress is not None:
+        progress(report.stats, report)

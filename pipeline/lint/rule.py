@@ -1,0 +1,67 @@
+"""What a lint rule is: a stable code, a name, a default severity, docs (a one-line
+summary, why it matters, a bad and a good example), and its check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from pipeline.lint.diagnostic import Severity
+
+if TYPE_CHECKING:
+    from pipeline.lint.config import LintConfig
+    from pipeline.lint.diagnostic import Diagnostic
+    from pipeline.lint.thread_view import ThreadView
+
+Scope = Literal["record", "thread", "dataset"]
+
+
+class Finding(NamedTuple):
+    """What a thread check reports: the message at fault (None: the whole thread), the
+    text, and a severity when it differs from the rule's default (MMS104)."""
+
+    message_index: int | None
+    message: str
+    severity: Severity | None = None
+
+
+ThreadCheck = Callable[["ThreadView", "LintConfig"], Iterable[Finding]]
+
+
+class DatasetCheck:
+    """A rule over the whole dataset: it sees every thread once (`observe`, which may
+    report that thread at once) and reports the rest at the end (`finish`). It may keep
+    only hashes and counters, never the threads."""
+
+    def observe(self, view: ThreadView) -> Iterable[Diagnostic]:
+        raise NotImplementedError
+
+    def finish(self) -> Iterator[Diagnostic]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A lint rule. `bad` and `good` are example datasets (MMS thread dicts, or a raw
+    JSONL line for records that are not threads):
+    the docs show them, and the test suite checks that `bad` fires the rule and `good`
+    does not. Record rules read quarantined records; thread rules `check` one thread;
+    dataset rules build a fresh `dataset(config)` per run."""
+
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+    rationale: str
+    bad: list[dict[str, Any] | str]
+    good: list[dict[str, Any] | str]
+    scope: Scope = "thread"
+    check: ThreadCheck | None = None
+    dataset: Callable[[LintConfig, Rule], DatasetCheck] | None = None
+    options: tuple[str, ...] = field(default=())
+    """The config keys (`[tool.mms.lint]`) that tune this rule."""
+
+    @property
+    def family(self) -> str:
+        return self.code[:4]

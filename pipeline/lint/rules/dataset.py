@@ -1,0 +1,248 @@
+"""MMS5xx: rules over the whole dataset. Each sees every thread once and keeps only
+hashes and counters (bounded by distinct threads and capabilities, never by content)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from pipeline.capabilities import DEFAULT_CAPABILITY, outside_fences
+from pipeline.lint.config import LintConfig
+from pipeline.lint.diagnostic import Diagnostic
+from pipeline.lint.rule import DatasetCheck, Rule
+from pipeline.lint.rules.examples import assistant, developer, thread, user
+from pipeline.lint.thread_view import ThreadView
+
+_CODE_SPAN = re.compile(r"`+[^`]*`+")
+_PARAGRAPH = re.compile(r"\n\s*\n")
+_SPACE = re.compile(r"\s+")
+
+
+def _digest(data: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+class DuplicateThreads(DatasetCheck):
+    """MMS501: threads with the same messages and settings (ids and meta aside)."""
+
+    def __init__(self, config: LintConfig, rule: Rule):
+        self.rule = rule
+        self.first_seen: dict[int, int] = {}  # content hash -> ordinal of its first thread
+        self.count = 0
+
+    def observe(self, view: ThreadView) -> Iterator[Diagnostic]:
+        self.count += 1
+        thread = view.thread
+        body = [m.to_dict() for m in thread.messages]
+        settings = thread.settings.to_dict() if thread.settings else None
+        key = _digest(orjson.dumps([body, settings]))
+        first = self.first_seen.setdefault(key, self.count)
+        if first != self.count:
+            yield Diagnostic(
+                self.rule.code,
+                self.rule.severity,
+                f"duplicate of thread #{first} in reading order (same messages and settings)",
+                view.id,
+                None,
+                view.source,
+                view.locator,
+            )
+
+    def finish(self) -> Iterator[Diagnostic]:
+        return iter(())
+
+
+class _CapabilityCounts:
+    """Per capability: threads enabling it, and the first of them (to point at)."""
+
+    def __init__(self) -> None:
+        self.enabled: Counter[str] = Counter()
+        self.first: dict[str, tuple[str, str | None, str | None]] = {}
+
+    def add(self, name: str, view: ThreadView) -> None:
+        self.enabled[name] += 1
+        self.first.setdefault(name, (view.id, view.source, view.locator))
+
+    def diagnostic(self, rule: Rule, name: str, message: str) -> Diagnostic:
+        thread_id, source, locator = self.first[name]
+        return Diagnostic(rule.code, rule.severity, message, thread_id, None, source, locator)
+
+
+class AlwaysUsed(DatasetCheck):
+    """MMS502: a capability used in every thread that enables it."""
+
+    def __init__(self, config: LintConfig, rule: Rule):
+        self.rule = rule
+        self.min_threads = config.dataset_min_threads
+        self.counts = _CapabilityCounts()
+        self.used: Counter[str] = Counter()
+
+    def observe(self, view: ThreadView) -> Iterator[Diagnostic]:
+        caps = view.capabilities
+        used = {use.format for use in caps.uses}
+        for name in caps.enabled:
+            if name != DEFAULT_CAPABILITY:
+                self.counts.add(name, view)
+                self.used[name] += name in used
+        return iter(())
+
+    def finish(self) -> Iterator[Diagnostic]:
+        for name, enabled in sorted(self.counts.enabled.items()):
+            if enabled >= self.min_threads and self.used[name] == enabled:
+                yield self.counts.diagnostic(
+                    self.rule,
+                    name,
+                    f"`{name}` is used in all {enabled} threads that enable it: add threads "
+                    "that enable it and answer without it",
+                )
+
+
+def phrasing(text: str, format_name: str) -> int:
+    """A hash of how a developer message words the enabling of `format_name`: the
+    paragraph holding its code span plus the message's first paragraph, with code spans
+    and the tool's name masked, case and spacing folded."""
+    paragraphs = _PARAGRAPH.split(outside_fences(text).strip())
+    span = f"`{format_name}`"
+    holding = next((p for p in paragraphs if span in p), "")
+    words = f"{paragraphs[0]}\n{holding}" if holding != paragraphs[0] else holding
+    tool = format_name.partition(":")[0]
+    words = _CODE_SPAN.sub("`_`", words)
+    if tool:
+        words = re.sub(re.escape(tool), "_", words, flags=re.IGNORECASE)
+    return _digest(_SPACE.sub(" ", words).strip().lower().encode())
+
+
+class FewPhrasings(DatasetCheck):
+    """MMS503: a capability enabled with too few distinct developer phrasings."""
+
+    def __init__(self, config: LintConfig, rule: Rule):
+        self.rule = rule
+        self.min_threads = config.dataset_min_threads
+        self.min_phrasings = config.min_phrasings
+        self.counts = _CapabilityCounts()
+        self.phrasings: dict[str, set[int]] = {}
+
+    def observe(self, view: ThreadView) -> Iterator[Diagnostic]:
+        messages = view.thread.messages
+        for name, index in view.capabilities.enabled.items():
+            if index is None or name == DEFAULT_CAPABILITY:
+                continue  # settings-only: no wording to vary
+            self.counts.add(name, view)
+            seen = self.phrasings.setdefault(name, set())
+            if len(seen) < self.min_phrasings:  # enough is enough: stay bounded
+                seen.add(phrasing(messages[index].content, name))
+        return iter(())
+
+    def finish(self) -> Iterator[Diagnostic]:
+        for name, enabled in sorted(self.counts.enabled.items()):
+            distinct = len(self.phrasings[name])
+            if enabled >= self.min_threads and distinct < self.min_phrasings:
+                yield self.counts.diagnostic(
+                    self.rule,
+                    name,
+                    f"`{name}` is enabled in {enabled} threads with only {distinct} distinct "
+                    f"developer phrasing(s) (want at least {self.min_phrasings}): vary the "
+                    "wording and order",
+                )
+
+
+def _many(make: Any, count: int = 10) -> list[dict[str, Any]]:
+    return [make(i) for i in range(count)]
+
+
+_WORDINGS = (
+    "Reply in `json` when the user asks for data.",
+    "You may answer with the `json` format.",
+    "Structured answers: use `json`.",
+)
+
+RULES = [
+    Rule(
+        code="MMS501",
+        name="duplicate-thread",
+        severity="warning",
+        scope="dataset",
+        summary="Two threads have the same messages and settings.",
+        rationale=(
+            "Duplicates over-weight one example and leak between train and test splits. "
+            "Threads that differ only in id or meta count as duplicates; the finding is on "
+            "every copy after the first."
+        ),
+        bad=[
+            thread(user("Hi"), assistant("Hello!"), id="a"),
+            thread(user("Hi"), assistant("Hello!"), id="b"),
+        ],
+        good=[
+            thread(user("Hi"), assistant("Hello!"), id="a"),
+            thread(user("Hi"), assistant("Hey there!"), id="b"),
+        ],
+        dataset=DuplicateThreads,
+    ),
+    Rule(
+        code="MMS502",
+        name="capability-never-absent",
+        severity="warning",
+        scope="dataset",
+        summary="A capability is used in every thread that enables it (no negative examples).",
+        rationale=(
+            "If `json` is enabled only in threads that answer in JSON, the model learns "
+            "'enabled means must use'. Mix in threads that enable the capability and answer "
+            "without it. Judged for capabilities enabled in at least `dataset-min-threads` "
+            "threads."
+        ),
+        bad=_many(
+            lambda i: thread(
+                developer(_WORDINGS[i % 3]),
+                user(f"Give me {i} as data."),
+                assistant(f'{{"n": {i}}}', "json"),
+                id=f"t{i}",
+            )
+        ),
+        good=_many(
+            lambda i: thread(
+                developer(_WORDINGS[i % 3]),
+                user(f"Give me {i} as data." if i % 2 else f"What is {i} plus one?"),
+                assistant(f'{{"n": {i}}}', "json") if i % 2 else assistant(f"{i + 1}"),
+                id=f"t{i}",
+            )
+        ),
+        dataset=AlwaysUsed,
+        options=("dataset-min-threads",),
+    ),
+    Rule(
+        code="MMS503",
+        name="few-phrasings",
+        severity="warning",
+        scope="dataset",
+        summary="A capability is enabled by too few distinct developer phrasings.",
+        rationale=(
+            "The spec asks for variety in how developer messages enable capabilities. With "
+            "one fixed sentence, the model keys on that sentence instead of the code span. "
+            "Phrasings compare the paragraph holding the code span and the message's first "
+            "paragraph, with code and tool names masked."
+        ),
+        bad=_many(
+            lambda i: thread(
+                developer("Reply in `json` when the user asks for data."),
+                user(f"Give me {i} as data." if i % 2 else f"What is {i} plus one?"),
+                assistant(f'{{"n": {i}}}', "json") if i % 2 else assistant(f"{i + 1}"),
+                id=f"t{i}",
+            )
+        ),
+        good=_many(
+            lambda i: thread(
+                developer(_WORDINGS[i % 3]),
+                user(f"Give me {i} as data." if i % 2 else f"What is {i} plus one?"),
+                assistant(f'{{"n": {i}}}', "json") if i % 2 else assistant(f"{i + 1}"),
+                id=f"t{i}",
+            )
+        ),
+        dataset=FewPhrasings,
+        options=("min-phrasings", "dataset-min-threads"),
+    ),
+]

@@ -1,0 +1,64 @@
+"""A thread as the rules see it: the thread plus facts several rules need, computed once
+(capabilities, settings by name, declared tool schemas), so the rule set stays linear in
+the thread's length."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from pipeline.capabilities import ThreadCapabilities, thread_capabilities
+from pipeline.mms import Format, Thread
+
+
+class ThreadView:
+    """Read-only facts about one thread, shared by every rule that checks it."""
+
+    def __init__(self, thread: Thread):
+        self.thread = thread
+
+    @property
+    def id(self) -> str:
+        return self.thread.id
+
+    @property
+    def source(self) -> str | None:
+        source = self.thread.meta.get("source")
+        return source if isinstance(source, str) else None
+
+    @property
+    def locator(self) -> str | None:
+        locator = self.thread.meta.get("locator")
+        return str(locator) if locator is not None else None
+
+    @cached_property
+    def capabilities(self) -> ThreadCapabilities:
+        return thread_capabilities(self.thread)
+
+    @cached_property
+    def settings(self) -> dict[str, Format] | None:
+        """settings.formats by name; None when the thread gives no settings."""
+        if self.thread.settings is None:
+            return None
+        return {f.name: f for f in self.thread.settings.formats}
+
+    @cached_property
+    def tool_schemas(self) -> dict[str, Any]:
+        """The JSON Schemas the source declared for its tools (`meta.tool_schemas`)."""
+        schemas = self.thread.meta.get("tool_schemas")
+        return schemas if isinstance(schemas, dict) else {}
+
+    def sampler(self, format_name: str) -> str | None:
+        """The syntax a format's content must have: the settings sampler if it is json or
+        jsonl, else what the name says (`json`, `jsonl`, `tool:json`, `tool:jsonl`)."""
+        settings = self.settings
+        declared = settings.get(format_name) if settings else None
+        if declared is not None and declared.sampler in ("json", "jsonl"):
+            return str(declared.sampler)
+        syntax = format_name.rpartition(":")[2]
+        return syntax if syntax in ("json", "jsonl") else None
+
+    def halts_on_completion(self, format_name: str) -> bool:
+        settings = self.settings
+        declared = settings.get(format_name) if settings else None
+        return declared is not None and declared.halt_on_completion

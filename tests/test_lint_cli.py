@@ -1,0 +1,157 @@
+"""`mms lint` and `mms rules` from the command line: selection, configuration, exit
+status, output files; and `lint` over every real file in ../shared without a crash."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.lint import LintConfig, lint, load_config, select_rules
+from pipeline.lint.config import ConfigError
+from pipeline.lint.rules import UnknownRuleError
+from pipeline.lint.rules.examples import assistant, developer, thread, user
+from tests.linting import write_lines
+
+CLEAN = thread(developer("Reply in `json`."), user("Primes?"), assistant("[2, 3]", "json"))
+ERROR = thread(user("Primes?"), assistant("[2, 3]", "json"), id="bad")  # MMS201
+WARNING = thread(user("Hi"), assistant("Hello!<|im_end|>"), id="warn")  # MMS404
+
+
+def run(*args: str, cwd: Path | None = None):
+    runner = CliRunner()
+    if cwd is None:
+        return runner.invoke(main, list(args))
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(main, list(args))
+    finally:
+        os.chdir(old)
+
+
+def codes(selectors: tuple[str, ...], ignore: tuple[str, ...] = ()) -> list[str]:
+    return [rule.code for rule in select_rules(selectors, ignore)]
+
+
+def test_selection_by_code_family_name_and_all_with_the_more_specific_winning():
+    assert codes(("MMS201",)) == ["MMS201"]
+    assert codes(("MMS3",)) == ["MMS301", "MMS303"]
+    assert codes(("invalid-json",)) == ["MMS401"]
+    assert len(codes(("ALL",))) == 21
+    assert codes(("MMS2",), ("MMS207", "MMS206")) == ["MMS201", "MMS202", "MMS203", "MMS204"]
+    assert codes(("MMS201",), ("MMS2",)) == ["MMS201"]
+    assert codes(("MMS201",), ("MMS201",)) == []
+    with pytest.raises(UnknownRuleError, match="MMS201, MMS202"):
+        select_rules(("MMS209",))
+
+
+def test_exit_status_follows_fail_on(tmp_path):
+    clean, warned, failed = (
+        write_lines(tmp_path, [r], f"{n}.jsonl")
+        for n, r in (("clean", CLEAN), ("warn", WARNING), ("error", ERROR))
+    )
+    assert run("lint", str(clean), "--from", "mms").exit_code == 0
+    assert run("lint", str(warned), "--from", "mms").exit_code == 0
+    assert run("lint", str(warned), "--from", "mms", "--fail-on", "warning").exit_code == 1
+    assert run("lint", str(failed), "--from", "mms").exit_code == 1
+    assert run("lint", str(failed), "--from", "mms", "--fail-on", "never").exit_code == 0
+    assert run("lint", str(failed), "--from", "mms", "--ignore", "MMS201").exit_code == 0
+
+
+def test_unknown_rule_and_bad_config_are_usage_errors(tmp_path):
+    data = write_lines(tmp_path, [CLEAN])
+    result = run("lint", str(data), "--select", "MMS999")
+    assert result.exit_code == 2 and "no rule 'MMS999'" in result.output
+    bad = tmp_path / "lint.toml"
+    bad.write_text('selct = ["MMS2"]\n')
+    result = run("lint", str(data), "--config", str(bad))
+    assert result.exit_code == 2 and "unknown lint setting(s) selct" in result.output
+
+
+def test_pyproject_settings_are_found_upwards_and_options_override_them(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.mms.lint]\nignore = ["MMS201"]\nfail-on = "warning"\nspecial-tokens = ["<END>"]\n'
+    )
+    nested = tmp_path / "data" / "deep"
+    nested.mkdir(parents=True)
+    config = load_config(start=nested)
+    assert config.ignore == ("MMS201",) and config.fail_on == "warning"
+    assert config.source == str(tmp_path / "pyproject.toml")
+    data = write_lines(nested, [ERROR])
+    assert run("lint", str(data), "--from", "mms", cwd=nested).exit_code == 0
+    assert run("lint", str(data), "--from", "mms", "--ignore", "MMS404", cwd=nested).exit_code == 1
+    ends = write_lines(nested, [thread(user("Hi"), assistant("Bye <END>"))], "end.jsonl")
+    assert run("lint", str(ends), "--from", "mms", cwd=nested).exit_code == 1  # a warning
+
+
+def test_config_file_holds_top_level_keys_or_a_pyproject_table(tmp_path):
+    plain = tmp_path / "mms-lint.toml"
+    plain.write_text('select = ["MMS4"]\nmin-phrasings = 5\n')
+    assert load_config(plain) == LintConfig(select=("MMS4",), min_phrasings=5, source=str(plain))
+    for text, problem in [
+        ("min-phrasings = 0\n", "min-phrasings must be a positive integer"),
+        ('fail-on = "sometimes"\n', "fail-on must be one of error, warning, never"),
+        ("select = 'MMS2'\n", "select must be a list of strings"),
+        ("select = [\n", "is not valid TOML"),
+    ]:
+        plain.write_text(text)
+        with pytest.raises(ConfigError, match=problem):
+            load_config(plain)
+
+
+def test_text_report_to_a_file_and_statistics(tmp_path):
+    data = write_lines(tmp_path, [CLEAN, ERROR, WARNING])
+    out = tmp_path / "reports" / "lint.json"
+    result = run("lint", str(data), "--from", "mms", "--output-format", "json", "-o", str(out))
+    assert result.exit_code == 1
+    report = orjson.loads(out.read_bytes())
+    assert report["summary"]["by_code"] == {"MMS201": 1, "MMS404": 1}
+    assert "Wrote the json report" in result.output
+    stats = run("lint", str(data), "--from", "mms", "--statistics")
+    assert "MMS201" in stats.output and "MMS404" in stats.output
+    assert "format `json` is not enabled" not in stats.output
+
+
+def test_rules_lists_and_explains():
+    listing = run("rules")
+    assert listing.exit_code == 0 and listing.output.count("\nMMS") == 20
+    page = run("rules", "mms201")
+    assert page.exit_code == 0
+    assert "Bad (fires)" in page.output and "Good (does not fire)" in page.output
+    assert run("rules", "capability-not-enabled").output == page.output
+    data = orjson.loads(run("rules", "MMS503", "--output-format", "json").output)
+    assert data["code"] == "MMS503" and data["options"] == ["min-phrasings", "dataset-min-threads"]
+    missing = run("rules", "MMS999")
+    assert missing.exit_code == 2 and "no rule" in missing.output
+
+
+def test_every_real_file_lints_without_a_crash_and_balances(shared):
+    for folder in ("realdata", "formats"):
+        report = lint(str(shared / folder))
+        stats = report.stats
+        assert stats.balanced and stats.threads > 0, folder
+        # every quarantined record is a finding: nothing is skipped silently
+        record_findings = sum(report.by_code[c] for c in ("MMS101", "MMS102", "MMS105"))
+        assert record_findings >= stats.quarantined_total, folder
+        assert "internal_error" not in stats.quarantined, folder
+
+
+def test_known_true_findings_in_real_data(shared):
+    toolbench = lint(
+        str(shared / "realdata/toolbench/answer/G3_answer/21_ChatGPT_DFS_woFilter_w2.json")
+    )
+    (undeclared,) = [d for d in toolbench.diagnostics if d.code == "MMS201"]
+    assert "`dota_2_steam_web:json`" in undeclared.message
+    identity = lint(str(shared / "realdata/llamafactory/identity.json"))
+    assert identity.by_code["MMS405"] >= 80  # LLaMA-Factory's {{name}}/{{author}} slots
+    functionary = lint(str(shared / "realdata/functionary/test_case_v1.json"))
+    assert any(
+        "'get_car_price' is a required property" in d.message
+        for d in functionary.diagnostics
+        if d.code == "MMS403"
+    )  # the source's schema requires a property named like the tool
