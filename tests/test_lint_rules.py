@@ -397,3 +397,12 @@ def test_dataset_rules_see_settings_only_capabilities_without_phrasings(tmp_path
     record = [thread(user(f"W{i}?"), CALL, settings=SETTINGS, id=f"s{i}") for i in range(10)]
     assert fired(tmp_path, record, "MMS503") == []
     assert fired(tmp_path, record, "MMS502")
+
+
+def test_developer_wording_does_not_hide_a_duplicate_but_enabled_formats_do_differ(tmp_path):
+    chat = (user("Weather?"), CALL)
+    first = thread(developer("Tools: `get_weather:json`."), *chat, id="a")
+    reworded = thread(developer("You may call `get_weather:json`."), *chat, id="b")
+    more = thread(developer("Use `get_weather:json` or `get_time:json`."), *chat, id="c")
+    found = fired(tmp_path, [first, reworded, more], "MMS501")
+    assert [d.thread_id for d in found] == ["b"]

@@ -11,12 +11,18 @@ from typing import Any
 
 import orjson
 
-from pipeline.capabilities import DEFAULT_CAPABILITY, outside_fences
+from pipeline.capabilities import (
+    DEFAULT_CAPABILITY,
+    ENABLING_ROLES,
+    enabled_formats,
+    outside_fences,
+)
 from pipeline.lint.config import LintConfig
 from pipeline.lint.diagnostic import Diagnostic
 from pipeline.lint.rule import DatasetCheck, Rule
 from pipeline.lint.rules.examples import assistant, developer, thread, user
 from pipeline.lint.thread_view import ThreadView
+from pipeline.mms import Message
 
 _CODE_SPAN = re.compile(r"`+[^`]*`+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
@@ -28,7 +34,8 @@ def _digest(data: bytes) -> int:
 
 
 class DuplicateThreads(DatasetCheck):
-    """MMS501: threads with the same messages and settings (ids and meta aside)."""
+    """MMS501: threads with the same messages and settings (ids, meta and developer
+    wording aside)."""
 
     def __init__(self, config: LintConfig, rule: Rule):
         self.rule = rule
@@ -38,7 +45,7 @@ class DuplicateThreads(DatasetCheck):
     def observe(self, view: ThreadView) -> Iterator[Diagnostic]:
         self.count += 1
         thread = view.thread
-        body = [m.to_dict() for m in thread.messages]
+        body = [_comparable(m) for m in thread.messages]
         settings = thread.settings.to_dict() if thread.settings else None
         key = _digest(orjson.dumps([body, settings]))
         first = self.first_seen.setdefault(key, self.count)
@@ -55,6 +62,15 @@ class DuplicateThreads(DatasetCheck):
 
     def finish(self) -> Iterator[Diagnostic]:
         return iter(())
+
+
+def _comparable(message: Message) -> Any:
+    """What duplicates are judged on: every message as it is, except that platform and
+    developer messages count only by the formats they enable, since converters vary the
+    wording of the tool declarations they write (and phrasing variety is MMS503's job)."""
+    if message.role in ENABLING_ROLES:
+        return [message.role, sorted(enabled_formats(message.content))]
+    return message.to_dict()
 
 
 class _CapabilityCounts:
@@ -170,8 +186,10 @@ RULES = [
         summary="Two threads have the same messages and settings.",
         rationale=(
             "Duplicates over-weight one example and leak between train and test splits. "
-            "Threads that differ only in id or meta count as duplicates; the finding is on "
-            "every copy after the first."
+            "Threads that differ only in id or meta count as duplicates, and so do threads "
+            "whose developer messages are worded differently but enable the same formats "
+            "(converters vary the wording of tool declarations per thread). The finding is "
+            "on every copy after the first."
         ),
         bad=[
             thread(user("Hi"), assistant("Hello!"), id="a"),

@@ -1,0 +1,305 @@
+"""The HTML lint report: a self-contained, escaped, deterministic page (fast checks on the
+written HTML), and the same page loaded in headless Chromium (skipped without it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from matplotlib.image import imread
+
+from pipeline.lint import LintConfig, LintReport, lint, lint_threads
+from pipeline.lint.reports import charts, write_report
+from pipeline.mms import Thread
+from tests.conftest import REPO, SHARED
+
+URL_ATTRIBUTES = {"src", "href", "xlink:href", "srcset", "action", "poster", "data", "formaction"}
+EXTERNAL = re.compile(r"^\s*([a-z][a-z0-9+.-]*:|//)", re.IGNORECASE)
+CSS_URL = re.compile(r"url\(\s*['\"]?(?!#)", re.IGNORECASE)
+HOSTILE = '<script>alert("pwned")</script>'
+
+
+class Page(HTMLParser):
+    """What a page is made of: tags and their attributes, CSS text, and references that
+    would make a browser fetch something."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.css: list[str] = []
+        self._in_style = False
+        self.feed(html)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        self.tags.append((tag, values))
+        self.css.append(values.get("style", ""))
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.css.append(data)
+
+    def count(self, tag: str, **attrs: str) -> int:
+        return sum(
+            1 for t, a in self.tags if t == tag and all(a.get(k) == v for k, v in attrs.items())
+        )
+
+    def with_attribute(self, name: str) -> list[dict[str, str]]:
+        return [a for _, a in self.tags if name in a]
+
+    def external_references(self) -> list[str]:
+        found = [
+            f"{tag} {name}={value}"
+            for tag, attrs in self.tags
+            for name, value in attrs.items()
+            if name in URL_ATTRIBUTES and EXTERNAL.match(value)
+        ]
+        found += [f"{tag}" for tag, _ in self.tags if tag in ("link", "img", "iframe", "object")]
+        return found + [css for css in self.css if CSS_URL.search(css) or "@import" in css]
+
+
+def message(role: str, content: str, **fields: object) -> dict:
+    return {"role": role, "content": content, **fields}
+
+
+def assistant(content: str, format: str = "markdown", end_turn: bool = True) -> dict:
+    return message("assistant", content, format=format, end_turn=end_turn)
+
+
+def thread(id: str, *messages: dict) -> Thread:
+    return Thread.from_dict({"id": id, "messages": list(messages)})
+
+
+def hostile_report(config: LintConfig | None = None) -> LintReport:
+    """Markup in content, a context name and a capability name; a tool call nobody enabled
+    (MMS201), a tool result, and a duplicate thread (MMS501)."""
+    threads = [
+        thread(
+            "tool",
+            message("developer", "Wrap answers in `<em>bold</em>` when asked."),
+            message("user", f"Weather in Oslo? {HOSTILE}"),
+            assistant('{"city":"Oslo"}', "get_weather:json", end_turn=False),
+            message("context", "12 degrees", name="<b>weather</b>"),
+            assistant("It is 12 degrees."),
+        ),
+        thread("d1", message("user", "Hello"), assistant("Hi there")),
+        thread("d2", message("user", "Hello"), assistant("Hi there")),
+    ]
+    return lint_threads(threads, config)
+
+
+def html_of(report: LintReport) -> str:
+    out = io.StringIO()
+    write_report(report, "html", out)
+    return out.getvalue()
+
+
+def group_codes(html: str) -> list[str]:
+    return re.findall(r'data-rule-group="([A-Z0-9]+)"', html)
+
+
+@pytest.fixture(scope="module")
+def hostile_html() -> str:
+    return html_of(hostile_report())
+
+
+def test_page_is_self_contained(hostile_html: str):
+    html = hostile_html
+    page = Page(html)
+    assert page.external_references() == []
+    assert page.count("script") == 1
+    assert "<script src" not in html
+    assert html.count("<svg") == 6
+    assert len(page.with_attribute("data-card")) == 8
+
+
+def test_everything_from_data_is_escaped(hostile_html: str):
+    html = hostile_html
+    page = Page(html)
+    assert HOSTILE not in html
+    assert "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;" in html
+    assert "&lt;b&gt;weather&lt;/b&gt;" in html
+    assert "&lt;em&gt;bold&lt;/em&gt;" in html
+    assert page.count("script") == 1
+    assert page.count("em") == 0
+    assert page.count("b") == 0
+
+
+def test_same_report_same_bytes(hostile_html: str):
+    report = hostile_report()
+    assert html_of(report) == hostile_html
+    assert html_of(report) == hostile_html
+
+
+def test_chart_ids_are_unique_on_the_page(hostile_html: str):
+    ids = [a["id"] for a in Page(hostile_html).with_attribute("id")]
+    assert len(ids) == len(set(ids))
+
+
+def test_findings_grouped_by_rule_most_first():
+    report = hostile_report(LintConfig(max_examples=1))
+    html = html_of(report)
+    codes = group_codes(html)
+    assert set(codes) == set(report.by_code)
+    counts = [report.by_code[c] for c in codes]
+    assert counts == sorted(counts, reverse=True)
+    for code in codes:
+        assert f'href="#rule={code}" data-rule-filter="{code}"' in html
+    assert 'data-rule-filter="all"' in html
+    capped = [c for c in codes if report.by_code[c] > 1]
+    for code in capped:
+        assert f"showing 1 of {report.by_code[code]} — see the JSON report for all" in html
+
+
+def test_thread_is_drawn_like_the_spec():
+    html = html_of(hostile_report(LintConfig(select=("MMS201",))))
+    assert group_codes(html) == ["MMS201"]
+    blocks = re.findall(r'<div class="message ([^"]*)">', html)
+    assert blocks == ["developer", "user", "assistant at-fault error", "context", "assistant"]
+    assert '<span class="label">get_weather:json</span>' in html
+    assert '<span class="label">&lt;b&gt;weather&lt;/b&gt;</span>' in html
+    assert html.count("⏎ end_turn") == 1
+    assert html.count("… continues (no end_turn)") == 1
+    assert "◀ error here" in html
+    assert "message #2" in html
+
+
+def test_long_thread_shows_a_window_with_notes():
+    turns = [
+        message("user", "") if i == 28 else (message("user", "q") if i % 2 == 0 else assistant("a"))
+        for i in range(45)
+    ]
+    turns[27] = assistant("x" * 2500)
+    html = html_of(lint_threads([thread("long", *turns)], LintConfig(select=("MMS104",))))
+    assert "16 earlier messages omitted" in html
+    assert "4 later messages omitted" in html
+    assert "… 500 more characters not shown" in html
+    assert '<pre class="content empty">(empty)</pre>' in html
+
+
+def test_record_that_never_became_a_thread_shows_its_raw_text(tmp_path: Path):
+    path = tmp_path / "data.jsonl"
+    path.write_text('{"messages": [<b>not json</b>\n', encoding="utf-8")
+    html = html_of(lint(str(path), format="mms"))
+    assert group_codes(html) == ["MMS105"]
+    assert "raw record (never became a thread)" in html
+    assert "{&#34;messages&#34;: [&lt;b&gt;not json&lt;/b&gt;" in html
+    assert f"{path}:1" in html
+
+
+def test_empty_report_says_there_is_nothing_to_show():
+    html = html_of(lint_threads([]))
+    assert "<svg" not in html
+    assert "No threads were read, so there is nothing to show." in html
+    assert "No findings: every rule passed." in html
+    assert "No findings: every rule that ran passed." in html
+    assert "threads linted in memory" in html
+
+
+def test_chart_labels():
+    lengths = charts.content_length({"user": {0: 2, 65536: 1}})
+    assert lengths is not None
+    for label in ("&lt;16", "16_63", "64_255", "256_1023", "1K_4K", "16K_64K", "≥64K"):
+        assert f">{label.replace('_', charts.RANGE)}</text>" in lengths
+    histogram = charts.messages_per_thread({1: 5, 2: 7, 40: 1, 100: 2})
+    assert histogram is not None
+    for label in (">1<", ">2<", ">33_64<", ">65_128<"):
+        assert label.replace("_", charts.RANGE) in histogram
+    assert charts.capability_usage({}, {}) is None
+    formats = charts.format_distribution({f"tool_{i}:json": 20 - i for i in range(15)})
+    assert formats is not None
+    assert "other (4 formats)" in formats
+    assert "tool_11:json" not in formats
+    dollars = charts.format_distribution({"cost_$x$:json": 3})
+    assert dollars is not None
+    assert ">cost_$x$:json</text>" in dollars
+
+
+# --- in a browser -------------------------------------------------------------------------
+
+
+def render_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "render_lint_report", REPO / "scripts" / "render_lint_report.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def browser() -> tuple[ModuleType, str]:
+    script = render_script()
+    found = script.find_chromium()
+    if found is None:
+        pytest.skip("headless Chromium (`chromium` on PATH) is needed to load the HTML report")
+    return script, found
+
+
+@pytest.fixture(scope="module")
+def real_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, LintReport]:
+    folder = SHARED / "realdata" / "llamafactory"
+    if not folder.is_dir():
+        pytest.skip(f"real data folder {folder} is absent (set MMS_SHARED to point at it)")
+    report = lint(str(folder))
+    path = tmp_path_factory.mktemp("html") / "report.html"
+    path.write_text(html_of(report), encoding="utf-8")
+    return path, report
+
+
+def test_browser_renders_the_real_report(browser, real_page):
+    script, chromium = browser
+    path, report = real_page
+    dom = Page(script.dump_dom(chromium, path.as_uri()))
+    cards = {a["data-card"] for a in dom.with_attribute("data-card")}
+    assert {"records read", "threads", "findings", "errors", "warnings"} <= cards
+    assert len(cards) == 8
+    assert dom.count("svg", **{"class": "chart", "role": "img"}) == 6
+    assert dom.count("nav", id="rule-filter") == 1
+    groups = dom.with_attribute("data-rule-group")
+    assert [g["data-rule-group"] for g in groups] == sorted(
+        report.by_code, key=lambda c: (-report.by_code[c], c)
+    )
+    assert not any("hidden" in g for g in groups)
+    assert dom.external_references() == []
+
+
+def test_browser_filter_shows_one_rule(browser, real_page):
+    script, chromium = browser
+    path, report = real_page
+    chosen = sorted(report.by_code)[0]
+    dom = Page(script.dump_dom(chromium, f"{path.as_uri()}#rule={chosen}"))
+    shown = [
+        g["data-rule-group"] for g in dom.with_attribute("data-rule-group") if "hidden" not in g
+    ]
+    assert shown == [chosen]
+    pressed = [
+        a["data-rule-filter"]
+        for a in dom.with_attribute("data-rule-filter")
+        if a["aria-current"] == "true"
+    ]
+    assert pressed == [chosen]
+
+
+def test_browser_screenshot_is_not_blank(browser, real_page, tmp_path: Path):
+    script, chromium = browser
+    path, _ = real_page
+    png = tmp_path / "report.png"
+    script.screenshot(chromium, path, png, (1280, 2400))
+    assert png.stat().st_size > 50_000
+    pixels = imread(png)
+    assert pixels.shape[:2] == (2400, 1280)
+    assert pixels[..., :3].std() > 0.05
+    rows_with_ink = (pixels[..., :3].std(axis=(1, 2)) > 0.02).mean()
+    assert rows_with_ink > 0.5
