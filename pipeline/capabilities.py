@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
+
+from pipeline.digest_cache import DigestCache
 
 if TYPE_CHECKING:
     from pipeline.mms import Thread
@@ -24,16 +25,14 @@ _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 
 
+_ENABLED = DigestCache[frozenset[str]]()
+
+
 def enabled_formats(text: str) -> frozenset[str]:
     """The formats a platform/developer message enables: every inline code span
-    (`` `F` ``, exact, outside fenced code blocks)."""
-    return _enabled_formats(text)
-
-
-@lru_cache(maxsize=4096)
-def _enabled_formats(text: str) -> frozenset[str]:
-    # datasets repeat their developer prompts thread after thread: parse each text once
-    return frozenset(_inline_code_spans(outside_fences(text)))
+    (`` `F` ``, exact, outside fenced code blocks). Datasets repeat their developer
+    prompts thread after thread, so each distinct text is parsed once."""
+    return _ENABLED.get(text, lambda: frozenset(_inline_code_spans(outside_fences(text))))
 
 
 def outside_fences(text: str) -> str:

@@ -406,3 +406,27 @@ def test_developer_wording_does_not_hide_a_duplicate_but_enabled_formats_do_diff
     more = thread(developer("Use `get_weather:json` or `get_time:json`."), *chat, id="c")
     found = fired(tmp_path, [first, reworded, more], "MMS501")
     assert [d.thread_id for d in found] == ["b"]
+
+
+@pytest.mark.parametrize("schema", [5, ["a"], {"$schema": 5}, {"type": "object", "pattern": "["}])
+def test_schemas_that_are_not_json_schema_are_warnings_never_crashes(tmp_path, schema):
+    (d,) = fired(tmp_path, [_schema_thread('{"city": "Oslo"}', schema)], "MMS403")
+    assert d.severity == "warning" and "not a valid JSON Schema" in d.message
+
+
+def test_a_rule_that_fails_on_a_thread_reports_it_and_the_run_goes_on():
+    from pipeline.lint import Linter, Rule
+    from pipeline.mms import Thread
+
+    def broken(view, config):
+        if view.id == "boom":
+            raise KeyError("no such thing")
+        return []
+
+    rule = Rule("MMS499", "broken", "warning", "s", "r", [], [], check=broken)
+    linter = Linter(rules=[rule])
+    threads = [Thread.from_dict(thread(user("Hi"), id=name)) for name in ("ok", "boom", "ok2")]
+    found = [d for t in threads for d in linter.check_thread(t)]
+    (d,) = found
+    assert (d.thread_id, d.code, d.severity) == ("boom", "MMS499", "error")
+    assert "KeyError" in d.message and "please report it" in d.message

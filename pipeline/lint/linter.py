@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator
 
 from pipeline.lint.config import LintConfig
 from pipeline.lint.diagnostic import Diagnostic
-from pipeline.lint.rule import DatasetCheck, Rule
+from pipeline.lint.rule import DatasetCheck, Finding, Rule
 from pipeline.lint.rules import RULES_BY_CODE, select_rules
 from pipeline.lint.rules.structure import rejection_findings
 from pipeline.lint.thread_view import ThreadView
@@ -19,9 +20,14 @@ class Linter:
     """One lint run's rule set. Feed it threads and rejections in reading order, then
     call `finish()` once for the dataset rules' findings."""
 
-    def __init__(self, config: LintConfig | None = None):
+    def __init__(self, config: LintConfig | None = None, rules: list[Rule] | None = None):
+        """Run the rules `config` selects, or exactly `rules` when given (custom rules)."""
         self.config = config or LintConfig()
-        self.rules: list[Rule] = select_rules(self.config.select, self.config.ignore)
+        self.rules: list[Rule] = (
+            list(rules)
+            if rules is not None
+            else select_rules(self.config.select, self.config.ignore)
+        )
         self._codes = frozenset(rule.code for rule in self.rules)
         self._thread_rules = [r for r in self.rules if r.scope == "thread" and r.check]
         self._dataset: list[DatasetCheck] = [
@@ -34,7 +40,7 @@ class Linter:
         found: list[Diagnostic] = []
         for rule in self._thread_rules:
             assert rule.check is not None
-            for finding in rule.check(view, self.config):
+            for finding in _guarded(rule, view, self.config):
                 found.append(
                     Diagnostic(
                         rule.code,
@@ -71,3 +77,21 @@ class Linter:
         """The dataset rules' findings; call once, after the last thread."""
         for check in self._dataset:
             yield from check.finish()
+
+
+def _guarded(rule: Rule, view: ThreadView, config: LintConfig) -> list[Finding]:
+    """A rule's findings on one thread; a rule that fails (a bug) reports that as a finding
+    on the thread instead of stopping the run."""
+    assert rule.check is not None
+    try:
+        return list(rule.check(view, config))
+    except Exception as err:
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        return [
+            Finding(
+                None,
+                f"{rule.code} failed on this thread: {type(err).__name__}: {err} "
+                f"({where.name}:{where.lineno}); this is a bug, please report it",
+                "error",
+            )
+        ]

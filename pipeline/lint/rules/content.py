@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -14,6 +13,7 @@ from jsonschema import exceptions as schema_errors
 from jsonschema import validators
 
 from pipeline.capabilities import without_code
+from pipeline.digest_cache import DigestCache
 from pipeline.lint.rule import Finding, Rule
 from pipeline.lint.rules.examples import assistant, developer, thread, tool_format, user
 from pipeline.lint.thread_view import ThreadView
@@ -86,7 +86,7 @@ def _check_call(index: int, label: str, text: str, schema: Any) -> Finding | Non
     except orjson.JSONDecodeError:
         return None  # MMS401/MMS402 report it
     try:
-        validator = _validator(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
+        validator = _validator(schema)
     except schema_errors.SchemaError as err:
         return Finding(
             index,
@@ -100,12 +100,29 @@ def _check_call(index: int, label: str, text: str, schema: Any) -> Finding | Non
     return Finding(index, f"arguments of {label} do not match its schema: {where}: {error.message}")
 
 
-@lru_cache(maxsize=1024)
-def _validator(schema_json: bytes) -> Any:
-    # datasets repeat the same tools in thousands of threads: build each validator once
-    schema = orjson.loads(schema_json)
-    cls = validators.validator_for(schema)
-    cls.check_schema(schema)
+_VALIDATORS = DigestCache[Any](max_entries=4096)
+
+
+def _validator(schema: Any) -> Any:
+    """The schema's validator, built (and the schema checked) once per distinct schema:
+    datasets repeat the same tools in thousands of threads. Raises SchemaError."""
+    text = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    built = _VALIDATORS.get(text, lambda: _build_validator(schema))
+    if isinstance(built, schema_errors.SchemaError):
+        raise built
+    return built
+
+
+def _build_validator(schema: Any) -> Any:
+    if not isinstance(schema, (dict, bool)):
+        return schema_errors.SchemaError(f"expected an object, got {type(schema).__name__}")
+    if isinstance(schema, dict) and not isinstance(schema.get("$schema", ""), str):
+        return schema_errors.SchemaError("$schema is not a string")
+    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except schema_errors.SchemaError as err:
+        return err  # remembered too: an invalid schema is checked once, not per call
     return cls(schema)
 
 
