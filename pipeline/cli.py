@@ -89,6 +89,35 @@ def _print_detection(path: str) -> None:
         click.echo("  no format accepts these records: name one with --from")
 
 
+# options shared by the commands that read inputs (convert, lint)
+split_option = click.option(
+    "--split",
+    default=DEFAULT_SPLIT,
+    show_default=True,
+    metavar="NAME",
+    help="Split of the hf: dataset inputs to stream (e.g. test, train_sft; train+test joins "
+    "splits).",
+)
+hf_config_option = click.option(
+    "--hf-config",
+    default=None,
+    metavar="NAME",
+    help="Config (subset) of the hf: dataset inputs, for datasets that have several (e.g. all).",
+)
+
+
+def input_format_option(help_text: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """`--from FORMAT` (auto-detection by default), shared by the commands that read inputs."""
+    return click.option(
+        "--from",
+        "input_format",
+        default=AUTO,
+        show_default=True,
+        type=click.Choice([AUTO, *FORMATS]),
+        help=help_text,
+    )
+
+
 def _codes_help() -> str:
     return "\n".join(f"  {code:<16} {text}" for code, text in ERROR_CODES.items())
 
@@ -110,14 +139,7 @@ def _codes_help() -> str:
     type=click.Path(dir_okay=False),
     help="MMS JSONL file to write (.gz or .zst to compress).",
 )
-@click.option(
-    "--from",
-    "input_format",
-    default=AUTO,
-    show_default=True,
-    type=click.Choice([AUTO, *FORMATS]),
-    help="Input format; `auto` detects it per file.",
-)
+@input_format_option("Input format; `auto` detects it per file.")
 @click.option(
     "--quarantine",
     type=click.Path(dir_okay=False),
@@ -154,20 +176,8 @@ def _codes_help() -> str:
     show_default=True,
     help="Drop image/audio/file parts (noted in meta) or write a `[image]`-style placeholder.",
 )
-@click.option(
-    "--split",
-    default=DEFAULT_SPLIT,
-    show_default=True,
-    metavar="NAME",
-    help="Split of the hf: dataset inputs to stream (e.g. test, train_sft; train+test joins "
-    "splits).",
-)
-@click.option(
-    "--hf-config",
-    default=None,
-    metavar="NAME",
-    help="Config (subset) of the hf: dataset inputs, for datasets that have several (e.g. all).",
-)
+@split_option
+@hf_config_option
 @click.option(
     "--oasst-paths",
     type=click.Choice(OASST_PATHS),
@@ -334,13 +344,8 @@ def _codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
     "min-phrasings, dataset-min-threads, special-tokens, max-examples); the options win.",
 )
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
-@click.option(
-    "--from",
-    "input_format",
-    default=AUTO,
-    show_default=True,
-    type=click.Choice([AUTO, *FORMATS]),
-    help="Input format; `auto` detects it per file. Inputs are normalized to MMS first.",
+@input_format_option(
+    "Input format; `auto` detects it per file. Inputs are normalized to MMS first."
 )
 @click.option(
     "--select",
@@ -380,14 +385,8 @@ def _codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
     help="TOML settings file ([tool.mms.lint] of a pyproject.toml, or top-level keys) "
     "[default: the nearest pyproject.toml with [tool.mms.lint]].",
 )
-@click.option(
-    "--split",
-    default=DEFAULT_SPLIT,
-    show_default=True,
-    metavar="NAME",
-    help="Split of the hf: dataset inputs to lint.",
-)
-@click.option("--hf-config", default=None, metavar="NAME", help="Config of the hf: datasets.")
+@split_option
+@hf_config_option
 def lint_command(
     inputs: tuple[str, ...],
     input_format: str,

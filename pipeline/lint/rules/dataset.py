@@ -167,8 +167,21 @@ class FewPhrasings(DatasetCheck):
                 )
 
 
-def _many(make: Any, count: int = 10) -> list[dict[str, Any]]:
-    return [make(i) for i in range(count)]
+def _json_dataset(wordings: tuple[str, ...], mixed: bool = True) -> list[dict[str, Any]]:
+    """Ten threads whose developer messages enable `json` (worded in turn as `wordings`):
+    every other one answers in json when `mixed`, all of them otherwise."""
+    threads = []
+    for i in range(10):
+        uses = not mixed or i % 2 == 1
+        threads.append(
+            thread(
+                developer(wordings[i % len(wordings)]),
+                user(f"Give me {i} as data." if uses else f"What is {i} plus one?"),
+                assistant(f'{{"n": {i}}}', "json") if uses else assistant(f"{i + 1}"),
+                id=f"t{i}",
+            )
+        )
+    return threads
 
 
 _WORDINGS = (
@@ -213,22 +226,8 @@ RULES = [
             "without it. Judged for capabilities enabled in at least `dataset-min-threads` "
             "threads."
         ),
-        bad=_many(
-            lambda i: thread(
-                developer(_WORDINGS[i % 3]),
-                user(f"Give me {i} as data."),
-                assistant(f'{{"n": {i}}}', "json"),
-                id=f"t{i}",
-            )
-        ),
-        good=_many(
-            lambda i: thread(
-                developer(_WORDINGS[i % 3]),
-                user(f"Give me {i} as data." if i % 2 else f"What is {i} plus one?"),
-                assistant(f'{{"n": {i}}}', "json") if i % 2 else assistant(f"{i + 1}"),
-                id=f"t{i}",
-            )
-        ),
+        bad=_json_dataset(_WORDINGS, mixed=False),
+        good=_json_dataset(_WORDINGS),
         dataset=AlwaysUsed,
         options=("dataset-min-threads",),
     ),
@@ -244,22 +243,8 @@ RULES = [
             "Phrasings compare the paragraph holding the code span and the message's first "
             "paragraph, with code and tool names masked."
         ),
-        bad=_many(
-            lambda i: thread(
-                developer("Reply in `json` when the user asks for data."),
-                user(f"Give me {i} as data." if i % 2 else f"What is {i} plus one?"),
-                assistant(f'{{"n": {i}}}', "json") if i % 2 else assistant(f"{i + 1}"),
-                id=f"t{i}",
-            )
-        ),
-        good=_many(
-            lambda i: thread(
-                developer(_WORDINGS[i % 3]),
-                user(f"Give me {i} as data." if i % 2 else f"What is {i} plus one?"),
-                assistant(f'{{"n": {i}}}', "json") if i % 2 else assistant(f"{i + 1}"),
-                id=f"t{i}",
-            )
-        ),
+        bad=_json_dataset(_WORDINGS[:1]),
+        good=_json_dataset(_WORDINGS),
         dataset=FewPhrasings,
         options=("min-phrasings", "dataset-min-threads"),
     ),

@@ -48,6 +48,14 @@ def continues_after_halt(view: ThreadView, config: object) -> Iterator[Finding]:
 _SETTINGS = {"formats": [tool_format("get_weather")]}
 _DECLARE = developer("Use `get_weather:json` for weather questions.")
 _CALL = assistant('{"city":"Oslo"}', "get_weather:json", end_turn=False)
+_ANSWERED = thread(
+    _DECLARE,
+    user("Weather?"),
+    _CALL,
+    context('{"temp": -3}', "get_weather"),
+    assistant("It is -3 °C in Oslo."),
+    settings=_SETTINGS,
+)
 
 RULES = [
     Rule(
@@ -62,16 +70,7 @@ RULES = [
             "calls go unanswered."
         ),
         bad=[thread(_DECLARE, user("Weather?"), _CALL, user("-3 °C"), settings=_SETTINGS)],
-        good=[
-            thread(
-                _DECLARE,
-                user("Weather?"),
-                _CALL,
-                context('{"temp": -3}', "get_weather"),
-                assistant("It is -3 °C in Oslo."),
-                settings=_SETTINGS,
-            )
-        ],
+        good=[_ANSWERED],
         check=result_not_context,
     ),
     Rule(
@@ -95,16 +94,7 @@ RULES = [
                 settings=_SETTINGS,
             )
         ],
-        good=[
-            thread(
-                _DECLARE,
-                user("Weather?"),
-                _CALL,
-                context('{"temp": -3}', "get_weather"),
-                assistant("It is -3 °C in Oslo."),
-                settings=_SETTINGS,
-            )
-        ],
+        good=[_ANSWERED],
         check=continues_after_halt,
     ),
 ]
