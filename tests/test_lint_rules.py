@@ -404,7 +404,9 @@ def test_developer_wording_does_not_hide_a_duplicate_but_enabled_formats_do_diff
     first = thread(developer("Tools: `get_weather:json`."), *chat, id="a")
     reworded = thread(developer("You may call `get_weather:json`."), *chat, id="b")
     more = thread(developer("Use `get_weather:json` or `get_time:json`."), *chat, id="c")
-    found = fired(tmp_path, [first, reworded, more], "MMS501")
+    persona = thread(developer("You are a pirate."), user("Hi"), assistant("Ahoy"), id="d")
+    other_persona = thread(developer("You are a doctor."), user("Hi"), assistant("Ahoy"), id="e")
+    found = fired(tmp_path, [first, reworded, more, persona, other_persona], "MMS501")
     assert [d.thread_id for d in found] == ["b"]
 
 

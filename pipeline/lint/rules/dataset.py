@@ -65,11 +65,13 @@ class DuplicateThreads(DatasetCheck):
 
 
 def _comparable(message: Message) -> Any:
-    """What duplicates are judged on: every message as it is, except that platform and
-    developer messages count only by the formats they enable, since converters vary the
-    wording of the tool declarations they write (and phrasing variety is MMS503's job)."""
+    """What duplicates are judged on: every message as it is, except that a platform or
+    developer message that enables formats counts only by those formats, since converters
+    vary the wording of the tool declarations they write (phrasing is MMS503's job)."""
     if message.role in ENABLING_ROLES:
-        return [message.role, sorted(enabled_formats(message.content))]
+        enabled = enabled_formats(message.content)
+        if enabled:
+            return [message.role, sorted(enabled)]
     return message.to_dict()
 
 
@@ -200,9 +202,10 @@ RULES = [
         rationale=(
             "Duplicates over-weight one example and leak between train and test splits. "
             "Threads that differ only in id or meta count as duplicates, and so do threads "
-            "whose developer messages are worded differently but enable the same formats "
-            "(converters vary the wording of tool declarations per thread). The finding is "
-            "on every copy after the first."
+            "whose capability-enabling developer messages are worded differently but enable "
+            "the same formats (converters vary the wording of tool declarations per "
+            "thread); developer messages that enable nothing are compared word for word. "
+            "The finding is on every copy after the first."
         ),
         bad=[
             thread(user("Hi"), assistant("Hello!"), id="a"),
