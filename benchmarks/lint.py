@@ -1,0 +1,541 @@
+"""Benchmark `mms lint` (every rule) on real threads: throughput against reading the same
+MMS JSONL, and peak memory at 1x and 4x the data.
+
+Run from the repository root, with the package installed (`pip install -e .`); the real
+files come from ../shared/realdata:
+
+    python benchmarks/lint.py                  # 20,000 threads (80,000 for memory), best of 3
+    python benchmarks/lint.py --quick          # smoke run: 300 threads, one run, seconds
+    python benchmarks/lint.py --data /tmp/mms-lint-bench --json figures.json
+
+1. build: converts the real files to MMS JSONL with `pipeline.convert` (about 6,900
+   threads), then writes --threads of them, cycling through them, each with its own id
+   (`bench-0000000` ...): the 1x file. The 4x file holds the 1x threads four times over,
+   again with fresh ids. Every thread gets `[copy N]` after its first user message, so
+   all are distinct, as in a real dataset, and MMS501's hash table grows with the data.
+2. throughput, in this process, the runs alternating --repeat times, fastest kept:
+   baseline (`orjson.loads` per line), `pipeline.read(path, format="mms")`, `lint` with
+   no rule selected (reading, the thread view and the dataset profile), `lint` with one
+   rule family selected (MMS1 ... MMS5), and `lint` with every rule.
+3. memory, each run in a fresh child process: reading and linting the 1x and the 4x
+   file, once for peak RSS (`VmHWM` of the child) and once under `tracemalloc` (peak of
+   Python allocations, and a snapshot at the end of the lint run, after the dataset
+   rules' `finish`, while their state is alive). The growth from 1x to 4x per added
+   thread shows what the linter keeps per thread; the snapshots' difference says where.
+
+Timings are reported, never asserted. The exit status is 1 when a read quarantines a
+record, a run sees a different number of threads than were written, or a child fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from convert import count_lines, make_workdir, run_child, tail
+from ingest import DEFAULT_REALDATA, MIB, Figures, baseline, measure, read_threads
+from table import print_aligned
+
+import pipeline
+from pipeline.lint import LintConfig, LintReport, lint
+
+DEFAULT_THREADS = 20_000
+QUICK_THREADS = 300
+GROWTH = 4
+"""The memory runs lint the 1x file and one GROWTH times as large."""
+FAMILIES = ("MMS1", "MMS2", "MMS3", "MMS4", "MMS5")
+ONE_CORE_ENV = {"OMP_NUM_THREADS": "1"}
+"""Set for the children, so that numpy's OpenBLAS (imported with pyarrow) starts no pool of
+threads; the timed runs in this process are single-threaded Python (see cpu_per_wall)."""
+TRACE_FRAMES = 1
+TOP_LINES = 10
+"""Source lines to report from the tracemalloc snapshots."""
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LISTED = ("memory", "throughput", "rule_costs")
+"""The result's lists of dataclasses (turned into dicts for the JSON file)."""
+
+
+# --------------------------------------------------------------------------- input
+
+
+def convert_realdata(realdata: Path, workdir: Path) -> dict[str, Any]:
+    """The real files as one MMS JSONL file (formats detected per file)."""
+    result = pipeline.convert(
+        str(realdata), workdir / "realdata.jsonl", quarantine=workdir / "realdata.rejected.jsonl"
+    )
+    stats = result.stats
+    return {
+        "path": str(result.output),
+        "files": len(stats.files),
+        "records": stats.records_read,
+        "quarantined": stats.quarantined_total,
+        "threads": stats.threads,
+    }
+
+
+def write_cycled(source: Path, target: Path, count: int) -> int:
+    """Write `count` threads to `target`, cycling through the threads of `source`, each
+    with a fresh id, and each copy made distinct (`[copy N]` after its first user
+    message), so the data grows as a real dataset would; return the bytes written."""
+    written = number = 0
+    with open(target, "wb") as out:
+        while number < count:
+            with open(source, "rb") as stream:
+                for line in stream:
+                    if number == count:
+                        break
+                    thread = orjson.loads(line)
+                    thread["id"] = f"bench-{number:07d}"
+                    mark_copy(thread, number)
+                    data = orjson.dumps(thread, option=orjson.OPT_APPEND_NEWLINE)
+                    out.write(data)
+                    written += len(data)
+                    number += 1
+    return written
+
+
+def mark_copy(thread: dict[str, Any], number: int) -> None:
+    """Append `[copy N]` to the first user (else first) message, N the thread's number:
+    copies of a real thread become distinct threads for MMS501's hash table."""
+    messages = thread["messages"]
+    target = next((m for m in messages if m["role"] == "user"), messages[0])
+    target["content"] += f" [copy {number}]"
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def lint_run(path: Path, select: tuple[str, ...], keep: dict[str, LintReport]) -> tuple[int, int]:
+    """`lint` of `path` with the `select`ed rules; raises if a record was quarantined. The
+    report is kept under `keep["last"]` for the summary."""
+    report = lint(str(path), format="mms", config=LintConfig(select=select))
+    stats = report.stats
+    if stats.quarantined_total:
+        raise RuntimeError(f"lint quarantined {dict(stats.quarantined)}")
+    keep["last"] = report
+    return stats.records_read, stats.threads
+
+
+def throughput_runs(
+    path: Path, keep: dict[str, LintReport]
+) -> dict[str, Callable[[], tuple[int, int]]]:
+    """The timed jobs, in the order they alternate; `baseline` is what `measure` divides by."""
+    runs: dict[str, Callable[[], tuple[int, int]]] = {
+        "baseline": lambda: baseline(path),
+        "read --from mms": lambda: read_threads(path, "mms"),
+        "lint, no rules": lambda: lint_run(path, (), {}),
+    }
+    for family in FAMILIES:
+        runs[f"lint {family}"] = lambda family=family: lint_run(path, (family,), {})
+    runs["lint, all rules"] = lambda: lint_run(path, ("ALL",), keep)
+    return runs
+
+
+@dataclass(frozen=True, slots=True)
+class RuleCost:
+    """A run's cost over reading: time ratio and microseconds per thread."""
+
+    name: str
+    x_read: float
+    us_per_thread_over_read: float
+
+
+def rule_costs(figures: Sequence[Figures]) -> list[RuleCost]:
+    """Every read and lint run against `read --from mms`: what the rules add."""
+    read = next(f for f in figures if f.name == "read --from mms")
+    return [
+        RuleCost(
+            f.name,
+            round(f.seconds / read.seconds, 2),
+            round((f.seconds - read.seconds) / f.threads * 1e6, 1),
+        )
+        for f in figures
+        if f.name.startswith(("read", "lint"))
+    ]
+
+
+def print_throughput(figures: Sequence[Figures], costs: Sequence[RuleCost]) -> None:
+    cost = {c.name: c for c in costs}
+    header = ("run", "threads", "seconds", "threads/s", "MiB/s", "x baseline", "x read", "us/thr")
+    lines = [header]
+    for f in figures:
+        extra = cost.get(f.name)
+        lines.append(
+            (
+                f.name,
+                f"{f.threads:,}",
+                f"{f.seconds:.3f}",
+                f"{f.threads_per_s:,.0f}",
+                f"{f.mb_per_s:.1f}",
+                f"{f.time_ratio:.2f}",
+                f"{extra.x_read:.2f}" if extra else "",
+                f"{extra.us_per_thread_over_read:,.1f}" if extra else "",
+            )
+        )
+    print_aligned(lines)
+
+
+# --------------------------------------------------------------------------- children
+
+
+def vm_status_kib(field: str) -> int:
+    """A `VmRSS`/`VmHWM` line of /proc/self/status, in KiB: this process's own memory,
+    unlike ru_maxrss, which also counts the parent's pages before exec."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def child(job: str, path: Path, snapshot: Path | None, traced: bool) -> dict[str, Any]:
+    """Read or lint `path` once; this process's memory figures. With `snapshot`, dump a
+    tracemalloc snapshot when the linter has seen every thread and run `finish`."""
+    expected = count_lines(path)
+    start_kib = vm_status_kib("VmRSS")
+    if traced:
+        tracemalloc.start(TRACE_FRAMES)
+
+    def at_end(stats: pipeline.ReadStats, report: LintReport) -> None:
+        if snapshot is not None and stats.threads == expected:  # the last call wins
+            untraced = (tracemalloc.__file__, "<frozen importlib._bootstrap>", "<unknown>")
+            taken = tracemalloc.take_snapshot()
+            taken.filter_traces([tracemalloc.Filter(False, name) for name in untraced]).dump(
+                str(snapshot)
+            )
+
+    findings = 0
+    if job == "read":
+        records, threads = read_threads(path, "mms")
+    else:
+        report = lint(str(path), format="mms", progress=at_end)
+        records, threads = report.stats.records_read, report.stats.threads
+        findings = len(report.diagnostics)
+    traced_peak = tracemalloc.get_traced_memory()[1] if traced else 0
+    return {
+        "records": records,
+        "threads": threads,
+        "findings": findings,
+        "start_rss_kib": start_kib,
+        "peak_rss_kib": vm_status_kib("VmHWM"),
+        "traced_peak_bytes": traced_peak,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRun:
+    """A job on one file, in two fresh children: plain (RSS) and under tracemalloc."""
+
+    name: str
+    scale: int
+    threads: int
+    findings: int
+    seconds: float
+    start_rss_mb: float
+    """After the imports, before the run: the floor under peak_rss_mb."""
+    peak_rss_mb: float
+    ru_maxrss_mb: float
+    """wait4's figure, which also counts this script's pages before exec."""
+    traced_peak_mb: float
+
+
+def spawn(argv: list[str], name: str, workdir: Path) -> tuple[float, float, dict[str, Any]]:
+    """Run a child; its wall time, wait4 peak RSS (MiB) and the JSON it printed last."""
+    log = workdir / f"{name}.log"
+    run = run_child(name, argv, log)
+    if run.returncode != 0:
+        raise RuntimeError(f"{name} exited with {run.returncode}:\n{tail(log)}")
+    return run.seconds, run.peak_rss_mb, json.loads(log.read_text().splitlines()[-1])
+
+
+def memory_run(job: str, scale: int, path: Path, workdir: Path, snapshot: Path | None) -> MemoryRun:
+    script = [sys.executable, str(Path(__file__).resolve()), "--child", job, str(path)]
+    name = f"{job} {scale}x"
+    print(f"memory: {name} ...", flush=True)
+    seconds, ru_maxrss, plain = spawn(script, f"{job}-{path.stem}", workdir)
+    traced_argv = [*script, "--trace", *(["--snapshot", str(snapshot)] if snapshot else [])]
+    _, _, traced = spawn(traced_argv, f"{job}-{path.stem}-traced", workdir)
+    return MemoryRun(
+        name=name,
+        scale=scale,
+        threads=plain["threads"],
+        findings=plain["findings"],
+        seconds=round(seconds, 2),
+        start_rss_mb=round(plain["start_rss_kib"] / 1024, 1),
+        peak_rss_mb=round(plain["peak_rss_kib"] / 1024, 1),
+        ru_maxrss_mb=round(ru_maxrss, 1),
+        traced_peak_mb=round(traced["traced_peak_bytes"] / MIB, 2),
+    )
+
+
+def growth(small: MemoryRun, large: MemoryRun) -> dict[str, float]:
+    """What `large` needs beyond `small`, in all and per added thread."""
+    added = large.threads - small.threads
+    rss, traced = large.peak_rss_mb - small.peak_rss_mb, large.traced_peak_mb - small.traced_peak_mb
+    return {
+        "peak_rss_mb": round(rss, 1),
+        "rss_bytes_per_thread": round(rss * MIB / added),
+        "traced_peak_mb": round(traced, 2),
+        "traced_bytes_per_thread": round(traced * MIB / added),
+    }
+
+
+def overhead(read: MemoryRun, linted: MemoryRun) -> dict[str, float]:
+    """What linting a file needs beyond reading it: peak RSS and traced peak, MiB."""
+    return {
+        "peak_rss_mb": round(linted.peak_rss_mb - read.peak_rss_mb, 1),
+        "traced_peak_mb": round(linted.traced_peak_mb - read.traced_peak_mb, 2),
+    }
+
+
+def where(frame: tracemalloc.Frame) -> str:
+    """`path:line`, relative to the repository when inside it."""
+    path = Path(frame.filename)
+    shown = path.relative_to(REPO_ROOT) if REPO_ROOT in path.parents else Path(*path.parts[-2:])
+    return f"{shown}:{frame.lineno}"
+
+
+def top_lines(snapshot: Path, against: Path | None, per: int) -> list[dict[str, Any]]:
+    """The source lines holding the most live memory in `snapshot` (or, with `against`,
+    whose live memory grew most since that one), with bytes per `per` threads."""
+    taken = tracemalloc.Snapshot.load(str(snapshot))
+    if against is None:
+        lines = [(s.traceback[0], s.size, s.count) for s in taken.statistics("lineno")]
+    else:
+        older = tracemalloc.Snapshot.load(str(against))
+        lines = [
+            (s.traceback[0], s.size_diff, s.count_diff) for s in taken.compare_to(older, "lineno")
+        ]
+    top = sorted(lines, key=lambda line: line[1], reverse=True)[:TOP_LINES]
+    return [
+        {
+            "where": where(frame),
+            "kib": round(size / 1024),
+            "objects": count,
+            "bytes_per_thread": round(size / per, 1),
+        }
+        for frame, size, count in top
+    ]
+
+
+def live_mb(snapshot: Path) -> dict[str, float]:
+    """Live Python memory in `snapshot`, and the part the diagnostics spool holds (a
+    SpooledTemporaryFile: in memory up to its size limit, then on disk)."""
+    taken = tracemalloc.Snapshot.load(str(snapshot))
+    spool = taken.filter_traces([tracemalloc.Filter(True, tempfile.__file__)])
+    total = sum(stat.size for stat in taken.statistics("filename"))
+    in_spool = sum(stat.size for stat in spool.statistics("filename"))
+    return {"live_mb": round(total / MIB, 2), "spool_mb": round(in_spool / MIB, 2)}
+
+
+def print_memory(runs: Sequence[MemoryRun]) -> None:
+    header = ("run", "threads", "findings", "seconds", "start RSS", "peak RSS", "traced peak")
+    lines = [header] + [
+        (
+            r.name,
+            f"{r.threads:,}",
+            f"{r.findings:,}",
+            f"{r.seconds:.2f}",
+            f"{r.start_rss_mb:.1f}",
+            f"{r.peak_rss_mb:.1f}",
+            f"{r.traced_peak_mb:.2f}",
+        )
+        for r in runs
+    ]
+    print_aligned(lines)
+
+
+def print_lines(title: str, top: Sequence[dict[str, Any]]) -> None:
+    header = (title, "KiB", "objects", "B/thread")
+    lines = [header] + [
+        (g["where"], f"{g['kib']:,}", f"{g['objects']:,}", f"{g['bytes_per_thread']:,.1f}")
+        for g in top
+    ]
+    print_aligned(lines)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="threads at 1x")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each job; best kept")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"smoke run: {QUICK_THREADS} threads, one run each"
+    )
+    parser.add_argument(
+        "--realdata", type=Path, default=DEFAULT_REALDATA, help="the real files' folder"
+    )
+    parser.add_argument(
+        "--data", type=Path, help="build (and keep) the files here, not in a temp dir"
+    )
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    # Internal: the memory children.
+    parser.add_argument("--child", nargs=2, metavar=("JOB", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--snapshot", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.threads < 1 or args.repeat < 1:
+        parser.error("--threads and --repeat must be positive")
+    if args.quick:
+        args.threads, args.repeat = QUICK_THREADS, 1
+    if not args.child and not args.realdata.is_dir():
+        parser.error(f"no real data at {args.realdata}")
+    return args
+
+
+def build(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], dict[int, Path]]:
+    """The real threads as MMS JSONL, then the 1x and GROWTH x files."""
+    real = convert_realdata(args.realdata, workdir)
+    files = {1: workdir / "lint-1x.jsonl", GROWTH: workdir / f"lint-{GROWTH}x.jsonl"}
+    sizes = {
+        1: write_cycled(Path(real["path"]), files[1], args.threads),
+        GROWTH: write_cycled(files[1], files[GROWTH], args.threads * GROWTH),
+    }
+    print(
+        f"converted {real['records']:,} records of {real['files']} real files to "
+        f"{real['threads']:,} threads ({real['quarantined']:,} records quarantined); wrote "
+        f"{args.threads:,} threads ({sizes[1] / MIB:.1f} MiB) and "
+        f"{args.threads * GROWTH:,} ({sizes[GROWTH] / MIB:.1f} MiB)"
+    )
+    return {"realdata": real, "bytes": {f"{k}x": v for k, v in sizes.items()}}, files
+
+
+def throughput(args: argparse.Namespace, path: Path, size: int) -> dict[str, Any]:
+    """The timed runs in this process, best of --repeat each, with the rules' costs."""
+    keep: dict[str, LintReport] = {}
+    wall, cpu = time.perf_counter(), time.process_time()
+    figures = measure(throughput_runs(path, keep), args.repeat, size)
+    cpu_share = (time.process_time() - cpu) / (time.perf_counter() - wall)
+    return {
+        "throughput": figures,
+        "rule_costs": rule_costs(figures),
+        "cpu_per_wall": round(cpu_share, 3),
+        "lint_summary": keep["last"].summary(),
+    }
+
+
+def memory(args: argparse.Namespace, files: dict[int, Path], workdir: Path) -> dict[str, Any]:
+    """The children's peaks at 1x and GROWTH x, and what the lint snapshots hold."""
+    snapshots = {scale: workdir / f"lint-{scale}x.snapshot" for scale in files}
+    runs = {
+        (job, scale): memory_run(
+            job, scale, path, workdir, snapshots[scale] if job == "lint" else None
+        )
+        for job in ("read", "lint")
+        for scale, path in files.items()
+    }
+    added = args.threads * (GROWTH - 1)
+    held = {f"{scale}x": live_mb(path) for scale, path in snapshots.items()}
+    small, large = held["1x"], held[f"{GROWTH}x"]
+    kept = (large["live_mb"] - large["spool_mb"]) - (small["live_mb"] - small["spool_mb"])
+    return {
+        "memory": list(runs.values()),
+        "growth": {job: growth(runs[(job, 1)], runs[(job, GROWTH)]) for job in ("read", "lint")},
+        "lint_over_read": {
+            f"{scale}x": overhead(runs[("read", scale)], runs[("lint", scale)]) for scale in files
+        },
+        "live_after_finish": held,
+        "live_growth_without_spool_bytes_per_thread": round(kept * MIB / added, 1),
+        "live_lines": top_lines(snapshots[GROWTH], None, args.threads * GROWTH),
+        "grown_lines": top_lines(snapshots[GROWTH], snapshots[1], added),
+    }
+
+
+def check(threads: int, result: dict[str, Any]) -> list[str]:
+    """Every run must have seen every thread written."""
+    seen = [(f.name, f.threads, threads) for f in result["throughput"]]
+    seen += [(r.name, r.threads, threads * r.scale) for r in result["memory"]]
+    return [
+        f"{name} saw {got:,} threads, expected {want:,}" for name, got, want in seen if got != want
+    ]
+
+
+def print_results(result: dict[str, Any]) -> None:
+    print()
+    print_throughput(result["throughput"], result["rule_costs"])
+    full, summary = result["rule_costs"][-1], result["lint_summary"]
+    print(
+        f"\nlint, all rules: {result['throughput'][-1].threads_per_s:,.0f} threads/s, "
+        f"{full.x_read:.2f}x the time of reading, {full.us_per_thread_over_read:,.1f} us per "
+        f"thread for the rules; CPU/wall over the timed runs {result['cpu_per_wall']:.2f}"
+    )
+    print(f"findings at 1x: {summary['findings']:,} {summary['by_code']}\n")
+    print_memory(result["memory"])
+    for job, g in result["growth"].items():
+        print(
+            f"{job} {GROWTH}x - 1x: peak RSS {g['peak_rss_mb']:+.1f} MiB "
+            f"({g['rss_bytes_per_thread']:+,} B/thread), traced peak "
+            f"{g['traced_peak_mb']:+.2f} MiB ({g['traced_bytes_per_thread']:+,} B/thread)"
+        )
+    over = "; ".join(
+        f"{scale} {o['peak_rss_mb']:+.1f} MiB RSS, {o['traced_peak_mb']:+.2f} MiB traced"
+        for scale, o in result["lint_over_read"].items()
+    )
+    print(f"lint - read peaks: {over}")
+    held = ", ".join(
+        f"{scale} {v['live_mb']:.2f} MiB ({v['spool_mb']:.2f} in the spool)"
+        for scale, v in result["live_after_finish"].items()
+    )
+    growth_b = result["live_growth_without_spool_bytes_per_thread"]
+    print(f"lint, live after finish: {held}; without the spool {growth_b:+,.1f} B/added thread\n")
+    print_lines(f"live after finish, lint {GROWTH}x", result["live_lines"])
+    print()
+    print_lines(f"grown from lint 1x to {GROWTH}x", result["grown_lines"])
+
+
+def benchmark(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[str]]:
+    built, files = build(args, workdir)
+    result = {
+        **built,
+        "threads": args.threads,
+        "repeat": args.repeat,
+        **memory(args, files, workdir),
+        **throughput(args, files[1], built["bytes"]["1x"]),
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+    }
+    print_results(result)
+    problems = check(args.threads, result)
+    figures = {key: [asdict(v) for v in value] for key, value in result.items() if key in LISTED}
+    return {**result, **figures, "problems": problems}, problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child:
+        job, path = args.child
+        print(json.dumps(child(job, Path(path), args.snapshot, args.trace)))
+        return 0
+    os.environ.update(ONE_CORE_ENV)
+    workdir, _ = make_workdir(args.data)
+    try:
+        result, problems = benchmark(args, workdir)
+    except RuntimeError as err:
+        result, problems = {}, [str(err)]
+    finally:
+        if args.data is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"kept the files in {workdir}")
+    if args.json and result:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    for problem in problems:
+        print(f"FAIL: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
