@@ -7,7 +7,7 @@ every assistant format was enabled by an earlier platform/developer message).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,7 @@ import orjson
 from pipeline.digest_cache import DigestCache
 
 if TYPE_CHECKING:
-    from pipeline.mms import Thread
+    from pipeline.mms import Message, Thread
 
 DEFAULT_CAPABILITY = "markdown"
 ENABLING_ROLES = frozenset({"platform", "developer"})
@@ -99,34 +99,50 @@ class ThreadCapabilities:
 def thread_capabilities(thread: Thread) -> ThreadCapabilities:
     """One pass over the thread (DESIGN §5): a format is enabled for assistant message i by
     an EARLIER platform/developer code span or by settings.formats; user and context
-    messages never enable anything."""
+    messages never enable anything (they are searched only for a format nothing enabled,
+    to say where it came from)."""
+    messages = thread.messages
     settings = {f.name for f in thread.settings.formats} if thread.settings else set()
     by_developer: dict[str, int] = {}
-    by_user: dict[str, int] = {}
-    by_context: dict[str, int] = {}
     uses: list[CapabilityUse] = []
-    for index, message in enumerate(thread.messages):
-        role = message.role
-        if role == "assistant":
+    for index, message in enumerate(messages):
+        if message.role in ENABLING_ROLES:
+            for name in enabled_formats(message.content):
+                by_developer.setdefault(name, index)
+        elif message.role == "assistant":
             name = message.format or DEFAULT_CAPABILITY
-            if name != DEFAULT_CAPABILITY:
-                uses.append(
-                    CapabilityUse(
-                        index,
-                        name,
-                        by_developer.get(name),
-                        name in settings,
-                        by_user.get(name),
-                        by_context.get(name),
-                    )
+            if name == DEFAULT_CAPABILITY:
+                continue
+            enabled_by = by_developer.get(name)
+            in_settings = name in settings
+            unexplained = enabled_by is None and not in_settings
+            uses.append(
+                CapabilityUse(
+                    index,
+                    name,
+                    enabled_by,
+                    in_settings,
+                    _first_naming(messages, "user", name, index) if unexplained else None,
+                    _first_naming(messages, "context", name, index) if unexplained else None,
                 )
-            continue
-        seen = by_developer if role in ENABLING_ROLES else by_user if role == "user" else by_context
-        for name in enabled_formats(message.content):
-            seen.setdefault(name, index)
+            )
     enabled: dict[str, int | None] = dict.fromkeys(sorted(settings))
     enabled.update(by_developer)
     return ThreadCapabilities(enabled, uses)
+
+
+def _first_naming(messages: Sequence[Message], role: str, name: str, before: int) -> int | None:
+    """The first message of `role` before index `before` that names `name` as a code span
+    (not cached: user and context texts rarely repeat)."""
+    for index in range(before):
+        message = messages[index]
+        if (
+            message.role == role
+            and name in message.content
+            and name in _inline_code_spans(outside_fences(message.content))
+        ):
+            return index
+    return None
 
 
 def _inline_code_spans(text: str) -> Iterable[str]:
