@@ -1,0 +1,267 @@
+"""The `mms-v0` renderer (DESIGN §4): threads to `input_ids` and `labels`.
+
+A batch is rendered in three vectorized steps: every distinct text piece of the batch
+(role names, formats, names, contents: a system prompt repeated across threads is encoded
+once) goes through ONE `encode_batch` call of the Rust tokenizer; each thread becomes a
+list of segments (a special token or a text piece, trained or not); numpy gathers the
+segments' ids into one flat array with its labels. Cost is linear in the tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+from tokenizers import Tokenizer
+
+from pipeline.mms import Message, Thread
+from pipeline.tokenize.loading import LoadedTokenizer
+from pipeline.tokenize.special import augment, text_encoder
+
+IGNORE = -100
+"""The label of a token that is not trained (the trainers' convention)."""
+LabelPolicy = Literal["assistant"]
+
+_ROLE, _NAME, _FORMAT, _CONTENT, _END_TURN, _BOS = range(6)
+"""Pool slots of the one-token pieces; text pieces follow them."""
+_SPECIAL_SLOTS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedThread:
+    """One thread's tokens: `labels[i]` is `input_ids[i]` where trained, else -100;
+    `message_ends[k]` is the token offset where message k ends."""
+
+    input_ids: list[int]
+    labels: list[int]
+    message_ends: list[int]
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def num_trained(self) -> int:
+        return sum(label != IGNORE for label in self.labels)
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    """A batch's tokens as Arrow columns (list<int32>), ready for Parquet."""
+
+    input_ids: pa.ListArray
+    labels: pa.ListArray
+    num_tokens: pa.Int32Array
+    num_trained: pa.Int32Array
+    message_ends: pa.ListArray
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def __getitem__(self, index: int) -> EncodedThread:
+        return EncodedThread(
+            self.input_ids[index].as_py(),
+            self.labels[index].as_py(),
+            self.message_ends[index].as_py(),
+        )
+
+
+class _Segments:
+    """A batch's segments (pool slot, trained?) and where threads and messages end."""
+
+    def __init__(self) -> None:
+        self.pieces: dict[str, int] = {}
+        self.slot: list[int] = []
+        self.trained: list[bool] = []
+        self.thread_ends: list[int] = []  # segments per thread, cumulative
+        self.message_last: list[int] = []  # index of each message's last segment
+
+    def special(self, slot: int, trained: bool) -> None:
+        self.slot.append(slot)
+        self.trained.append(trained)
+
+    def text(self, text: str, trained: bool) -> None:
+        piece = self.pieces.setdefault(text, len(self.pieces))
+        self.slot.append(_SPECIAL_SLOTS + piece)
+        self.trained.append(trained)
+
+    def end_message(self) -> None:
+        self.message_last.append(len(self.slot) - 1)
+
+
+class Renderer:
+    """Renders MMS threads with the MMS special tokens added to `tokenizer`.
+
+    `tokenizer` is a LoadedTokenizer (from `load_tokenizer`) or a `tokenizers.Tokenizer`.
+    `bos` prepends the base tokenizer's BOS token (untrained). Text pieces are encoded
+    without BOS/EOS and without special-token matching (DESIGN §4)."""
+
+    def __init__(
+        self,
+        tokenizer: LoadedTokenizer | Tokenizer,
+        *,
+        bos: bool = False,
+        policy: LabelPolicy = "assistant",
+    ):
+        loaded = tokenizer if isinstance(tokenizer, LoadedTokenizer) else None
+        base = loaded.tokenizer if loaded else tokenizer
+        assert isinstance(base, Tokenizer)
+        if policy != "assistant":
+            raise ValueError(f"unknown label policy {policy!r} (known: assistant)")
+        self.policy = policy
+        self.tokenizer, self.special_ids = augment(base)
+        self._text = text_encoder(base, loaded.control_tokens if loaded else ())
+        self._bos_id = self._bos(loaded, base) if bos else None
+        specials = self.special_ids
+        self._special_pool = np.array(
+            [
+                specials.role,
+                specials.name,
+                specials.format,
+                specials.content,
+                specials.end_turn,
+                self._bos_id if self._bos_id is not None else -1,
+            ],
+            dtype=np.int64,
+        )
+
+    @staticmethod
+    def _bos(loaded: LoadedTokenizer | None, base: Tokenizer) -> int:
+        token = loaded.bos_token if loaded else None
+        found = base.token_to_id(token) if token else None
+        if found is None:
+            where = f" in {loaded.path.with_name('tokenizer_config.json')}" if loaded else ""
+            raise ValueError(f"bos was asked for, but the tokenizer names no bos_token{where}")
+        return found
+
+    # ------------------------------------------------------------------ API
+
+    def encode(self, thread: Thread) -> EncodedThread:
+        """One thread's input_ids and labels."""
+        return self.encode_batch([thread])[0]
+
+    def encode_batch(self, threads: Sequence[Thread]) -> EncodedBatch:
+        """Every thread's input_ids and labels, with one tokenizer call for the batch."""
+        segments = _Segments()
+        for thread in threads:
+            self._plan(thread, segments)
+        return self._gather(segments)
+
+    def render_text(self, thread: Thread) -> str:
+        """The rendered string (special tokens as text), for inspection and round trips."""
+        return "".join(_rendered(thread, self._bos_token_text()))
+
+    # ------------------------------------------------------------------ planning
+
+    def _bos_token_text(self) -> str:
+        return self.tokenizer.id_to_token(self._bos_id) if self._bos_id is not None else ""
+
+    def _plan(self, thread: Thread, segments: _Segments) -> None:
+        """The segments of one thread, labelled per the `assistant` policy of §4."""
+        if self._bos_id is not None:
+            segments.special(_BOS, False)
+        previous: Message | None = None
+        for message in thread.messages:
+            continuing = (
+                previous is not None and previous.role == "assistant" and previous.end_turn is False
+            )
+            if message.role == "assistant":
+                # the header is prompt, unless the model chose to continue its own turn
+                segments.special(_ROLE, continuing)
+                segments.text("assistant", continuing)
+                segments.special(_FORMAT, continuing)
+                segments.text(message.format or "markdown", True)
+                segments.special(_CONTENT, True)
+                segments.text(message.content, True)
+                if message.end_turn:
+                    segments.special(_END_TURN, True)
+            else:
+                # after an assistant message that did not end its turn, the <|role|> that
+                # opens the next message is the halt signal the model must learn
+                segments.special(_ROLE, continuing)
+                segments.text(message.role, False)
+                if message.role == "context" and message.name:
+                    segments.special(_NAME, False)
+                    segments.text(message.name, False)
+                segments.special(_CONTENT, False)
+                segments.text(message.content, False)
+            segments.end_message()
+            previous = message
+        if previous is not None and previous.role == "assistant" and previous.end_turn is False:
+            segments.special(_ROLE, True)  # the halt signal at the end of the thread
+        segments.thread_ends.append(len(segments.slot))
+
+    # ------------------------------------------------------------------ gathering
+
+    def _gather(self, segments: _Segments) -> EncodedBatch:
+        texts = list(segments.pieces)
+        encoded = self._text.encode_batch(texts, add_special_tokens=False) if texts else []
+        piece_ids = [e.ids for e in encoded]
+        lengths = np.fromiter((len(ids) for ids in piece_ids), dtype=np.int64, count=len(texts))
+        pool = np.concatenate(
+            [
+                self._special_pool,
+                np.fromiter(
+                    (i for ids in piece_ids for i in ids), dtype=np.int64, count=int(lengths.sum())
+                ),
+            ]
+        )
+        pool_len = np.concatenate([np.ones(_SPECIAL_SLOTS, dtype=np.int64), lengths])
+        pool_start = np.concatenate([[0], np.cumsum(pool_len)[:-1]])
+
+        slot = np.asarray(segments.slot, dtype=np.int64)
+        seg_len = pool_len[slot]
+        seg_end = np.cumsum(seg_len)
+        total = int(seg_end[-1]) if len(seg_end) else 0
+        # token t of segment s comes from pool_start[slot[s]] + (t - start of s)
+        offsets = np.repeat(pool_start[slot] - (seg_end - seg_len), seg_len)
+        input_ids = pool[offsets + np.arange(total, dtype=np.int64)].astype(np.int32)
+        trained = np.repeat(np.asarray(segments.trained, dtype=bool), seg_len)
+        labels = np.where(trained, input_ids, np.int32(IGNORE)).astype(np.int32)
+
+        thread_end_segments = np.asarray(segments.thread_ends, dtype=np.int64)
+        thread_token_ends = seg_end[thread_end_segments - 1]
+        thread_offsets = np.concatenate([[0], thread_token_ends]).astype(np.int32)
+        num_tokens = np.diff(thread_offsets)
+        trained_cumsum = np.concatenate([[0], np.cumsum(trained)])
+        num_trained = np.diff(trained_cumsum[thread_offsets])
+
+        message_token_ends = seg_end[np.asarray(segments.message_last, dtype=np.int64)]
+        messages_per_thread = np.diff(
+            np.searchsorted(segments.message_last, np.concatenate([[0], thread_end_segments]))
+        )
+        thread_of_message = np.repeat(np.arange(len(num_tokens)), messages_per_thread)
+        relative_ends = (message_token_ends - thread_offsets[:-1][thread_of_message]).astype(
+            np.int32
+        )
+        message_offsets = np.concatenate([[0], np.cumsum(messages_per_thread)]).astype(np.int32)
+
+        return EncodedBatch(
+            input_ids=pa.ListArray.from_arrays(pa.array(thread_offsets), pa.array(input_ids)),
+            labels=pa.ListArray.from_arrays(pa.array(thread_offsets), pa.array(labels)),
+            num_tokens=pa.array(num_tokens.astype(np.int32)),
+            num_trained=pa.array(num_trained.astype(np.int32)),
+            message_ends=pa.ListArray.from_arrays(
+                pa.array(message_offsets), pa.array(relative_ends)
+            ),
+        )
+
+
+def _rendered(thread: Thread, bos: str) -> list[str]:
+    """The rendered string's parts, special tokens written as their text."""
+    parts = [bos] if bos else []
+    for message in thread.messages:
+        parts += ["<|role|>", message.role]
+        if message.role == "context" and message.name:
+            parts += ["<|name|>", message.name]
+        if message.role == "assistant":
+            parts += ["<|format|>", message.format or "markdown"]
+        parts += ["<|content|>", message.content]
+        if message.role == "assistant" and message.end_turn:
+            parts.append("<|end_turn|>")
+    last = thread.messages[-1] if thread.messages else None
+    if last is not None and last.role == "assistant" and last.end_turn is False:
+        parts.append("<|role|>")
+    return parts
