@@ -7,6 +7,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 import orjson
@@ -18,7 +19,7 @@ from pipeline.convert import ConvertResult, convert
 from pipeline.formats import AUTO, FORMATS, ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
 from pipeline.formats.detect import detect
-from pipeline.ingest import SNIFF_RECORDS, ReadStats
+from pipeline.ingest import SNIFF_RECORDS, ReadStats, read
 from pipeline.lint import (
     RULES,
     ConfigError,
@@ -34,7 +35,12 @@ from pipeline.lint.docs import rule_dict, rule_page, rules_table
 from pipeline.lint.reports import OUTPUT_FORMATS, write_report
 from pipeline.output_files import atomic_text_output
 from pipeline.quarantine import ERROR_CODES
+from pipeline.shards import SHARD_ROWS
 from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits, Record, is_hf_input, iter_file
+from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
+from pipeline.tokenize.inspect import ThreadNotFoundError, pick_threads, show
+from pipeline.tokenize.job import TokenizeResult, tokenize_dataset
+from pipeline.tokenize.overlong import DROP_CODES, OVERLONG_POLICIES, OverlongThreadError
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -294,6 +300,18 @@ def _some(paths: list[str], shown: int = 3) -> str:
 
 def _print_summary(result: ConvertResult) -> None:
     stats = result.stats
+    _print_inputs(stats)
+    stderr.print(f"Wrote {stats.threads:,} threads to {result.output}")
+    _print_quarantine(stats, result.quarantine)
+    mark = "[green]✓[/]" if stats.balanced else "[red]✗ MISMATCH[/]"
+    stderr.print(
+        f"Check: {stats.records_read:,} read = {stats.records_converted:,} converted "
+        f"+ {stats.quarantined_total:,} quarantined {mark}"
+    )
+
+
+def _print_inputs(stats: ReadStats) -> None:
+    """Records read per format, and the files skipped, read as companions or undetected."""
     by_format = Counter(stats.formats.values())
     formats = ", ".join(f"{name}: {count}" for name, count in sorted(by_format.items()))
     stderr.print(
@@ -311,18 +329,16 @@ def _print_summary(result: ConvertResult) -> None:
             f"  [yellow]no format detected[/] in {len(undetected)} file(s), "
             f"e.g. {_some(undetected)}: name it with --from"
         )
-    stderr.print(f"Wrote {stats.threads:,} threads to {result.output}")
+
+
+def _print_quarantine(stats: ReadStats, path: Path) -> None:
+    """Records quarantined, per code."""
     if stats.quarantined_total:
-        stderr.print(f"Quarantined {stats.quarantined_total:,} records to {result.quarantine}:")
+        stderr.print(f"Quarantined {stats.quarantined_total:,} records to {path}:")
         for code, count in sorted(stats.quarantined.items(), key=lambda kv: (-kv[1], kv[0])):
             stderr.print(f"  {count:>8,}  {code:<16} {ERROR_CODES[code]}")
     else:
         stderr.print("Quarantined 0 records")
-    mark = "[green]✓[/]" if stats.balanced else "[red]✗ MISMATCH[/]"
-    stderr.print(
-        f"Check: {stats.records_read:,} read = {stats.records_converted:,} converted "
-        f"+ {stats.quarantined_total:,} quarantined {mark}"
-    )
 
 
 def _codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -476,3 +492,247 @@ def rules(rule: str | None, output_format: str) -> None:
         click.echo(rule_page(chosen[0]))
     else:
         click.echo(rules_table())
+
+
+@main.command(
+    "tokenize",
+    epilog="\b\nExamples:\n"
+    "  mms tokenize data/threads.jsonl --tokenizer tokenizers/llama3 -o out/llama3\n"
+    "  mms tokenize raw/ --from sharegpt --tokenizer Qwen/Qwen2.5-7B-Instruct -o out/qwen \\\n"
+    "      --max-tokens 4096 --overlong truncate\n"
+    "  mms tokenize hf:HuggingFaceH4/ultrachat_200k --split train_sft \\\n"
+    "      --tokenizer ./phi3/tokenizer.json --bos -o out/phi3\n"
+    "\b\nOutput (OUT/):\n"
+    "  data/train-00000-of-0000N.parquet   id, messages, input_ids, labels, num_tokens,\n"
+    "                                      num_trained, meta (labels: -100 = not trained)\n"
+    "  tokenizer/tokenizer.json            the tokenizer with the 5 MMS special tokens\n"
+    "  tokenizer/mms_special_tokens.json   their ids, and both tokenizers' sha256\n"
+    "  quarantine/rejected.jsonl           input records that did not become threads\n"
+    "  quarantine/dropped.jsonl            threads left out by --max-tokens, with why\n"
+    "\b\nLoad in a trainer:\n"
+    "  datasets.load_dataset('parquet', data_files='OUT/data/*.parquet')\n"
+    "  tokenizers.Tokenizer.from_file('OUT/tokenizer/tokenizer.json')",
+)
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option(
+    "--tokenizer",
+    "tokenizer_spec",
+    required=True,
+    metavar="PATH",
+    help="Base tokenizer: a tokenizer.json, a directory holding one (and its "
+    "tokenizer_config.json), or a Hub name already in the local Hugging Face cache.",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Output directory; the train shards, tokenizer and quarantine files in it are "
+    "replaced, only once the whole run succeeds.",
+)
+@input_format_option("Input format; `auto` detects it per file.")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Longest thread in tokens; longer ones follow --overlong [default: no limit].",
+)
+@click.option(
+    "--overlong",
+    type=click.Choice(OVERLONG_POLICIES),
+    default="drop",
+    show_default=True,
+    help="Threads over --max-tokens: drop them (counted, listed in quarantine/dropped.jsonl), "
+    "truncate them to the most messages that fit with a trained token, or stop (error).",
+)
+@click.option(
+    "--bos",
+    is_flag=True,
+    help="Start every thread with the tokenizer's BOS token (from tokenizer_config.json).",
+)
+@click.option(
+    "--shard-rows",
+    type=click.IntRange(min=1),
+    default=SHARD_ROWS,
+    show_default=True,
+    metavar="N",
+    help="Threads per Parquet shard.",
+)
+@split_option
+@hf_config_option
+def tokenize_command(
+    inputs: tuple[str, ...],
+    tokenizer_spec: str,
+    output: str,
+    input_format: str,
+    max_tokens: int | None,
+    overlong: str,
+    bos: bool,
+    shard_rows: int,
+    split: str,
+    hf_config: str | None,
+) -> None:
+    """Tokenize INPUT threads into Parquet shards with exact loss masks (renderer mms-v0).
+
+    Reads anything `mms convert` reads, renders each thread with the MMS special tokens
+    added to the base tokenizer, and writes input_ids with labels that train exactly the
+    assistant's tokens (format, content, end of turn, halt signals). Literal special-token
+    text in content stays plain text. The summary checks that every record read became a
+    written, quarantined or dropped thread. Exit status: 0 done, 1 --overlong error hit,
+    2 usage error (e.g. a tokenizer that cannot load).
+    """
+    _check_hf_options(inputs, hf_config)
+    if max_tokens is None and _given("overlong"):
+        raise click.UsageError("--overlong applies only with --max-tokens N")
+    try:
+        tokenizer = load_tokenizer(tokenizer_spec)
+    except TokenizerLoadError as err:
+        raise click.UsageError(f"--tokenizer: {err}") from None
+    try:
+        with _progress() as update:
+            result = tokenize_dataset(
+                inputs,
+                output,
+                tokenizer,
+                bos=bos,
+                format=input_format,
+                max_tokens=max_tokens,
+                overlong=overlong,  # type: ignore[arg-type]
+                shard_rows=shard_rows,
+                split=split,
+                hf_config=hf_config,
+                progress=update,
+            )
+    except OverlongThreadError as err:
+        stderr.print(
+            f"[red]error:[/] {err} (--max-tokens {err.max_tokens}); nothing was written. "
+            "Raise --max-tokens, or use --overlong drop or truncate."
+        )
+        sys.exit(1)
+    except (InputError, ValueError) as err:
+        raise click.UsageError(str(err)) from None
+    _print_tokenize_summary(result)
+    if not result.balanced:
+        stderr.print("[red]error:[/] the counts do not balance; this is a bug, please report it")
+        sys.exit(1)
+
+
+def _given(parameter: str) -> bool:
+    source = click.get_current_context().get_parameter_source(parameter)
+    return source is not click.core.ParameterSource.DEFAULT
+
+
+def _print_tokenize_summary(result: TokenizeResult) -> None:
+    read, stats = result.read, result.stats
+    _print_inputs(read)
+    trained_share = stats.trained_tokens / stats.tokens if stats.tokens else 0.0
+    stderr.print(
+        f"Wrote {stats.threads_written:,} threads to {result.output / 'data'} in "
+        f"{len(result.shards)} shard(s): {stats.tokens:,} tokens, "
+        f"{stats.trained_tokens:,} trained ({trained_share:.1%}), longest {stats.longest:,}"
+    )
+    if stats.truncated:
+        stderr.print(f"  {stats.truncated:,} truncated at a message boundary (see meta.notes)")
+    if stats.untrained:
+        stderr.print(
+            f"  {stats.untrained:,} with no trained token (no assistant message): num_trained 0"
+        )
+    stderr.print(f"Tokenizer with the MMS special tokens: {result.tokenizer}")
+    if stats.dropped_total:
+        stderr.print(f"Dropped {stats.dropped_total:,} threads to {result.dropped}:")
+        for code, count in sorted(stats.dropped.items(), key=lambda kv: (-kv[1], kv[0])):
+            stderr.print(f"  {count:>8,}  {code:<20} {DROP_CODES[code]}")
+    else:
+        stderr.print("Dropped 0 threads")
+    _print_quarantine(read, result.quarantine)
+    mark = "[green]✓[/]" if result.balanced else "[red]✗ MISMATCH[/]"
+    stderr.print(
+        f"Check: {read.records_read:,} records read = {read.records_converted:,} converted "
+        f"+ {read.quarantined_total:,} quarantined; {read.threads:,} threads = "
+        f"{stats.threads_written:,} written + {stats.dropped_total:,} dropped {mark}"
+    )
+
+
+@main.command(
+    "inspect",
+    epilog="\b\nExamples:\n"
+    "  mms inspect out/threads.jsonl                     the first thread, message by message\n"
+    "  mms inspect out/threads.jsonl --limit 3           the first three\n"
+    "  mms inspect out/threads.jsonl --id oasst-42       the thread with that id\n"
+    "  mms inspect raw/chat.json --from sharegpt         any input format, normalized first\n"
+    "  mms inspect out/threads.jsonl --tokenizer tokenizers/llama3 --bos\n"
+    "                                                    its tokens, trained ones marked\n"
+    "  mms inspect out/threads.jsonl --tokenizer tokenizers/llama3 > tokens.txt\n"
+    "\b\nWithout a terminal (a pipe or a file) the output is plain text:\n"
+    "  'Hello' ' world'   prompt tokens, repr-escaped (spaces and \\n show)\n"
+    "  [['Hello']]        trained tokens (their labels are their ids)\n"
+    "  <|role|>           special tokens, as is ([[<|role|>]] when trained)\n"
+    "  '😀'{4}            several byte tokens that together make one character",
+)
+@click.argument("file", metavar="FILE")
+@click.option("--id", "thread_id", default=None, metavar="ID", help="Show the thread with this id.")
+@click.option(
+    "--tokenizer",
+    "tokenizer_spec",
+    default=None,
+    metavar="PATH",
+    help="Show the tokens `mms tokenize` makes with this base tokenizer (a tokenizer.json, "
+    "a directory holding one, or a Hub name in the local cache).",
+)
+@input_format_option("Input format; `auto` detects it from the first records.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="How many threads to show, from the first one.",
+)
+@click.option(
+    "--bos",
+    is_flag=True,
+    help="With --tokenizer: start with the BOS token, as `mms tokenize --bos` does.",
+)
+def inspect_command(
+    file: str,
+    thread_id: str | None,
+    tokenizer_spec: str | None,
+    input_format: str,
+    limit: int,
+    bos: bool,
+) -> None:
+    """Show threads of FILE the way the MMS spec draws them, or their tokens.
+
+    One block per message: role, context name, assistant format, content and end_turn.
+    With --tokenizer, the tokens the model sees instead, rendered as `mms tokenize` does
+    (mms-v0): trained tokens highlighted, special tokens marked, counts per message and
+    in total, so you can check exactly what is learned. Exit status: 0 shown, 2 usage error
+    (e.g. no thread with that --id).
+    """
+    if thread_id is not None and _given("limit"):
+        raise click.UsageError("--id shows one thread; --limit applies without it")
+    if bos and tokenizer_spec is None:
+        raise click.UsageError("--bos applies only with --tokenizer")
+    try:
+        renderer = Renderer(load_tokenizer(tokenizer_spec), bos=bos) if tokenizer_spec else None
+    except (TokenizerLoadError, ValueError) as err:
+        raise click.UsageError(f"--tokenizer: {err}") from None
+    stats = ReadStats()
+    try:
+        chosen = pick_threads(read(file, format=input_format, stats=stats), thread_id, limit)
+    except ThreadNotFoundError as err:
+        raise click.UsageError(f"{file}: {err}") from None
+    except InputError as err:
+        raise click.UsageError(str(err)) from None
+    skipped = (
+        f"{stats.quarantined_total:,} record(s) read could not become threads "
+        "(`mms convert` quarantines them with the reason)"
+        if stats.quarantined_total
+        else ""
+    )
+    if not chosen:
+        raise click.UsageError(f"{file}: no threads to show" + (f"; {skipped}" if skipped else ""))
+    show(Console(highlight=False), chosen, renderer)
+    if skipped:
+        stderr.print(f"[yellow]note:[/] {skipped}")

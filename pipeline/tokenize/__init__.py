@@ -1,18 +1,32 @@
 """Tokenization (DESIGN §4): the MMS special tokens added to a base tokenizer, and the
 `mms-v0` renderer that turns threads into input_ids and exact loss-mask labels."""
 
+from pipeline.tokenize.job import TokenizeResult, tokenize_dataset
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError, load_tokenizer
-from pipeline.tokenize.renderer import IGNORE, EncodedBatch, EncodedThread, Renderer
+from pipeline.tokenize.renderer import (
+    IGNORE,
+    RENDERER_NAME,
+    EncodedBatch,
+    EncodedThread,
+    Renderer,
+)
 from pipeline.tokenize.special import MMS_SPECIAL_TOKENS, SpecialIds
+from pipeline.tokenize.stage import TOKENIZED_SCHEMA, TokenizeStats, tokenize_threads
 
 __all__ = [
     "IGNORE",
     "MMS_SPECIAL_TOKENS",
+    "RENDERER_NAME",
+    "TOKENIZED_SCHEMA",
     "EncodedBatch",
     "EncodedThread",
     "LoadedTokenizer",
     "Renderer",
     "SpecialIds",
+    "TokenizeResult",
+    "TokenizeStats",
     "TokenizerLoadError",
     "load_tokenizer",
+    "tokenize_dataset",
+    "tokenize_threads",
 ]

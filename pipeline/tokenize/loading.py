@@ -27,6 +27,9 @@ class LoadedTokenizer:
     path: Path
     config: dict[str, Any] = field(default_factory=dict)
     sha256: str = ""
+    json_text: str = field(default="", repr=False)
+    """The tokenizer.json text, kept so copies need no re-serialization (large vocabularies
+    take a second to serialize)."""
 
     @property
     def control_tokens(self) -> tuple[str, ...]:
@@ -58,26 +61,39 @@ def load_tokenizer(spec: str | Path) -> LoadedTokenizer:
             raise TokenizerLoadError(f"{path} has no tokenizer.json")
         return _load_file(file, path / "tokenizer_config.json")
     if path.is_file():
-        return _load_file(path, path.with_name("tokenizer_config.json"))
+        # a tokenizer_config.json beside it belongs to it only when it is the folder's
+        # tokenizer.json (test assets keep several tokenizers in one folder)
+        config = path.with_name("tokenizer_config.json") if path.name == "tokenizer.json" else None
+        return _load_file(path, config)
     if path.suffix or str(spec).startswith((".", "/")) or str(spec).count("/") != 1:
         raise TokenizerLoadError(f"{spec}: no such file or directory")
     return _load_from_hub_cache(str(spec))
 
 
-def _load_file(file: Path, config_file: Path) -> LoadedTokenizer:
+def _load_file(file: Path, config_file: Path | None) -> LoadedTokenizer:
     data = file.read_bytes()
     try:
-        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
-    except (UnicodeDecodeError, Exception) as err:  # tokenizers raises a bare Exception
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError as err:
+        raise TokenizerLoadError(f"cannot load {file}: not valid JSON ({err})") from None
+    if not isinstance(parsed, dict) or "model" not in parsed:
+        raise TokenizerLoadError(
+            f"cannot load {file}: not a tokenizer.json (it has no `model`); pass the "
+            "tokenizer.json itself or the folder that holds it"
+        )
+    text = data.decode("utf-8")
+    try:
+        tokenizer = Tokenizer.from_str(text)
+    except Exception as err:  # tokenizers raises a bare Exception
         raise TokenizerLoadError(f"cannot load {file}: {err}") from None
     config: dict[str, Any] = {}
-    if config_file.is_file():
+    if config_file is not None and config_file.is_file():
         try:
             loaded = orjson.loads(config_file.read_bytes())
         except orjson.JSONDecodeError as err:
             raise TokenizerLoadError(f"cannot read {config_file}: {err}") from None
         config = loaded if isinstance(loaded, dict) else {}
-    return LoadedTokenizer(tokenizer, file, config, hashlib.sha256(data).hexdigest())
+    return LoadedTokenizer(tokenizer, file, config, hashlib.sha256(data).hexdigest(), text)
 
 
 def _load_from_hub_cache(name: str) -> LoadedTokenizer:

@@ -20,6 +20,8 @@ from pipeline.mms import Message, Thread
 from pipeline.tokenize.loading import LoadedTokenizer
 from pipeline.tokenize.special import augment, text_encoder
 
+RENDERER_NAME = "mms-v0"
+"""The rendering contract this module implements (DESIGN §4); manifests record it."""
 IGNORE = -100
 """The label of a token that is not trained (the trainers' convention)."""
 LabelPolicy = Literal["assistant"]
@@ -111,9 +113,11 @@ class Renderer:
         if policy != "assistant":
             raise ValueError(f"unknown label policy {policy!r} (known: assistant)")
         self.policy = policy
-        self.tokenizer, self.special_ids = augment(base)
-        self._text = text_encoder(base, loaded.control_tokens if loaded else ())
-        self._bos_id = self._bos(loaded, base) if bos else None
+        self.name = RENDERER_NAME
+        base_json = loaded.json_text if loaded and loaded.json_text else base.to_str()
+        self.tokenizer, self.special_ids = augment(base_json)
+        self._text = text_encoder(base_json, loaded.control_tokens if loaded else ())
+        self.bos_id = self._bos(loaded, base) if bos else None
         specials = self.special_ids
         self._special_pool = np.array(
             [
@@ -122,7 +126,7 @@ class Renderer:
                 specials.format,
                 specials.content,
                 specials.end_turn,
-                self._bos_id if self._bos_id is not None else -1,
+                self.bos_id if self.bos_id is not None else -1,
             ],
             dtype=np.int64,
         )
@@ -130,10 +134,15 @@ class Renderer:
     @staticmethod
     def _bos(loaded: LoadedTokenizer | None, base: Tokenizer) -> int:
         token = loaded.bos_token if loaded else None
-        found = base.token_to_id(token) if token else None
-        if found is None:
-            where = f" in {loaded.path.with_name('tokenizer_config.json')}" if loaded else ""
+        if token is None:
+            where = f" (no bos_token in the config of {loaded.path})" if loaded else ""
             raise ValueError(f"bos was asked for, but the tokenizer names no bos_token{where}")
+        found = base.token_to_id(token)
+        if found is None:
+            raise ValueError(
+                f"bos was asked for, but the bos_token {token!r} its config names is not in "
+                "the tokenizer's vocabulary"
+            )
         return found
 
     # ------------------------------------------------------------------ API
@@ -156,11 +165,11 @@ class Renderer:
     # ------------------------------------------------------------------ planning
 
     def _bos_token_text(self) -> str:
-        return self.tokenizer.id_to_token(self._bos_id) if self._bos_id is not None else ""
+        return self.tokenizer.id_to_token(self.bos_id) if self.bos_id is not None else ""
 
     def _plan(self, thread: Thread, segments: _Segments) -> None:
         """The segments of one thread, labelled per the `assistant` policy of §4."""
-        if self._bos_id is not None:
+        if self.bos_id is not None:
             segments.special(_BOS, False)
         previous: Message | None = None
         for message in thread.messages:
@@ -198,16 +207,11 @@ class Renderer:
     def _gather(self, segments: _Segments) -> EncodedBatch:
         texts = list(segments.pieces)
         encoded = self._text.encode_batch(texts, add_special_tokens=False) if texts else []
-        piece_ids = [e.ids for e in encoded]
-        lengths = np.fromiter((len(ids) for ids in piece_ids), dtype=np.int64, count=len(texts))
-        pool = np.concatenate(
-            [
-                self._special_pool,
-                np.fromiter(
-                    (i for ids in piece_ids for i in ids), dtype=np.int64, count=int(lengths.sum())
-                ),
-            ]
-        )
+        # Arrow builds the flat ids and offsets in C++ from the tokenizer's lists
+        pieces = pa.array([e.ids for e in encoded], type=pa.list_(pa.int64()))
+        lengths = np.diff(pieces.offsets.to_numpy())
+        flat = pieces.values.to_numpy(zero_copy_only=False)
+        pool = np.concatenate([self._special_pool, flat])
         pool_len = np.concatenate([np.ones(_SPECIAL_SLOTS, dtype=np.int64), lengths])
         pool_start = np.concatenate([[0], np.cumsum(pool_len)[:-1]])
 

@@ -38,11 +38,20 @@ class SpecialIds:
         )
 
 
-def augment(base: Tokenizer) -> tuple[Tokenizer, SpecialIds]:
-    """A copy of `base` with the MMS tokens added as special tokens: an id the base already
-    gives the token (as an added token) is reused, new ones come after every existing id."""
-    tokenizer = Tokenizer.from_str(base.to_str())
+def augment(base_json: str) -> tuple[Tokenizer, SpecialIds]:
+    """The tokenizer of `base_json` (a tokenizer.json text) with the MMS tokens added as
+    special tokens: an id the base already gives the token (as an added token) is reused,
+    new ones come after every existing id."""
+    tokenizer = Tokenizer.from_str(base_json)
     missing = [t for t in MMS_SPECIAL_TOKENS if _added_id(tokenizer, t) is None]
+    for token in missing:
+        ordinary = tokenizer.token_to_id(token)
+        if ordinary is not None:
+            raise ValueError(
+                f"the base tokenizer has {token} as an ordinary vocabulary entry (id {ordinary}): "
+                "that text in content could not be told from the MMS special token; use a "
+                "tokenizer without it"
+            )
     if missing:
         tokenizer.add_special_tokens(
             [AddedToken(t, special=True, normalized=False, single_word=False) for t in missing]
@@ -60,16 +69,46 @@ def _added_id(tokenizer: Tokenizer, token: str) -> int | None:
     return None
 
 
-def text_encoder(base: Tokenizer, control_tokens: Iterable[str] = ()) -> Tokenizer:
-    """A copy of `base` that encodes text with no special-token matching: every added token
-    that is special, or is one of `control_tokens` (bos/eos/unk/pad, which some tokenizers
-    such as Phi-3's `</s>` leave unflagged), is matched no more and becomes plain text.
-    Ordinary added words (Qwen's `<tool_call>`) stay what the vocabulary says."""
-    data = orjson.loads(base.to_str())
+def text_encoder(base_json: str, control_tokens: Iterable[str] = ()) -> Tokenizer:
+    """The tokenizer of `base_json`, encoding text with no special-token matching: every
+    added token that is special, is one of `control_tokens` (bos/eos/unk/pad from the
+    config), or stands for an entry of the model's own vocabulary (Phi-3's unflagged
+    `</s>`, id 2) is flagged special, and special tokens are encoded as plain text. Ids
+    never move; ordinary added words (Qwen's `<tool_call>`) keep their own id."""
+    data = orjson.loads(base_json)
     controls = set(control_tokens)
-    data["added_tokens"] = [
-        added
-        for added in data.get("added_tokens") or []
-        if not added.get("special") and added.get("content") not in controls
-    ]
-    return Tokenizer.from_str(orjson.dumps(data).decode())
+    model = data.get("model") or {}
+    model_vocab = _model_vocab(model)
+    for added in data.get("added_tokens") or []:
+        content = added.get("content")
+        if content in controls or content in model_vocab:
+            added["special"] = True
+    special = {a.get("content") for a in data.get("added_tokens") or [] if a.get("special")}
+    _drop_merges_making(model, special)
+    tokenizer = Tokenizer.from_str(orjson.dumps(data).decode())
+    tokenizer.encode_special_tokens = True
+    return tokenizer
+
+
+def _model_vocab(model: dict[str, object]) -> set[str]:
+    """The pieces of the model's own vocabulary (BPE/WordLevel/WordPiece map, Unigram list)."""
+    vocab = model.get("vocab")
+    if isinstance(vocab, dict):
+        return set(vocab)
+    if isinstance(vocab, list):
+        return {entry[0] for entry in vocab if isinstance(entry, list) and entry}
+    return set()
+
+
+def _drop_merges_making(model: dict[str, object], tokens: set[str]) -> None:
+    """Remove the BPE merges whose result is a special token, so plain text can never be
+    merged into one (a cropped Gemma vocabulary builds `<start_of_turn>` from characters)."""
+    merges = model.get("merges")
+    if not isinstance(merges, list) or not tokens:
+        return
+    kept = []
+    for merge in merges:
+        parts = merge.split(" ", 1) if isinstance(merge, str) else merge
+        if "".join(parts) not in tokens:
+            kept.append(merge)
+    model["merges"] = kept

@@ -1,0 +1,173 @@
+"""Deterministic Parquet shards (DESIGN §7): `{split}-{i:05d}-of-{n:05d}.parquet`, zstd,
+fixed row groups, so the same rows give the same bytes; the shards take their final names
+only when the whole split is written, so a failed run leaves no half dataset."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SHARD_ROWS = 50_000
+"""Rows per shard (the last one holds the rest)."""
+ROW_GROUP_ROWS = 1_000
+"""Rows per Parquet row group: small enough for the Hub's dataset viewer and for readers
+that stream row groups, large enough for zstd to compress well."""
+PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": "zstd",
+    "compression_level": 3,
+    "version": "2.6",
+    "data_page_version": "1.0",
+    "use_dictionary": False,
+    "write_statistics": True,
+    "store_schema": True,
+}
+"""Every Parquet writer option that affects the bytes, fixed here (Parquet itself stores
+no timestamp; `created_by` names the pyarrow version). No dictionary pages: token ids and
+free text gain nothing from them, plain pages + zstd are smaller and faster."""
+_SPLIT_NAME = re.compile(r"^\w+$")
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """One written shard: its file name (in the shard directory), rows, size and sha256."""
+
+    name: str
+    rows: int
+    bytes: int
+    sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "rows": self.rows, "bytes": self.bytes, "sha256": self.sha256}
+
+
+def shard_name(split: str, index: int, count: int) -> str:
+    """`train-00000-of-00004.parquet`: the name the Hugging Face Hub reads as a split."""
+    return f"{split}-{index:05d}-of-{count:05d}.parquet"
+
+
+class ShardWriter:
+    """Writes tables of `schema` rows as shards of `shard_rows` rows under `directory`.
+
+    Use it as a context manager: on success the shards are renamed to their final names
+    (replacing any earlier shards of `split`) and listed in `.shards`; on an exception
+    every file written so far is removed. Rows are cut into row groups of
+    `row_group_rows` whatever the batches written, so bytes depend on the rows only."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        schema: pa.Schema,
+        *,
+        split: str = "train",
+        shard_rows: int = SHARD_ROWS,
+        row_group_rows: int = ROW_GROUP_ROWS,
+    ):
+        if not _SPLIT_NAME.match(split):
+            raise ValueError(f"split name {split!r} must be letters, digits and underscores")
+        if shard_rows < 1 or row_group_rows < 1:
+            raise ValueError("shard_rows and row_group_rows must be at least 1")
+        self.directory = Path(directory)
+        self.schema = schema
+        self.split = split
+        self.shard_rows = shard_rows
+        self.row_group_rows = row_group_rows
+        self.shards: list[Shard] = []
+        self._pending = schema.empty_table()
+        self._temps: list[Path] = []
+        self._rows: list[int] = []
+        self._writer: pq.ParquetWriter | None = None
+
+    def __enter__(self) -> ShardWriter:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self._commit()
+        else:
+            self._abort()
+
+    def write(self, table: pa.Table) -> None:
+        """Append `table`'s rows; full row groups go to disk at once."""
+        if not table.schema.equals(self.schema):
+            raise ValueError(f"table schema differs from the shard schema:\n{table.schema}")
+        self._pending = pa.concat_tables([self._pending, table])
+        while self._pending.num_rows >= self._next_group_rows():
+            self._flush(self._next_group_rows())
+
+    # ------------------------------------------------------------------ internals
+
+    def _next_group_rows(self) -> int:
+        """Rows of the next row group: a full group, or what the current shard has left."""
+        in_shard = self._rows[-1] if self._writer is not None else 0
+        return min(self.row_group_rows, self.shard_rows - in_shard)
+
+    def _flush(self, rows: int) -> None:
+        group, self._pending = self._pending.slice(0, rows), self._pending.slice(rows)
+        writer = self._writer or self._open()
+        writer.write_table(group.combine_chunks(), row_group_size=rows)
+        self._rows[-1] += rows
+        if self._rows[-1] == self.shard_rows:
+            writer.close()
+            self._writer = None
+
+    def _open(self) -> pq.ParquetWriter:
+        temp = self.directory / f".{self.split}-{len(self._temps):05d}.{os.getpid()}.parquet.tmp"
+        self._temps.append(temp)
+        self._rows.append(0)
+        self._writer = pq.ParquetWriter(temp, self.schema, **PARQUET_OPTIONS)
+        return self._writer
+
+    def _commit(self) -> None:
+        if self._pending.num_rows:
+            self._flush(self._pending.num_rows)
+        if not self._temps:  # no rows at all: one empty shard keeps the schema readable
+            self._open()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        count = len(self._temps)
+        names = [shard_name(self.split, i, count) for i in range(count)]
+        self.shards = [
+            Shard(name, rows, temp.stat().st_size, _sha256(temp))
+            for name, rows, temp in zip(names, self._rows, self._temps, strict=True)
+        ]
+        for name, temp in zip(names, self._temps, strict=True):
+            os.replace(temp, self.directory / name)
+        self._remove_stale(set(names))
+
+    def _remove_stale(self, keep: set[str]) -> None:
+        """Shards of this split from an earlier run that this run did not write."""
+        pattern = re.compile(rf"^{re.escape(self.split)}-\d{{5}}-of-\d{{5}}\.parquet$")
+        for path in self.directory.iterdir():
+            if pattern.match(path.name) and path.name not in keep:
+                path.unlink()
+
+    def _abort(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        for temp in self._temps:
+            temp.unlink(missing_ok=True)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

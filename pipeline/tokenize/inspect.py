@@ -1,0 +1,295 @@
+"""`mms inspect`: threads drawn the way the MMS spec draws them (one block per message: role,
+context name, assistant format, numbered content lines, end_turn), and with a tokenizer the
+tokens the model sees, trained ones marked, so a curator sees exactly what is learned.
+
+On a terminal the blocks are rich panels in colors per role; otherwise plain text that
+survives a pipe to a file: token text repr-escaped (`'Hello'`, `' world'`, `'\\n'`), special
+tokens bare (`<|role|>`), trained tokens in double brackets (`[['Hello']]`)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+from tokenizers import Tokenizer
+from tokenizers.decoders import DecodeStream
+
+from pipeline.mms import Message, Thread
+from pipeline.tokenize.renderer import IGNORE, Renderer
+
+ROLE_STYLES = {
+    "platform": "magenta",
+    "developer": "yellow",
+    "user": "cyan",
+    "assistant": "green",
+    "context": "blue",
+}
+SHOWN_IDS = 5
+"""How many of the input's ids an unknown --id error lists."""
+TRAINED_BACKGROUNDS = ("on green4", "on dark_green")
+PROMPT_BACKGROUNDS = ("on grey19", "on grey27")
+"""Neighbouring tokens alternate between two backgrounds so their boundaries show."""
+TRAINED_TEXT = "bold white"
+SPECIAL_TEXT = "bold magenta"
+PLAIN_LEGEND = "tokens: [[trained]]  'prompt text'  <|special|>  'x'{N} = N tokens making one char"
+
+
+class ThreadNotFoundError(LookupError):
+    """No thread has the id asked for; the message lists some ids the input does have."""
+
+
+def pick_threads(
+    threads: Iterable[Thread], thread_id: str | None = None, limit: int = 1
+) -> list[Thread]:
+    """The first thread whose id is `thread_id`, or (without an id) the first `limit` threads;
+    reading stops as soon as they are found."""
+    if thread_id is None:
+        return list(itertools.islice(threads, limit))
+    seen: list[str] = []
+    count = 0
+    for thread in threads:
+        if thread.id == thread_id:
+            return [thread]
+        count += 1
+        if len(seen) < SHOWN_IDS:
+            seen.append(thread.id)
+    if not count:
+        raise ThreadNotFoundError(f"no thread has id {thread_id!r}: the input holds no threads")
+    more = ", ..." if count > len(seen) else ""
+    raise ThreadNotFoundError(
+        f"no thread has id {thread_id!r}; the input holds {count:,} thread(s) with ids "
+        f"{', '.join(repr(i) for i in seen)}{more}"
+    )
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ShownToken:
+    """One token as shown; `count` > 1 when byte tokens only together make a character."""
+
+    text: str
+    count: int
+    trained: bool
+    special: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TokenBlock:
+    """The tokens of one message, or of the BOS before the messages (`message` None,
+    `label` "bos") or the halt signal after them (`label` "halt")."""
+
+    label: str
+    message: Message | None
+    tokens: tuple[ShownToken, ...]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(token.count for token in self.tokens)
+
+    @property
+    def num_trained(self) -> int:
+        return sum(token.count for token in self.tokens if token.trained)
+
+
+def token_blocks(renderer: Renderer, thread: Thread) -> list[TokenBlock]:
+    """The thread's tokens per message, as `renderer` encodes them for training."""
+    encoded = renderer.encode(thread)
+    ids = encoded.input_ids
+    special_ids = {
+        number
+        for number, added in renderer.tokenizer.get_added_tokens_decoder().items()
+        if added.special
+    }
+    first = ids.index(renderer.special_ids.role) if thread.messages else len(ids)
+    edges = [0, first, *encoded.message_ends, len(ids)]  # block k spans edges[k]:edges[k + 1]
+    grouped: list[list[ShownToken]] = [[] for _ in range(len(edges) - 1)]
+    for last, token in _shown_tokens(renderer.tokenizer, ids, encoded.labels, special_ids):
+        grouped[bisect.bisect_right(edges, last) - 1].append(token)
+    blocks = [TokenBlock("bos", None, tuple(grouped[0]))] if grouped[0] else []
+    blocks += [
+        TokenBlock(_title(index, message), message, tuple(grouped[index + 1]))
+        for index, message in enumerate(thread.messages)
+    ]
+    if grouped[-1] and thread.messages:
+        blocks.append(TokenBlock("halt", None, tuple(grouped[-1])))
+    return blocks
+
+
+def _shown_tokens(
+    tokenizer: Tokenizer, ids: Sequence[int], labels: Sequence[int], special_ids: set[int]
+) -> list[tuple[int, ShownToken]]:
+    """(offset of the last token, shown token) for each character-complete run of tokens,
+    decoded as one stream so each token shows the text it adds (leading spaces included);
+    a special token shows as its vocabulary entry."""
+    stream = DecodeStream(skip_special_tokens=False)
+    shown: list[tuple[int, ShownToken]] = []
+    start = 0
+    for offset, token_id in enumerate(ids):
+        text = stream.step(tokenizer, token_id)
+        if text is None and offset + 1 < len(ids):
+            continue  # a byte of a character that the next tokens complete
+        group = range(start, offset + 1)
+        special = len(group) == 1 and token_id in special_ids
+        if special:
+            text = tokenizer.id_to_token(token_id)
+        elif text is None:  # bytes at the very end that never made a character
+            text = tokenizer.decode(list(ids[start:]), skip_special_tokens=False)
+        trained = all(labels[i] != IGNORE for i in group)
+        shown.append((offset, ShownToken(text, len(group), trained, special)))
+        start = offset + 1
+    return shown
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _title(index: int, message: Message) -> str:
+    """`[3] assistant · format json · end_turn`: the message's place, role and fields."""
+    parts = [f"[{index + 1}] {message.role}"]
+    if message.role == "context" and message.name:
+        parts.append(f"name {message.name}")
+    if message.role == "assistant":
+        parts.append(f"format {message.format or 'markdown'}")
+        parts.append("end_turn" if message.end_turn else "no end_turn")
+    return " · ".join(parts)
+
+
+def _header(thread: Thread) -> str:
+    where = thread.meta.get("locator") or thread.meta.get("source")
+    parts = [f"thread {thread.id}", f"{len(thread.messages)} message(s)"]
+    if where:
+        parts.append(f"from {where}")
+    if thread.settings is not None:
+        parts.append("formats " + ", ".join(f.name for f in thread.settings.formats))
+    return " · ".join(parts)
+
+
+def plain_thread(thread: Thread) -> str:
+    """The thread as text: a title line per message, then its numbered content lines."""
+    lines = [_header(thread)]
+    for index, message in enumerate(thread.messages):
+        lines.append(_title(index, message))
+        content = message.content.split("\n") if message.content else []
+        width = len(str(len(content)))
+        lines += [f"  {n:>{width}} | {line}" for n, line in enumerate(content, 1)]
+        if not content:
+            lines.append("  (empty content)")
+    return "\n".join(lines) + "\n"
+
+
+def _plain_token(token: ShownToken) -> str:
+    text = token.text if token.special else repr(token.text)
+    if token.count > 1:
+        text += f"{{{token.count}}}"
+    return f"[[{text}]]" if token.trained else text
+
+
+def _counts(tokens: int, trained: int) -> str:
+    return f"{tokens:,} token{'s' if tokens != 1 else ''}, {trained:,} trained"
+
+
+def plain_tokens(thread: Thread, blocks: Sequence[TokenBlock]) -> str:
+    """The tokens as text, one block per message; a token line ends after each newline."""
+    lines = [_header(thread), PLAIN_LEGEND]
+    for block in blocks:
+        lines.append(f"{block.label}  ({_counts(block.num_tokens, block.num_trained)})")
+        current: list[str] = []
+        for token in block.tokens:
+            current.append(_plain_token(token))
+            if "\n" in token.text and not token.special:
+                lines.append("    " + " ".join(current))
+                current = []
+        if current:
+            lines.append("    " + " ".join(current))
+    total = _counts(sum(b.num_tokens for b in blocks), sum(b.num_trained for b in blocks))
+    lines.append(f"total  ({total})")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- rich
+
+
+def _panel(
+    title: str, message: Message | None, body: RenderableType, subtitle: str | None = None
+) -> Panel:
+    style = ROLE_STYLES.get(message.role, "white") if message else SPECIAL_TEXT
+    return Panel(
+        body,
+        title=Text(title, style=f"bold {style}"),
+        title_align="left",
+        subtitle=subtitle,
+        subtitle_align="right",
+        border_style=style,
+    )
+
+
+def rich_thread(thread: Thread) -> RenderableType:
+    """The thread as panels, one per message, content lines numbered as in the spec."""
+    panels: list[RenderableType] = [Text(_header(thread), style="bold")]
+    for index, message in enumerate(thread.messages):
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(style="dim", justify="right")
+        grid.add_column()
+        lines = message.content.split("\n") if message.content else []
+        for number, line in enumerate(lines, 1):
+            grid.add_row(str(number), Text(line))
+        if not lines:
+            grid.add_row("", Text("(empty content)", style="dim italic"))
+        panels.append(_panel(_title(index, message), message, grid))
+    return Group(*panels)
+
+
+def _rich_token(token: ShownToken, parity: int) -> Text:
+    text = token.text if token.special else repr(token.text)[1:-1]
+    if token.count > 1:
+        text += f"{{{token.count}}}"
+    background = (TRAINED_BACKGROUNDS if token.trained else PROMPT_BACKGROUNDS)[parity]
+    color = SPECIAL_TEXT if token.special else TRAINED_TEXT if token.trained else ""
+    return Text(text, style=f"{color} {background}".strip())
+
+
+def rich_tokens(thread: Thread, blocks: Sequence[TokenBlock]) -> RenderableType:
+    """The tokens as panels, trained ones on green, special tokens in magenta."""
+    legend = Text.assemble(
+        "tokens: ",
+        ("trained", f"{TRAINED_TEXT} {TRAINED_BACKGROUNDS[0]}"),
+        " ",
+        ("prompt", PROMPT_BACKGROUNDS[0]),
+        " ",
+        ("<|special|>", f"{SPECIAL_TEXT} {PROMPT_BACKGROUNDS[0]}"),
+    )
+    panels: list[RenderableType] = [Text(_header(thread), style="bold"), legend]
+    for block in blocks:
+        body = Text()
+        for parity, token in enumerate(block.tokens):
+            body.append_text(_rich_token(token, parity % 2))
+            if "\n" in token.text and not token.special:
+                body.append("\n")
+        counts = _counts(block.num_tokens, block.num_trained)
+        panels.append(_panel(block.label, block.message, body, subtitle=counts))
+    total = _counts(sum(b.num_tokens for b in blocks), sum(b.num_trained for b in blocks))
+    panels.append(Text(f"total: {total}", style="bold"))
+    return Group(*panels)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def show(console: Console, threads: Iterable[Thread], renderer: Renderer | None = None) -> None:
+    """Print each thread (its tokens when a renderer is given): rich panels on a terminal,
+    plain text written as is otherwise."""
+    for number, thread in enumerate(threads):
+        blocks = token_blocks(renderer, thread) if renderer is not None else None
+        if console.is_terminal:
+            console.print(rich_thread(thread) if blocks is None else rich_tokens(thread, blocks))
+            continue
+        text = plain_thread(thread) if blocks is None else plain_tokens(thread, blocks)
+        console.file.write(("\n" if number else "") + text)

@@ -1,0 +1,334 @@
+"""Every tokenizer in ../shared/tokenizers either loads and round-trips real threads, or fails
+with an error naming the file and the cause.
+
+Round trip, precisely: the ids of a thread split at the MMS special tokens into its text
+pieces (role, name, format, content, in the spec's order), and decoding each piece's ids
+gives the piece back, up to what the tokenizer itself cannot keep (found per tokenizer
+below); decoding the whole thread gives `render_text(thread)` with each piece so mapped.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pytest
+from tokenizers import Tokenizer
+
+from pipeline.mms import Message, Thread
+from pipeline.tokenize import (
+    MMS_SPECIAL_TOKENS,
+    EncodedBatch,
+    LoadedTokenizer,
+    Renderer,
+    TokenizerLoadError,
+    load_tokenizer,
+)
+from tests.conftest import SHARED
+from tests.reading import read_all
+
+Piece = Callable[[Tokenizer, str], str]
+"""What decoding one text piece's ids gives, from the base tokenizer and the piece."""
+
+
+def exact(base: Tokenizer, text: str) -> str:
+    """Byte-level BPE with every byte in its vocabulary and no normalizer: the text itself."""
+    return text
+
+
+def nfc(base: Tokenizer, text: str) -> str:
+    """An NFC normalizer: the text in composed form (a decomposed `é` comes back as one)."""
+    return unicodedata.normalize("NFC", text)
+
+
+def sentencepiece(base: Tokenizer, text: str) -> str:
+    """Prepend("▁") + Replace(" ", "▁") normalizer, decoder "▁" -> " " then Strip(1 left):
+    a piece decoded alone is the text, with a literal "▁" read back as a space."""
+    return text.replace("\u2581", " ")
+
+
+def cropped_bytes(base: Tokenizer, text: str) -> str:
+    """NFC, then a byte-level BPE whose vocabulary keeps only part of the 256 bytes and has
+    no unknown token: characters it has no bytes for are dropped."""
+    return "".join(c for c in nfc(base, text) if base.encode(c, add_special_tokens=False).ids)
+
+
+def unknown_runs(base: Tokenizer, text: str) -> str:
+    """BPE over a cropped character set with `<unk>` (fuse_unk): each run of characters
+    outside the set comes back as one `<unk>`, and "▁" as a space."""
+    unk = base.token_to_id("<unk>")
+    out: list[str] = []
+    for char in text:
+        if base.encode(char, add_special_tokens=False).ids == [unk]:
+            if not out or out[-1] != "<unk>":
+                out.append("<unk>")
+        else:
+            out.append(char)
+    return "".join(out).replace("\u2581", " ")
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """How a tokenizer's pieces come back: `piece` decoded alone; `leading_space` when the
+    whole thread decodes each non-empty piece with a space before it (the SentencePiece
+    prefix that the per-piece decode strips)."""
+
+    piece: Piece
+    leading_space: bool = False
+
+
+ROUND_TRIPS = {
+    "llama3_from_tiktoken/tokenizer.json": RoundTrip(exact),
+    "qwen2.5_from_tiktoken/tokenizer.json": RoundTrip(nfc),
+    "phi-3-mini/tokenizer.json": RoundTrip(sentencepiece, leading_space=True),
+    "torchtune_test_assets/tokenizer.json": RoundTrip(exact),
+    "torchtune_test_assets/tiny_bpe_tokenizer.json": RoundTrip(cropped_bytes),
+    "torchtune_test_assets/tokenizer_gemma_cropped.json": RoundTrip(unknown_runs),
+}
+FAILING = {"llama2/tokenizer.json": "Merges text file invalid"}
+REAL_FILES = (
+    "llamafactory/kto_en_demo.json",
+    "llamafactory/glaive_toolcall_zh_demo.json",
+    "open_assistant/en_100_message.jsonl",
+    "llamafactory/reason_tool_use_demo_50.jsonl",
+    "openai_finetune_examples/weather_chat_fine_tuning.jsonl",
+)
+PER_FILE = 40
+
+
+@pytest.fixture(scope="module")
+def tokenizers_dir() -> Path:
+    """../shared/tokenizers, or a skip (the module-scoped twin of the `shared` fixture)."""
+    if not (SHARED / "DESIGN.md").is_file():
+        pytest.skip(f"real data folder {SHARED} is absent (set MMS_SHARED to point at it)")
+    return SHARED / "tokenizers"
+
+
+def _remarkable(thread: Thread) -> bool:
+    """Text some tokenizer cannot keep as is: decomposed characters or a literal `</s>`."""
+    return any(
+        "</s>" in m.content or unicodedata.normalize("NFC", m.content) != m.content
+        for m in thread.messages
+    )
+
+
+@pytest.fixture(scope="module")
+def threads(tokenizers_dir: Path) -> list[Thread]:
+    """The first PER_FILE threads of a few real files, and every remarkable one of them."""
+    chosen: list[Thread] = []
+    for name in REAL_FILES:
+        found, _, _ = read_all(tokenizers_dir.parent / "realdata" / name)
+        chosen += [t for i, t in enumerate(found) if i < PER_FILE or _remarkable(t)]
+    return chosen
+
+
+def test_the_sample_holds_what_round_trips_must_survive(threads):
+    texts = [m.content for t in threads for m in t.messages]
+    assert any("</s>" in text for text in texts)
+    assert any(unicodedata.normalize("NFC", text) != text for text in texts)
+    assert any(any("\u4e00" <= c <= "\u9fff" for c in text) for text in texts)
+    assert any(m.role == "context" and m.name for t in threads for m in t.messages)
+    assert any(t.messages[-1].role == "assistant" and not t.messages[-1].end_turn for t in threads)
+
+
+def test_every_tokenizer_file_is_accounted_for(tokenizers_dir):
+    found = set()
+    for path in tokenizers_dir.rglob("*.json"):
+        data = orjson.loads(path.read_bytes())
+        if isinstance(data, dict) and "model" in data:
+            found.add(path.relative_to(tokenizers_dir).as_posix())
+    assert found == set(ROUND_TRIPS) | set(FAILING)
+
+
+@pytest.mark.parametrize("name", sorted(FAILING))
+def test_a_tokenizer_that_cannot_load_names_the_file_and_the_cause(tokenizers_dir, name):
+    file = tokenizers_dir / name
+    for spec in (file, file.parent):
+        with pytest.raises(TokenizerLoadError) as raised:
+            load_tokenizer(spec)
+        assert str(file) in str(raised.value)
+        assert FAILING[name] in str(raised.value)
+
+
+def test_a_json_file_that_is_no_tokenizer_is_named_as_such(tokenizers_dir):
+    """tokenizer_config.json passed by mistake: the error should say it is not a tokenizer
+    file, rather than quote the JSON parser's expectation of a `,` or `}`."""
+    config = tokenizers_dir / "llama3_from_tiktoken" / "tokenizer_config.json"
+    with pytest.raises(TokenizerLoadError) as raised:
+        load_tokenizer(config)
+    assert str(config) in str(raised.value)
+    assert "not a tokenizer" in str(raised.value)
+
+
+# ------------------------------------------------------------------ per tokenizer
+
+
+@dataclass
+class Case:
+    name: str
+    loaded: LoadedTokenizer
+    renderer: Renderer
+    batch: EncodedBatch
+    round_trip: RoundTrip
+
+
+@pytest.fixture(scope="module", params=sorted(ROUND_TRIPS))
+def case(request, tokenizers_dir, threads) -> Case:
+    loaded = load_tokenizer(tokenizers_dir / request.param)
+    renderer = Renderer(loaded)
+    return Case(
+        request.param, loaded, renderer, renderer.encode_batch(threads), ROUND_TRIPS[request.param]
+    )
+
+
+def parts(message: Message) -> list[tuple[str, str]]:
+    """A message's (special token, text piece) pairs in the order §4 renders them."""
+    found = [("<|role|>", message.role)]
+    if message.role == "context" and message.name:
+        found.append(("<|name|>", message.name))
+    if message.role == "assistant":
+        found.append(("<|format|>", message.format or "markdown"))
+    return [*found, ("<|content|>", message.content)]
+
+
+def split_pieces(renderer: Renderer, ids: list[int]) -> list[list[int]]:
+    """The ids between MMS special tokens, one list per text piece (every text piece follows
+    <|role|>, <|name|>, <|format|> or <|content|>; <|end_turn|> and the trailing halt
+    <|role|> open none)."""
+    opening = {renderer.special_ids.role, renderer.special_ids.name}
+    opening |= {renderer.special_ids.format, renderer.special_ids.content}
+    specials = set(renderer.special_ids.as_dict().values())
+    found: list[list[int]] = []
+    halt = len(ids) - 1 if ids and ids[-1] == renderer.special_ids.role else None
+    for position, token in enumerate(ids):
+        if token in opening and position != halt:
+            found.append([])
+        elif token not in specials and found:
+            found[-1].append(token)
+    return found
+
+
+def test_special_ids_never_collide_with_the_base(case):
+    base = case.loaded.tokenizer
+    size = base.get_vocab_size(with_added_tokens=True)
+    for token, number in case.renderer.special_ids.as_dict().items():
+        if base.token_to_id(token) is None:
+            assert number >= size, f"{token} got {number}, an id of the base"
+        else:
+            assert number == base.token_to_id(token)
+            assert base.get_added_tokens_decoder()[number].special
+    assert len(set(case.renderer.special_ids.as_dict().values())) == len(MMS_SPECIAL_TOKENS)
+
+
+def test_each_piece_decodes_back(case, threads):
+    tokenizer, piece = case.renderer.tokenizer, case.round_trip.piece
+    wrong = []
+    for index, thread in enumerate(threads):
+        texts = [text for message in thread.messages for _, text in parts(message)]
+        ids = split_pieces(case.renderer, case.batch[index].input_ids)
+        assert len(ids) == len(texts), thread.id
+        for text, piece_ids in zip(texts, ids, strict=True):
+            decoded = tokenizer.decode(piece_ids, skip_special_tokens=False)
+            if decoded != piece(case.loaded.tokenizer, text):
+                wrong.append(f"{thread.id}: {text[:60]!r} came back as {decoded[:60]!r}")
+    assert not wrong, f"{case.name}: {len(wrong)} piece(s) did not round-trip:\n" + "\n".join(
+        wrong[:5]
+    )
+
+
+def expected_decoding(case: Case, thread: Thread) -> str:
+    """render_text(thread) with each text piece as the tokenizer gives it back."""
+    out = []
+    for message in thread.messages:
+        for marker, text in parts(message):
+            back = case.round_trip.piece(case.loaded.tokenizer, text)
+            out += [marker, " " + back if case.round_trip.leading_space and back else back]
+        if message.role == "assistant" and message.end_turn:
+            out.append("<|end_turn|>")
+    last = thread.messages[-1]
+    if last.role == "assistant" and not last.end_turn:
+        out.append("<|role|>")
+    return "".join(out)
+
+
+def test_the_thread_decodes_to_its_rendering(case, threads):
+    tokenizer = case.renderer.tokenizer
+    for index, thread in enumerate(threads):
+        decoded = tokenizer.decode(case.batch[index].input_ids, skip_special_tokens=False)
+        assert decoded == expected_decoding(case, thread), f"{case.name}: {thread.id}"
+        if case.round_trip.piece is exact:
+            assert decoded == case.renderer.render_text(thread)
+
+
+def _controls(case: Case) -> dict[int, str]:
+    """The base's ids that content must never produce: its special added tokens, the
+    bos/eos/pad its config names, and added tokens inside its own vocabulary (such as a
+    SentencePiece `</s>`); not the unknown token, which stands for characters it lacks."""
+    base = case.loaded.tokenizer
+    size = base.get_vocab_size(with_added_tokens=False)
+    unknown = getattr(base.model, "unk_token", None)
+    return {
+        number: added.content
+        for number, added in base.get_added_tokens_decoder().items()
+        if (added.special or added.content in case.loaded.control_tokens or number < size)
+        and added.content != unknown
+    }
+
+
+def test_literal_control_token_text_in_content_stays_text(case):
+    controls = _controls(case)
+    literal = " ".join([*controls.values(), *MMS_SPECIAL_TOKENS])
+    encoded = case.renderer.encode(Thread("literal", [Message.user(f"see {literal} here")]))
+    content = split_pieces(case.renderer, encoded.input_ids)[-1]
+    found = sorted({controls[i] for i in content if i in controls})
+    assert not found, f"{case.name}: literal {found} became control ids"
+    decoded = case.renderer.tokenizer.decode(content, skip_special_tokens=False)
+    assert decoded == case.round_trip.piece(case.loaded.tokenizer, f"see {literal} here")
+
+
+def test_the_saved_tokenizer_reloads_with_the_same_ids(case, threads, tmp_path):
+    saved = tmp_path / "tokenizer.json"
+    case.renderer.tokenizer.save(str(saved))
+    reloaded = Tokenizer.from_file(str(saved))
+    assert reloaded.to_str() == case.renderer.tokenizer.to_str()
+    for token, number in case.renderer.special_ids.as_dict().items():
+        assert reloaded.token_to_id(token) == number
+    added = [a.content for a in reloaded.get_added_tokens_decoder().values()]
+    plain = [
+        index
+        for index, thread in enumerate(threads)
+        if not any(a in m.content for m in thread.messages for a in added)
+    ]
+    assert len(plain) > len(threads) // 2
+    texts = [case.renderer.render_text(threads[i]) for i in plain]
+    encoded = reloaded.encode_batch(texts, add_special_tokens=False)
+    for index, again in zip(plain, encoded, strict=True):
+        assert again.ids == case.batch[index].input_ids, f"{case.name}: {threads[index].id}"
+
+
+# ------------------------------------------------------------------ BOS
+
+
+@pytest.mark.parametrize(
+    ("name", "bos"),
+    [("llama3_from_tiktoken", "<|begin_of_text|>"), ("phi-3-mini", "<s>")],
+)
+def test_bos_from_the_config_starts_the_thread_and_decodes_back(tokenizers_dir, name, bos):
+    renderer = Renderer(load_tokenizer(tokenizers_dir / name), bos=True)
+    two = Thread("two", [Message.user("Hi there"), Message.assistant("Hello!")])
+    encoded = renderer.encode(two)
+    assert renderer.tokenizer.id_to_token(encoded.input_ids[0]) == bos
+    assert renderer.render_text(two).startswith(bos + "<|role|>user")
+    decoded = renderer.tokenizer.decode(encoded.input_ids, skip_special_tokens=False)
+    assert decoded.startswith(bos + "<|role|>")
+
+
+def test_bos_missing_from_the_vocabulary_names_the_token(tokenizers_dir):
+    """torchtune's tokenizer_config.json names `<|begin_of_sentence|>`, which its
+    tokenizer.json does not hold: the error should say so, not that no bos_token is named."""
+    loaded = load_tokenizer(tokenizers_dir / "torchtune_test_assets")
+    with pytest.raises(ValueError, match="<\\|begin_of_sentence\\|>"):
+        Renderer(loaded, bos=True)
