@@ -243,12 +243,9 @@ class Figures:
     all_seconds: tuple[float, ...]
 
 
-class Setup(NamedTuple):
-    """One tokenizer's objects and the data sets its runs cover."""
+class Data(NamedTuple):
+    """The threads every tokenizer's runs cover (built once, untimed)."""
 
-    loaded: LoadedTokenizer
-    renderer: Renderer
-    hf: PreTrainedTokenizerFast
     main: list[Thread]
     hf_main: list[Thread]
     short: list[Thread]
@@ -257,10 +254,19 @@ class Setup(NamedTuple):
     hf_long: list[Thread]
 
 
+class Setup(NamedTuple):
+    """One tokenizer's objects and the data sets its runs cover."""
+
+    loaded: LoadedTokenizer
+    renderer: Renderer
+    hf: PreTrainedTokenizerFast
+    data: Data
+
+
 def raw_job(setup: Setup, batch: int) -> Callable[[], None]:
     """The base tokenizer on exactly the text the Renderer encodes, per batch."""
     base = setup.loaded.tokenizer
-    texts = [pieces(b) for b in batches(setup.main, batch)]
+    texts = [pieces(b) for b in batches(setup.data.main, batch)]
 
     def run() -> None:
         for strings in texts:
@@ -311,14 +317,26 @@ def jobs(setup: Setup, batch: int) -> list[Job]:
     messages as 2-turn ones."""
     long_batch = max(1, batch * SHORT_TURNS // LONG_TURNS)
     return [
-        Job("raw encode_batch", setup.main, raw_job(setup, batch)),
-        Job("Renderer", setup.main, renderer_job(setup.renderer, setup.main, batch)),
-        Job("transformers, per thread", setup.hf_main, hf_job(setup.hf, setup.hf_main, 1)),
-        Job("transformers, batched", setup.hf_main, hf_job(setup.hf, setup.hf_main, batch)),
-        Job("Renderer, 2-turn", setup.short, renderer_job(setup.renderer, setup.short, batch)),
-        Job("Renderer, 200-turn", setup.long, renderer_job(setup.renderer, setup.long, long_batch)),
-        Job("transformers, 2-turn", setup.hf_short, hf_job(setup.hf, setup.hf_short, 1)),
-        Job("transformers, 200-turn", setup.hf_long, hf_job(setup.hf, setup.hf_long, 1)),
+        Job("raw encode_batch", setup.data.main, raw_job(setup, batch)),
+        Job("Renderer", setup.data.main, renderer_job(setup.renderer, setup.data.main, batch)),
+        Job(
+            "transformers, per thread", setup.data.hf_main, hf_job(setup.hf, setup.data.hf_main, 1)
+        ),
+        Job(
+            "transformers, batched", setup.data.hf_main, hf_job(setup.hf, setup.data.hf_main, batch)
+        ),
+        Job(
+            "Renderer, 2-turn",
+            setup.data.short,
+            renderer_job(setup.renderer, setup.data.short, batch),
+        ),
+        Job(
+            "Renderer, 200-turn",
+            setup.data.long,
+            renderer_job(setup.renderer, setup.data.long, long_batch),
+        ),
+        Job("transformers, 2-turn", setup.data.hf_short, hf_job(setup.hf, setup.data.hf_short, 1)),
+        Job("transformers, 200-turn", setup.data.hf_long, hf_job(setup.hf, setup.data.hf_long, 1)),
     ]
 
 
@@ -380,7 +398,7 @@ def holds_literal(thread: Thread, literals: Sequence[str]) -> bool:
 def compare_transformers(setup: Setup) -> dict[str, Any]:
     """transformers' ids and labels against the Renderer's on the transformers threads."""
     literals = literal_specials(setup)
-    threads = setup.hf_main + setup.hf_short + setup.hf_long
+    threads = setup.data.hf_main + setup.data.hf_short + setup.data.hf_long
     same = expected_differ = 0
     differ: list[str] = []
     for thread in threads:
@@ -443,17 +461,6 @@ def profile(
 # --------------------------------------------------------------------------- main
 
 
-class Data(NamedTuple):
-    """The threads every tokenizer's runs cover (built once, untimed)."""
-
-    main: list[Thread]
-    hf_main: list[Thread]
-    short: list[Thread]
-    long: list[Thread]
-    hf_short: list[Thread]
-    hf_long: list[Thread]
-
-
 def build(args: argparse.Namespace) -> tuple[Data, dict[str, Any]]:
     """The data sets from the real files, and what they hold."""
     real, stats = real_threads(args.realdata)
@@ -484,13 +491,13 @@ def make_setup(spec: Path, data: Data) -> Setup:
     loaded = load_tokenizer(spec)
     renderer = Renderer(loaded)
     hf = PreTrainedTokenizerFast(tokenizer_object=renderer.tokenizer)
-    return Setup(loaded, renderer, hf, *data)
+    return Setup(loaded, renderer, hf, data)
 
 
 def token_counts(setup: Setup, batch: int) -> dict[str, int]:
     """Every thread's rendered tokens, by id (an untimed pass that also warms up)."""
     counts: dict[str, int] = {}
-    for threads in (setup.main, setup.short, setup.long):
+    for threads in (setup.data.main, setup.data.short, setup.data.long):
         for part in batches(threads, batch):
             encoded = setup.renderer.encode_batch(part)
             counts.update(zip((t.id for t in part), encoded.num_tokens.to_pylist(), strict=True))
@@ -502,7 +509,7 @@ def text_tokens(setup: Setup, batch: int) -> int:
     base = setup.loaded.tokenizer
     return sum(
         len(e.ids)
-        for part in batches(setup.main, batch)
+        for part in batches(setup.data.main, batch)
         for e in base.encode_batch(pieces(part), add_special_tokens=False)
     )
 
@@ -557,7 +564,7 @@ def run_tokenizer(spec: Path, data: Data, args: argparse.Namespace) -> dict[str,
         "check": compare_transformers(setup),
     }
     if args.profile:
-        result["profile"] = profile(setup.renderer, setup.main, args.batch, args.profile)
+        result["profile"] = profile(setup.renderer, setup.data.main, args.batch, args.profile)
     print_tokenizer(result, figures)
     return result
 
