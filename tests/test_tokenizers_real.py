@@ -332,3 +332,31 @@ def test_bos_missing_from_the_vocabulary_names_the_token(tokenizers_dir):
     loaded = load_tokenizer(tokenizers_dir / "torchtune_test_assets")
     with pytest.raises(ValueError, match="<\\|begin_of_sentence\\|>"):
         Renderer(loaded, bos=True)
+
+
+def _hub_cache(root: Path, repo: str, files: dict[str, Path]) -> None:
+    """A Hugging Face cache holding `files` for model `repo` at revision `main`."""
+    revision = "0" * 40
+    folder = root / f"models--{repo.replace('/', '--')}"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text(revision)
+    snapshot = folder / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    for name, source in files.items():
+        (snapshot / name).write_bytes(source.read_bytes())
+
+
+def test_a_hub_name_is_found_in_the_local_cache_and_never_downloaded(shared, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    folder = shared / "tokenizers" / "phi-3-mini"
+    _hub_cache(
+        tmp_path,
+        "microsoft/Phi-3-mini-4k-instruct",
+        {n: folder / n for n in ("tokenizer.json", "tokenizer_config.json")},
+    )
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    loaded = load_tokenizer("microsoft/Phi-3-mini-4k-instruct")
+    assert loaded.bos_token == "<s>" and loaded.tokenizer.get_vocab_size() == 32011
+    with pytest.raises(TokenizerLoadError, match="not in the local Hugging Face cache"):
+        load_tokenizer("meta-llama/Not-Cached")
