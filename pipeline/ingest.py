@@ -100,9 +100,9 @@ def read(
     per row. Raises InputError for unusable paths and datasets that cannot be opened.
     """
     stats = stats if stats is not None else ReadStats()
-    options = options or ConvertOptions()
     limits = limits or ReadLimits()
-    named = None if format == AUTO else get_format(format)
+    if format != AUTO:
+        get_format(format)  # an unknown name fails before any file is read
     found = expand_inputs([inputs] if isinstance(inputs, str) else list(inputs))
     excluded = {os.path.realpath(path) for path in exclude}
     found.files = [path for path in found.files if os.path.realpath(path) not in excluded]
@@ -110,50 +110,71 @@ def read(
     stats.skipped_files.extend(found.skipped)
     stats.companion_files.update(found.companions)
 
+    for path in found.files:
+        items = iter_file(path, limits, split=split, config=hf_config)
+        yield from read_items(
+            path, items, format=format, on_reject=on_reject, stats=stats, options=options
+        )
+
+
+def read_items(
+    path: str,
+    items: Iterator[Record | Rejection],
+    *,
+    format: str = AUTO,
+    on_reject: Callable[[Rejection], None] | None = None,
+    stats: ReadStats | None = None,
+    options: ConvertOptions | None = None,
+) -> Iterator[Thread]:
+    """Threads from the records (and read rejections) of one file, or of one part of it:
+    its format named or detected from its first records, each record converted or
+    handed to `on_reject`. `read` does this for every file; engines that split a big
+    file into parts call it for each part."""
+    stats = stats if stats is not None else ReadStats()
+    options = options or ConvertOptions()
+
     def reject(rejection: Rejection) -> None:
         stats.quarantined[rejection.code] += 1
         if on_reject is not None:
             on_reject(rejection)
 
-    for path in found.files:
-        items: Iterator[Record | Rejection] = iter_file(path, limits, split=split, config=hf_config)
-        fmt = named
-        per_record = False
-        if fmt is None:
-            head: list[Record | Rejection] = []
-            parsed = 0
-            for item in items:
-                head.append(item)
-                parsed += isinstance(item, Record)
-                if parsed >= SNIFF_RECORDS:
-                    break
-            detection = detect(r.value for r in head if isinstance(r, Record))
-            fmt, per_record = detection.format, detection.per_record
-            stats.formats[path] = detection.label
-            items = itertools.chain(head, items)
-        else:
-            stats.formats[path] = fmt.name
-        # a format whose conversations span records merges them (InputFormat.group); a
-        # merged record counts, converts and is quarantined as every raw record it holds
-        stream = fmt.group(items) if fmt is not None and fmt.group is not None else items
-        for entry in stream:
-            item, members = entry if isinstance(entry, tuple) else (entry, (entry,))
-            stats.records_read += len(members)
-            if isinstance(item, Rejection):
-                reject(item)
-                continue
-            record_format = best_for_record(item.value) if per_record else fmt
-            if record_format is None:
-                reject(_unknown_format(item, path, per_record))
-                continue
-            result = _convert(record_format, item, options)
-            if isinstance(result, Rejection):
-                for rejection in _member_rejections(result, item, members):
-                    reject(rejection)
-                continue
-            stats.records_converted += len(members)
-            stats.threads += len(result)
-            yield from result
+    fmt = None if format == AUTO else get_format(format)
+    per_record = False
+    if fmt is None:
+        head: list[Record | Rejection] = []
+        parsed = 0
+        for item in items:
+            head.append(item)
+            parsed += isinstance(item, Record)
+            if parsed >= SNIFF_RECORDS:
+                break
+        detection = detect(r.value for r in head if isinstance(r, Record))
+        fmt, per_record = detection.format, detection.per_record
+        stats.formats[path] = detection.label
+        items = itertools.chain(head, items)
+    else:
+        stats.formats[path] = fmt.name
+    # a format whose conversations span records merges them (InputFormat.group); a
+    # merged record counts, converts and is quarantined as every raw record it holds
+    stream = fmt.group(items) if fmt is not None and fmt.group is not None else items
+    for entry in stream:
+        item, members = entry if isinstance(entry, tuple) else (entry, (entry,))
+        stats.records_read += len(members)
+        if isinstance(item, Rejection):
+            reject(item)
+            continue
+        record_format = best_for_record(item.value) if per_record else fmt
+        if record_format is None:
+            reject(_unknown_format(item, path, per_record))
+            continue
+        result = _convert(record_format, item, options)
+        if isinstance(result, Rejection):
+            for rejection in _member_rejections(result, item, members):
+                reject(rejection)
+            continue
+        stats.records_converted += len(members)
+        stats.threads += len(result)
+        yield from result
 
 
 def _member_rejections(
