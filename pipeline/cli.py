@@ -16,6 +16,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipeline import __version__
 from pipeline.convert import ConvertResult, convert
+from pipeline.engine.local import UnitFailed, WorkdirError, reset_workdir
 from pipeline.formats import AUTO, FORMATS, ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
 from pipeline.formats.detect import detect
@@ -35,6 +36,8 @@ from pipeline.lint.docs import rule_dict, rule_page, rules_table
 from pipeline.lint.reports import OUTPUT_FORMATS, write_report
 from pipeline.output_files import atomic_text_output
 from pipeline.quarantine import ERROR_CODES
+from pipeline.run import WORK_DIR, RunResult, plan, run_pipeline
+from pipeline.run_config import RunConfig, RunConfigError, load_run_config
 from pipeline.shards import SHARD_ROWS
 from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits, Record, is_hf_input, iter_file
 from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
@@ -736,3 +739,145 @@ def inspect_command(
     show(Console(highlight=False), chosen, renderer)
     if skipped:
         stderr.print(f"[yellow]note:[/] {skipped}")
+
+
+@main.command(
+    "run",
+    epilog="\b\nExamples:\n"
+    "  mms run configs/quickstart.yaml\n"
+    "  mms run configs/tool_calling.yaml -o out/tools --workers 2\n"
+    "  mms run configs/mix.yaml --fresh\n"
+    "  mms run configs/quickstart.yaml --dry-run",
+)
+@click.argument("config_file", type=click.Path(exists=True, dir_okay=False), metavar="CONFIG")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Output directory [default: the config's `output`].",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel work units [default: the config's engine.workers]; the output is the "
+    "same for any number.",
+)
+@click.option(
+    "--resume/--fresh",
+    default=True,
+    show_default=True,
+    help="Reuse the finished work units of an interrupted run, or start over.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the plan (inputs, units, stages); write nothing."
+)
+def run_command(
+    config_file: str, output: str | None, workers: int | None, resume: bool, dry_run: bool
+) -> None:
+    """Run a pipeline CONFIG: ingest, normalize, lint, filter, dedup, tokenize, shard.
+
+    Writes the output directory of DESIGN §7: data/ shards per split, tokenizer/,
+    reports/lint.{json,md,html}, quarantine/rejected.jsonl, manifest.json and a Hugging
+    Face dataset card (README.md). Work units are resumable: a run that is stopped and
+    started again finishes with the same bytes. Exit status: 0 done, 1 the lint gate
+    (stages.lint.fail_on) failed, 2 a usage or config error.
+    """
+    try:
+        config = load_run_config(config_file)
+    except RunConfigError as err:
+        raise click.UsageError(str(err)) from None
+    out = Path(output) if output else config.output
+    if dry_run:
+        _print_plan(config, out)
+        return
+    if not resume:
+        reset_workdir(out / WORK_DIR)
+    try:
+        with _stage_progress() as update:
+            result = run_pipeline(config, output=out, workers=workers, progress=update)
+    except (InputError, WorkdirError, ValueError) as err:
+        raise click.UsageError(str(err)) from None
+    except UnitFailed as err:
+        stderr.print(f"[red]error:[/] {err}; finished units are kept: run again to resume")
+        sys.exit(1)
+    _print_run_summary(result)
+    if not result.counts.balanced:
+        stderr.print("[red]error:[/] the counts do not balance; this is a bug, please report it")
+        sys.exit(1)
+    if result.gate_failed:
+        stderr.print(
+            f"[red]lint gate:[/] findings reach fail_on={config.stages.lint.fail_on} "
+            f"(see {result.output / 'reports' / 'lint.md'})"
+        )
+        sys.exit(1)
+
+
+main.add_command(run_command)
+
+
+def _print_plan(config: RunConfig, out: Path) -> None:
+    units = plan(config)
+    click.echo(f"{config.name}: {len(config.inputs)} input(s), {len(units)} work unit(s) -> {out}")
+    for unit in units:
+        click.echo(f"  {unit.id}  {unit.format:<10} {unit.describe()}")
+    stages = config.stages
+    names = ["normalize", "lint", "filters"]
+    names += ["dedup"] if stages.dedup.enabled else []
+    names += [f"tokenize ({stages.tokenize.tokenizer})"] if stages.tokenize else []
+    names += (
+        ["shard (" + ", ".join(f"{n} {f:g}" for n, f in stages.shard.splits) + ")"]
+        if stages.shard
+        else []
+    )
+    click.echo("stages: " + " -> ".join(names))
+
+
+@contextmanager
+def _stage_progress() -> Iterator[Callable[[str, int, int], None] | None]:
+    """A live units counter on a terminal; nothing when output is redirected."""
+    if not stderr.is_terminal:
+        yield None
+        return
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        task = progress.add_task("planning")
+
+        def update(stage: str, done: int, total: int) -> None:
+            progress.update(task, description=f"{stage}: {done:,} of {total:,} work units")
+
+        yield update
+
+
+def _print_run_summary(result: RunResult) -> None:
+    counts = result.counts
+    stderr.print(
+        f"Read {counts.records_read:,} records: {counts.records_converted:,} converted into "
+        f"{counts.threads:,} threads, {sum(counts.quarantined.values()):,} quarantined"
+    )
+    for code, count in sorted(counts.quarantined.items(), key=lambda kv: (-kv[1], kv[0])):
+        stderr.print(f"  {count:>8,}  quarantined  {code}")
+    for reason, count in sorted(counts.dropped.items(), key=lambda kv: (-kv[1], kv[0])):
+        stderr.print(f"  {count:>8,}  dropped      {reason}")
+    for split, shards in result.shards.items():
+        rows = sum(shard.rows for shard in shards)
+        stderr.print(f"  {rows:>8,}  written      {split} ({len(shards)} shard(s))")
+    if counts.tokens:
+        stderr.print(f"Tokens: {counts.tokens:,}, trained {counts.trained_tokens:,}")
+    report = result.report
+    stderr.print(
+        f"Lint: {len(report.diagnostics):,} findings ({report.errors:,} errors, "
+        f"{report.warnings:,} warnings); reports in {result.output / 'reports'}"
+    )
+    kept = sum(counts.written.values()) - counts.copies
+    mark = "[green]✓[/]" if counts.balanced else "[red]✗ MISMATCH[/]"
+    stderr.print(
+        f"Check: {counts.records_read:,} read = {counts.records_converted:,} converted + "
+        f"{sum(counts.quarantined.values()):,} quarantined; {counts.threads:,} threads = "
+        f"{kept:,} written + {sum(counts.dropped.values()):,} dropped {mark}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -94,18 +94,18 @@ def tokenize_dataset(
             overlong=overlong,
             batch_size=batch_size,
             stats=stats,
-            on_drop=lambda drop: dropped_out.write(_drop_line(drop)),
+            on_drop=lambda drop: dropped_out.write(drop_line(drop)),
         ):
             shards.write(table)
             if progress is not None:
                 progress(read_stats)
-        tokenizer_file = _write_tokenizer(output / "tokenizer", renderer, tokenizer)
+        tokenizer_file = write_tokenizer(output / "tokenizer", renderer, tokenizer)
     return TokenizeResult(
         output, shards.shards, read_stats, stats, quarantine, dropped, tokenizer_file
     )
 
 
-def _drop_line(drop: Drop) -> bytes:
+def drop_line(drop: Drop) -> bytes:
     """One line of `quarantine/dropped.jsonl`."""
     meta = drop.thread.meta
     return orjson.dumps(
@@ -121,7 +121,7 @@ def _drop_line(drop: Drop) -> bytes:
     )
 
 
-def _write_tokenizer(directory: Path, renderer: Renderer, base: LoadedTokenizer) -> Path:
+def write_tokenizer(directory: Path, renderer: Renderer, base: LoadedTokenizer) -> Path:
     """The augmented tokenizer.json, and mms_special_tokens.json recording the special ids,
     the BOS (if rendered) and both tokenizers' sha256."""
     augmented = renderer.tokenizer.to_str(pretty=True).encode()

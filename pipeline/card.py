@@ -1,0 +1,345 @@
+"""`README.md` of a pipeline run (DESIGN §7): a Hugging Face dataset card whose YAML front
+matter declares the license, tags, `configs` (the data files of each split) and the
+features, and whose body gives the stats, the lint summary and how to load the data."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
+from typing import Any, TypedDict
+
+import pyarrow as pa
+import yaml
+
+import pipeline
+from pipeline.lint.report import LintReport
+from pipeline.lint.rules import RULES_BY_CODE
+from pipeline.tokenize.renderer import IGNORE
+
+SPEC = "Modular Model Spec v0.0.0"
+_SIZES = (
+    (1_000, "n<1K"),
+    (10_000, "1K<n<10K"),
+    (100_000, "10K<n<100K"),
+    (1_000_000, "100K<n<1M"),
+    (10_000_000, "1M<n<10M"),
+    (100_000_000, "10M<n<100M"),
+    (1_000_000_000, "100M<n<1B"),
+    (10_000_000_000, "1B<n<10B"),
+    (100_000_000_000, "10B<n<100B"),
+    (1_000_000_000_000, "100B<n<1T"),
+)
+"""The Hub's size categories below a trillion rows: (bound, category)."""
+_SHARD_FILE = re.compile(r"^(?P<split>\w+)-\d{5}-of-\d{5}\.parquet$")
+_DTYPES = {
+    pa.string(): "string",
+    pa.large_string(): "large_string",
+    pa.bool_(): "bool",
+    pa.int8(): "int8",
+    pa.int16(): "int16",
+    pa.int32(): "int32",
+    pa.int64(): "int64",
+    pa.uint8(): "uint8",
+    pa.uint16(): "uint16",
+    pa.uint32(): "uint32",
+    pa.uint64(): "uint64",
+    pa.float16(): "float16",
+    pa.float32(): "float32",
+    pa.float64(): "float64",
+    pa.binary(): "binary",
+    pa.large_binary(): "large_binary",
+}
+"""Arrow types and the `datasets` Value dtype each one is declared as."""
+_COLUMNS = {
+    "id": "thread id, unique in the dataset",
+    "messages": "the thread's messages: role, content, format, end_turn, name",
+    "settings": "system settings: the formats the thread allows (null when it sets none)",
+    "meta": "JSON object: source file, record locator, input format and source metadata",
+    "input_ids": "the thread rendered with the MMS special tokens",
+    "labels": f"`input_ids` where the assistant is trained, {IGNORE} elsewhere",
+    "num_tokens": "length of `input_ids`",
+    "num_trained": f"tokens whose label is not {IGNORE} (0: nothing to train on)",
+}
+
+
+class LintRow(TypedDict):
+    """One row of the lint summary: a rule's code, severity, findings and summary."""
+
+    code: str
+    severity: str
+    findings: int
+    summary: str
+
+
+class CardStats(TypedDict):
+    """The figures the card shows, gathered by the run."""
+
+    threads: int
+    rows: dict[str, int]
+    """Rows per split."""
+    renderer: str | None
+    """The tokenizer renderer (`mms-v0`), None when the job did not tokenize."""
+    tokens: int | None
+    trained_tokens: int | None
+    formats: dict[str, int]
+    """Assistant messages per response format."""
+    capabilities: dict[str, dict[str, int]]
+    """Per capability: {"enabled": threads enabling it, "used": threads using it}."""
+    lint: list[LintRow] | None
+    """The lint summary, None when the job ran no lint stage."""
+
+
+def lint_summary(report: LintReport) -> list[LintRow]:
+    """The card's lint rows for `report`, by code."""
+    return [
+        LintRow(
+            code=code,
+            severity=report.severity_of(code),
+            findings=report.by_code[code],
+            summary=RULES_BY_CODE[code].summary,
+        )
+        for code in sorted(report.by_code)
+    ]
+
+
+def size_category(rows: int) -> str:
+    """The Hub's `size_categories` value for a dataset of `rows` rows."""
+    for bound, category in _SIZES:
+        if rows < bound:
+            return category
+    return "n>1T"
+
+
+def hf_features(schema: pa.Schema) -> list[dict[str, Any]]:
+    """The `dataset_info.features` YAML list for `schema`, as `datasets` reads it: lists of
+    structs as `list: [fields]`, other lists as `sequence:`, structs as `struct: [fields]`."""
+    return _fields(list(schema), "")
+
+
+def dataset_card(
+    *,
+    name: str,
+    description: str,
+    license: str,
+    tags: Sequence[str],
+    splits: Mapping[str, Sequence[str]],
+    features: pa.Schema,
+    stats: CardStats,
+    how_to_load: str,
+) -> str:
+    """The dataset card text. `splits` maps each split to its data files relative to the
+    output directory (`data/train-00000-of-00002.parquet`); `how_to_load` is what to pass
+    to `datasets.load_dataset` (a Hub repo id or the output directory)."""
+    if set(splits) != set(stats["rows"]):
+        raise ValueError(
+            f"the card's splits {sorted(splits)} differ from the split rows counted "
+            f"{sorted(stats['rows'])}"
+        )
+    front = {
+        "pretty_name": name,
+        "license": license,
+        "tags": list(tags),
+        "size_categories": [size_category(stats["threads"])],
+        "configs": [
+            {
+                "config_name": "default",
+                "data_files": [
+                    {"split": split, "path": _split_glob(split, files)}
+                    for split, files in splits.items()
+                ],
+            }
+        ],
+        "dataset_info": {
+            "features": hf_features(features),
+            "splits": [{"name": split, "num_examples": stats["rows"][split]} for split in splits],
+        },
+    }
+    front_text = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=100)
+    sections = [
+        f"# {name}",
+        description.strip(),
+        _about(features, stats),
+        _columns(features),
+        _stats(splits, stats),
+        _formats(stats),
+        _lint(stats["lint"]),
+        _how_to_load(how_to_load, splits),
+    ]
+    body = "\n\n".join(section for section in sections if section)
+    return f"---\n{front_text}---\n\n{body}\n"
+
+
+# ---------------------------------------------------------------- front matter
+
+
+def _fields(fields: list[pa.Field], where: str) -> list[dict[str, Any]]:
+    return [{"name": f.name, **_feature(f.type, f"{where}{f.name}")} for f in fields]
+
+
+def _feature(arrow_type: pa.DataType, where: str) -> dict[str, Any]:
+    if arrow_type in _DTYPES:
+        return {"dtype": _DTYPES[arrow_type]}
+    if pa.types.is_struct(arrow_type):
+        return {"struct": _fields(_children(arrow_type), f"{where}.")}
+    if pa.types.is_list(arrow_type):
+        item = arrow_type.value_type
+        if pa.types.is_struct(item):
+            # `sequence:` of a struct means a struct of lists to `datasets`; `list:` keeps
+            # the Arrow layout, a list of structs
+            return {"list": _fields(_children(item), f"{where}[].")}
+        inner = _feature(item, f"{where}[]")
+        return {"sequence": inner["dtype"] if list(inner) == ["dtype"] else inner}
+    raise ValueError(f"column {where}: Arrow type {arrow_type} has no dataset card feature")
+
+
+def _children(struct: pa.StructType) -> list[pa.Field]:
+    return [struct.field(i) for i in range(struct.num_fields)]
+
+
+def _split_glob(split: str, files: Sequence[str]) -> str:
+    """`data/train-*.parquet`, after checking that it names exactly `files`."""
+    if not files:
+        raise ValueError(f"split {split!r} has no data files")
+    folders = {PurePosixPath(file).parent for file in files}
+    for file in files:
+        match = _SHARD_FILE.match(PurePosixPath(file).name)
+        if match is None or match["split"] != split:
+            raise ValueError(f"{file} is not a shard of split {split!r} ({split}-NNNNN-of-NNNNN)")
+    if len(folders) != 1:
+        raise ValueError(f"the shards of split {split!r} are in several folders: {sorted(files)}")
+    return str(folders.pop() / f"{split}-*.parquet")
+
+
+# ---------------------------------------------------------------- body
+
+
+def _about(features: pa.Schema, stats: CardStats) -> str:
+    text = (
+        f"Conversation threads in the {SPEC} (MMS) format, one thread per row, written by "
+        f"mms-pipeline {pipeline.__version__}. `manifest.json` lists the inputs with their "
+        "sha256, the resolved pipeline config, the versions used and every shard's sha256; "
+        "`quarantine/rejected.jsonl` holds every input record that did not become a thread, "
+        "with the reason."
+    )
+    if stats["renderer"] is not None and "input_ids" in features.names:
+        text += (
+            f"\n\nTokenized with the `{stats['renderer']}` renderer: `input_ids` is the thread "
+            "rendered with the MMS special tokens and `labels` marks exactly the tokens the "
+            f"assistant is trained on ({IGNORE} elsewhere). The tokenizer with the special "
+            "tokens added is `tokenizer/tokenizer.json`."
+        )
+    return text
+
+
+def _columns(features: pa.Schema) -> str:
+    rows = [(f"`{f.name}`", f"`{f.type}`", _COLUMNS.get(f.name, "")) for f in features]
+    return "## Columns\n\n" + _table(("column", "Arrow type", "meaning"), rows, right=())
+
+
+def _stats(splits: Mapping[str, Sequence[str]], stats: CardStats) -> str:
+    rows = [("threads", _count(stats["threads"]))]
+    if stats["tokens"] is not None:
+        rows.append(("tokens", _count(stats["tokens"])))
+    if stats["trained_tokens"] is not None:
+        rows.append(("trained tokens", _count(stats["trained_tokens"])))
+    rows += [
+        (f"split `{split}`", f"{_count(stats['rows'][split])} rows in {len(files)} files")
+        for split, files in splits.items()
+    ]
+    return "## Statistics\n\n" + _table(("", "value"), rows, right=(1,))
+
+
+def _formats(stats: CardStats) -> str:
+    parts = ["## Formats and capabilities"]
+    if stats["formats"]:
+        rows = [(f"`{name}`", _count(n)) for name, n in _by_count(stats["formats"])]
+        parts.append(_table(("response format", "assistant messages"), rows, right=(1,)))
+    else:
+        parts.append("No assistant messages were profiled.")
+    capabilities = stats["capabilities"]
+    if capabilities:
+        ordered = sorted(capabilities, key=lambda name: (-capabilities[name].get("used", 0), name))
+        rows = [
+            (
+                f"`{name}`",
+                _count(capabilities[name].get("enabled", 0)),
+                _count(capabilities[name].get("used", 0)),
+            )
+            for name in ordered
+        ]
+        headers = ("capability", "threads enabling it", "threads using it")
+        parts.append(_table(headers, rows, right=(1, 2)))
+    else:
+        parts.append("No thread enables or uses a capability beyond the default format.")
+    return "\n\n".join(parts)
+
+
+def _lint(rows: list[LintRow] | None) -> str:
+    if rows is None:
+        return "## Lint\n\nThis job ran no lint stage."
+    if not rows:
+        return "## Lint\n\nThe lint stage found nothing."
+    cells = [
+        (f"`{row['code']}`", row["severity"], _count(row["findings"]), row["summary"])
+        for row in rows
+    ]
+    table = _table(("code", "severity", "findings", "rule"), cells, right=(2,))
+    return "## Lint\n\n" + table + "\n\nThe full report: `reports/lint.md`, `reports/lint.html`."
+
+
+def _how_to_load(target: str, splits: Mapping[str, Sequence[str]]) -> str:
+    split = next(iter(splits))
+    pattern = _split_glob(split, splits[split])
+    return f"""## How to load
+
+With 🤗 Datasets:
+
+```python
+from datasets import load_dataset
+
+dataset = load_dataset({_literal(target)})
+print(dataset[{_literal(split)}][0]["messages"])
+```
+
+With pyarrow or pandas, from a copy of this folder:
+
+```python
+import glob
+
+import pyarrow.parquet as pq
+
+table = pq.ParquetDataset(sorted(glob.glob({_literal(pattern)}))).read()
+frame = table.to_pandas()
+```"""
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int]) -> str:
+    align = ["---:" if i in right else "---" for i in range(len(headers))]
+    lines = [_row(headers), _row(align), *(_row(row) for row in rows)]
+    return "\n".join(lines)
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(_cell(cell) for cell in cells) + " |"
+
+
+def _cell(text: str) -> str:
+    return text.replace("\n", " ").replace("|", "\\|")
+
+
+def _literal(text: str) -> str:
+    """`text` as a double-quoted Python string literal."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _count(number: int) -> str:
+    return f"{number:,}"
+
+
+def _by_count(counts: Mapping[str, int]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))

@@ -1,0 +1,291 @@
+"""The local engine: runs a per-unit function over work units, in worker processes, into
+a work directory where each finished unit is a directory marked `DONE`; a run that is
+killed and started again redoes only the units that were not finished."""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import fcntl
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from pipeline.engine.units import WorkUnit
+from pipeline.output_files import atomic_text_output
+from pipeline.sources import is_hf_input
+
+PLAN_FILE = "plan.json"
+UNITS_DIR = "units"
+PARTIAL_DIR = "partial"
+DONE_FILE = "DONE"
+RUN_LOCK = "run.lock"
+WORKERS_LOCK = "workers.lock"
+PLAN_VERSION = "mms-local-engine-1"
+START_METHOD = "spawn"
+"""Workers start as fresh interpreters: no threads (pyarrow, tokenizers, a progress bar)
+or locks inherited half-way from the parent, the same on Linux and macOS."""
+_PR_SET_PDEATHSIG = 1
+WORKERS_GONE_SECONDS = 60.0
+"""How long a run waits for the workers of a killed earlier run to exit."""
+_HELD: list[TextIO] = []
+"""Lock files a worker holds for its lifetime."""
+
+Process = Callable[[WorkUnit, Path], None]
+"""Writes the outputs of one unit into the (empty) directory given. With workers > 1 it is
+pickled: a module-level function, or a functools.partial of one with picklable arguments."""
+
+
+class WorkdirError(RuntimeError):
+    """The work directory cannot be used: it holds another plan, or another run uses it."""
+
+
+class UnitFailed(RuntimeError):
+    """A unit's process function raised; the message names the unit and its input."""
+
+    def __init__(self, unit: WorkUnit, error: BaseException, others: int = 0) -> None:
+        more = f" (and {others} other unit(s) failed)" if others else ""
+        super().__init__(
+            f"work unit {unit.id} ({unit.describe()}) failed: {type(error).__name__}: {error}{more}"
+        )
+        self.unit = unit
+
+
+def reset_workdir(workdir: Path) -> None:
+    """Forget every unit and the plan (`--fresh`); other files in `workdir` are left alone."""
+    if not workdir.exists():
+        return
+    with _run_lock(workdir):
+        for name in (UNITS_DIR, PARTIAL_DIR):
+            shutil.rmtree(workdir / name, ignore_errors=True)
+        (workdir / PLAN_FILE).unlink(missing_ok=True)
+
+
+def run_units(
+    units: list[WorkUnit],
+    process: Process,
+    workdir: Path,
+    *,
+    config_digest: str = "",
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Path]:
+    """Run `process` for every unit not yet DONE in `workdir` and return the unit
+    directories in unit order. `config_digest` names what the caller does with the units:
+    a work directory planned with other units, inputs or digest is refused (WorkdirError).
+    `progress(done, total)` is called as units finish. A failing unit raises UnitFailed
+    once the units already running have finished; finished units stay DONE."""
+    ids = [unit.id for unit in units]
+    if len(set(ids)) != len(ids):
+        raise ValueError("work unit ids are not unique")
+    workdir.mkdir(parents=True, exist_ok=True)
+    with _run_lock(workdir):
+        _check_plan(workdir, units, config_digest)
+        units_dir = workdir / UNITS_DIR
+        units_dir.mkdir(exist_ok=True)
+        _wait_for_old_workers(workdir)
+        shutil.rmtree(workdir / PARTIAL_DIR, ignore_errors=True)
+        pending = []
+        for unit in units:
+            target = units_dir / unit.id
+            if not (target / DONE_FILE).is_file():
+                shutil.rmtree(target, ignore_errors=True)
+                pending.append(unit)
+        total, finished = len(units), len(units) - len(pending)
+        if progress is not None:
+            progress(finished, total)
+        for _ in _run_pending(pending, process, workdir, workers):
+            finished += 1
+            if progress is not None:
+                progress(finished, total)
+    return [units_dir / unit_id for unit_id in ids]
+
+
+def _run_pending(
+    pending: list[WorkUnit], process: Process, workdir: Path, workers: int
+) -> Iterator[WorkUnit]:
+    """Run the units, yielding each as it is DONE; raise UnitFailed after the pool drains."""
+    if workers <= 1 or len(pending) <= 1:
+        with _workers_lock(workdir):
+            for unit in pending:
+                try:
+                    run_unit(process, unit, workdir)
+                except Exception as err:
+                    raise UnitFailed(unit, err) from err
+                yield unit
+        return
+    failures: list[tuple[WorkUnit, BaseException]] = []
+    context = multiprocessing.get_context(START_METHOD)
+    with ProcessPoolExecutor(
+        min(workers, len(pending)),
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(os.getpid(), str(workdir)),
+    ) as pool:
+        futures: dict[Future[None], WorkUnit] = {
+            pool.submit(run_unit, process, unit, workdir): unit for unit in pending
+        }
+        for future in as_completed(futures):
+            if future.cancelled():
+                continue
+            error = future.exception()
+            if error is None:
+                yield futures[future]
+                continue
+            if not failures:
+                for other in futures:
+                    other.cancel()
+            failures.append((futures[future], error))
+    if failures:
+        unit, error = min(failures, key=lambda failure: failure[0].id)
+        raise UnitFailed(unit, error, len(failures) - 1) from error
+
+
+def run_unit(process: Process, unit: WorkUnit, workdir: Path) -> None:
+    """Run one unit into a fresh directory under `partial/`, mark it DONE (outputs and
+    marker fsync'd) and rename it into `units/`: a unit directory appears whole or not at
+    all. A failed unit leaves nothing behind."""
+    temp = workdir / PARTIAL_DIR / unit.id
+    shutil.rmtree(temp, ignore_errors=True)
+    temp.mkdir(parents=True)
+    try:
+        process(unit, temp)
+        _sync_tree(temp)
+        with open(temp / DONE_FILE, "w", encoding="utf-8") as marker:
+            marker.write(f"{unit.id}\n")
+            marker.flush()
+            os.fsync(marker.fileno())
+        _sync_path(temp)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    units_dir = workdir / UNITS_DIR
+    os.rename(temp, units_dir / unit.id)
+    _sync_path(units_dir)
+
+
+def _sync_tree(root: Path) -> None:
+    """fsync every file and directory under `root`, deepest first."""
+    for directory, _, files in os.walk(root, topdown=False):
+        for name in files:
+            _sync_path(Path(directory, name))
+        _sync_path(Path(directory))
+
+
+def _sync_path(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _start_worker(parent: int, workdir: str) -> None:
+    """In each worker: die with the parent (a killed run must not leave workers that go
+    on writing), and hold the shared workers lock until exiting."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    if os.getppid() != parent:
+        os._exit(1)
+    lock = open(Path(workdir) / WORKERS_LOCK, "a")  # noqa: SIM115 - held until the worker exits
+    fcntl.flock(lock.fileno(), fcntl.LOCK_SH)
+    _HELD.append(lock)
+
+
+@contextmanager
+def _run_lock(workdir: Path) -> Iterator[None]:
+    """One run at a time per work directory."""
+    with open(workdir / RUN_LOCK, "a") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise WorkdirError(f"{workdir} is in use by another run") from None
+        yield
+
+
+def _wait_for_old_workers(workdir: Path) -> None:
+    """Wait until no worker of an earlier run (one that was killed) holds the workers lock."""
+    deadline = time.monotonic() + WORKERS_GONE_SECONDS
+    with open(workdir / WORKERS_LOCK, "a") as lock:
+        while True:
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise WorkdirError(
+                        f"worker processes of an earlier run still use {workdir}; "
+                        "end them and start again"
+                    ) from None
+                time.sleep(0.05)
+
+
+@contextmanager
+def _workers_lock(workdir: Path) -> Iterator[None]:
+    """Held shared by whoever runs units (this process, or each pool worker)."""
+    with open(workdir / WORKERS_LOCK, "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_SH)
+        yield
+
+
+def plan_document(units: list[WorkUnit], config_digest: str) -> dict[str, Any]:
+    """What a work directory was planned for: the units, the config digest, and the size
+    and modification time of every input file."""
+    files: dict[str, dict[str, int]] = {}
+    for unit in units:
+        if unit.path not in files and not is_hf_input(unit.path):
+            stat = os.stat(unit.path)
+            files[unit.path] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    return {
+        "version": PLAN_VERSION,
+        "config_digest": config_digest,
+        "files": files,
+        "units": [dataclasses.asdict(unit) for unit in units],
+    }
+
+
+def _check_plan(workdir: Path, units: list[WorkUnit], config_digest: str) -> None:
+    """Write plan.json, or refuse a work directory planned differently."""
+    plan = plan_document(units, config_digest)
+    path = workdir / PLAN_FILE
+    if not path.is_file():
+        with atomic_text_output(path) as out:
+            out.write(json.dumps(plan, indent=2, sort_keys=True) + "\n")
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        old = {"unreadable": str(err)}
+    if old != plan:
+        raise WorkdirError(
+            f"{workdir} holds the work of another run ({_difference(old, plan)}); "
+            "start over with --fresh, or use another work directory"
+        )
+
+
+def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The first way two plans differ, for the error message."""
+    if "unreadable" in old:
+        return f"its {PLAN_FILE} cannot be read: {old['unreadable']}"
+    if old.get("version") != new["version"]:
+        return f"it was planned by {old.get('version')}, not {new['version']}"
+    if old.get("config_digest") != new["config_digest"]:
+        return f"the config changed: {old.get('config_digest')} -> {new['config_digest']}"
+    old_files = old.get("files", {})
+    for path, stat in new["files"].items():
+        if old_files.get(path) != stat:
+            return f"input {path} is new or changed since"
+    for path in old_files:
+        if path not in new["files"]:
+            return f"input {path} is no longer read"
+    return f"the work units differ ({len(old.get('units', []))} then, {len(new['units'])} now)"

@@ -1,0 +1,190 @@
+"""Work units: the input files of a run, with big uncompressed JSON Lines files split into
+byte ranges at line boundaries, and the reader that streams one unit's records."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from pipeline.quarantine import Rejection
+from pipeline.sources import (
+    DEFAULT_SPLIT,
+    ReadLimits,
+    Record,
+    expand_inputs,
+    file_kind,
+    is_hf_input,
+    iter_file,
+)
+from pipeline.sources.compression import split_compression
+from pipeline.sources.jsonl import iter_jsonl
+
+MIB = 1024 * 1024
+DEFAULT_SPLIT_BYTES = 64 * MIB
+"""A JSON Lines file larger than this is split into parts of about this size."""
+_BLOCK = MIB
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class WorkUnit:
+    """One piece of work: a whole input (`start` and `end` None) or the bytes
+    [`start`, `end`) of a JSON Lines file, whose first line is line `first_line`."""
+
+    id: str
+    path: str
+    start: int | None
+    end: int | None
+    format: str
+    input_index: int
+    first_line: int = 1
+
+    def describe(self) -> str:
+        """The unit for messages: its path, and its byte range when it has one."""
+        if self.start is None:
+            return self.path
+        return f"{self.path} bytes {self.start}-{self.end} (from line {self.first_line})"
+
+
+def splittable(path: str) -> bool:
+    """Whether a file may be split into byte ranges: uncompressed JSON Lines."""
+    return (
+        not is_hf_input(path) and file_kind(path) == "jsonl" and split_compression(path)[1] is None
+    )
+
+
+def line_ranges(path: str, split_bytes: int) -> list[tuple[int, int, int]]:
+    """(start, end, first line) of the parts of a file: each part ends after the first
+    newline at or past `split_bytes` from its start, or at the end of the file. One
+    sequential pass counts the newlines before each part."""
+    if split_bytes < 1:
+        raise ValueError(f"split_bytes must be positive, not {split_bytes}")
+    size = os.path.getsize(path)
+    ranges: list[tuple[int, int, int]] = []
+    start, first_line, newlines, offset = 0, 1, 0, 0
+    target = split_bytes
+    with open(path, "rb", buffering=0) as stream:
+        while target < size:
+            block = stream.read(_BLOCK)
+            if not block:
+                break
+            searched = 0
+            while target < size:
+                at = block.find(b"\n", max(target - 1 - offset, searched))
+                if at < 0:
+                    break
+                newlines += block.count(b"\n", searched, at + 1)
+                searched = at + 1
+                boundary = offset + at + 1
+                if boundary >= size:
+                    break
+                ranges.append((start, boundary, first_line))
+                start, first_line = boundary, newlines + 1
+                target = boundary + split_bytes
+            newlines += block.count(b"\n", searched)
+            offset += len(block)
+    ranges.append((start, size, first_line))
+    return ranges
+
+
+def plan_units(
+    inputs: list[tuple[str, str]],
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    *,
+    can_split: Callable[[str, str], bool] | None = None,
+) -> list[WorkUnit]:
+    """Work units of (path-or-glob-or-`hf:`, format) inputs, in input order and each input's
+    sorted file order. An uncompressed JSON Lines file over `split_bytes` becomes byte
+    ranges, unless `can_split(path, format)` says no (a format whose conversations span
+    records must see the whole file). Unit ids (`III-FFFFF-PPPP`) depend on nothing else."""
+    units: list[WorkUnit] = []
+    for input_index, (item, fmt) in enumerate(inputs):
+        for file_index, path in enumerate(expand_inputs([item]).files):
+            parts: list[tuple[int | None, int | None, int]] = [(None, None, 1)]
+            big = splittable(path) and os.path.getsize(path) > split_bytes
+            if big and (can_split is None or can_split(path, fmt)):
+                ranges = line_ranges(path, split_bytes)
+                if len(ranges) > 1:
+                    parts = list(ranges)
+            for part, (start, end, first_line) in enumerate(parts):
+                unit_id = f"{input_index:03d}-{file_index:05d}-{part:04d}"
+                units.append(WorkUnit(unit_id, path, start, end, fmt, input_index, first_line))
+    return units
+
+
+class _RangeStream(io.RawIOBase):
+    """The bytes [start, end) of a file, after `prefix`, as a raw stream."""
+
+    def __init__(self, raw: BinaryIO, start: int, end: int, prefix: bytes) -> None:
+        super().__init__()
+        raw.seek(start)
+        self._raw = raw
+        self._left = end - start
+        self._prefix = prefix
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        view = memoryview(buffer).cast("B")
+        if self._prefix:
+            count = min(len(view), len(self._prefix))
+            view[:count] = self._prefix[:count]
+            self._prefix = self._prefix[count:]
+            return count
+        want = min(len(view), self._left)
+        if want <= 0:
+            return 0
+        got = self._raw.readinto(view[:want]) or 0
+        self._left -= got
+        return got
+
+
+def _relocate(item: Record | Rejection, source: str, shift: int) -> Record | Rejection:
+    """The item with its `path:line` locator moved down by `shift` lines."""
+    line = int(item.locator[len(source) + 1 :])
+    return dataclasses.replace(item, locator=f"{source}:{line + shift}")
+
+
+def _iter_range(
+    unit: WorkUnit, start: int, end: int, limits: ReadLimits
+) -> Iterator[Record | Rejection]:
+    # a later part starts with one blank line, so that a byte-order mark is stripped only
+    # at the very start of the file, as whole-file reading does; locators shift back
+    prefix = b"\n" if start > 0 else b""
+    shift = unit.first_line - 1 - len(prefix)
+    last = unit.path
+    try:
+        with open(unit.path, "rb", buffering=0) as raw:
+            part = io.BufferedReader(_RangeStream(raw, start, end, prefix), MIB)
+            for item in iter_jsonl(unit.path, part, limits.max_record_bytes):
+                item = _relocate(item, unit.path, shift) if shift else item
+                last = item.locator
+                yield item
+    except OSError as err:
+        where = "" if last == unit.path else f" after {last}"
+        yield Rejection(
+            unit.path,
+            unit.path,
+            "unreadable_file",
+            f"cannot read {unit.describe()}{where}: {type(err).__name__}: {err}; "
+            "the rest of this part is lost",
+        )
+
+
+def iter_unit_records(
+    unit: WorkUnit,
+    limits: ReadLimits | None = None,
+    *,
+    split: str = DEFAULT_SPLIT,
+    hf_config: str | None = None,
+) -> Iterator[Record | Rejection]:
+    """Records (and read rejections) of one unit, with the locators reading the whole file
+    gives; `split` and `hf_config` choose what an `hf:` input streams."""
+    limits = limits or ReadLimits()
+    if unit.start is None or unit.end is None:
+        return iter_file(unit.path, limits, split=split, config=hf_config)
+    return _iter_range(unit, unit.start, unit.end, limits)

@@ -1,0 +1,133 @@
+"""`manifest.json` of a pipeline run (DESIGN §7): the inputs with their sha256, the resolved
+config and its digest, the versions that produced the output, the counts, every shard's
+sha256 and rows, and the tokenizer. It holds no timestamp, so a rerun in the same
+environment writes the same bytes; the exact versions are recorded on purpose, which makes
+the bytes differ between environments whose versions differ."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+import pipeline
+from pipeline.output_files import atomic_output
+from pipeline.shards import Shard
+
+MANIFEST_FORMAT = "mms-pipeline-manifest/1"
+"""Names this layout, for readers that check what they were given."""
+DATA_DIR = "data"
+"""Where the shards live, relative to the output directory."""
+_BLOCK = 1 << 20
+_VERSIONED = ("tokenizers", "pyarrow")
+
+
+@dataclass(frozen=True, slots=True)
+class InputRecord:
+    """One input file as the run read it: path (as the config names it), sha256, size, format."""
+
+    path: str
+    sha256: str
+    bytes: int
+    format: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "format": self.format,
+            "bytes": self.bytes,
+            "sha256": self.sha256,
+        }
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The sha256 hex digest of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def input_record(path: str | os.PathLike[str], format: str) -> InputRecord:
+    """The InputRecord of a file read as `format`."""
+    return InputRecord(str(path), file_sha256(path), Path(path).stat().st_size, format)
+
+
+def versions() -> dict[str, str]:
+    """The exact versions of mms-pipeline, its byte-shaping dependencies and Python."""
+    found = {"mms-pipeline": pipeline.__version__}
+    for name in _VERSIONED:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    found["python"] = platform.python_version()
+    return found
+
+
+def build_manifest(
+    *,
+    inputs: Sequence[InputRecord],
+    config: Mapping[str, Any],
+    config_digest: str,
+    counts: Mapping[str, Any],
+    shards: Mapping[str, Sequence[Shard]],
+    tokenizer: Mapping[str, Any] | None,
+    reports: Sequence[str],
+) -> dict[str, Any]:
+    """The manifest as a dict, keys in reading order.
+
+    `shards` maps each split to its shards (pipeline.shards); splits are listed in the
+    order given. In `counts`, the top-level keys keep their order (the counting invariant
+    reads top to bottom) and nested mappings (counts per reason) are sorted by key, so they
+    do not depend on the order work finished in. `reports` are paths relative to the output."""
+    return {
+        "format": MANIFEST_FORMAT,
+        "versions": versions(),
+        "inputs": [record.to_dict() for record in inputs],
+        "config": dict(config),
+        "config_sha256": config_digest,
+        "counts": {key: _sorted_mappings(value) for key, value in counts.items()},
+        "splits": {
+            split: {
+                "rows": sum(shard.rows for shard in split_shards),
+                "shards": [_shard_entry(shard) for shard in split_shards],
+            }
+            for split, split_shards in shards.items()
+        },
+        "tokenizer": dict(tokenizer) if tokenizer is not None else None,
+        "reports": list(reports),
+    }
+
+
+def write_manifest(path: str | os.PathLike[str], manifest: Mapping[str, Any]) -> None:
+    """Write `manifest` as JSON (indent 2, trailing newline) atomically to `path`."""
+    text = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    with atomic_output(path) as out:
+        out.write(text)
+
+
+def _shard_entry(shard: Shard) -> dict[str, Any]:
+    return {
+        "path": f"{DATA_DIR}/{shard.name}",
+        "rows": shard.rows,
+        "bytes": shard.bytes,
+        "sha256": shard.sha256,
+    }
+
+
+def _sorted_mappings(value: Any) -> Any:
+    """`value` with every mapping in it sorted by key."""
+    if isinstance(value, Mapping):
+        return {key: _sorted_mappings(value[key]) for key in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [_sorted_mappings(item) for item in value]
+    return value

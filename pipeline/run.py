@@ -1,0 +1,509 @@
+"""`run_pipeline`: the staged job of a pipeline config (DESIGN §7, §8).
+
+Map, in parallel over work units and resumable (pipeline/engine/local.py): each unit's
+records are read, normalized to threads and sampled; the threads go to the unit's
+Parquet file, the records that did not become threads to its quarantine file.
+Reduce, one pass over the units in unit order (so the output never depends on the
+number of workers): lint (thread and dataset rules), the lint gate's drops, filters,
+dataset-wide exact dedup, tokenization, mixing weights, the split by a stable hash of the
+thread id, and the shards; then the reports, the quarantine, the manifest and the card.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.capabilities import DEFAULT_CAPABILITY
+from pipeline.card import CardStats, dataset_card, lint_summary
+from pipeline.engine.local import run_units
+from pipeline.engine.units import WorkUnit, iter_unit_records, plan_units
+from pipeline.formats import AUTO, get_format
+from pipeline.ingest import ReadStats, read_items
+from pipeline.lint import Linter, LintReport
+from pipeline.lint.reports import write_report
+from pipeline.lint.store import DiagnosticStore
+from pipeline.lint.thread_view import ThreadView
+from pipeline.manifest import build_manifest, file_sha256, input_record, write_manifest
+from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, threads_from_arrow, threads_to_arrow
+from pipeline.output_files import atomic_output, atomic_text_output
+from pipeline.quarantine import Rejection, rejection_line
+from pipeline.run_config import RunConfig
+from pipeline.shards import Shard, ShardWriter
+from pipeline.sources import DEFAULT_SPLIT
+from pipeline.tokenize import Renderer, load_tokenizer, tokenize_threads
+from pipeline.tokenize.job import write_tokenizer
+from pipeline.tokenize.stage import TOKENIZED_SCHEMA
+
+WORK_DIR = ".work"
+"""The engine's work directory inside the output directory."""
+UNIT_THREADS = "threads.parquet"
+UNIT_REJECTED = "rejected.jsonl"
+UNIT_STATS = "stats.json"
+BATCH = 1024
+"""Threads per reduce batch (one tokenizer call each)."""
+_HASH_SPACE = float(2**64)
+
+
+def stable_fraction(key: str, seed: int = 0) -> float:
+    """A number in [0, 1) from a hash of `key` and `seed`: the same thread always lands in
+    the same sample and split, whatever the order or the number of workers."""
+    digest = hashlib.blake2b(f"{seed}\n{key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / _HASH_SPACE
+
+
+# --------------------------------------------------------------------------- map
+
+
+@dataclass(frozen=True)
+class UnitJob:
+    """The map side for one work unit (picklable: the engine runs it in worker
+    processes): read, normalize and sample the unit, write its threads and rejections."""
+
+    config: RunConfig
+
+    def __call__(self, unit: WorkUnit, out: Path) -> None:
+        spec = self.config.inputs[unit.input_index]
+        options = self.config.stages.normalize.to_convert_options()
+        stats = ReadStats()
+        sampled_out = 0
+        with (out / UNIT_REJECTED).open("wb") as rejected:
+            items = iter_unit_records(
+                unit, split=spec.split or DEFAULT_SPLIT, hf_config=spec.hf_config
+            )
+            threads = read_items(
+                unit.path,
+                items,
+                format=unit.format,
+                on_reject=lambda rejection: rejected.write(rejection_line(rejection)),
+                stats=stats,
+                options=options,
+            )
+            with pq.ParquetWriter(out / UNIT_THREADS, THREAD_ARROW_SCHEMA) as writer:
+                batch: list[Thread] = []
+                for thread in threads:
+                    if spec.sample < 1.0 and stable_fraction(thread.id) >= spec.sample:
+                        sampled_out += 1
+                        continue
+                    batch.append(thread)
+                    if len(batch) == BATCH:
+                        writer.write_table(threads_to_arrow(batch))
+                        batch = []
+                writer.write_table(threads_to_arrow(batch))
+        counts = {
+            "records_read": stats.records_read,
+            "records_converted": stats.records_converted,
+            "threads": stats.threads,
+            "quarantined": dict(sorted(stats.quarantined.items())),
+            "formats": stats.formats,
+            "sampled_out": sampled_out,
+        }
+        (out / UNIT_STATS).write_bytes(orjson.dumps(counts, option=orjson.OPT_SORT_KEYS))
+
+
+# --------------------------------------------------------------------------- reduce
+
+
+@dataclass
+class RunCounts:
+    """The run's account: every record read is a written thread, a quarantined record or
+    a thread dropped by a named stage (with fan-out: records -> threads)."""
+
+    records_read: int = 0
+    records_converted: int = 0
+    quarantined: Counter[str] = field(default_factory=Counter)
+    threads: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    written: Counter[str] = field(default_factory=Counter)
+    """threads written per split (weighted copies included)."""
+    copies: int = 0
+    """extra rows written by mixing weights above 1."""
+    tokens: int = 0
+    trained_tokens: int = 0
+
+    @property
+    def balanced(self) -> bool:
+        kept = sum(self.written.values()) - self.copies
+        return self.records_read == self.records_converted + sum(
+            self.quarantined.values()
+        ) and self.threads == kept + sum(self.dropped.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records_read": self.records_read,
+            "records_converted": self.records_converted,
+            "records_quarantined": dict(sorted(self.quarantined.items())),
+            "threads": self.threads,
+            "threads_dropped": dict(sorted(self.dropped.items())),
+            "threads_written": dict(sorted(self.written.items())),
+            "weighted_copies": self.copies,
+            "tokens": self.tokens,
+            "trained_tokens": self.trained_tokens,
+            "balanced": self.balanced,
+        }
+
+
+@dataclass
+class RunResult:
+    """What a run wrote, and its lint report (for the gate and the summary)."""
+
+    output: Path
+    counts: RunCounts
+    shards: dict[str, list[Shard]]
+    report: LintReport
+    gate_failed: bool
+
+
+def plan(config: RunConfig) -> list[WorkUnit]:
+    """The run's work units. A big JSON Lines file is split into parts only when its
+    format is named and converts record by record: a detected format could differ between
+    parts, and a grouped one (OASST messages) has conversations across records."""
+
+    def can_split(path: str, format: str) -> bool:
+        return format != AUTO and get_format(format).group is None
+
+    return plan_units([(spec.path, spec.format) for spec in config.inputs], can_split=can_split)
+
+
+def run_pipeline(
+    config: RunConfig,
+    *,
+    output: Path | None = None,
+    workers: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> RunResult:
+    """Run every stage of `config`; output under `output` (default: the config's)."""
+    out = Path(output or config.output)
+    units = plan(config)
+    unit_dirs = run_units(
+        units,
+        UnitJob(config),
+        out / WORK_DIR,
+        config_digest=config.digest(),
+        workers=workers or config.engine.workers,
+        progress=(lambda done, total: progress("read", done, total)) if progress else None,
+    )
+    return _reduce(config, out, units, unit_dirs)
+
+
+def _reduce(
+    config: RunConfig, out: Path, units: list[WorkUnit], unit_dirs: list[Path]
+) -> RunResult:
+    stages = config.stages
+    lint_config = stages.lint.to_lint_config(str(config.source) if config.source else None)
+    linter = Linter(lint_config)
+    read_stats = ReadStats()
+    report = LintReport(
+        lint_config,
+        linter.rules,
+        [spec.path for spec in config.inputs],
+        read_stats,
+        DiagnosticStore(),
+    )
+    counts = RunCounts()
+    renderer = _renderer(config)
+    splits = stages.shard.splits if stages.shard else (("train", 1.0),)
+    schema = TOKENIZED_SCHEMA if renderer else THREAD_ARROW_SCHEMA
+    seen: set[int] = set()
+    writers = (
+        {
+            name: ShardWriter(
+                out / "data", schema, split=name, shard_rows=stages.shard.rows_per_shard
+            )
+            for name, _ in splits
+        }
+        if stages.shard
+        else {}
+    )
+    with atomic_output(out / "quarantine" / "rejected.jsonl") as quarantine:
+        for writer in writers.values():
+            writer.__enter__()
+        try:
+            for unit, unit_dir in zip(units, unit_dirs, strict=True):
+                _account(unit_dir, unit, read_stats, counts)
+                for line in (unit_dir / UNIT_REJECTED).open("rb"):
+                    quarantine.write(line)
+                    rejection = _rejection(line)
+                    report.add(linter.check_rejection(rejection), raw=rejection.raw)
+                weight = config.inputs[unit.input_index].weight
+                for kept in _kept_batches(unit_dir, config, linter, report, counts, seen):
+                    _write(kept, renderer, config, weight, writers, counts)
+            report.add(list(linter.finish()))
+        finally:
+            for writer in writers.values():
+                writer.__exit__(None, None, None)
+    shards = {name: writer.shards for name, writer in writers.items()}
+    reports = _write_reports(out, report)
+    tokenizer = None
+    if renderer is not None:
+        assert stages.tokenize is not None
+        base = load_tokenizer(stages.tokenize.tokenizer)
+        file = write_tokenizer(out / "tokenizer", renderer, base)
+        tokenizer = {
+            "path": "tokenizer/tokenizer.json",
+            "sha256": file_sha256(file),
+            "renderer": renderer.name,
+            "special_tokens": renderer.special_ids.as_dict(),
+            "base": {"path": str(base.path), "sha256": base.sha256},
+        }
+    manifest = build_manifest(
+        inputs=[input_record(unit.path, unit.format) for unit in _whole_files(units)],
+        config=config.resolved(),
+        config_digest=config.digest(),
+        counts=counts.to_dict(),
+        shards=shards,
+        tokenizer=tokenizer,
+        reports=reports,
+    )
+    write_manifest(out / "manifest.json", manifest)
+    if shards:
+        _write_card(out, config, report, counts, shards, schema, renderer)
+    return RunResult(out, counts, shards, report, report.failed(stages.lint.fail_on))
+
+
+def _whole_files(units: list[WorkUnit]) -> list[WorkUnit]:
+    """One unit per input file (a split file's first part stands for the file)."""
+    seen: set[str] = set()
+    return [u for u in units if not (u.path in seen or seen.add(u.path))]  # type: ignore[func-returns-value]
+
+
+def _write_card(
+    out: Path,
+    config: RunConfig,
+    report: LintReport,
+    counts: RunCounts,
+    shards: dict[str, list[Shard]],
+    schema: pa.Schema,
+    renderer: Renderer | None,
+) -> None:
+    licenses = sorted({spec.license for spec in config.inputs if spec.license})
+    tags = sorted({tag for spec in config.inputs for tag in spec.tags} | {"mms"})
+    profile = report.profile
+    stats: CardStats = {
+        "threads": sum(counts.written.values()),
+        "rows": {name: sum(s.rows for s in split) for name, split in shards.items()},
+        "renderer": renderer.name if renderer else None,
+        "tokens": counts.tokens if renderer else None,
+        "trained_tokens": counts.trained_tokens if renderer else None,
+        "formats": dict(profile.formats),
+        "capabilities": {
+            name: {
+                "enabled": profile.capability_enabled[name],
+                "used": profile.capability_used[name],
+            }
+            for name in sorted(set(profile.capability_enabled) | set(profile.capability_used))
+        },
+        "lint": lint_summary(report),
+    }
+    card = dataset_card(
+        name=config.name,
+        description=f"MMS threads built by `mms run` from {len(config.inputs)} input(s).",
+        license=licenses[0] if len(licenses) == 1 else "other",
+        tags=tags,
+        splits={name: [f"data/{s.name}" for s in split] for name, split in shards.items()},
+        features=schema,
+        stats=stats,
+        how_to_load=out.name,
+    )
+    with atomic_text_output(out / "README.md") as handle:
+        handle.write(card)
+
+
+def _renderer(config: RunConfig) -> Renderer | None:
+    tokenize = config.stages.tokenize
+    if tokenize is None:
+        return None
+    return Renderer(load_tokenizer(tokenize.tokenizer), bos=tokenize.bos)
+
+
+def _account(unit_dir: Path, unit: WorkUnit, read_stats: ReadStats, counts: RunCounts) -> None:
+    unit_counts = orjson.loads((unit_dir / UNIT_STATS).read_bytes())
+    read_stats.records_read += unit_counts["records_read"]
+    read_stats.records_converted += unit_counts["records_converted"]
+    read_stats.threads += unit_counts["threads"]
+    read_stats.quarantined.update(unit_counts["quarantined"])
+    read_stats.formats.update(unit_counts["formats"])
+    if unit.path not in read_stats.files:
+        read_stats.files.append(unit.path)
+    counts.records_read += unit_counts["records_read"]
+    counts.records_converted += unit_counts["records_converted"]
+    counts.quarantined.update(unit_counts["quarantined"])
+    counts.threads += unit_counts["threads"]
+    if unit_counts["sampled_out"]:
+        counts.dropped["sampled_out"] += unit_counts["sampled_out"]
+
+
+def _rejection(line: bytes) -> Rejection:
+    data = orjson.loads(line)
+    return Rejection(
+        data["source"],
+        data["locator"],
+        data["code"],
+        data["message"],
+        raw=data.get("raw"),
+        stage=data.get("stage", "read"),
+        details=tuple(data.get("details") or ()),
+    )
+
+
+def _kept_batches(
+    unit_dir: Path,
+    config: RunConfig,
+    linter: Linter,
+    report: LintReport,
+    counts: RunCounts,
+    seen: set[int],
+) -> Iterator[list[Thread]]:
+    """The unit's threads that pass the lint gate's drops, the filters and dedup."""
+    stages = config.stages
+    drop_on = set(stages.lint.drop_on)
+    filters = stages.filters
+    parquet = pq.ParquetFile(unit_dir / UNIT_THREADS)
+    for record_batch in parquet.iter_batches(batch_size=BATCH):
+        kept: list[Thread] = []
+        for thread in threads_from_arrow(pa.Table.from_batches([record_batch])):
+            view = ThreadView(thread)
+            found = linter.check_thread(view)
+            report.add(found, thread)
+            report.profile.observe(view)
+            reason = _drop_reason(thread, found, drop_on, filters, stages.dedup.enabled, seen)
+            if reason is not None:
+                counts.dropped[reason] += 1
+                continue
+            kept.append(thread)
+        if kept:
+            yield kept
+
+
+def _drop_reason(
+    thread: Thread, found: list[Any], drop_on: set[str], filters: Any, dedup: bool, seen: set[int]
+) -> str | None:
+    codes = sorted({d.code for d in found if d.code in drop_on})
+    if codes:
+        return f"lint:{codes[0]}"
+    count = len(thread.messages)
+    if count < filters.min_messages:
+        return "too_few_messages"
+    if filters.max_messages is not None and count > filters.max_messages:
+        return "too_many_messages"
+    if dedup:
+        key = _content_key(thread)
+        if key in seen:
+            return "duplicate"
+        seen.add(key)
+    return None
+
+
+def _content_key(thread: Thread) -> int:
+    body = [m.to_dict() for m in thread.messages]
+    settings = thread.settings.to_dict() if thread.settings else None
+    digest = hashlib.blake2b(orjson.dumps([body, settings]), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _write(
+    threads: list[Thread],
+    renderer: Renderer | None,
+    config: RunConfig,
+    weight: int,
+    writers: dict[str, ShardWriter],
+    counts: RunCounts,
+) -> None:
+    """Tokenize (when asked), filter on tokens, weight and split a batch, then write it."""
+    if renderer is not None:
+        tokenize = config.stages.tokenize
+        assert tokenize is not None
+        drops: Counter[str] = Counter()
+        tables = list(
+            tokenize_threads(
+                threads,
+                renderer,
+                max_tokens=tokenize.max_tokens,
+                overlong=tokenize.overlong,
+                batch_size=len(threads),
+                on_drop=lambda drop: drops.update([drop.code]),
+            )
+        )
+        counts.dropped.update(drops)
+        table = pa.concat_tables(tables) if tables else TOKENIZED_SCHEMA.empty_table()
+        table = _token_filters(table, config, counts)
+    else:
+        table = threads_to_arrow(threads)
+    if not writers or not table.num_rows:
+        counts.written["train"] += 0
+        return
+    shard = config.stages.shard
+    assert shard is not None
+    ids = table["id"].to_pylist()
+    fractions = [stable_fraction(thread_id, shard.seed) for thread_id in ids]
+    for name, rows in _split_rows(fractions, shard.splits).items():
+        if not rows:
+            continue
+        part = table.take(pa.array(rows, type=pa.int64()))
+        for copy in range(weight):
+            writers[name].write(part if copy == 0 else _copy_ids(part, copy))
+        counts.written[name] += part.num_rows * weight
+        counts.copies += part.num_rows * (weight - 1)
+        if "num_tokens" in part.column_names:
+            counts.tokens += pa.compute.sum(part["num_tokens"]).as_py() * weight
+            counts.trained_tokens += pa.compute.sum(part["num_trained"]).as_py() * weight
+
+
+def _token_filters(table: pa.Table, config: RunConfig, counts: RunCounts) -> pa.Table:
+    filters = config.stages.filters
+    trained = table["num_trained"].to_numpy()
+    keep = trained >= filters.min_trained_tokens
+    counts.dropped["too_few_trained_tokens"] += int((~keep).sum())
+    if filters.max_tokens is not None:
+        long = table["num_tokens"].to_numpy() > filters.max_tokens
+        counts.dropped["too_many_tokens"] += int((long & keep).sum())
+        keep &= ~long
+    for reason in ("too_few_trained_tokens", "too_many_tokens"):
+        if not counts.dropped[reason]:
+            del counts.dropped[reason]
+    return table.filter(pa.array(keep))
+
+
+def _split_rows(
+    fractions: list[float], splits: tuple[tuple[str, float], ...]
+) -> dict[str, list[int]]:
+    """Row indices per split: split k takes the rows whose fraction falls in its band."""
+    bounds = []
+    total = 0.0
+    for name, share in splits:
+        total += share
+        bounds.append((name, total))
+    rows: dict[str, list[int]] = {name: [] for name, _ in splits}
+    for row, fraction in enumerate(fractions):
+        name = next((n for n, bound in bounds if fraction < bound), bounds[-1][0])
+        rows[name].append(row)
+    return rows
+
+
+def _copy_ids(table: pa.Table, copy: int) -> pa.Table:
+    """A weighted copy of the rows, each id marked with its copy number."""
+    ids = pa.array([f"{thread_id}#{copy}" for thread_id in table["id"].to_pylist()])
+    return table.set_column(table.schema.get_field_index("id"), "id", ids)
+
+
+def _write_reports(out: Path, report: LintReport) -> list[str]:
+    written = []
+    for name, fmt in (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html")):
+        with atomic_text_output(out / "reports" / name) as handle:
+            write_report(report, fmt, handle)
+        written.append(f"reports/{name}")
+    return written
+
+
+def capability_counts(report: LintReport) -> dict[str, int]:
+    """Threads using each non-default format, for the card."""
+    used = report.profile.capability_used
+    return {name: used[name] for name in sorted(used) if name != DEFAULT_CAPABILITY}

@@ -1,0 +1,460 @@
+"""The `mms run` pipeline config: a YAML file checked against
+schemas/pipeline-config.schema.json and then for what a schema cannot say (split fractions
+summing to 1, known formats and lint rules, an existing tokenizer), read into frozen
+dataclasses with every default filled.
+
+Relative paths in the config (input paths and globs, `hf:./dir` datasets, the tokenizer,
+`output`) are resolved against the directory of the CONFIG FILE, never the working
+directory, so a config means the same files wherever `mms run` is started. Input paths are
+not checked here (the run reports what it cannot read); the tokenizer is.
+
+Every problem is a RunConfigError naming the file, the key path, what is wrong and the
+line of the YAML it comes from. The YAML is read only by the data-only safe loader of
+pipeline.sources.yaml_text: no tag ever constructs an object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+
+from pipeline.formats import AUTO, FORMATS, ConvertOptions
+from pipeline.lint import LintConfig, UnknownRuleError, select_rules
+from pipeline.schemas import json_path, validator
+from pipeline.sources.jsonable import TooLargeError
+from pipeline.sources.paths import HF_PREFIX
+from pipeline.sources.yaml_text import DataOnlyLoader, load_yaml
+
+SCHEMA = "pipeline-config"
+MAX_VALUES = 100_000
+"""Most YAML values a config may expand to (aliases included)."""
+DEFAULT_HF_SPLIT = "train"
+_LOCAL_PREFIXES = (".", "/", "~")
+
+PathPart = str | int
+
+
+class RunConfigError(ValueError):
+    """A pipeline config that cannot be used: the file, the key path, the line, and why."""
+
+    def __init__(self, file: str | os.PathLike[str], reason: str, path: str = "", line: int = 0):
+        self.file = str(file)
+        self.reason = reason
+        self.path = path
+        self.line = line
+        where = f" (line {line})" if line else ""
+        super().__init__(f"{self.file}: {path + ': ' if path else ''}{reason}{where}")
+
+
+@dataclass(frozen=True, slots=True)
+class InputSpec:
+    """One input: a path, glob or `hf:` dataset (absolute), its format, mixing and card data.
+    `split` and `hf_config` are set for `hf:` inputs only."""
+
+    path: str
+    format: str = AUTO
+    split: str | None = None
+    hf_config: str | None = None
+    sample: float = 1.0
+    weight: int = 1
+    license: str | None = None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def is_hf(self) -> bool:
+        """Whether the input is a Hugging Face dataset (`hf:ORG/NAME` or `hf:/abs/dir`)."""
+        return self.path.startswith(HF_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizeStage:
+    """Converter options (pipeline.formats.ConvertOptions), as the config names them."""
+
+    parallel_calls: Literal["sequence", "jsonl"] = "sequence"
+    reasoning: Literal["keep", "drop"] = "keep"
+    multimodal: Literal["drop", "placeholder"] = "drop"
+    oasst_paths: Literal["all", "top"] = "all"
+    expand_selects: int = 0
+
+    def to_convert_options(self) -> ConvertOptions:
+        """The ConvertOptions that `pipeline.read` takes."""
+        return ConvertOptions(**dataclasses.asdict(self))
+
+
+@dataclass(frozen=True, slots=True)
+class LintStage:
+    """Which rules run, which findings fail the run (`fail_on`), which threads are dropped."""
+
+    select: tuple[str, ...] = ("ALL",)
+    ignore: tuple[str, ...] = ()
+    fail_on: Literal["error", "warning", "never"] = "error"
+    drop_on: tuple[str, ...] = ()
+    min_phrasings: int = 3
+    dataset_min_threads: int = 10
+    special_tokens: tuple[str, ...] = ()
+    max_examples: int = 20
+
+    def to_lint_config(self, source: str | None = None) -> LintConfig:
+        """The LintConfig of the linter (drop_on is the run's business, not the linter's)."""
+        return LintConfig(
+            select=self.select,
+            ignore=self.ignore,
+            fail_on=self.fail_on,
+            min_phrasings=self.min_phrasings,
+            dataset_min_threads=self.dataset_min_threads,
+            special_tokens=self.special_tokens,
+            max_examples=self.max_examples,
+            source=source,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FilterStage:
+    """Size filters; the token ones apply after tokenize (None: no limit)."""
+
+    min_messages: int = 1
+    max_messages: int | None = None
+    min_trained_tokens: int = 1
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DedupStage:
+    """Exact deduplication on normalized content, dataset-wide."""
+
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TokenizeStage:
+    """The base tokenizer (an absolute path, or a Hub name in the local cache) and limits."""
+
+    tokenizer: str
+    max_tokens: int = 4096
+    overlong: Literal["drop", "truncate", "error"] = "truncate"
+    bos: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ShardStage:
+    """Shard size, splits (name, fraction) in config order, split hash seed, codec."""
+
+    rows_per_shard: int = 50_000
+    splits: tuple[tuple[str, float], ...] = (("train", 1.0),)
+    seed: int = 0
+    compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
+
+
+@dataclass(frozen=True, slots=True)
+class Stages:
+    """The stages in run order; `tokenize` None: no tokenization; `shard` None: no shards."""
+
+    normalize: NormalizeStage = field(default_factory=NormalizeStage)
+    lint: LintStage = field(default_factory=LintStage)
+    filters: FilterStage = field(default_factory=FilterStage)
+    dedup: DedupStage = field(default_factory=DedupStage)
+    tokenize: TokenizeStage | None = None
+    shard: ShardStage | None = field(default_factory=ShardStage)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """The executor and its parallelism (the output does not depend on `workers`)."""
+
+    kind: Literal["local"] = "local"
+    workers: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """A loaded pipeline config; `source` is the config file it came from."""
+
+    name: str
+    inputs: tuple[InputSpec, ...]
+    output: Path
+    stages: Stages = field(default_factory=Stages)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    source: Path | None = None
+
+    def resolved(self) -> dict[str, Any]:
+        """The config as plain JSON data, every default filled and every path absolute."""
+        stages = self.stages
+        return {
+            "name": self.name,
+            "inputs": [_plain(spec) for spec in self.inputs],
+            "stages": {
+                "normalize": _plain(stages.normalize),
+                "lint": _plain(stages.lint),
+                "filters": _plain(stages.filters),
+                "dedup": _plain(stages.dedup),
+                "tokenize": _plain(stages.tokenize) if stages.tokenize else None,
+                "shard": _shard_plain(stages.shard) if stages.shard else False,
+            },
+            "output": str(self.output),
+            "engine": _plain(self.engine),
+        }
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON of resolved() (sorted keys, no spaces), for the manifest."""
+        text = json.dumps(
+            self.resolved(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _plain(part: Any) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(part).items()}
+
+
+def _shard_plain(shard: ShardStage) -> dict[str, Any]:
+    return {**_plain(shard), "splits": dict(shard.splits)}
+
+
+def load_run_config(path: str | os.PathLike[str]) -> RunConfig:
+    """The pipeline config of the YAML file `path`, checked and with every default filled;
+    relative paths in it are resolved against the file's directory. Raises RunConfigError."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise RunConfigError(file, f"cannot read the config: {err}") from None
+    data, root = _parse(file, text)
+    doc = _Document(file, root)
+    _check_schema(doc, data)
+    return _Builder(doc, data, file.resolve().parent).config()
+
+
+def _parse(file: Path, text: str) -> tuple[Any, yaml.Node]:
+    """The data (safe, bounded) and the node tree (for line numbers) of the YAML text."""
+    try:
+        data = load_yaml(text, max_values=MAX_VALUES)
+        root = yaml.compose(text, Loader=DataOnlyLoader)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line = mark.line + 1 if mark else 0
+        raise RunConfigError(file, f"not valid YAML: {err.problem or err}", line=line) from None
+    except (yaml.YAMLError, TooLargeError) as err:
+        raise RunConfigError(file, f"not valid YAML: {err}") from None
+    if root is None:
+        raise RunConfigError(file, "the config is empty")
+    if not isinstance(data, dict):
+        raise RunConfigError(file, "the config must be a mapping (name, inputs, ...)", line=1)
+    _check_duplicate_keys(file, root, set())
+    return data, root
+
+
+def _check_duplicate_keys(file: Path, node: yaml.Node, seen: set[int]) -> None:
+    """YAML keeps the last of two equal keys silently; a config refuses them."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            line = key.start_mark.line + 1
+            if isinstance(key, yaml.ScalarNode) and key.value in first:
+                reason = f"duplicate key {key.value!r} (first at line {first[key.value]})"
+                raise RunConfigError(file, reason, line=line)
+            if isinstance(key, yaml.ScalarNode):
+                first[key.value] = line
+            _check_duplicate_keys(file, value, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _check_duplicate_keys(file, item, seen)
+
+
+@dataclass(frozen=True, slots=True)
+class _Document:
+    """The config file and its YAML node tree, to name the line of a key path."""
+
+    file: Path
+    root: yaml.Node
+
+    def line(self, parts: Sequence[PathPart], key: bool = False) -> int:
+        """The line of the value at `parts` (of its key with `key`), or of the deepest
+        existing part of the path."""
+        node = self.root
+        line = node.start_mark.line + 1
+        for part in parts:
+            child = _child(node, part)
+            if child is None:
+                break
+            key_node, node = child
+            line = (key_node or node).start_mark.line + 1 if key else node.start_mark.line + 1
+        return line
+
+    def error(self, parts: Sequence[PathPart], reason: str, key: bool = False) -> RunConfigError:
+        """A RunConfigError at `parts` with its line."""
+        return RunConfigError(self.file, reason, json_path(parts), self.line(parts, key))
+
+
+def _child(node: yaml.Node, part: PathPart) -> tuple[yaml.Node | None, yaml.Node] | None:
+    if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == part:
+                return key, value
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        return None, node.value[part]
+    return None
+
+
+def _check_schema(doc: _Document, data: Any) -> None:
+    errors = sorted(
+        validator(SCHEMA).iter_errors(data), key=lambda e: (json_path(e.absolute_path), e.message)
+    )
+    if not errors:
+        return
+    best = jsonschema.exceptions.best_match(errors)
+    parts = list(best.absolute_path)
+    if best.validator == "additionalProperties" and isinstance(best.instance, dict):
+        known = list(best.schema.get("properties", {}))
+        unknown = sorted(k for k in best.instance if k not in known)
+        if unknown:
+            raise doc.error([*parts, unknown[0]], _unknown_key(unknown[0], known), key=True)
+    raise doc.error(parts, best.message)
+
+
+def _unknown_key(key: str, known: list[str]) -> str:
+    near = difflib.get_close_matches(key, known, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return f"unknown key {key!r} (known: {', '.join(known)}){hint}"
+
+
+class _Builder:
+    """Turns schema-valid config data into a RunConfig, making the checks a schema cannot."""
+
+    def __init__(self, doc: _Document, data: dict[str, Any], base: Path):
+        self.doc = doc
+        self.data = data
+        self.base = base
+
+    def config(self) -> RunConfig:
+        stages = self.data.get("stages", {})
+        tokenize = self._tokenize(stages["tokenize"]) if "tokenize" in stages else None
+        shard = self._shard(stages.get("shard", {}))
+        if tokenize and shard is None:
+            raise self.doc.error(
+                ["stages", "tokenize"], "tokenize writes nothing with `shard: false`", key=True
+            )
+        return RunConfig(
+            name=self.data["name"],
+            inputs=tuple(self._input(i, spec) for i, spec in enumerate(self.data["inputs"])),
+            output=Path(self._local(self.data["output"])),
+            stages=Stages(
+                normalize=NormalizeStage(**stages.get("normalize", {})),
+                lint=self._lint(stages.get("lint", {})),
+                filters=self._filters(stages.get("filters", {}), tokenize),
+                dedup=DedupStage(**stages.get("dedup", {})),
+                tokenize=tokenize,
+                shard=shard,
+            ),
+            engine=EngineConfig(**self.data.get("engine", {})),
+            source=self.doc.file.resolve(),
+        )
+
+    def _local(self, path: str) -> str:
+        """`path` made absolute against the config file's directory (`~` expanded)."""
+        return os.path.abspath(os.path.join(self.base, os.path.expanduser(path)))
+
+    def _input(self, index: int, raw: dict[str, Any]) -> InputSpec:
+        where = ["inputs", index]
+        name = raw.get("format", AUTO)
+        if name != AUTO and name not in FORMATS:
+            known = ", ".join([AUTO, *FORMATS])
+            raise self.doc.error([*where, "format"], f"unknown format {name!r} (known: {known})")
+        path = raw["path"]
+        is_hf = path.startswith(HF_PREFIX)
+        if is_hf:
+            dataset = path.removeprefix(HF_PREFIX)
+            path = HF_PREFIX + (
+                self._local(dataset) if dataset.startswith(_LOCAL_PREFIXES) else dataset
+            )
+        else:
+            for key in ("split", "hf_config"):
+                if key in raw:
+                    reason = f"{key} applies to hf: inputs only ({raw['path']!r} is not one)"
+                    raise self.doc.error([*where, key], reason, key=True)
+            path = self._local(path)
+        return InputSpec(
+            path=path,
+            format=name,
+            split=raw.get("split", DEFAULT_HF_SPLIT) if is_hf else None,
+            hf_config=raw.get("hf_config"),
+            sample=float(raw.get("sample", 1.0)),
+            weight=raw.get("weight", 1),
+            license=raw.get("license"),
+            tags=tuple(raw.get("tags", ())),
+        )
+
+    def _lint(self, raw: dict[str, Any]) -> LintStage:
+        stage = LintStage(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+        for key in ("select", "ignore", "drop_on"):
+            for index, selector in enumerate(getattr(stage, key)):
+                try:
+                    select_rules([selector])
+                except UnknownRuleError as err:
+                    raise self.doc.error(["stages", "lint", key, index], str(err)) from None
+        selected = {rule.code for rule in select_rules(stage.select, stage.ignore)}
+        for index, selector in enumerate(stage.drop_on):
+            if not {rule.code for rule in select_rules([selector])} & selected:
+                reason = f"{selector} is not among the selected rules, so it could drop nothing"
+                raise self.doc.error(["stages", "lint", "drop_on", index], reason)
+        return stage
+
+    def _filters(self, raw: dict[str, Any], tokenize: TokenizeStage | None) -> FilterStage:
+        stage = FilterStage(**raw)
+        where = ["stages", "filters"]
+        if stage.max_messages is not None and stage.max_messages < stage.min_messages:
+            reason = f"max_messages {stage.max_messages} is below min_messages {stage.min_messages}"
+            raise self.doc.error([*where, "max_messages"], reason)
+        if tokenize is None:
+            for key in ("min_trained_tokens", "max_tokens"):
+                if key in raw:
+                    reason = "counts tokens, so it needs a stages.tokenize section"
+                    raise self.doc.error([*where, key], reason, key=True)
+        return stage
+
+    def _tokenize(self, raw: dict[str, Any]) -> TokenizeStage:
+        spec = raw["tokenizer"]
+        local = self._local(spec)
+        where = ["stages", "tokenize", "tokenizer"]
+        if os.path.isdir(local) and not os.path.isfile(os.path.join(local, "tokenizer.json")):
+            raise self.doc.error(where, f"{local} has no tokenizer.json")
+        if os.path.exists(local):
+            return TokenizeStage(**{**raw, "tokenizer": local})
+        if _hub_name(spec):
+            from huggingface_hub import try_to_load_from_cache
+
+            if isinstance(try_to_load_from_cache(spec, "tokenizer.json"), str):
+                return TokenizeStage(**raw)
+            reason = f"no such file or directory {local}, and {spec} is not in the local Hub cache"
+            raise self.doc.error(where, reason)
+        raise self.doc.error(where, f"no such file or directory: {local}")
+
+    def _shard(self, raw: dict[str, Any] | Literal[False]) -> ShardStage | None:
+        if raw is False:
+            return None
+        splits = tuple((name, float(value)) for name, value in raw.get("splits", {}).items())
+        total = sum(value for _, value in splits)
+        if splits and not math.isclose(total, 1.0, abs_tol=1e-9):
+            shown = " + ".join(f"{name} {value:g}" for name, value in splits)
+            reason = f"split fractions must sum to 1, these sum to {total:g} ({shown})"
+            raise self.doc.error(["stages", "shard", "splits"], reason, key=True)
+        return ShardStage(**{**raw, **({"splits": splits} if splits else {})})
+
+
+def _hub_name(spec: str) -> bool:
+    """Whether `spec` reads as a Hub name (ORG/NAME), as pipeline.tokenize.load_tokenizer
+    would take it when no such file exists."""
+    return not spec.startswith(_LOCAL_PREFIXES) and spec.count("/") == 1 and not Path(spec).suffix

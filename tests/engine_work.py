@@ -1,0 +1,49 @@
+"""Test helpers: per-unit process functions for the local engine, importable by its
+worker processes. They read a unit's records, convert them to MMS threads as `pipeline.read`
+does, and write threads and rejections as JSON Lines."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from pipeline.engine import WorkUnit, iter_unit_records
+from pipeline.ingest import read_items
+from pipeline.quarantine import Rejection, rejection_line
+
+
+def convert_unit(
+    unit: WorkUnit,
+    unit_dir: Path,
+    *,
+    log: str | None = None,
+    delay: float = 0.0,
+    fail: str | None = None,
+) -> None:
+    """Write the unit's threads to `threads.jsonl` and its rejections to `rejected.jsonl`;
+    append the unit id to `log` (counting calls), sleep `delay` seconds first, and raise
+    for the unit whose id is `fail`."""
+    if log is not None:
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(unit.id + "\n")
+    time.sleep(delay)
+    if unit.id == fail:
+        raise ValueError(f"refusing unit {unit.id}")
+    rejected: list[Rejection] = []
+    items = iter_unit_records(unit)
+    threads = read_items(unit.path, items, format=unit.format, on_reject=rejected.append)
+    with open(unit_dir / "threads.jsonl", "wb") as out:
+        for thread in threads:
+            out.write(thread.to_json_line())
+    with open(unit_dir / "rejected.jsonl", "wb") as out:
+        out.writelines(rejection_line(rejection) for rejection in rejected)
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    """Every file under `root` by relative path, for byte-for-byte comparison."""
+    return {
+        Path(directory, name).relative_to(root).as_posix(): Path(directory, name).read_bytes()
+        for directory, _, files in os.walk(root)
+        for name in files
+    }

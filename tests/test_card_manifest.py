@@ -1,0 +1,342 @@
+"""The dataset card (README.md) and manifest.json of a run's output: `datasets.load_dataset`
+reads real MMS shards with exactly the features the card declares, and the manifest is
+byte-identical on a rerun and names each shard by its true sha256."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+import pipeline
+from pipeline.card import CardStats, dataset_card, hf_features, lint_summary, size_category
+from pipeline.lint import lint
+from pipeline.manifest import build_manifest, file_sha256, input_record, write_manifest
+from pipeline.shards import Shard, ShardWriter
+from pipeline.tokenize import RENDERER_NAME, Renderer, load_tokenizer, tokenize_threads
+from pipeline.tokenize.stage import TOKENIZED_SCHEMA, TokenizeStats
+from tests.conftest import REPO
+
+SAMPLES = REPO / "data_samples" / "openai"
+
+
+@pytest.fixture
+def offline_hf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`datasets` stays offline and caches under tmp_path; it reads these variables when
+    first imported, so its settings are patched as well."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    cache = tmp_path / ".hf-home"
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(cache))
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache / "datasets")
+
+
+def sample_threads() -> list[pipeline.Thread]:
+    threads = list(pipeline.read(str(SAMPLES)))
+    assert len(threads) >= 4
+    return threads
+
+
+def write_splits(
+    out: Path, schema: pa.Schema, tables: dict[str, pa.Table], shard_rows: int = 2
+) -> dict[str, list[Shard]]:
+    """Each table as the shards of its split under out/data."""
+    written = {}
+    for split, table in tables.items():
+        with ShardWriter(out / "data", schema, split=split, shard_rows=shard_rows) as writer:
+            writer.write(table)
+        written[split] = writer.shards
+    return written
+
+
+def card_for(out: Path, schema: pa.Schema, shards: dict[str, list[Shard]], **stats: Any) -> str:
+    report = lint(str(SAMPLES))
+    profile = report.profile
+    card_stats = CardStats(
+        threads=sum(s.rows for split in shards.values() for s in split),
+        rows={split: sum(s.rows for s in split_shards) for split, split_shards in shards.items()},
+        renderer=None,
+        tokens=None,
+        trained_tokens=None,
+        formats=dict(profile.formats),
+        capabilities={
+            name: {
+                "enabled": profile.capability_enabled[name],
+                "used": profile.capability_used[name],
+            }
+            for name in set(profile.capability_enabled) | set(profile.capability_used)
+        },
+        lint=lint_summary(report),
+    )
+    card_stats.update(stats)  # type: ignore[typeddict-item]
+    return dataset_card(
+        name="OpenAI samples in MMS",
+        description="The openai samples of mms-pipeline, as MMS threads.",
+        license="apache-2.0",
+        tags=["mms", "conversational"],
+        splits={
+            split: [f"data/{s.name}" for s in split_shards]
+            for split, split_shards in shards.items()
+        },
+        features=schema,
+        stats=card_stats,
+        how_to_load=str(out),
+    )
+
+
+def front_matter(card: str) -> dict[str, Any]:
+    assert card.startswith("---\n")
+    front, _, _ = card[4:].partition("\n---\n")
+    return yaml.safe_load(front)
+
+
+def test_load_dataset_reads_thread_shards_with_the_declared_features(tmp_path, offline_hf):
+    import datasets
+
+    threads = sample_threads()
+    out = tmp_path / "out"
+    tables = {
+        "train": pipeline.threads_to_arrow(threads[:-1]),
+        "test": pipeline.threads_to_arrow(threads[-1:]),
+    }
+    shards = write_splits(out, pipeline.THREAD_ARROW_SCHEMA, tables)
+    assert len(shards["train"]) > 1  # the glob in the card must find every shard
+    card = card_for(out, pipeline.THREAD_ARROW_SCHEMA, shards)
+    (out / "README.md").write_text(card, encoding="utf-8")
+
+    front = front_matter(card)
+    assert front["configs"] == [
+        {
+            "config_name": "default",
+            "data_files": [
+                {"split": "train", "path": "data/train-*.parquet"},
+                {"split": "test", "path": "data/test-*.parquet"},
+            ],
+        }
+    ]
+    assert front["dataset_info"]["splits"] == [
+        {"name": "train", "num_examples": len(threads) - 1},
+        {"name": "test", "num_examples": 1},
+    ]
+    declared = datasets.Features._from_yaml_list(front["dataset_info"]["features"])
+    assert declared == datasets.Features.from_arrow_schema(pipeline.THREAD_ARROW_SCHEMA)
+
+    loaded = datasets.load_dataset(str(out))
+    assert set(loaded) == {"train", "test"}
+    for split, table in tables.items():
+        assert loaded[split].features == declared
+        assert loaded[split].data.table.cast(pipeline.THREAD_ARROW_SCHEMA).equals(table)
+    assert pipeline.threads_from_arrow(loaded["train"].data.table) == threads[:-1]
+
+
+def test_load_dataset_reads_tokenized_shards_with_the_declared_features(
+    tmp_path, offline_hf, shared
+):
+    import datasets
+
+    renderer = Renderer(load_tokenizer(shared / "tokenizers" / "phi-3-mini"))
+    stats = TokenizeStats()
+    table = pa.concat_tables(tokenize_threads(sample_threads(), renderer, stats=stats))
+    out = tmp_path / "out"
+    shards = write_splits(out, TOKENIZED_SCHEMA, {"train": table}, shard_rows=3)
+    card = card_for(
+        out,
+        TOKENIZED_SCHEMA,
+        shards,
+        renderer=RENDERER_NAME,
+        tokens=stats.tokens,
+        trained_tokens=stats.trained_tokens,
+    )
+    (out / "README.md").write_text(card, encoding="utf-8")
+
+    features = front_matter(card)["dataset_info"]["features"]
+    assert {"name": "input_ids", "sequence": "int32"} in features
+    assert f"| tokens | {stats.tokens:,} |" in card
+    assert f"| trained tokens | {stats.trained_tokens:,} |" in card
+    assert "`mms-v0` renderer" in card
+
+    loaded = datasets.load_dataset(str(out), split="train")
+    assert loaded.features == datasets.Features._from_yaml_list(features)
+    assert loaded.features == datasets.Features.from_arrow_schema(TOKENIZED_SCHEMA)
+    assert loaded["input_ids"] == table["input_ids"].to_pylist()
+    assert loaded["labels"] == table["labels"].to_pylist()
+
+
+def test_card_body_has_the_stats_lint_summary_and_how_to_load(tmp_path):
+    threads = sample_threads()
+    out = tmp_path / "out"
+    shards = write_splits(
+        out, pipeline.THREAD_ARROW_SCHEMA, {"train": pipeline.threads_to_arrow(threads)}
+    )
+    card = card_for(out, pipeline.THREAD_ARROW_SCHEMA, shards)
+    report = lint(str(SAMPLES))
+
+    assert front_matter(card)["license"] == "apache-2.0"
+    assert front_matter(card)["tags"] == ["mms", "conversational"]
+    assert "\n# OpenAI samples in MMS\n" in card
+    assert f"| threads | {len(threads):,} |" in card
+    assert f"| split `train` | {len(threads):,} rows in {len(shards['train'])} files |" in card
+    assert report.by_code  # the samples have findings, so the table has rows
+    for code, count in report.by_code.items():
+        assert f"| `{code}` | {report.severity_of(code)} | {count:,} |" in card
+    for name, count in report.profile.formats.items():
+        assert f"| `{name}` | {count:,} |" in card
+    assert front_matter(card)["size_categories"] == ["n<1K"]
+    assert f'load_dataset("{out}")' in card
+    assert 'glob.glob("data/train-*.parquet")' in card
+    assert "`renderer`" not in card and "input_ids" not in card  # not tokenized
+    assert card_for(out, pipeline.THREAD_ARROW_SCHEMA, shards) == card
+    assert card.endswith("```\n")
+
+
+def test_card_says_when_lint_found_nothing_or_did_not_run(tmp_path):
+    out = tmp_path / "out"
+    shards = write_splits(
+        out, pipeline.THREAD_ARROW_SCHEMA, {"train": pipeline.threads_to_arrow(sample_threads())}
+    )
+    assert "This job ran no lint stage." in card_for(
+        out, pipeline.THREAD_ARROW_SCHEMA, shards, lint=None
+    )
+    assert "The lint stage found nothing." in card_for(
+        out, pipeline.THREAD_ARROW_SCHEMA, shards, lint=[]
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "category"),
+    [(0, "n<1K"), (999, "n<1K"), (1_000, "1K<n<10K"), (250_000, "100K<n<1M"), (10**12, "n>1T")],
+)
+def test_size_category(rows, category):
+    assert size_category(rows) == category
+
+
+def test_hf_features_maps_lists_of_structs_and_nested_lists():
+    schema = pa.schema(
+        [
+            ("pairs", pa.list_(pa.struct([("a", pa.int64()), ("b", pa.string())]))),
+            ("grid", pa.list_(pa.list_(pa.float32()))),
+            ("point", pa.struct([("x", pa.float64()), ("tags", pa.list_(pa.string()))])),
+        ]
+    )
+    assert hf_features(schema) == [
+        {
+            "name": "pairs",
+            "list": [{"name": "a", "dtype": "int64"}, {"name": "b", "dtype": "string"}],
+        },
+        {"name": "grid", "sequence": {"sequence": "float32"}},
+        {
+            "name": "point",
+            "struct": [{"name": "x", "dtype": "float64"}, {"name": "tags", "sequence": "string"}],
+        },
+    ]
+    import datasets
+
+    assert datasets.Features._from_yaml_list(
+        hf_features(schema)
+    ) == datasets.Features.from_arrow_schema(schema)
+
+
+def test_card_refuses_what_it_cannot_declare():
+    stats = CardStats(
+        threads=1,
+        rows={"train": 1},
+        renderer=None,
+        tokens=None,
+        trained_tokens=None,
+        formats={},
+        capabilities={},
+        lint=None,
+    )
+    arguments = {
+        "name": "x",
+        "description": "",
+        "license": "mit",
+        "tags": [],
+        "how_to_load": "x",
+        "features": pipeline.THREAD_ARROW_SCHEMA,
+        "stats": stats,
+        "splits": {"train": ["data/train-00000-of-00001.parquet"]},
+    }
+    dataset_card(**arguments)
+    with pytest.raises(ValueError, match=r"column when\.at: Arrow type timestamp"):
+        hf_features(pa.schema([("when", pa.struct([("at", pa.timestamp("s"))]))]))
+    with pytest.raises(ValueError, match="differ from the split rows"):
+        dataset_card(**{**arguments, "splits": {"test": ["data/test-00000-of-00001.parquet"]}})
+    with pytest.raises(ValueError, match="is not a shard of split 'train'"):
+        dataset_card(**{**arguments, "splits": {"train": ["data/test-00000-of-00001.parquet"]}})
+
+
+def manifest_for(out: Path, shards: dict[str, list[Shard]]) -> dict[str, Any]:
+    inputs = [input_record(path, "openai") for path in sorted(SAMPLES.glob("*.jsonl"))]
+    return build_manifest(
+        inputs=inputs,
+        config={"inputs": [str(SAMPLES)], "stages": [{"shard": {"rows": 2}}]},
+        config_digest="0" * 64,
+        counts={
+            "records_read": 9,
+            "threads_written": 7,
+            "quarantined": {"not_json": 1, "empty_thread": 1},
+        },
+        shards=shards,
+        tokenizer=None,
+        reports=["reports/lint.json", "reports/lint.md", "reports/lint.html"],
+    )
+
+
+def test_manifest_is_byte_identical_and_names_each_shard_by_its_sha256(tmp_path):
+    threads = sample_threads()
+    out = tmp_path / "out"
+    tables = {
+        "train": pipeline.threads_to_arrow(threads[:-1]),
+        "test": pipeline.threads_to_arrow(threads[-1:]),
+    }
+    write_manifest(
+        out / "manifest.json",
+        manifest_for(out, write_splits(out, pipeline.THREAD_ARROW_SCHEMA, tables)),
+    )
+    first = (out / "manifest.json").read_bytes()
+    write_manifest(
+        out / "manifest.json",
+        manifest_for(out, write_splits(out, pipeline.THREAD_ARROW_SCHEMA, tables)),
+    )
+    assert (out / "manifest.json").read_bytes() == first
+    assert first.endswith(b"}\n") and b'\n  "format"' in first  # indented 2
+
+    manifest = orjson.loads(first)
+    assert list(manifest) == [
+        "format",
+        "versions",
+        "inputs",
+        "config",
+        "config_sha256",
+        "counts",
+        "splits",
+        "tokenizer",
+        "reports",
+    ]
+    assert set(manifest["versions"]) == {"mms-pipeline", "tokenizers", "pyarrow", "python"}
+    assert manifest["versions"]["pyarrow"] == pa.__version__
+    assert list(manifest["counts"]["quarantined"]) == ["empty_thread", "not_json"]
+    for record in manifest["inputs"]:
+        data = Path(record["path"]).read_bytes()
+        assert record["sha256"] == hashlib.sha256(data).hexdigest()
+        assert record["bytes"] == len(data)
+    assert manifest["splits"]["train"]["rows"] == len(threads) - 1
+    assert len(manifest["splits"]["train"]["shards"]) > 1
+    for split in ("train", "test"):
+        for shard in manifest["splits"][split]["shards"]:
+            path = out / shard["path"]
+            assert shard["sha256"] == file_sha256(path)
+            assert shard["bytes"] == path.stat().st_size
+            assert shard["rows"] == pq.ParquetFile(path).metadata.num_rows

@@ -1,0 +1,259 @@
+"""The local engine: work units split at line boundaries read exactly like whole files, and
+runs that are resumed, killed or parallel end with the same bytes."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pipeline.engine import (
+    UnitFailed,
+    WorkdirError,
+    iter_unit_records,
+    plan_units,
+    reset_workdir,
+    run_units,
+)
+from pipeline.engine.units import line_ranges
+from pipeline.sources import ReadLimits, iter_file
+from tests.conftest import REPO
+from tests.engine_work import convert_unit, tree_bytes
+
+BOM = b"\xef\xbb\xbf"
+
+
+def _chat_lines(count: int) -> bytes:
+    return b"".join(
+        orjson.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": f"question {i}: " + "why? " * (i % 7)},
+                    {"role": "assistant", "content": f"answer {i}"},
+                ]
+            }
+        )
+        + b"\n"
+        for i in range(count)
+    )
+
+
+def _check_parts(path: Path, split_bytes: int, limits: ReadLimits | None = None) -> int:
+    """Assert the units of `path` tile it at line starts and read as the whole file does."""
+    units = plan_units([(str(path), "auto")], split_bytes)
+    data = path.read_bytes()
+    if len(units) > 1:
+        assert units[0].start == 0 and units[-1].end == len(data)
+        for before, after in itertools.pairwise(units):
+            assert before.end == after.start
+            assert data[after.start - 1 : after.start] == b"\n"
+        for unit in units:
+            assert unit.first_line == data[: unit.start].count(b"\n") + 1
+    parts = [item for unit in units for item in iter_unit_records(unit, limits)]
+    assert parts == list(iter_file(str(path), limits))
+    return len(units)
+
+
+def test_parts_of_real_jsonl_files_read_as_the_whole_file(shared: Path) -> None:
+    files = sorted((shared / "realdata").rglob("*.jsonl"))
+    assert len(files) >= 10
+    split = 0
+    for path in files:
+        split += _check_parts(path, 16 * 1024) > 1
+    assert split >= 5
+
+
+def test_parts_keep_line_numbers_through_odd_lines(tmp_path: Path) -> None:
+    lines = [
+        BOM + b'{"messages": [{"role": "user", "content": "first"}]}',
+        b"",
+        b"   ",
+        b'{"a": 1,}',
+        b'{"text": "caf\xe9"}',
+        BOM + b'{"mid": "a byte-order mark here is not stripped"}',
+        b'{"long": "' + b"x" * 300 + b'"}',
+        b"[1, 2, 3]\r",
+        b'"no newline at the end"',
+    ]
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    limits = ReadLimits(max_record_bytes=200)
+    counts = [_check_parts(path, split, limits) for split in (1, 2, 7, 33, 100, 10**6)]
+    assert counts[0] == len(lines) and counts[-1] == 1
+    items = list(iter_file(str(path), limits))
+    assert [item.locator.rsplit(":", 1)[1] for item in items] == ["1", "4", "5", "6", "7", "8", "9"]
+
+
+def test_line_ranges_end_each_part_after_the_first_newline_past_the_split(tmp_path: Path) -> None:
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"aaaa\nbb\ncccccc\nd\n")
+    assert line_ranges(str(path), 5) == [(0, 5, 1), (5, 15, 2), (15, 17, 4)]
+    assert line_ranges(str(path), 6) == [(0, 8, 1), (8, 15, 3), (15, 17, 4)]
+    assert line_ranges(str(path), 100) == [(0, 17, 1)]
+    with pytest.raises(ValueError, match="split_bytes"):
+        line_ranges(str(path), 0)
+
+
+def test_plan_units_expands_inputs_in_order_and_splits_only_plain_jsonl(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "b.jsonl").write_bytes(_chat_lines(40))
+    (data / "a.jsonl").write_bytes(_chat_lines(3))
+    (data / "c.jsonl.zst").write_bytes(b"")  # compressed: never split
+    one = tmp_path / "one.jsonl"
+    one.write_bytes(_chat_lines(40))
+    inputs = [(f"{data}/*.jsonl*", "auto"), ("hf:org/name", "sharegpt"), (str(one), "oasst")]
+    units = plan_units(inputs, 1000, can_split=lambda path, fmt: fmt != "oasst")
+    assert units == plan_units(inputs, 1000, can_split=lambda path, fmt: fmt != "oasst")
+    assert [(u.path, u.format, u.input_index) for u in units if u.start is None] == [
+        (f"{data}/a.jsonl", "auto", 0),
+        (f"{data}/c.jsonl.zst", "auto", 0),
+        ("hf:org/name", "sharegpt", 1),
+        (str(one), "oasst", 2),
+    ]
+    parts = [u for u in units if u.path.endswith("b.jsonl")]
+    assert len(parts) > 2 and [u.id for u in parts[:2]] == ["000-00001-0000", "000-00001-0001"]
+    assert units == sorted(units) and len({u.id for u in units}) == len(units)
+    assert units[0].id == "000-00000-0000" and units[-1].id == "002-00000-0000"
+
+
+@pytest.fixture
+def job(tmp_path: Path, shared: Path) -> list:
+    """Units over real files: a split JSON Lines file, a whole one and the OpenAI samples."""
+    return plan_units(
+        [
+            (str(shared / "realdata/llamafactory/v1_sft_demo.jsonl"), "auto"),
+            (str(shared / "realdata/openai_finetune_examples/toy_chat_fine_tuning.jsonl"), "auto"),
+            (str(REPO / "data_samples/openai"), "openai"),
+        ],
+        64 * 1024,
+    )
+
+
+def test_workers_1_and_2_write_identical_unit_dirs(tmp_path: Path, job: list) -> None:
+    assert len(job) >= 8
+    seen: list[tuple[int, int]] = []
+    one = run_units(
+        job, convert_unit, tmp_path / "w1", config_digest="c", progress=lambda *p: seen.append(p)
+    )
+    two = run_units(job, convert_unit, tmp_path / "w2", config_digest="c", workers=2)
+    assert [d.name for d in one] == [d.name for d in two] == [u.id for u in job]
+    assert seen == [(done, len(job)) for done in range(len(job) + 1)]
+    for a, b in zip(one, two, strict=True):
+        assert tree_bytes(a) == tree_bytes(b)
+        assert (a / "DONE").read_text() == a.name + "\n"
+    threads = b"".join((d / "threads.jsonl").read_bytes() for d in one)
+    assert threads.count(b"\n") > 100
+
+
+def test_resume_redoes_only_unfinished_units(tmp_path: Path, job: list) -> None:
+    log = tmp_path / "calls.log"
+    process = functools.partial(convert_unit, log=str(log))
+    dirs = run_units(job, process, tmp_path / "work")
+    first = {d.name: tree_bytes(d) for d in dirs}
+    assert log.read_text().split() == [u.id for u in job]
+    assert run_units(job, process, tmp_path / "work") == dirs
+    assert log.read_text().split() == [u.id for u in job]  # all DONE: nothing rerun
+    (dirs[1] / "DONE").unlink()  # a unit dir without DONE is redone
+    (dirs[3] / "threads.jsonl").write_bytes(b"")  # cut short, without DONE
+    (dirs[3] / "DONE").unlink()
+    log.write_text("")
+    run_units(job, process, tmp_path / "work", workers=2)
+    assert sorted(log.read_text().split()) == [dirs[1].name, dirs[3].name]
+    assert {d.name: tree_bytes(d) for d in dirs} == first
+
+
+def test_a_failing_unit_names_itself_and_leaves_the_others_done(tmp_path: Path, job: list) -> None:
+    bad = job[2]
+    work = tmp_path / "work"
+    with pytest.raises(UnitFailed, match=f"work unit {bad.id} \\({bad.path} bytes .*refusing"):
+        run_units(job, functools.partial(convert_unit, fail=bad.id), work, workers=2)
+    done = sorted(p.parent.name for p in (work / "units").glob("*/DONE"))
+    assert bad.id not in done and not (work / "units" / bad.id).exists()
+    assert sorted(os.listdir(work / "units")) == done
+    assert not any((work / "partial").iterdir())
+    log = tmp_path / "calls.log"
+    run_units(job, functools.partial(convert_unit, log=str(log)), work)
+    assert set(log.read_text().split()) == {u.id for u in job} - set(done)
+    with pytest.raises(UnitFailed, match=f"work unit {job[0].id} \\("):
+        run_units(job, functools.partial(convert_unit, fail=job[0].id), tmp_path / "other")
+
+
+def test_a_workdir_of_another_plan_is_refused_until_reset(tmp_path: Path, job: list) -> None:
+    work = tmp_path / "work"
+    run_units(job[:2], convert_unit, work, config_digest="sha256:aaa")
+    with pytest.raises(WorkdirError, match=r"config changed: sha256:aaa -> sha256:bbb.*--fresh"):
+        run_units(job[:2], convert_unit, work, config_digest="sha256:bbb")
+    with pytest.raises(WorkdirError, match="work units differ"):
+        run_units(job[:3], convert_unit, work, config_digest="sha256:aaa")
+    (work / "keep.txt").write_text("not the engine's")
+    reset_workdir(work)
+    assert sorted(os.listdir(work)) == ["keep.txt", "run.lock", "workers.lock"]
+    assert len(run_units(job[:3], convert_unit, work, config_digest="sha256:bbb")) == 3
+
+
+def test_a_changed_input_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(_chat_lines(5))
+    units = plan_units([(str(path), "openai")])
+    run_units(units, convert_unit, tmp_path / "work")
+    path.write_bytes(_chat_lines(6))
+    with pytest.raises(WorkdirError, match=f"input {path} is new or changed"):
+        run_units(plan_units([(str(path), "openai")]), convert_unit, tmp_path / "work")
+
+
+KILLED_RUN = """
+import functools, sys
+from pathlib import Path
+from pipeline.engine import plan_units, run_units
+from tests.engine_work import convert_unit
+units = plan_units([(sys.argv[1], "openai")], int(sys.argv[2]))
+process = functools.partial(convert_unit, log=sys.argv[4], delay=0.25)
+run_units(units, process, Path(sys.argv[3]), workers=2)
+"""
+
+
+def test_a_run_killed_with_sigkill_resumes_to_the_same_bytes(tmp_path: Path) -> None:
+    source = tmp_path / "chats.jsonl"
+    source.write_bytes(_chat_lines(400))
+    split = source.stat().st_size // 20
+    units = plan_units([(str(source), "openai")], split)
+    assert len(units) >= 20
+    work, log = tmp_path / "work", tmp_path / "calls.log"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(KILLED_RUN),
+            str(source),
+            str(split),
+            str(work),
+            str(log),
+        ],
+        cwd=REPO,
+    )
+    deadline = time.monotonic() + 60
+    while len(list(work.glob("units/*/DONE"))) < 4:
+        assert child.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    assert child.wait(10) == -signal.SIGKILL
+    time.sleep(0.6)  # longer than a unit: workers of the killed run must not go on
+    finished = sorted(work.glob("units/*/DONE"))
+    assert 4 <= len(finished) < len(units)
+    time.sleep(0.6)
+    assert sorted(work.glob("units/*/DONE")) == finished
+    log.write_text("")
+    resumed = run_units(units, functools.partial(convert_unit, log=str(log)), work, workers=2)
+    assert len(log.read_text().split()) == len(units) - len(finished)
+    clean = run_units(units, convert_unit, tmp_path / "clean")
+    assert [tree_bytes(d) for d in resumed] == [tree_bytes(d) for d in clean]

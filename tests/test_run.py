@@ -1,0 +1,153 @@
+"""`mms run` end to end: the quickstart config writes the output of DESIGN §7, the counts
+balance, the dataset loads with `datasets`, the output does not depend on the number of
+workers, and a run killed with SIGKILL and started again ends with the same bytes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from tests.conftest import REPO
+
+QUICKSTART = REPO / "configs" / "quickstart.yaml"
+
+
+def run_cli(*args: str):
+    return CliRunner().invoke(main, ["run", *args])
+
+
+def output_files(out: Path) -> dict[str, bytes]:
+    """Every file a run left (its work directory aside), by relative path."""
+    return {
+        str(path.relative_to(out)): path.read_bytes()
+        for path in sorted(out.rglob("*"))
+        if path.is_file() and ".work" not in path.relative_to(out).parts
+    }
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("run") / "quickstart"
+    result = run_cli(str(QUICKSTART), "-o", str(out), "--workers", "2")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_quickstart_writes_the_design_output_layout(quickstart):
+    files = set(output_files(quickstart))
+    assert {
+        "README.md",
+        "manifest.json",
+        "quarantine/rejected.jsonl",
+        "reports/lint.json",
+        "reports/lint.md",
+        "reports/lint.html",
+        "tokenizer/tokenizer.json",
+        "data/train-00000-of-00001.parquet",
+        "data/test-00000-of-00001.parquet",
+    } <= files
+    manifest = orjson.loads((quickstart / "manifest.json").read_bytes())
+    counts = manifest["counts"]
+    assert counts["balanced"] is True
+    written = sum(counts["threads_written"].values())
+    assert counts["threads"] == written + sum(counts["threads_dropped"].values())
+    assert counts["records_read"] == counts["records_converted"] + sum(
+        counts["records_quarantined"].values()
+    )
+    quarantined = (quickstart / "quarantine" / "rejected.jsonl").read_bytes().count(b"\n")
+    assert quarantined == sum(counts["records_quarantined"].values()) > 0
+    assert manifest["tokenizer"]["renderer"] == "mms-v0"
+    for split in manifest["splits"].values():
+        for shard in split["shards"]:
+            assert (quickstart / shard["path"]).stat().st_size == shard["bytes"]
+
+
+def test_the_dataset_loads_with_the_declared_features(quickstart, tmp_path, monkeypatch):
+    import datasets
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")
+    loaded = datasets.load_dataset(str(quickstart))
+    manifest = orjson.loads((quickstart / "manifest.json").read_bytes())
+    assert {name: len(split) for name, split in loaded.items()} == {
+        name: split["rows"] for name, split in manifest["splits"].items()
+    }
+    row = loaded["train"][0]
+    assert len(row["input_ids"]) == len(row["labels"]) == row["num_tokens"]
+
+
+def test_workers_do_not_change_the_output(quickstart, tmp_path):
+    first = output_files(quickstart)
+    again = tmp_path / "again"
+    quickstart.rename(again)  # the same output path, so the manifest and card match too
+    try:
+        result = run_cli(str(QUICKSTART), "-o", str(quickstart), "--workers", "1", "--fresh")
+        assert result.exit_code == 0, result.output
+        assert output_files(quickstart) == first
+    finally:
+        if quickstart.exists():
+            shutil.rmtree(quickstart)
+        again.rename(quickstart)
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
+    out = tmp_path / "never"
+    result = run_cli(str(QUICKSTART), "-o", str(out), "--dry-run")
+    assert result.exit_code == 0 and "work unit(s)" in result.output and "tokenize" in result.output
+    assert not out.exists()
+
+
+def test_a_config_error_is_a_usage_error_with_the_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "name: x\ninputs:\n  - path: data\noutput: out\nstages:\n  dedup: {enabld: true}\n"
+    )
+    result = run_cli(str(bad))
+    assert result.exit_code == 2 and "line 6" in result.output
+
+
+def _kill_config(shared: Path, tmp_path: Path) -> Path:
+    config = tmp_path / "kill.yaml"
+    config.write_text(
+        "name: kill-test\n"
+        f"inputs:\n  - path: {shared / 'realdata' / 'llamafactory'}\n"
+        f"output: {tmp_path / 'unused'}\n"
+        f"stages:\n  tokenize: {{tokenizer: {REPO / 'configs' / 'sample_tokenizer'}, max_tokens: 512}}\n"
+        "engine: {workers: 1}\n"
+    )
+    return config
+
+
+def test_a_run_killed_mid_way_resumes_to_the_same_bytes(shared, tmp_path):
+    config = _kill_config(shared, tmp_path)
+    out = tmp_path / "out"
+    assert run_cli(str(config), "-o", str(out)).exit_code in (0, 1)
+    clean = output_files(out)
+    shutil.rmtree(out)
+    command = [sys.executable, "-m", "pipeline.cli", "run", str(config), "-o", str(out)]
+    child = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    units = out / ".work" / "units"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(units.glob("*/DONE"))) < 3:
+        time.sleep(0.02)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    done = len(list(units.glob("*/DONE")))
+    assert 3 <= done < 21, f"the run was not killed mid-way ({done} units done)"
+    assert not (out / "manifest.json").exists()
+    resumed = run_cli(str(config), "-o", str(out))
+    assert resumed.exit_code in (0, 1), resumed.output
+    assert output_files(out) == clean
