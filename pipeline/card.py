@@ -79,6 +79,8 @@ class CardStats(TypedDict):
     threads: int
     rows: dict[str, int]
     """Rows per split."""
+    bytes: dict[str, int]
+    """Parquet bytes per split (the Hub's `num_bytes`)."""
     renderer: str | None
     """The tokenizer renderer (`mms-v0`), None when the job did not tokenize."""
     tokens: int | None
@@ -153,7 +155,14 @@ def dataset_card(
         ],
         "dataset_info": {
             "features": hf_features(features),
-            "splits": [{"name": split, "num_examples": stats["rows"][split]} for split in splits],
+            "splits": [
+                {
+                    "name": split,
+                    "num_bytes": stats["bytes"][split],
+                    "num_examples": stats["rows"][split],
+                }
+                for split in splits
+            ],
         },
     }
     front_text = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=100)

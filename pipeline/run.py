@@ -11,9 +11,12 @@ thread id, and the shards; then the reports, the quarantine, the manifest and th
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +41,7 @@ from pipeline.output_files import atomic_output, atomic_text_output
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.run_config import RunConfig
 from pipeline.shards import Shard, ShardWriter
-from pipeline.sources import DEFAULT_SPLIT
+from pipeline.sources import DEFAULT_SPLIT, is_hf_input
 from pipeline.tokenize import Renderer, load_tokenizer, tokenize_threads
 from pipeline.tokenize.job import write_tokenizer
 from pipeline.tokenize.stage import TOKENIZED_SCHEMA
@@ -71,16 +74,27 @@ class UnitJob:
     config: RunConfig
 
     def __call__(self, unit: WorkUnit, out: Path) -> None:
+        # sources are recorded relative to the config file (when it has one), so thread
+        # ids, meta and splits do not depend on where the checkout lives
+        base = self.config.source.parent if self.config.source else None
+        if base is None or is_hf_input(unit.path):
+            self._process(unit, unit, out.resolve())
+            return
+        relative = dataclasses.replace(unit, path=os.path.relpath(unit.path, base))
+        with _working_directory(base):
+            self._process(unit, relative, out.resolve())
+
+    def _process(self, unit: WorkUnit, read_as: WorkUnit, out: Path) -> None:
         spec = self.config.inputs[unit.input_index]
         options = self.config.stages.normalize.to_convert_options()
         stats = ReadStats()
         sampled_out = 0
         with (out / UNIT_REJECTED).open("wb") as rejected:
             items = iter_unit_records(
-                unit, split=spec.split or DEFAULT_SPLIT, hf_config=spec.hf_config
+                read_as, split=spec.split or DEFAULT_SPLIT, hf_config=spec.hf_config
             )
             threads = read_items(
-                unit.path,
+                read_as.path,
                 items,
                 format=unit.format,
                 on_reject=lambda rejection: rejected.write(rejection_line(rejection)),
@@ -107,6 +121,16 @@ class UnitJob:
             "sampled_out": sampled_out,
         }
         (out / UNIT_STATS).write_bytes(orjson.dumps(counts, option=orjson.OPT_SORT_KEYS))
+
+
+@contextmanager
+def _working_directory(path: Path) -> Iterator[None]:
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
 
 
 # --------------------------------------------------------------------------- reduce
@@ -290,6 +314,7 @@ def _write_card(
     stats: CardStats = {
         "threads": sum(counts.written.values()),
         "rows": {name: sum(s.rows for s in split) for name, split in shards.items()},
+        "bytes": {name: sum(s.bytes for s in split) for name, split in shards.items()},
         "renderer": renderer.name if renderer else None,
         "tokens": counts.tokens if renderer else None,
         "trained_tokens": counts.trained_tokens if renderer else None,

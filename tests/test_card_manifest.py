@@ -66,6 +66,7 @@ def card_for(out: Path, schema: pa.Schema, shards: dict[str, list[Shard]], **sta
     card_stats = CardStats(
         threads=sum(s.rows for split in shards.values() for s in split),
         rows={split: sum(s.rows for s in split_shards) for split, split_shards in shards.items()},
+        bytes={split: sum(s.bytes for s in split_shards) for split, split_shards in shards.items()},
         renderer=None,
         tokens=None,
         trained_tokens=None,
@@ -125,9 +126,10 @@ def test_load_dataset_reads_thread_shards_with_the_declared_features(tmp_path, o
             ],
         }
     ]
+    sizes = {split: sum(s.bytes for s in found) for split, found in shards.items()}
     assert front["dataset_info"]["splits"] == [
-        {"name": "train", "num_examples": len(threads) - 1},
-        {"name": "test", "num_examples": 1},
+        {"name": "train", "num_bytes": sizes["train"], "num_examples": len(threads) - 1},
+        {"name": "test", "num_bytes": sizes["test"], "num_examples": 1},
     ]
     declared = datasets.Features._from_yaml_list(front["dataset_info"]["features"])
     assert declared == datasets.Features.from_arrow_schema(pipeline.THREAD_ARROW_SCHEMA)
@@ -251,6 +253,7 @@ def test_card_refuses_what_it_cannot_declare():
     stats = CardStats(
         threads=1,
         rows={"train": 1},
+        bytes={"train": 100},
         renderer=None,
         tokens=None,
         trained_tokens=None,
