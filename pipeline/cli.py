@@ -36,7 +36,7 @@ from pipeline.lint.docs import rule_dict, rule_page, rules_table
 from pipeline.lint.reports import OUTPUT_FORMATS, write_report
 from pipeline.output_files import atomic_text_output
 from pipeline.quarantine import ERROR_CODES
-from pipeline.run import WORK_DIR, RunResult, plan, run_pipeline
+from pipeline.run import WORK_DIR, RunResult, detected_format, plan, run_pipeline
 from pipeline.run_config import RunConfig, RunConfigError, load_run_config
 from pipeline.shards import SHARD_ROWS
 from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits, Record, is_hf_input, iter_file
@@ -821,7 +821,7 @@ def _print_plan(config: RunConfig, out: Path) -> None:
     units = plan(config)
     click.echo(f"{config.name}: {len(config.inputs)} input(s), {len(units)} work unit(s) -> {out}")
     for unit in units:
-        click.echo(f"  {unit.id}  {unit.format:<10} {unit.describe()}")
+        click.echo(f"  {unit.id}  {detected_format(config, unit):<20} {unit.describe()}")
     stages = config.stages
     names = ["normalize", "lint", "filters"]
     names += ["dedup"] if stages.dedup.enabled else []
@@ -871,11 +871,12 @@ def _print_run_summary(result: RunResult) -> None:
         f"{report.warnings:,} warnings); reports in {result.output / 'reports'}"
     )
     kept = sum(counts.written.values()) - counts.copies
+    unsharded = f" + {counts.not_sharded:,} linted only" if counts.not_sharded else ""
     mark = "[green]✓[/]" if counts.balanced else "[red]✗ MISMATCH[/]"
     stderr.print(
         f"Check: {counts.records_read:,} read = {counts.records_converted:,} converted + "
         f"{sum(counts.quarantined.values()):,} quarantined; {counts.threads:,} threads = "
-        f"{kept:,} written + {sum(counts.dropped.values()):,} dropped {mark}"
+        f"{kept:,} written{unsharded} + {sum(counts.dropped.values()):,} dropped {mark}"
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -30,7 +31,8 @@ from pipeline.card import CardStats, dataset_card, lint_summary
 from pipeline.engine.local import run_units
 from pipeline.engine.units import WorkUnit, iter_unit_records, plan_units
 from pipeline.formats import AUTO, get_format
-from pipeline.ingest import ReadStats, read_items
+from pipeline.formats.detect import detect
+from pipeline.ingest import SNIFF_RECORDS, ReadStats, read_items
 from pipeline.lint import Linter, LintReport
 from pipeline.lint.reports import write_report
 from pipeline.lint.store import DiagnosticStore
@@ -41,7 +43,7 @@ from pipeline.output_files import atomic_output, atomic_text_output
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.run_config import RunConfig
 from pipeline.shards import Shard, ShardWriter
-from pipeline.sources import DEFAULT_SPLIT, is_hf_input
+from pipeline.sources import DEFAULT_SPLIT, Record, is_hf_input
 from pipeline.tokenize import Renderer, load_tokenizer, tokenize_threads
 from pipeline.tokenize.job import write_tokenizer
 from pipeline.tokenize.stage import TOKENIZED_SCHEMA
@@ -150,6 +152,8 @@ class RunCounts:
     """threads written per split (weighted copies included)."""
     copies: int = 0
     """extra rows written by mixing weights above 1."""
+    not_sharded: int = 0
+    """threads kept but not written, because the run has no shard stage (lint only)."""
     tokens: int = 0
     trained_tokens: int = 0
 
@@ -158,7 +162,7 @@ class RunCounts:
         kept = sum(self.written.values()) - self.copies
         return self.records_read == self.records_converted + sum(
             self.quarantined.values()
-        ) and self.threads == kept + sum(self.dropped.values())
+        ) and self.threads == kept + self.not_sharded + sum(self.dropped.values())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -169,6 +173,7 @@ class RunCounts:
             "threads_dropped": dict(sorted(self.dropped.items())),
             "threads_written": dict(sorted(self.written.items())),
             "weighted_copies": self.copies,
+            "threads_not_sharded": self.not_sharded,
             "tokens": self.tokens,
             "trained_tokens": self.trained_tokens,
             "balanced": self.balanced,
@@ -197,6 +202,17 @@ def plan(config: RunConfig) -> list[WorkUnit]:
     return plan_units([(spec.path, spec.format) for spec in config.inputs], can_split=can_split)
 
 
+def detected_format(config: RunConfig, unit: WorkUnit) -> str:
+    """The format a unit is read as: the named one, or what detection finds in its first
+    records (for `--dry-run`)."""
+    if unit.format != AUTO:
+        return unit.format
+    spec = config.inputs[unit.input_index]
+    items = iter_unit_records(unit, split=spec.split or DEFAULT_SPLIT, hf_config=spec.hf_config)
+    head = itertools.islice((i.value for i in items if isinstance(i, Record)), SNIFF_RECORDS)
+    return f"auto -> {detect(head).label}"
+
+
 def run_pipeline(
     config: RunConfig,
     *,
@@ -215,11 +231,15 @@ def run_pipeline(
         workers=workers or config.engine.workers,
         progress=(lambda done, total: progress("read", done, total)) if progress else None,
     )
-    return _reduce(config, out, units, unit_dirs)
+    return _reduce(config, out, units, unit_dirs, progress)
 
 
 def _reduce(
-    config: RunConfig, out: Path, units: list[WorkUnit], unit_dirs: list[Path]
+    config: RunConfig,
+    out: Path,
+    units: list[WorkUnit],
+    unit_dirs: list[Path],
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> RunResult:
     stages = config.stages
     lint_config = stages.lint.to_lint_config(str(config.source) if config.source else None)
@@ -251,7 +271,9 @@ def _reduce(
         for writer in writers.values():
             writer.__enter__()
         try:
-            for unit, unit_dir in zip(units, unit_dirs, strict=True):
+            for done, (unit, unit_dir) in enumerate(zip(units, unit_dirs, strict=True)):
+                if progress is not None:
+                    progress("lint, dedup, tokenize, shard", done, len(units))
                 _account(unit_dir, unit, read_stats, counts)
                 for line in (unit_dir / UNIT_REJECTED).open("rb"):
                     quarantine.write(line)
@@ -443,6 +465,9 @@ def _write(
     counts: RunCounts,
 ) -> None:
     """Tokenize (when asked), filter on tokens, weight and split a batch, then write it."""
+    if not writers:
+        counts.not_sharded += len(threads)
+        return
     if renderer is not None:
         tokenize = config.stages.tokenize
         assert tokenize is not None
@@ -462,8 +487,7 @@ def _write(
         table = _token_filters(table, config, counts)
     else:
         table = threads_to_arrow(threads)
-    if not writers or not table.num_rows:
-        counts.written["train"] += 0
+    if not table.num_rows:
         return
     shard = config.stages.shard
     assert shard is not None

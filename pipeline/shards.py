@@ -1,6 +1,7 @@
-"""Deterministic Parquet shards (DESIGN §7): `{split}-{i:05d}-of-{n:05d}.parquet`, zstd,
-fixed row groups, so the same rows give the same bytes; the shards take their final names
-only when the whole split is written, so a failed run leaves no half dataset."""
+"""Deterministic Parquet shards (DESIGN §7): `{split}-{i:05d}-of-{n:05d}.parquet`, zstd by
+default, fixed row groups, so the same rows give the same bytes; a shard ends at a row count, a
+byte size or both; the shards take their final names only when the whole split is written, so a
+failed run leaves no half dataset."""
 
 from __future__ import annotations
 
@@ -16,22 +17,27 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 SHARD_ROWS = 50_000
-"""Rows per shard (the last one holds the rest)."""
+"""Rows per shard when no limit is given (the last one holds the rest)."""
 ROW_GROUP_ROWS = 1_000
 """Rows per Parquet row group: small enough for the Hub's dataset viewer and for readers
 that stream row groups, large enough for zstd to compress well."""
 PARQUET_OPTIONS: dict[str, Any] = {
-    "compression": "zstd",
-    "compression_level": 3,
     "version": "2.6",
     "data_page_version": "1.0",
     "use_dictionary": False,
     "write_statistics": True,
     "store_schema": True,
 }
-"""Every Parquet writer option that affects the bytes, fixed here (Parquet itself stores
-no timestamp; `created_by` names the pyarrow version). No dictionary pages: token ids and
+"""Every Parquet writer option but the codec that affects the bytes, fixed here (Parquet itself
+stores no timestamp; `created_by` names the pyarrow version). No dictionary pages: token ids and
 free text gain nothing from them, plain pages + zstd are smaller and faster."""
+COMPRESSIONS: dict[str, dict[str, Any]] = {
+    "zstd": {"compression": "zstd", "compression_level": 3},
+    "snappy": {"compression": "snappy"},
+    "gzip": {"compression": "gzip", "compression_level": 6},
+    "none": {"compression": "none"},
+}
+"""Codec name (as in the pipeline config) -> Parquet writer options, levels fixed for stable bytes."""
 _SPLIT_NAME = re.compile(r"^\w+$")
 _CHUNK = 1 << 20
 
@@ -55,11 +61,13 @@ def shard_name(split: str, index: int, count: int) -> str:
 
 
 class ShardWriter:
-    """Writes tables of `schema` rows as shards of `shard_rows` rows under `directory`.
+    """Writes tables of `schema` rows as Parquet shards under `directory`.
 
-    Use it as a context manager: on success the shards are renamed to their final names
-    (replacing any earlier shards of `split`) and listed in `.shards`; on an exception
-    every file written so far is removed. Rows are cut into row groups of
+    A shard ends after `shard_rows` rows, or after the row group that brings its written bytes
+    to `shard_bytes` (footer not counted), whichever comes first; with neither given, shards
+    hold `SHARD_ROWS` rows. Use it as a context manager: on success the shards are renamed to
+    their final names (replacing any earlier shards of `split`) and listed in `.shards`; on an
+    exception every file written so far is removed. Rows are cut into row groups of
     `row_group_rows` whatever the batches written, so bytes depend on the rows only."""
 
     def __init__(
@@ -68,22 +76,31 @@ class ShardWriter:
         schema: pa.Schema,
         *,
         split: str = "train",
-        shard_rows: int = SHARD_ROWS,
+        shard_rows: int | None = None,
+        shard_bytes: int | None = None,
         row_group_rows: int = ROW_GROUP_ROWS,
+        compression: str = "zstd",
     ):
         if not _SPLIT_NAME.match(split):
             raise ValueError(f"split name {split!r} must be letters, digits and underscores")
-        if shard_rows < 1 or row_group_rows < 1:
-            raise ValueError("shard_rows and row_group_rows must be at least 1")
+        if compression not in COMPRESSIONS:
+            codecs = ", ".join(COMPRESSIONS)
+            raise ValueError(f"compression must be one of {codecs}, not {compression!r}")
+        _check_positive("shard_rows", shard_rows, optional=True)
+        _check_positive("shard_bytes", shard_bytes, optional=True)
+        _check_positive("row_group_rows", row_group_rows, optional=False)
         self.directory = Path(directory)
         self.schema = schema
         self.split = split
-        self.shard_rows = shard_rows
+        self.shard_rows = SHARD_ROWS if shard_rows is None and shard_bytes is None else shard_rows
+        self.shard_bytes = shard_bytes
         self.row_group_rows = row_group_rows
+        self.compression = compression
         self.shards: list[Shard] = []
         self._pending = schema.empty_table()
         self._temps: list[Path] = []
         self._rows: list[int] = []
+        self._sink: pa.NativeFile | None = None
         self._writer: pq.ParquetWriter | None = None
 
     def __enter__(self) -> ShardWriter:
@@ -113,6 +130,8 @@ class ShardWriter:
 
     def _next_group_rows(self) -> int:
         """Rows of the next row group: a full group, or what the current shard has left."""
+        if self.shard_rows is None:
+            return self.row_group_rows
         in_shard = self._rows[-1] if self._writer is not None else 0
         return min(self.row_group_rows, self.shard_rows - in_shard)
 
@@ -121,25 +140,43 @@ class ShardWriter:
         writer = self._writer or self._open()
         writer.write_table(group.combine_chunks(), row_group_size=rows)
         self._rows[-1] += rows
-        if self._rows[-1] == self.shard_rows:
-            writer.close()
-            self._writer = None
+        if self._shard_full():
+            self._close()
+
+    def _shard_full(self) -> bool:
+        """Whether the open shard has reached its row or byte limit (row groups are flushed)."""
+        if self.shard_rows is not None and self._rows[-1] >= self.shard_rows:
+            return True
+        if self.shard_bytes is None or self._sink is None:
+            return False
+        return self._sink.tell() >= self.shard_bytes
 
     def _open(self) -> pq.ParquetWriter:
         temp = self.directory / f".{self.split}-{len(self._temps):05d}.{os.getpid()}.parquet.tmp"
         self._temps.append(temp)
         self._rows.append(0)
-        self._writer = pq.ParquetWriter(temp, self.schema, **PARQUET_OPTIONS)
+        self._sink = pa.OSFile(str(temp), "wb")
+        options = PARQUET_OPTIONS | COMPRESSIONS[self.compression]
+        self._writer = pq.ParquetWriter(self._sink, self.schema, **options)
         return self._writer
+
+    def _close(self) -> None:
+        """Finish the open shard (footer written, file closed), if any."""
+        writer, sink = self._writer, self._sink
+        self._writer = self._sink = None
+        try:
+            if writer is not None:
+                writer.close()
+        finally:
+            if sink is not None:
+                sink.close()
 
     def _commit(self) -> None:
         if self._pending.num_rows:
             self._flush(self._pending.num_rows)
         if not self._temps:  # no rows at all: one empty shard keeps the schema readable
             self._open()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        self._close()
         count = len(self._temps)
         names = [shard_name(self.split, i, count) for i in range(count)]
         self.shards = [
@@ -158,11 +195,20 @@ class ShardWriter:
                 path.unlink()
 
     def _abort(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        for temp in self._temps:
-            temp.unlink(missing_ok=True)
+        try:
+            self._close()
+        finally:
+            for temp in self._temps:
+                temp.unlink(missing_ok=True)
+
+
+def _check_positive(name: str, value: int | None, *, optional: bool) -> None:
+    """A clear ValueError unless `value` is an integer of at least 1 (or None when optional)."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        allowed = "a positive integer or None" if optional else "a positive integer"
+        raise ValueError(f"{name} must be {allowed}, not {value!r}")
 
 
 def _sha256(path: Path) -> str:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -151,3 +152,30 @@ def test_a_run_killed_mid_way_resumes_to_the_same_bytes(shared, tmp_path):
     resumed = run_cli(str(config), "-o", str(out))
     assert resumed.exit_code in (0, 1), resumed.output
     assert output_files(out) == clean
+
+
+def test_mix_weights_and_samples_by_a_stable_hash(tmp_path):
+    out = tmp_path / "mix"
+    result = run_cli(str(REPO / "configs" / "mix.yaml"), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    counts = orjson.loads((out / "manifest.json").read_bytes())["counts"]
+    assert counts["balanced"] is True and counts["threads_dropped"]["sampled_out"] > 0
+    table = pq.read_table(out / "data" / "train-00000-of-00001.parquet", columns=["id", "meta"])
+    ids = table["id"].to_pylist()
+    copies = [thread_id for thread_id in ids if thread_id.endswith("#1")]
+    assert copies and all(thread_id.removesuffix("#1") in ids for thread_id in copies)
+    assert counts["weighted_copies"] == len(copies)
+    again = tmp_path / "again"
+    assert run_cli(str(REPO / "configs" / "mix.yaml"), "-o", str(again)).exit_code == 0
+    same = pq.read_table(again / "data" / "train-00000-of-00001.parquet", columns=["id"])
+    assert same["id"].to_pylist() == ids  # the sample is the same threads every time
+
+
+def test_the_lint_gate_fails_the_run_and_still_writes_the_reports(tmp_path):
+    out = tmp_path / "lint"
+    result = run_cli(str(REPO / "configs" / "lint_only.yaml"), "-o", str(out))
+    assert result.exit_code == 1 and "lint gate" in result.output
+    assert {"reports/lint.json", "manifest.json", "quarantine/rejected.jsonl"} <= set(
+        output_files(out)
+    )
+    assert not (out / "data").exists()
