@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import itertools
 import os
+import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,7 +50,8 @@ from pipeline.tokenize.job import write_tokenizer
 from pipeline.tokenize.stage import TOKENIZED_SCHEMA
 
 WORK_DIR = ".work"
-"""The engine's work directory inside the output directory."""
+"""The engine's work directory inside the output directory, removed once a run succeeds
+(a stopped run keeps it, and resumes from its finished units)."""
 UNIT_THREADS = "threads.parquet"
 UNIT_REJECTED = "rejected.jsonl"
 UNIT_STATS = "stats.json"
@@ -231,7 +233,10 @@ def run_pipeline(
         workers=workers or config.engine.workers,
         progress=(lambda done, total: progress("read", done, total)) if progress else None,
     )
-    return _reduce(config, out, units, unit_dirs, progress)
+    result = _reduce(config, out, units, unit_dirs, progress)
+    # the output is complete: the units' intermediate files are no longer needed
+    shutil.rmtree(out / WORK_DIR)
+    return result
 
 
 def _reduce(
@@ -260,7 +265,12 @@ def _reduce(
     writers = (
         {
             name: ShardWriter(
-                out / "data", schema, split=name, shard_rows=stages.shard.rows_per_shard
+                out / "data",
+                schema,
+                split=name,
+                shard_rows=stages.shard.rows_per_shard,
+                shard_bytes=stages.shard.bytes_per_shard,
+                compression=stages.shard.compression,
             )
             for name, _ in splits
         }

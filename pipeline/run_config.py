@@ -154,6 +154,7 @@ class ShardStage:
     splits: tuple[tuple[str, float], ...] = (("train", 1.0),)
     seed: int = 0
     compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
+    bytes_per_shard: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

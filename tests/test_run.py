@@ -179,3 +179,19 @@ def test_the_lint_gate_fails_the_run_and_still_writes_the_reports(tmp_path):
         output_files(out)
     )
     assert not (out / "data").exists()
+
+
+def test_shard_size_and_codec_come_from_the_config(tmp_path):
+    config = tmp_path / "small_shards.yaml"
+    config.write_text(
+        "name: small-shards\n"
+        f"inputs:\n  - path: {REPO / 'data_samples' / 'openai'}\n"
+        f"output: {tmp_path / 'unused'}\n"
+        "stages:\n  lint: {fail_on: never}\n  shard: {rows_per_shard: 4, compression: snappy}\n"
+    )
+    out = tmp_path / "out"
+    assert run_cli(str(config), "-o", str(out)).exit_code == 0
+    shards = sorted((out / "data").glob("train-*.parquet"))
+    assert len(shards) > 1 and all(pq.ParquetFile(s).metadata.num_rows <= 4 for s in shards)
+    codec = pq.ParquetFile(shards[0]).metadata.row_group(0).column(0).compression
+    assert codec == "SNAPPY"
