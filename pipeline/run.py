@@ -34,7 +34,7 @@ from pipeline.engine.units import WorkUnit, iter_unit_records, plan_units
 from pipeline.formats import AUTO, get_format
 from pipeline.formats.detect import detect
 from pipeline.ingest import SNIFF_RECORDS, ReadStats, read_items
-from pipeline.lint import Linter, LintReport
+from pipeline.lint import Diagnostic, Linter, LintReport
 from pipeline.lint.reports import write_report
 from pipeline.lint.store import DiagnosticStore
 from pipeline.lint.thread_view import ThreadView
@@ -42,7 +42,7 @@ from pipeline.manifest import build_manifest, file_sha256, input_record, write_m
 from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, threads_from_arrow, threads_to_arrow
 from pipeline.output_files import atomic_output, atomic_text_output
 from pipeline.quarantine import Rejection, rejection_line
-from pipeline.run_config import RunConfig
+from pipeline.run_config import FilterStage, RunConfig
 from pipeline.shards import Shard, ShardWriter
 from pipeline.sources import DEFAULT_SPLIT, Record, is_hf_input
 from pipeline.tokenize import Renderer, load_tokenizer, tokenize_threads
@@ -327,8 +327,7 @@ def _reduce(
 
 def _whole_files(units: list[WorkUnit]) -> list[WorkUnit]:
     """One unit per input file (a split file's first part stands for the file)."""
-    seen: set[str] = set()
-    return [u for u in units if not (u.path in seen or seen.add(u.path))]  # type: ignore[func-returns-value]
+    return list({unit.path: unit for unit in reversed(units)}.values())[::-1]
 
 
 def _write_card(
@@ -441,8 +440,14 @@ def _kept_batches(
 
 
 def _drop_reason(
-    thread: Thread, found: list[Any], drop_on: set[str], filters: Any, dedup: bool, seen: set[int]
+    thread: Thread,
+    found: list[Diagnostic],
+    drop_on: set[str],
+    filters: FilterStage,
+    dedup: bool,
+    seen: set[int],
 ) -> str | None:
+    """Why the thread is left out (lint gate, filters, a duplicate), or None to keep it."""
     codes = sorted({d.code for d in found if d.code in drop_on})
     if codes:
         return f"lint:{codes[0]}"
