@@ -758,6 +758,13 @@ def inspect_command(
     help="Output directory [default: the config's `output`].",
 )
 @click.option(
+    "--engine",
+    type=click.Choice(["local"]),
+    default=None,
+    help="Where the stages run [default: the config's engine.kind]; `local` is processes on "
+    "this machine.",
+)
+@click.option(
     "--workers",
     type=click.IntRange(min=1),
     default=None,
@@ -774,7 +781,12 @@ def inspect_command(
     "--dry-run", is_flag=True, help="Print the plan (inputs, units, stages); write nothing."
 )
 def run_command(
-    config_file: str, output: str | None, workers: int | None, resume: bool, dry_run: bool
+    config_file: str,
+    output: str | None,
+    engine: str | None,
+    workers: int | None,
+    resume: bool,
+    dry_run: bool,
 ) -> None:
     """Run a pipeline CONFIG: ingest, normalize, lint, filter, dedup, tokenize, shard.
 
@@ -791,6 +803,8 @@ def run_command(
     out = Path(output) if output else config.output
     if dry_run:
         _print_plan(config, out)
+        kind, count = engine or config.engine.kind, workers or config.engine.workers
+        click.echo(f"engine: {kind}, {count} worker(s)")
         return
     if not resume:
         reset_workdir(out / WORK_DIR)
