@@ -6,7 +6,6 @@ the bytes differ between environments whose versions differ."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 from collections.abc import Mapping, Sequence
@@ -18,14 +17,13 @@ from typing import Any
 import orjson
 
 import pipeline
-from pipeline.output_files import atomic_output
+from pipeline.output_files import atomic_output, file_sha256
 from pipeline.shards import Shard
 
 MANIFEST_FORMAT = "mms-pipeline-manifest/1"
 """Names this layout, for readers that check what they were given."""
 DATA_DIR = "data"
 """Where the shards live, relative to the output directory."""
-_BLOCK = 1 << 20
 _VERSIONED = ("tokenizers", "pyarrow")
 
 
@@ -45,15 +43,6 @@ class InputRecord:
             "bytes": self.bytes,
             "sha256": self.sha256,
         }
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """The sha256 hex digest of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while block := file.read(_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def input_record(path: str | os.PathLike[str], format: str) -> InputRecord:

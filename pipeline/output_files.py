@@ -1,9 +1,11 @@
 """Write output files atomically (a temp file renamed into place on success), compressed
-by suffix (.gz, .zst): a failed run never leaves a half-written file that looks whole."""
+by suffix (.gz, .zst): a failed run never leaves a half-written file that looks whole;
+and hash the files a run wrote or read."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
 from collections.abc import Iterator
@@ -47,3 +49,12 @@ def atomic_text_output(path: str | Path) -> Iterator[TextIO]:
         yield text
         text.flush()
         text.detach()
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The sha256 hex digest of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()

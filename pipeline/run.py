@@ -38,9 +38,9 @@ from pipeline.lint import Diagnostic, Linter, LintReport
 from pipeline.lint.reports import write_report
 from pipeline.lint.store import DiagnosticStore
 from pipeline.lint.thread_view import ThreadView
-from pipeline.manifest import build_manifest, file_sha256, input_record, write_manifest
+from pipeline.manifest import build_manifest, input_record, write_manifest
 from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, threads_from_arrow, threads_to_arrow
-from pipeline.output_files import atomic_output, atomic_text_output
+from pipeline.output_files import atomic_output, atomic_text_output, file_sha256
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.run_config import FilterStage, RunConfig
 from pipeline.shards import Shard, ShardWriter

@@ -5,7 +5,6 @@ failed run leaves no half dataset."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -15,6 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from pipeline.output_files import file_sha256
 
 SHARD_ROWS = 50_000
 """Rows per shard when no limit is given (the last one holds the rest)."""
@@ -39,7 +40,6 @@ COMPRESSIONS: dict[str, dict[str, Any]] = {
 }
 """Codec name (as in the pipeline config) -> Parquet writer options, levels fixed for stable bytes."""
 _SPLIT_NAME = re.compile(r"^\w+$")
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +180,7 @@ class ShardWriter:
         count = len(self._temps)
         names = [shard_name(self.split, i, count) for i in range(count)]
         self.shards = [
-            Shard(name, rows, temp.stat().st_size, _sha256(temp))
+            Shard(name, rows, temp.stat().st_size, file_sha256(temp))
             for name, rows, temp in zip(names, self._rows, self._temps, strict=True)
         ]
         for name, temp in zip(names, self._temps, strict=True):
@@ -209,11 +209,3 @@ def _check_positive(name: str, value: int | None, *, optional: bool) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         allowed = "a positive integer or None" if optional else "a positive integer"
         raise ValueError(f"{name} must be {allowed}, not {value!r}")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while chunk := file.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

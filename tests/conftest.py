@@ -21,3 +21,19 @@ def shared() -> Path:
     if not (SHARED / "DESIGN.md").is_file():
         pytest.skip(f"real data folder {SHARED} is absent (set MMS_SHARED to point at it)")
     return SHARED
+
+
+@pytest.fixture
+def offline_hf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`datasets` and the Hub stay offline and cache under tmp_path; they read these
+    variables when first imported, so their settings are patched as well."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    cache = tmp_path / ".hf-home"
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(cache))
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache / "datasets")

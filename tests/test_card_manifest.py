@@ -17,29 +17,14 @@ import yaml
 import pipeline
 from pipeline.card import CardStats, dataset_card, hf_features, lint_summary, size_category
 from pipeline.lint import lint
-from pipeline.manifest import build_manifest, file_sha256, input_record, write_manifest
+from pipeline.manifest import build_manifest, input_record, write_manifest
+from pipeline.output_files import file_sha256
 from pipeline.shards import Shard, ShardWriter
 from pipeline.tokenize import RENDERER_NAME, Renderer, load_tokenizer, tokenize_threads
 from pipeline.tokenize.stage import TOKENIZED_SCHEMA, TokenizeStats
 from tests.conftest import REPO
 
 SAMPLES = REPO / "data_samples" / "openai"
-
-
-@pytest.fixture
-def offline_hf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """`datasets` stays offline and caches under tmp_path; it reads these variables when
-    first imported, so its settings are patched as well."""
-    import datasets.config
-    import huggingface_hub.constants
-
-    cache = tmp_path / ".hf-home"
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(cache))
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache / "datasets")
 
 
 def sample_threads() -> list[pipeline.Thread]:

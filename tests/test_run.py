@@ -73,12 +73,9 @@ def test_quickstart_writes_the_design_output_layout(quickstart):
             assert (quickstart / shard["path"]).stat().st_size == shard["bytes"]
 
 
-def test_the_dataset_loads_with_the_declared_features(quickstart, tmp_path, monkeypatch):
+def test_the_dataset_loads_with_the_declared_features(quickstart, offline_hf):
     import datasets
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")
     loaded = datasets.load_dataset(str(quickstart))
     manifest = orjson.loads((quickstart / "manifest.json").read_bytes())
     assert {name: len(split) for name, split in loaded.items()} == {

@@ -22,21 +22,7 @@ from pipeline.formats import FORMATS
 from pipeline.quarantine import Rejection
 from pipeline.sources import InputError, Record, expand_inputs, iter_file
 
-
-@pytest.fixture(autouse=True)
-def offline_hf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test may reach the network or write outside tmp_path. `datasets` reads these
-    variables when first imported, so its settings are patched as well."""
-    import datasets.config
-    import huggingface_hub.constants
-
-    cache = tmp_path / ".hf-home"
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(cache))
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache / "datasets")
+pytestmark = pytest.mark.usefixtures("offline_hf")  # no test reaches the network
 
 
 def mms_row(n: int) -> dict[str, Any]:
