@@ -6,8 +6,8 @@ peak memory of both routes, and of `mms run` at 1x and 4x the input.
 Run from the repository root, with the package, datasets and transformers installed; the real
 files come from ../shared/realdata, the tokenizer from ../shared/tokenizers:
 
-    python benchmarks/run.py                   # 20,000 threads (80,000 for memory), ~3 min
-    python benchmarks/run.py --quick           # smoke run: 500 threads, seconds
+    python benchmarks/run.py                   # 20,000 threads (80,000 for memory), ~4 min
+    python benchmarks/run.py --quick           # smoke run: 500 threads, ~50 s
     python benchmarks/run.py --workdir /tmp/mms-run-bench --json figures.json --profile 25
 
 1. build (untimed): the real threads, cycled and made unique as benchmarks/tokenizing.py does
@@ -452,35 +452,38 @@ def print_results(result: dict[str, Any]) -> None:
     rates, threads = found["tokens_per_s"], result["built"]["threads"]
     tokens = {f"{s}x": found["counts"][f"{s}x"]["tokens"] for s in (1, GROWTH)}
     header = ("run", "threads", "tokens", "seconds", "CPU s", "tokens/s", "x raw")
-    header += ("peak PSS MiB", "largest MiB", "procs")
-    rows = [
-        ("raw encode_batch", threads["1x"], tokens["1x"], raw["seconds"], raw["cpu_seconds"]),
-        *(
-            (label, threads[scale], tokens[scale], run.seconds, run.cpu_seconds, run)
-            for label, scale, run in (
-                ("mms run 1x", "1x", runs["mms 1x"]),
-                ("datasets + transformers", "1x", runs["peers"]),
-                (f"mms run {GROWTH}x", f"{GROWTH}x", runs[f"mms {GROWTH}x"]),
-            )
-        ),
-    ]
-    lines = [header]
-    for label, count, token_count, seconds, cpu, *tree in rows:
-        memory = (
-            (f"{tree[0].peak_pss_mb:.1f}", f"{tree[0].largest_hwm_mb:.1f}", f"{tree[0].processes}")
-            if tree
-            else ("", "", "")
+    lines = [(*header, "peak PSS MiB", "largest MiB", "procs")]
+    lines.append(
+        (
+            "raw encode_batch",
+            f"{threads['1x']:,}",
+            f"{tokens['1x']:,}",
+            f"{raw['seconds']:.2f}",
+            f"{raw['cpu_seconds']:.1f}",
+            f"{rates['raw encode_batch']:,}",
+            "1.00",
+            "",
+            "",
+            "",
         )
+    )
+    for label, scale, run in (
+        ("mms run 1x", "1x", runs["mms 1x"]),
+        ("datasets + transformers", "1x", runs["peers"]),
+        (f"mms run {GROWTH}x", f"{GROWTH}x", runs[f"mms {GROWTH}x"]),
+    ):
         lines.append(
             (
                 label,
-                f"{count:,}",
-                f"{token_count:,}",
-                f"{seconds:.2f}",
-                f"{cpu:.1f}",
+                f"{threads[scale]:,}",
+                f"{tokens[scale]:,}",
+                f"{run.seconds:.2f}",
+                f"{run.cpu_seconds:.1f}",
                 f"{rates[label]:,}",
                 f"{rates[label] / rates['raw encode_batch']:.2f}",
-                *memory,
+                f"{run.peak_pss_mb:.1f}",
+                f"{run.largest_hwm_mb:.1f}",
+                f"{run.processes}",
             )
         )
     print()

@@ -45,7 +45,7 @@ from pipeline.quarantine import Rejection, rejection_line
 from pipeline.run_config import FilterStage, RunConfig
 from pipeline.shards import Shard, ShardWriter
 from pipeline.sources import DEFAULT_SPLIT, Record, is_hf_input
-from pipeline.tokenize import Renderer, load_tokenizer, tokenize_threads
+from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
 from pipeline.tokenize.job import write_tokenizer
 from pipeline.tokenize.stage import TOKENIZED_SCHEMA
 
@@ -258,7 +258,7 @@ def _reduce(
         DiagnosticStore(),
     )
     counts = RunCounts()
-    renderer = _renderer(config)
+    renderer, base = _renderer(config)
     splits = stages.shard.splits if stages.shard else (("train", 1.0),)
     schema = TOKENIZED_SCHEMA if renderer else THREAD_ARROW_SCHEMA
     seen: set[int] = set()
@@ -299,9 +299,7 @@ def _reduce(
     shards = {name: writer.shards for name, writer in writers.items()}
     reports = _write_reports(out, report)
     tokenizer = None
-    if renderer is not None:
-        assert stages.tokenize is not None
-        base = load_tokenizer(stages.tokenize.tokenizer)
+    if renderer is not None and base is not None:
         file = write_tokenizer(out / "tokenizer", renderer, base)
         tokenizer = {
             "path": "tokenizer/tokenizer.json",
@@ -373,11 +371,14 @@ def _write_card(
         handle.write(card)
 
 
-def _renderer(config: RunConfig) -> Renderer | None:
+def _renderer(config: RunConfig) -> tuple[Renderer | None, LoadedTokenizer | None]:
+    """The renderer of the tokenize stage and its base tokenizer (loaded once: a large
+    vocabulary takes seconds), or None for both when the run does not tokenize."""
     tokenize = config.stages.tokenize
     if tokenize is None:
-        return None
-    return Renderer(load_tokenizer(tokenize.tokenizer), bos=tokenize.bos)
+        return None, None
+    base = load_tokenizer(tokenize.tokenizer)
+    return Renderer(base, bos=tokenize.bos), base
 
 
 def _account(unit_dir: Path, unit: WorkUnit, read_stats: ReadStats, counts: RunCounts) -> None:
