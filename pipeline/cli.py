@@ -816,6 +816,9 @@ def run_command(
     except UnitFailed as err:
         stderr.print(f"[red]error:[/] {err}; finished units are kept: run again to resume")
         sys.exit(1)
+    except OverlongThreadError as err:
+        stderr.print(f"[red]error:[/] {err}; nothing was written (overlong: error)")
+        sys.exit(1)
     _print_run_summary(result)
     if not result.counts.balanced:
         stderr.print("[red]error:[/] the counts do not balance; this is a bug, please report it")

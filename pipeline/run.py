@@ -18,7 +18,7 @@ import os
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,25 +277,23 @@ def _reduce(
         if stages.shard
         else {}
     )
-    with atomic_output(out / "quarantine" / "rejected.jsonl") as quarantine:
+    with ExitStack() as stack:
+        quarantine = stack.enter_context(atomic_output(out / "quarantine" / "rejected.jsonl"))
         for writer in writers.values():
-            writer.__enter__()
-        try:
-            for done, (unit, unit_dir) in enumerate(zip(units, unit_dirs, strict=True)):
-                if progress is not None:
-                    progress("lint, dedup, tokenize, shard", done, len(units))
-                _account(unit_dir, unit, read_stats, counts)
-                for line in (unit_dir / UNIT_REJECTED).open("rb"):
+            stack.enter_context(writer)  # a failure aborts every shard: nothing half-written
+        for done, (unit, unit_dir) in enumerate(zip(units, unit_dirs, strict=True)):
+            if progress is not None:
+                progress("lint, dedup, tokenize, shard", done, len(units))
+            _account(unit_dir, unit, read_stats, counts)
+            with (unit_dir / UNIT_REJECTED).open("rb") as rejected:
+                for line in rejected:
                     quarantine.write(line)
                     rejection = _rejection(line)
                     report.add(linter.check_rejection(rejection), raw=rejection.raw)
-                weight = config.inputs[unit.input_index].weight
-                for kept in _kept_batches(unit_dir, config, linter, report, counts, seen):
-                    _write(kept, renderer, config, weight, writers, counts)
-            report.add(list(linter.finish()))
-        finally:
-            for writer in writers.values():
-                writer.__exit__(None, None, None)
+            weight = config.inputs[unit.input_index].weight
+            for kept in _kept_batches(unit_dir, config, linter, report, counts, seen):
+                _write(kept, renderer, config, weight, writers, counts)
+        report.add(list(linter.finish()))
     shards = {name: writer.shards for name, writer in writers.items()}
     reports = _write_reports(out, report)
     tokenizer = None

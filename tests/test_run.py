@@ -192,3 +192,19 @@ def test_shard_size_and_codec_come_from_the_config(tmp_path):
     assert len(shards) > 1 and all(pq.ParquetFile(s).metadata.num_rows <= 4 for s in shards)
     codec = pq.ParquetFile(shards[0]).metadata.row_group(0).column(0).compression
     assert codec == "SNAPPY"
+
+
+def test_a_run_that_fails_in_the_ordered_pass_writes_no_shards(tmp_path):
+    config = tmp_path / "overlong.yaml"
+    config.write_text(
+        "name: overlong\n"
+        f"inputs:\n  - path: {REPO / 'data_samples' / 'openai'}\n"
+        f"output: {tmp_path / 'unused'}\n"
+        "stages:\n  lint: {fail_on: never}\n"
+        f"  tokenize: {{tokenizer: {REPO / 'configs' / 'sample_tokenizer'}, "
+        "max_tokens: 8, overlong: error}\n"
+    )
+    out = tmp_path / "out"
+    result = run_cli(str(config), "-o", str(out))
+    assert result.exit_code == 1 and "nothing was written" in result.output
+    assert not list(out.glob("data/*.parquet")) and not (out / "manifest.json").exists()
