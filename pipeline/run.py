@@ -81,12 +81,13 @@ class UnitJob:
         # sources are recorded relative to the config file (when it has one), so thread
         # ids, meta and splits do not depend on where the checkout lives
         base = self.config.source.parent if self.config.source else None
+        out = out.resolve()  # before any change of working directory
         if base is None or is_hf_input(unit.path):
-            self._process(unit, unit, out.resolve())
+            self._process(unit, unit, out)
             return
         relative = dataclasses.replace(unit, path=os.path.relpath(unit.path, base))
         with _working_directory(base):
-            self._process(unit, relative, out.resolve())
+            self._process(unit, relative, out)
 
     def _process(self, unit: WorkUnit, read_as: WorkUnit, out: Path) -> None:
         spec = self.config.inputs[unit.input_index]
@@ -223,7 +224,7 @@ def run_pipeline(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> RunResult:
     """Run every stage of `config`; output under `output` (default: the config's)."""
-    out = Path(output or config.output)
+    out = Path(output or config.output).resolve()
     units = plan(config)
     unit_dirs = run_units(
         units,

@@ -208,3 +208,10 @@ def test_a_run_that_fails_in_the_ordered_pass_writes_no_shards(tmp_path):
     result = run_cli(str(config), "-o", str(out))
     assert result.exit_code == 1 and "nothing was written" in result.output
     assert not list(out.glob("data/*.parquet")) and not (out / "manifest.json").exists()
+
+
+def test_a_relative_output_directory_is_taken_from_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(str(QUICKSTART), "-o", "rel/out", "--workers", "1")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "rel" / "out" / "manifest.json").is_file()
