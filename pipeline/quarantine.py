@@ -66,6 +66,20 @@ class Rejection:
         }
 
 
+def rejection_from_line(line: bytes) -> Rejection:
+    """A Rejection read back from its quarantine JSONL line (the raw text as kept)."""
+    data = orjson.loads(line)
+    return Rejection(
+        data["source"],
+        data["locator"],
+        data["code"],
+        data["message"],
+        raw=data.get("raw"),
+        stage=data.get("stage", "read"),
+        details=tuple(data.get("details") or ()),
+    )
+
+
 class RecordRejected(Exception):
     """Raised by a format adapter for a record it cannot convert; becomes a Rejection."""
 

@@ -27,7 +27,6 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.capabilities import DEFAULT_CAPABILITY
 from pipeline.card import CardStats, dataset_card, lint_summary
 from pipeline.engine.local import run_units
 from pipeline.engine.units import WorkUnit, iter_unit_records, plan_units
@@ -37,11 +36,10 @@ from pipeline.ingest import SNIFF_RECORDS, ReadStats, read_items
 from pipeline.lint import Diagnostic, Linter, LintReport
 from pipeline.lint.reports import write_report
 from pipeline.lint.store import DiagnosticStore
-from pipeline.lint.thread_view import ThreadView
 from pipeline.manifest import build_manifest, input_record, write_manifest
 from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, threads_from_arrow, threads_to_arrow
 from pipeline.output_files import atomic_output, atomic_text_output, file_sha256
-from pipeline.quarantine import Rejection, rejection_line
+from pipeline.quarantine import rejection_from_line, rejection_line
 from pipeline.run_config import FilterStage, RunConfig
 from pipeline.shards import Shard, ShardWriter
 from pipeline.sources import DEFAULT_SPLIT, Record, is_hf_input
@@ -289,8 +287,7 @@ def _reduce(
             with (unit_dir / UNIT_REJECTED).open("rb") as rejected:
                 for line in rejected:
                     quarantine.write(line)
-                    rejection = _rejection(line)
-                    report.add(linter.check_rejection(rejection), raw=rejection.raw)
+                    report.check_rejection(linter, rejection_from_line(line))
             weight = config.inputs[unit.input_index].weight
             for kept in _kept_batches(unit_dir, config, linter, report, counts, seen):
                 _write(kept, renderer, config, weight, writers, counts)
@@ -347,13 +344,7 @@ def _write_card(
         "tokens": counts.tokens if renderer else None,
         "trained_tokens": counts.trained_tokens if renderer else None,
         "formats": dict(profile.formats),
-        "capabilities": {
-            name: {
-                "enabled": profile.capability_enabled[name],
-                "used": profile.capability_used[name],
-            }
-            for name in sorted(set(profile.capability_enabled) | set(profile.capability_used))
-        },
+        "capabilities": profile.capabilities(),
         "lint": lint_summary(report),
     }
     card = dataset_card(
@@ -397,19 +388,6 @@ def _account(unit_dir: Path, unit: WorkUnit, read_stats: ReadStats, counts: RunC
         counts.dropped["sampled_out"] += unit_counts["sampled_out"]
 
 
-def _rejection(line: bytes) -> Rejection:
-    data = orjson.loads(line)
-    return Rejection(
-        data["source"],
-        data["locator"],
-        data["code"],
-        data["message"],
-        raw=data.get("raw"),
-        stage=data.get("stage", "read"),
-        details=tuple(data.get("details") or ()),
-    )
-
-
 def _kept_batches(
     unit_dir: Path,
     config: RunConfig,
@@ -426,10 +404,7 @@ def _kept_batches(
     for record_batch in parquet.iter_batches(batch_size=BATCH):
         kept: list[Thread] = []
         for thread in threads_from_arrow(pa.Table.from_batches([record_batch])):
-            view = ThreadView(thread)
-            found = linter.check_thread(view)
-            report.add(found, thread)
-            report.profile.observe(view)
+            found = report.check(linter, thread)
             reason = _drop_reason(thread, found, drop_on, filters, stages.dedup.enabled, seen)
             if reason is not None:
                 counts.dropped[reason] += 1
@@ -565,9 +540,3 @@ def _write_reports(out: Path, report: LintReport) -> list[str]:
             write_report(report, fmt, handle)
         written.append(f"reports/{name}")
     return written
-
-
-def capability_counts(report: LintReport) -> dict[str, int]:
-    """Threads using each non-default format, for the card."""
-    used = report.profile.capability_used
-    return {name: used[name] for name in sorted(used) if name != DEFAULT_CAPABILITY}

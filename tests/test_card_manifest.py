@@ -56,13 +56,7 @@ def card_for(out: Path, schema: pa.Schema, shards: dict[str, list[Shard]], **sta
         tokens=None,
         trained_tokens=None,
         formats=dict(profile.formats),
-        capabilities={
-            name: {
-                "enabled": profile.capability_enabled[name],
-                "used": profile.capability_used[name],
-            }
-            for name in set(profile.capability_enabled) | set(profile.capability_used)
-        },
+        capabilities=profile.capabilities(),
         lint=lint_summary(report),
     )
     card_stats.update(stats)  # type: ignore[typeddict-item]

@@ -65,8 +65,13 @@ class DatasetProfile:
                 role: {str(k): v for k, v in sorted(buckets.items())}
                 for role, buckets in sorted(self.content_length.items())
             },
-            "capabilities": {
-                name: {"enabled": self.capability_enabled[name], "used": self.capability_used[name]}
-                for name in sorted(set(self.capability_enabled) | set(self.capability_used))
-            },
+            "capabilities": self.capabilities(),
+        }
+
+    def capabilities(self) -> dict[str, dict[str, int]]:
+        """Per non-default format: threads enabling it and threads using it."""
+        names = sorted(set(self.capability_enabled) | set(self.capability_used))
+        return {
+            name: {"enabled": self.capability_enabled[name], "used": self.capability_used[name]}
+            for name in names
         }

@@ -95,6 +95,18 @@ class LintReport:
                 shown = example_thread(thread, diagnostic.message_index) if thread else None
                 kept.append(Example(diagnostic, shown, raw))
 
+    def check(self, linter: Linter, thread: Thread) -> list[Diagnostic]:
+        """Lint one thread: its findings recorded (and returned), the profile updated."""
+        view = ThreadView(thread)
+        found = linter.check_thread(view)
+        self.add(found, thread)
+        self.profile.observe(view)
+        return found
+
+    def check_rejection(self, linter: Linter, rejection: Rejection) -> None:
+        """Record the findings of a record that never became a thread (MMS101/102/105)."""
+        self.add(linter.check_rejection(rejection), raw=rejection.raw)
+
     def severity_of(self, code: str) -> str:
         """The severity of a rule's findings: `error`, `warning`, or `error+warning` for a
         rule whose findings differ (MMS104, MMS403)."""
@@ -153,7 +165,7 @@ def lint(
     report = LintReport(config, linter.rules, paths, stats, DiagnosticStore())
 
     def on_reject(rejection: Rejection) -> None:
-        report.add(linter.check_rejection(rejection), raw=rejection.raw)
+        report.check_rejection(linter, rejection)
 
     threads = read(
         paths,
@@ -194,9 +206,7 @@ def _run(
     progress: Callable[[ReadStats, LintReport], None] | None,
 ) -> None:
     for count, thread in enumerate(threads, 1):
-        view = ThreadView(thread)
-        report.add(linter.check_thread(view), thread)
-        report.profile.observe(view)
+        report.check(linter, thread)
         if progress is not None and count % 512 == 0:
             progress(report.stats, report)
     report.add(list(linter.finish()))
