@@ -404,15 +404,24 @@ THREAD_ARROW_SCHEMA = pa.schema(
 
 
 def _arrow_row(thread: Thread) -> dict[str, Any]:
-    settings = None
-    if thread.settings is not None:
-        settings = {"formats": [_format_to_arrow(f) for f in thread.settings.formats]}
     return {
         "id": thread.id,
         "messages": [m.all_fields() for m in thread.messages],
-        "settings": settings,
+        "settings": _arrow_settings(thread),
         "meta": orjson.dumps(thread.meta).decode(),
     }
+
+
+def _arrow_settings(thread: Thread) -> dict[str, Any] | None:
+    if thread.settings is None:
+        return None
+    return {"formats": [_format_to_arrow(f) for f in thread.settings.formats]}
+
+
+def settings_to_arrow(threads: Iterable[Thread]) -> pa.Array:
+    """The `settings` column of threads_to_arrow alone."""
+    settings_type = THREAD_ARROW_SCHEMA.field("settings").type
+    return pa.array([_arrow_settings(t) for t in threads], type=settings_type)
 
 
 def _format_to_arrow(fmt: Format) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import gzip
 import hashlib
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, TextIO
@@ -49,6 +49,24 @@ def atomic_text_output(path: str | Path) -> Iterator[TextIO]:
         yield text
         text.flush()
         text.detach()
+
+
+def remove_stale_temps(directory: Path, skip: Iterable[str] = ()) -> int:
+    """Delete the temp files (`.NAME.PID[.parquet].tmp`) of writers that are gone, under
+    `directory` but not in its subfolders named in `skip`: what a killed run leaves. Only
+    a caller that knows no other writer uses `directory` may call it (a run holding its
+    work directory's lock); this process's own temp files are kept. Returns the count."""
+    if not directory.is_dir():
+        return 0
+    own = f".{os.getpid()}."
+    removed = 0
+    for folder, subfolders, files in os.walk(directory):
+        subfolders[:] = sorted(d for d in subfolders if d not in skip)
+        for name in files:
+            if name.startswith(".") and name.endswith(".tmp") and own not in name:
+                Path(folder, name).unlink(missing_ok=True)
+                removed += 1
+    return removed
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

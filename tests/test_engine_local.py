@@ -20,6 +20,7 @@ from pipeline.engine import (
     UnitFailed,
     WorkdirError,
     iter_unit_records,
+    iter_units,
     plan_units,
     reset_workdir,
     run_units,
@@ -257,3 +258,27 @@ def test_a_run_killed_with_sigkill_resumes_to_the_same_bytes(tmp_path: Path) -> 
     assert len(log.read_text().split()) == len(units) - len(finished)
     clean = run_units(units, convert_unit, tmp_path / "clean")
     assert [tree_bytes(d) for d in resumed] == [tree_bytes(d) for d in clean]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_iter_units_hands_over_units_in_order_and_stops_when_closed(
+    tmp_path: Path, job: list, workers: int
+) -> None:
+    """A caller reduces each unit as soon as it and the ones before it are done; closing
+    the iterator early runs no further unit (one process: none; a pool: only those already
+    handed to a worker), and a resume runs the rest, none twice."""
+    log = tmp_path / "calls.log"
+    process = functools.partial(convert_unit, log=str(log), delay=0.3)
+    claimed: list[bool] = []
+    units = iter_units(
+        job, process, tmp_path / "w", workers=workers, on_claimed=lambda: claimed.append(True)
+    )
+    first = next(units)
+    assert claimed == [True] and first.name == job[0].id and (first / "DONE").is_file()
+    units.close()
+    done = sorted(p.parent.name for p in (tmp_path / "w" / "units").glob("*/DONE"))
+    assert job[0].id in done and (workers > 1 or done == [job[0].id])
+    rest = run_units(job, functools.partial(convert_unit, log=str(log)), tmp_path / "w")
+    assert [d.name for d in rest] == [u.id for u in job]
+    calls = log.read_text().split()
+    assert len(calls) == len(set(calls)) == len(job)  # no unit ran twice, none was lost

@@ -6,9 +6,12 @@ from __future__ import annotations
 import importlib.util
 import io
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from types import ModuleType
+from xml.etree import ElementTree
 
 import pytest
 from matplotlib.image import imread
@@ -223,6 +226,100 @@ def test_chart_labels():
     dollars = charts.format_distribution({"cost_$x$:json": 3})
     assert dollars is not None
     assert ">cost_$x$:json</text>" in dollars
+
+
+def bars(svg: str, color: str) -> list[dict[str, float]]:
+    """The geometry of the chart's rectangles filled with `color`, top first (a legend's
+    swatch, then the bars)."""
+    found = re.findall(
+        rf'<rect x="([-\d.]+)" y="([-\d.]+)" width="([\d.]+)" height="([\d.]+)" fill="{color}"/>',
+        svg,
+    )
+    shapes = [dict(zip(("x", "y", "width", "height"), map(float, f), strict=True)) for f in found]
+    return sorted(shapes, key=lambda shape: shape["y"])
+
+
+def test_charts_are_well_formed_svg_with_a_title():
+    drawn = [
+        charts.findings_by_rule([("MMS501  duplicate-thread", 0, 4), ("MMS201  <b>", 2, 0)]),
+        charts.messages_per_thread({2: 5, 4: 1}),
+        charts.content_length({"user": {0: 1}, "robot": {16: 2}}),
+        charts.role_distribution({"user": 3, "robot": 1}),
+        charts.format_distribution({"a & b": 1}),
+        charts.capability_usage({"x:json": 1}, {}),
+    ]
+    for svg in drawn:
+        assert svg is not None
+        root = ElementTree.fromstring(svg)
+        assert root.get("class") == "chart"
+        assert root.get("role") == "img"
+        assert root.find("{http://www.w3.org/2000/svg}title") is not None
+    assert ">MMS201  &lt;b&gt;</text>" in drawn[0]
+    assert ">a &amp; b</text>" in drawn[4]
+
+
+def test_bars_are_drawn_to_scale():
+    roles = charts.role_distribution({"user": 300, "assistant": 100, "tool": 0})
+    assert roles is not None
+    user = bars(roles, charts.ROLE_COLORS["user"])
+    assistant = bars(roles, charts.ROLE_COLORS["assistant"])
+    assert len(user) == len(assistant) == 1
+    assert user[0]["height"] == pytest.approx(3 * assistant[0]["height"], abs=0.2)
+    assert user[0]["x"] < assistant[0]["x"]
+    assert ">300</text>" in roles
+    assert ">tool</text>" not in roles
+    findings = charts.findings_by_rule([("MMS403  arguments", 3, 1), ("MMS201  enabled", 2, 0)])
+    assert findings is not None
+    error_swatch, *errors = bars(findings, charts.ERROR_COLOR)
+    warning_swatch, warning = bars(findings, charts.WARNING_COLOR)
+    assert error_swatch["width"] == warning_swatch["width"] == error_swatch["height"]
+    assert errors[0]["width"] == pytest.approx(1.5 * errors[1]["width"], abs=0.2)
+    assert warning["x"] == pytest.approx(errors[0]["x"] + errors[0]["width"], abs=0.2)
+    assert warning["width"] == pytest.approx(errors[0]["width"] / 3, abs=0.2)
+    assert ">4</text>" in findings
+
+
+def test_histogram_switches_to_a_log_scale_for_a_wide_spread():
+    wide = charts.messages_per_thread({2: 3000, 3: 40, 9: 1})
+    assert wide is not None
+    assert ">threads (log scale)</text>" in wide
+    for tick in ("1", "10", "100", "1,000"):
+        assert f">{tick}</text>" in wide
+    narrow = charts.messages_per_thread({2: 30, 3: 20})
+    assert narrow is not None
+    assert ">threads</text>" in narrow
+    assert "log scale" not in narrow
+
+
+def test_legends_and_notes_carry_the_totals():
+    lengths = charts.content_length({"user": {0: 3, 16: 1}, "assistant": {64: 2}})
+    assert lengths is not None
+    assert ">user (4)</text>" in lengths
+    assert ">assistant (2)</text>" in lengths
+    assert lengths.index(">user (4)<") < lengths.index(">assistant (2)<")
+    capabilities = charts.capability_usage({"a:json": 4, "b:json": 2}, {"a:json": 1, "c:json": 3})
+    assert capabilities is not None
+    for note in ("used in 1 of 4", "used in 0 of 2", "used in 3, never enabled"):
+        assert f">{note}</text>" in capabilities
+    many = charts.capability_usage({f"t{n}:json": 30 - n for n in range(20)}, {})
+    assert many is not None
+    assert "(top 15 of 20)" in many
+    assert ">t14:json</text>" in many
+    assert ">t15:json</text>" not in many
+
+
+def test_writing_the_page_loads_no_plotting_library():
+    script = (
+        "import io, sys\n"
+        "from pipeline.lint import lint_threads\n"
+        "from pipeline.lint.reports import write_report\n"
+        "write_report(lint_threads([]), 'html', io.StringIO())\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert done.stdout.strip() == "[]"
 
 
 # --- in a browser -------------------------------------------------------------------------

@@ -215,3 +215,66 @@ def test_a_relative_output_directory_is_taken_from_the_working_directory(tmp_pat
     result = run_cli(str(QUICKSTART), "-o", "rel/out", "--workers", "1")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "rel" / "out" / "manifest.json").is_file()
+
+
+def test_the_run_lints_in_its_workers_exactly_as_mms_lint_does(shared, tmp_path, monkeypatch):
+    """Thread rules run in the workers, dataset rules in the ordered pass: the report must
+    be `mms lint`'s for the same input, finding for finding, examples included."""
+    source = shared / "realdata" / "llamafactory"
+    config = tmp_path / "lint_parity.yaml"
+    config.write_text(
+        "name: lint-parity\n"
+        f"inputs:\n  - path: {source}\n"
+        f"output: {tmp_path / 'unused'}\n"
+        "stages:\n  lint: {fail_on: never}\n  dedup: {enabled: false}\n"
+        "engine: {workers: 2}\n"
+    )
+    out = tmp_path / "out"
+    assert run_cli(str(config), "-o", str(out)).exit_code == 0
+    monkeypatch.chdir(tmp_path)  # the run names sources relative to its config's folder
+    linted = CliRunner().invoke(
+        main, ["lint", os.path.relpath(source), "--output-format", "json", "--fail-on", "never"]
+    )
+    assert linted.exit_code == 0, linted.output
+    expected = orjson.loads(linted.output)
+    got = orjson.loads((out / "reports" / "lint.json").read_bytes())
+    assert got["summary"] == expected["summary"]
+    assert got["summary"]["by_code"].keys() >= {"MMS403", "MMS405", "MMS501", "MMS502"}
+    assert got["diagnostics"] == expected["diagnostics"]
+    markdown = CliRunner().invoke(
+        main, ["lint", os.path.relpath(source), "--output-format", "markdown", "--fail-on", "never"]
+    )
+
+    def body(text: str) -> list[str]:  # the inputs line names the paths as given
+        return [line for line in text.splitlines() if not line.startswith("Inputs:")]
+
+    assert body((out / "reports" / "lint.md").read_text()) == body(markdown.output)
+    html = CliRunner().invoke(
+        main, ["lint", os.path.relpath(source), "--output-format", "html", "--fail-on", "never"]
+    )
+
+    def example_threads(page: str) -> list[str]:
+        return [part.split("</details>")[0] for part in page.split('<div class="thread">')[1:]]
+
+    shown = example_threads((out / "reports" / "lint.html").read_text())
+    assert len(shown) > 20 and shown == example_threads(html.output)
+
+
+def test_a_thread_an_earlier_stage_drops_never_reaches_the_overlong_error(tmp_path):
+    """Stages run in order: a thread the filters leave out is not tokenized into an error."""
+    config = tmp_path / "overlong_filtered.yaml"
+    config.write_text(
+        "name: overlong-filtered\n"
+        f"inputs:\n  - path: {REPO / 'data_samples' / 'openai'}\n"
+        f"output: {tmp_path / 'unused'}\n"
+        "stages:\n  lint: {fail_on: never}\n  filters: {min_messages: 1000}\n"
+        f"  tokenize: {{tokenizer: {REPO / 'configs' / 'sample_tokenizer'}, "
+        "max_tokens: 8, overlong: error}\n"
+    )
+    out = tmp_path / "out"
+    result = run_cli(str(config), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    counts = orjson.loads((out / "manifest.json").read_bytes())["counts"]
+    assert counts["threads"] > 0 and counts["threads_dropped"] == {
+        "too_few_messages": counts["threads"]
+    }

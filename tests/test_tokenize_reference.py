@@ -14,6 +14,7 @@ import pytest
 
 from pipeline.mms import Message, Thread
 from pipeline.tokenize import IGNORE, EncodedThread, LoadedTokenizer, Renderer, load_tokenizer
+from pipeline.tokenize.job import write_tokenizer
 from tests.conftest import SHARED
 from tests.reading import read_all
 
@@ -80,12 +81,11 @@ class Sides(NamedTuple):
 
 @pytest.fixture(scope="module", params=TOKENIZERS)
 def sides(request, shared_dir: Path, tmp_path_factory) -> Sides:
-    """Both sides over one real tokenizer; transformers loads the AUGMENTED tokenizer.json the
-    Renderer made, so the special-token ids are shared."""
+    """Both sides over one real tokenizer; transformers loads the AUGMENTED tokenizer.json
+    written beside a dataset (write_tokenizer), so the special-token ids are shared."""
     loaded = load_tokenizer(shared_dir / "tokenizers" / request.param)
     renderer = Renderer(loaded)
-    path = tmp_path_factory.mktemp(request.param) / "tokenizer.json"
-    path.write_text(renderer.tokenizer.to_str(), encoding="utf-8")
+    path = write_tokenizer(tmp_path_factory.mktemp(request.param), renderer, loaded)
     return Sides(loaded, renderer, transformers.PreTrainedTokenizerFast(tokenizer_file=str(path)))
 
 

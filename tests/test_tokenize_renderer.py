@@ -10,6 +10,7 @@ from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
 from pipeline.mms import Message, Thread
 from pipeline.tokenize import IGNORE, MMS_SPECIAL_TOKENS, EncodedThread, Renderer, load_tokenizer
+from pipeline.tokenize.job import write_tokenizer
 from tests.reading import read_all
 
 WORDS = [
@@ -74,6 +75,42 @@ def test_an_mms_token_the_base_already_has_keeps_its_id():
     others = [renderer.special_ids.role, renderer.special_ids.name, renderer.special_ids.format]
     assert others == [size, size + 1, size + 2]
     assert renderer.special_ids.end_turn == size + 3
+
+
+@pytest.mark.parametrize("present", [(), ("<|content|>",), MMS_SPECIAL_TOKENS])
+def test_the_augmented_tokenizer_is_the_base_with_the_mms_tokens_added(tmp_path, present):
+    """What tokenizers' own add_special_tokens makes of the base, whichever MMS tokens the
+    base already has; written (as text) byte for byte as tokenizers writes it, when the
+    base is a file tokenizers wrote."""
+    base = base_tokenizer()
+    base.add_special_tokens([AddedToken(t, special=True) for t in present])
+    (tmp_path / "tokenizer.json").write_text(base.to_str(pretty=True))
+    loaded = load_tokenizer(tmp_path / "tokenizer.json")
+    renderer = Renderer(loaded)
+    written = write_tokenizer(tmp_path / "out", renderer, loaded)
+    missing = [t for t in MMS_SPECIAL_TOKENS if t not in present]
+    base.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in missing])
+    assert renderer.tokenizer.to_str() == base.to_str()
+    assert written.read_text() == base.to_str(pretty=True)
+    assert renderer.special_ids.as_dict() == {t: base.token_to_id(t) for t in MMS_SPECIAL_TOKENS}
+
+
+def test_a_tokenizer_json_without_added_tokens_is_written_with_them(tmp_path):
+    """`added_tokens` may be left out of a tokenizer.json: the written one gains the key."""
+    base = Tokenizer(models.WordLevel(W, unk_token="[UNK]"))
+    data = orjson.loads(base.to_str())
+    del data["added_tokens"]
+    (tmp_path / "tokenizer.json").write_bytes(orjson.dumps(data))
+    loaded = load_tokenizer(tmp_path / "tokenizer.json")
+    renderer = Renderer(loaded)
+    written = Tokenizer.from_file(str(write_tokenizer(tmp_path / "out", renderer, loaded)))
+    base.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in MMS_SPECIAL_TOKENS]
+    )
+    assert written.to_str() == base.to_str()
+    assert renderer.special_ids.as_dict() == {
+        t: len(W) + k for k, t in enumerate(MMS_SPECIAL_TOKENS)
+    }
 
 
 # ------------------------------------------------------------------ §4 labels, bullet by bullet

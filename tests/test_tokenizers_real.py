@@ -9,14 +9,16 @@ below); decoding the whole thread gives `render_text(thread)` with each piece so
 
 from __future__ import annotations
 
+import sys
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import pytest
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Tokenizer
 
 from pipeline.mms import Message, Thread
 from pipeline.tokenize import (
@@ -27,6 +29,7 @@ from pipeline.tokenize import (
     TokenizerLoadError,
     load_tokenizer,
 )
+from pipeline.tokenize.job import write_tokenizer
 from tests.conftest import SHARED
 from tests.reading import read_all
 
@@ -145,12 +148,16 @@ def test_every_tokenizer_file_is_accounted_for(tokenizers_dir):
 
 @pytest.mark.parametrize("name", sorted(FAILING))
 def test_a_tokenizer_that_cannot_load_names_the_file_and_the_cause(tokenizers_dir, name):
+    """The cause is tokenizers' own message on the file, which places the fault in it."""
     file = tokenizers_dir / name
+    with pytest.raises(Exception) as direct:
+        Tokenizer.from_file(str(file))
     for spec in (file, file.parent):
         with pytest.raises(TokenizerLoadError) as raised:
             load_tokenizer(spec)
         assert str(file) in str(raised.value)
         assert FAILING[name] in str(raised.value)
+        assert str(direct.value) in str(raised.value)
 
 
 def test_a_json_file_that_is_no_tokenizer_is_named_as_such(tokenizers_dir):
@@ -289,11 +296,15 @@ def test_literal_control_token_text_in_content_stays_text(case):
     assert decoded == case.round_trip.piece(case.loaded.tokenizer, f"see {literal} here")
 
 
-def test_the_saved_tokenizer_reloads_with_the_same_ids(case, threads, tmp_path):
-    saved = tmp_path / "tokenizer.json"
-    case.renderer.tokenizer.save(str(saved))
-    reloaded = Tokenizer.from_file(str(saved))
-    assert reloaded.to_str() == case.renderer.tokenizer.to_str()
+def test_the_written_tokenizer_is_the_base_with_the_mms_tokens_added(case, threads, tmp_path):
+    """write_tokenizer makes the augmented tokenizer.json as text: it loads as what
+    tokenizers' own add_special_tokens makes of the base, with the Renderer's ids."""
+    written = write_tokenizer(tmp_path, case.renderer, case.loaded)
+    reloaded = Tokenizer.from_file(str(written))
+    expected = Tokenizer.from_file(str(case.loaded.path))
+    missing = [t for t in MMS_SPECIAL_TOKENS if expected.token_to_id(t) is None]
+    expected.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in missing])
+    assert reloaded.to_str() == expected.to_str() == case.renderer.tokenizer.to_str()
     for token, number in case.renderer.special_ids.as_dict().items():
         assert reloaded.token_to_id(token) == number
     added = [a.content for a in reloaded.get_added_tokens_decoder().values()]
@@ -307,6 +318,45 @@ def test_the_saved_tokenizer_reloads_with_the_same_ids(case, threads, tmp_path):
     encoded = reloaded.encode_batch(texts, add_special_tokens=False)
     for index, again in zip(plain, encoded, strict=True):
         assert again.ids == case.batch[index].input_ids, f"{case.name}: {threads[index].id}"
+
+
+WATCHED = {"Tokenizer.from_str", "Tokenizer.from_file", "Tokenizer.from_buffer", "Tokenizer.to_str"}
+"""The calls that parse or serialize a whole tokenizer (a second each on a large vocabulary)."""
+
+
+@contextmanager
+def watched_calls() -> Iterator[list[str]]:
+    """The WATCHED calls made inside the block, as the profiler hook sees them."""
+    calls: list[str] = []
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        name = getattr(arg, "__qualname__", "")
+        if event == "c_call" and name in WATCHED:
+            calls.append(name)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield calls
+    finally:
+        sys.setprofile(previous)
+
+
+def test_encoding_parses_the_tokenizer_once_and_writing_never(tokenizers_dir, threads, tmp_path):
+    """A worker process loads, builds a Renderer and encodes: one parse (the text encoder);
+    the augmented tokenizer is parsed only when something decodes with it."""
+    with watched_calls() as calls:
+        loaded = load_tokenizer(tokenizers_dir / "phi-3-mini")
+        renderer = Renderer(loaded, bos=True)
+        batch = renderer.encode_batch(threads)
+    assert calls == ["Tokenizer.from_str"]
+    with watched_calls() as calls:
+        write_tokenizer(tmp_path, renderer, loaded)
+    assert calls == []
+    with watched_calls() as calls:
+        first = renderer.tokenizer.decode(batch[0].input_ids, skip_special_tokens=False)
+        assert renderer.tokenizer.decode(batch[0].input_ids, skip_special_tokens=False) == first
+    assert calls == ["Tokenizer.from_str"]
 
 
 # ------------------------------------------------------------------ BOS

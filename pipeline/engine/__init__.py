@@ -3,7 +3,13 @@ in worker processes on one machine, resumable from its work directory."""
 
 from __future__ import annotations
 
-from pipeline.engine.local import UnitFailed, WorkdirError, reset_workdir, run_units
+from pipeline.engine.local import (
+    UnitFailed,
+    WorkdirError,
+    iter_units,
+    reset_workdir,
+    run_units,
+)
 from pipeline.engine.units import (
     DEFAULT_SPLIT_BYTES,
     WorkUnit,
@@ -17,6 +23,7 @@ __all__ = [
     "WorkUnit",
     "WorkdirError",
     "iter_unit_records",
+    "iter_units",
     "plan_units",
     "reset_workdir",
     "run_units",

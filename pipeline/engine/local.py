@@ -80,16 +80,45 @@ def run_units(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Path]:
     """Run `process` for every unit not yet DONE in `workdir` and return the unit
-    directories in unit order. `config_digest` names what the caller does with the units:
-    a work directory planned with other units, inputs or digest is refused (WorkdirError).
-    `progress(done, total)` is called as units finish. A failing unit raises UnitFailed
-    once the units already running have finished; finished units stay DONE."""
+    directories in unit order (see `iter_units`)."""
+    return list(
+        iter_units(
+            units,
+            process,
+            workdir,
+            config_digest=config_digest,
+            workers=workers,
+            progress=progress,
+        )
+    )
+
+
+def iter_units(
+    units: list[WorkUnit],
+    process: Process,
+    workdir: Path,
+    *,
+    config_digest: str = "",
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+    on_claimed: Callable[[], None] | None = None,
+) -> Iterator[Path]:
+    """Run `process` for every unit not yet DONE in `workdir`, yielding the unit
+    directories in unit order, each as soon as it and every unit before it are DONE (the
+    later units keep running meanwhile, so a caller can reduce while the map goes on).
+    `config_digest` names what the caller does with the units: a work directory planned
+    with other units, inputs or digest is refused (WorkdirError). `progress(done, total)`
+    is called as units finish; `on_claimed()` once this run holds the work directory,
+    before any unit runs. A failing unit raises UnitFailed once the units already running
+    have finished; finished units stay DONE."""
     ids = [unit.id for unit in units]
     if len(set(ids)) != len(ids):
         raise ValueError("work unit ids are not unique")
     workdir.mkdir(parents=True, exist_ok=True)
     with _run_lock(workdir):
         _check_plan(workdir, units, config_digest)
+        if on_claimed is not None:
+            on_claimed()
         units_dir = workdir / UNITS_DIR
         units_dir.mkdir(exist_ok=True)
         _wait_for_old_workers(workdir)
@@ -100,20 +129,27 @@ def run_units(
             if not (target / DONE_FILE).is_file():
                 shutil.rmtree(target, ignore_errors=True)
                 pending.append(unit)
-        total, finished = len(units), len(units) - len(pending)
+        total = len(units)
+        ready = {unit.id for unit in units} - {unit.id for unit in pending}
         if progress is not None:
-            progress(finished, total)
-        for _ in _run_pending(pending, process, workdir, workers):
-            finished += 1
-            if progress is not None:
-                progress(finished, total)
-    return [units_dir / unit_id for unit_id in ids]
+            progress(len(ready), total)
+        finishing = _run_pending(pending, process, workdir, workers)
+        try:
+            for unit_id in ids:
+                while unit_id not in ready:
+                    ready.add(next(finishing).id)
+                    if progress is not None:
+                        progress(len(ready), total)
+                yield units_dir / unit_id
+        finally:
+            finishing.close()
 
 
 def _run_pending(
     pending: list[WorkUnit], process: Process, workdir: Path, workers: int
 ) -> Iterator[WorkUnit]:
-    """Run the units, yielding each as it is DONE; raise UnitFailed after the pool drains."""
+    """Run the units, yielding each as it is DONE; raise UnitFailed after the pool drains.
+    Closing the iterator early cancels the units not yet started."""
     if workers <= 1 or len(pending) <= 1:
         with _workers_lock(workdir):
             for unit in pending:
@@ -125,12 +161,13 @@ def _run_pending(
         return
     failures: list[tuple[WorkUnit, BaseException]] = []
     context = multiprocessing.get_context(START_METHOD)
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         min(workers, len(pending)),
         mp_context=context,
         initializer=_start_worker,
         initargs=(os.getpid(), str(workdir)),
-    ) as pool:
+    )
+    try:
         futures: dict[Future[None], WorkUnit] = {
             pool.submit(run_unit, process, unit, workdir): unit for unit in pending
         }
@@ -145,6 +182,8 @@ def _run_pending(
                 for other in futures:
                     other.cancel()
             failures.append((futures[future], error))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     if failures:
         unit, error = min(failures, key=lambda failure: failure[0].id)
         raise UnitFailed(unit, error, len(failures) - 1) from error

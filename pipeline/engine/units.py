@@ -24,8 +24,10 @@ from pipeline.sources.compression import split_compression
 from pipeline.sources.jsonl import iter_jsonl
 
 MIB = 1024 * 1024
-DEFAULT_SPLIT_BYTES = 64 * MIB
-"""A JSON Lines file larger than this is split into parts of about this size."""
+DEFAULT_SPLIT_BYTES = 16 * MIB
+"""A JSON Lines file larger than this is split into parts of about this size: small
+enough that a file of a few tens of MiB keeps two workers busy (each part is read, linted
+and tokenized by one worker), large enough that the per-unit files stay few."""
 _BLOCK = MIB
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Iterator
+from typing import Any
 
 from pipeline.lint.config import LintConfig
 from pipeline.lint.diagnostic import Diagnostic
-from pipeline.lint.rule import DatasetCheck, Finding, Rule
+from pipeline.lint.rule import DatasetCheck, Finding, Rule, ThreadRef
 from pipeline.lint.rules import RULES_BY_CODE, select_rules
 from pipeline.lint.rules.structure import rejection_findings
 from pipeline.lint.thread_view import ThreadView
@@ -37,6 +38,10 @@ class Linter:
     def check_thread(self, thread: Thread | ThreadView) -> list[Diagnostic]:
         """The findings for one thread: its thread rules', and dataset rules' that can tell at once."""
         view = thread if isinstance(thread, ThreadView) else ThreadView(thread)
+        return self.thread_findings(view) + self.observe(self.dataset_facts(view), view.ref)
+
+    def thread_findings(self, view: ThreadView) -> list[Diagnostic]:
+        """The thread rules' findings: they depend on this thread alone (any process)."""
         found: list[Diagnostic] = []
         for rule in self._thread_rules:
             assert rule.check is not None
@@ -52,8 +57,18 @@ class Linter:
                         view.locator,
                     )
                 )
-        for check in self._dataset:
-            found.extend(check.observe(view))
+        return found
+
+    def dataset_facts(self, view: ThreadView) -> list[Any]:
+        """What each dataset rule keeps of this thread (JSON-able; any process)."""
+        return [check.facts(view) for check in self._dataset]
+
+    def observe(self, facts: list[Any], ref: ThreadRef) -> list[Diagnostic]:
+        """Feed one thread's `dataset_facts` to the dataset rules, in reading order; the
+        findings they can tell at once (a duplicate)."""
+        found: list[Diagnostic] = []
+        for check, kept in zip(self._dataset, facts, strict=True):
+            found.extend(check.observe(kept, ref))
         return found
 
     def check_rejection(self, rejection: Rejection) -> list[Diagnostic]:

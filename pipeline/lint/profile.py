@@ -54,6 +54,49 @@ class DatasetProfile:
         self.capability_enabled.update(n for n in caps.enabled if n != DEFAULT_CAPABILITY)
         self.capability_used.update({use.format for use in caps.uses})
 
+    def merge(self, other: DatasetProfile) -> None:
+        """Add the counts of a profile taken over other threads (a work unit's)."""
+        self.threads += other.threads
+        self.messages += other.messages
+        self.messages_per_thread.update(other.messages_per_thread)
+        self.roles.update(other.roles)
+        self.formats.update(other.formats)
+        for role, buckets in other.content_length.items():
+            self.content_length.setdefault(role, Counter()).update(buckets)
+        self.capability_enabled.update(other.capability_enabled)
+        self.capability_used.update(other.capability_used)
+
+    def state(self) -> dict[str, Any]:
+        """Every counter, as JSON-able data (`from_state` reads it back)."""
+        return {
+            "threads": self.threads,
+            "messages": self.messages,
+            "messages_per_thread": sorted(self.messages_per_thread.items()),
+            "roles": sorted(self.roles.items()),
+            "formats": sorted(self.formats.items()),
+            "content_length": {
+                role: sorted(buckets.items())
+                for role, buckets in sorted(self.content_length.items())
+            },
+            "capability_enabled": sorted(self.capability_enabled.items()),
+            "capability_used": sorted(self.capability_used.items()),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> DatasetProfile:
+        return cls(
+            threads=state["threads"],
+            messages=state["messages"],
+            messages_per_thread=Counter(dict(state["messages_per_thread"])),
+            roles=Counter(dict(state["roles"])),
+            formats=Counter(dict(state["formats"])),
+            content_length={
+                role: Counter(dict(buckets)) for role, buckets in state["content_length"].items()
+            },
+            capability_enabled=Counter(dict(state["capability_enabled"])),
+            capability_used=Counter(dict(state["capability_used"])),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "threads": self.threads,

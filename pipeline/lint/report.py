@@ -81,19 +81,34 @@ class LintReport:
 
     def add(self, found: list[Diagnostic], thread: Thread | None = None, raw: str | None = None):
         """Record a thread's (or a rejected record's) findings."""
+        shown = (
+            (lambda _, d: example_thread(thread, d.message_index)) if thread is not None else None
+        )
+        self.add_shown(found, thread.id if thread is not None else None, shown, raw)
+
+    def add_shown(
+        self,
+        found: list[Diagnostic],
+        thread_id: str | None,
+        shown: Callable[[int, Diagnostic], dict[str, Any] | None] | None = None,
+        raw: str | None = None,
+    ) -> None:
+        """Record findings whose example thread `shown(position in found, finding)` gives
+        (asked only for findings kept as examples): how a run records threads linted in
+        other processes."""
         if not found:
             return
         self.diagnostics.extend(found)
-        if thread is not None and any(d.thread_id == thread.id for d in found):
+        if thread_id is not None and any(d.thread_id == thread_id for d in found):
             self.threads_with_findings += 1
-        for diagnostic in found:
+        for position, diagnostic in enumerate(found):
             self.by_code[diagnostic.code] += 1
             self.by_severity[diagnostic.severity] += 1
             self.by_code_severity[diagnostic.code, diagnostic.severity] += 1
             kept = self.examples.setdefault(diagnostic.code, [])
             if len(kept) < self.config.max_examples:
-                shown = example_thread(thread, diagnostic.message_index) if thread else None
-                kept.append(Example(diagnostic, shown, raw))
+                thread = shown(position, diagnostic) if shown else None
+                kept.append(Example(diagnostic, thread, raw))
 
     def check(self, linter: Linter, thread: Thread) -> list[Diagnostic]:
         """Lint one thread: its findings recorded (and returned), the profile updated."""

@@ -29,12 +29,25 @@ class Finding(NamedTuple):
 ThreadCheck = Callable[["ThreadView", "LintConfig"], Iterable[Finding]]
 
 
-class DatasetCheck:
-    """A rule over the whole dataset: it sees every thread once (`observe`, which may
-    report that thread at once) and reports the rest at the end (`finish`). It may keep
-    only hashes and counters, never the threads."""
+class ThreadRef(NamedTuple):
+    """Where a thread's dataset findings point: its id, source file and locator."""
 
-    def observe(self, view: ThreadView) -> Iterable[Diagnostic]:
+    id: str
+    source: str | None
+    locator: str | None
+
+
+class DatasetCheck:
+    """A rule over the whole dataset, in two halves so that the per-thread work can run in
+    parallel: `facts(view)` is what the rule keeps of one thread (small, JSON-able, and
+    independent of every other thread), `observe(facts, ref)` sees those facts in reading
+    order (and may report that thread at once), `finish()` reports the rest at the end. It
+    may keep only hashes and counters, never the threads."""
+
+    def facts(self, view: ThreadView) -> Any:
+        raise NotImplementedError
+
+    def observe(self, facts: Any, ref: ThreadRef) -> Iterable[Diagnostic]:
         raise NotImplementedError
 
     def finish(self) -> Iterator[Diagnostic]:

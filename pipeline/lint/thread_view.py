@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import Any
 
 from pipeline.capabilities import ThreadCapabilities, thread_capabilities
+from pipeline.lint.rule import ThreadRef
 from pipeline.mms import Format, Thread
 
 
@@ -30,6 +31,11 @@ class ThreadView:
     def locator(self) -> str | None:
         locator = self.thread.meta.get("locator")
         return str(locator) if locator is not None else None
+
+    @property
+    def ref(self) -> ThreadRef:
+        """Where findings on this thread point."""
+        return ThreadRef(self.id, self.source, self.locator)
 
     @cached_property
     def capabilities(self) -> ThreadCapabilities:

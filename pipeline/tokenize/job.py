@@ -123,8 +123,8 @@ def drop_line(drop: Drop) -> bytes:
 
 def write_tokenizer(directory: Path, renderer: Renderer, base: LoadedTokenizer) -> Path:
     """The augmented tokenizer.json, and mms_special_tokens.json recording the special ids,
-    the BOS (if rendered) and both tokenizers' sha256."""
-    augmented = renderer.tokenizer.to_str(pretty=True).encode()
+    the BOS (if rendered) and both tokenizers' sha256; no Tokenizer is parsed or serialized."""
+    augmented = renderer.tokenizer_json()
     file = directory / "tokenizer.json"
     with atomic_output(file) as out:
         out.write(augmented)

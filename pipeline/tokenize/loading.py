@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import orjson
 from tokenizers import Tokenizer
+
+from pipeline.tokenize.special import text_encoder
 
 CONTROL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token")
 
@@ -21,34 +24,49 @@ class TokenizerLoadError(ValueError):
 
 @dataclass(frozen=True)
 class LoadedTokenizer:
-    """A base tokenizer with where it came from and what its config names."""
+    """A base tokenizer with where it came from and what its config names. Loading parses
+    it once, as the renderer's text encoder; the tokenizer as its file has it is parsed
+    only when asked for (a large vocabulary takes a second to parse)."""
 
-    tokenizer: Tokenizer
     path: Path
-    config: dict[str, Any] = field(default_factory=dict)
-    sha256: str = ""
-    json_text: str = field(default="", repr=False)
-    """The tokenizer.json text, kept so copies need no re-serialization (large vocabularies
-    take a second to serialize)."""
+    config: dict[str, Any]
+    sha256: str
+    json_bytes: bytes = field(repr=False)
+    """The tokenizer.json as read, kept so the augmented copy needs no re-serialization."""
+    text_encoder: Tokenizer = field(repr=False)
+    """The tokenizer encoding content with no special-token matching (`special.text_encoder`)."""
+
+    @cached_property
+    def tokenizer(self) -> Tokenizer:
+        """The base tokenizer as its file has it, parsed on first use."""
+        try:
+            return Tokenizer.from_str(self.json_bytes.decode("utf-8"))
+        except Exception as err:  # tokenizers raises a bare Exception
+            raise TokenizerLoadError(f"cannot load {self.path}: {err}") from None
 
     @property
     def control_tokens(self) -> tuple[str, ...]:
         """bos/eos/unk/pad/... tokens the config names (a string or an AddedToken dict)."""
-        found = []
-        for key in CONTROL_KEYS:
-            value = self.config.get(key)
-            if isinstance(value, dict):
-                value = value.get("content")
-            if isinstance(value, str) and value:
-                found.append(value)
-        return tuple(found)
+        return _control_tokens(self.config)
 
     @property
     def bos_token(self) -> str | None:
-        value = self.config.get("bos_token")
-        if isinstance(value, dict):
-            value = value.get("content")
-        return value if isinstance(value, str) and value else None
+        """The BOS token the config names, if any."""
+        return _token(self.config, "bos_token")
+
+
+def _token(config: dict[str, Any], key: str) -> str | None:
+    """The token `config[key]` names (a string or an AddedToken dict), if any."""
+    value = config.get(key)
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and value else None
+
+
+def _control_tokens(config: dict[str, Any]) -> tuple[str, ...]:
+    """The tokens `config` names under CONTROL_KEYS, in that order."""
+    found = (_token(config, key) for key in CONTROL_KEYS)
+    return tuple(token for token in found if token is not None)
 
 
 def load_tokenizer(spec: str | Path) -> LoadedTokenizer:
@@ -72,6 +90,17 @@ def load_tokenizer(spec: str | Path) -> LoadedTokenizer:
 
 def _load_file(file: Path, config_file: Path | None) -> LoadedTokenizer:
     data = file.read_bytes()
+    parsed = _tokenizer_json(file, data)
+    config = _config(config_file)
+    try:
+        encoder = text_encoder(parsed, _control_tokens(config))
+    except Exception as err:  # tokenizers raises a bare Exception
+        raise TokenizerLoadError(f"cannot load {file}: {_cause(data, err)}") from None
+    return LoadedTokenizer(file, config, hashlib.sha256(data).hexdigest(), data, encoder)
+
+
+def _tokenizer_json(file: Path, data: bytes) -> dict[str, Any]:
+    """`data` parsed, if it is a tokenizer.json at all."""
     try:
         parsed = orjson.loads(data)
     except orjson.JSONDecodeError as err:
@@ -81,19 +110,28 @@ def _load_file(file: Path, config_file: Path | None) -> LoadedTokenizer:
             f"cannot load {file}: not a tokenizer.json (it has no `model`); pass the "
             "tokenizer.json itself or the folder that holds it"
         )
-    text = data.decode("utf-8")
+    return parsed
+
+
+def _config(config_file: Path | None) -> dict[str, Any]:
+    """The tokenizer_config.json beside the tokenizer, or {} when there is none."""
+    if config_file is None or not config_file.is_file():
+        return {}
     try:
-        tokenizer = Tokenizer.from_str(text)
-    except Exception as err:  # tokenizers raises a bare Exception
-        raise TokenizerLoadError(f"cannot load {file}: {err}") from None
-    config: dict[str, Any] = {}
-    if config_file is not None and config_file.is_file():
-        try:
-            loaded = orjson.loads(config_file.read_bytes())
-        except orjson.JSONDecodeError as err:
-            raise TokenizerLoadError(f"cannot read {config_file}: {err}") from None
-        config = loaded if isinstance(loaded, dict) else {}
-    return LoadedTokenizer(tokenizer, file, config, hashlib.sha256(data).hexdigest(), text)
+        loaded = orjson.loads(config_file.read_bytes())
+    except orjson.JSONDecodeError as err:
+        raise TokenizerLoadError(f"cannot read {config_file}: {err}") from None
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _cause(data: bytes, err: Exception) -> Exception:
+    """Why `tokenizers` refuses the file as it is (its message places the fault in the
+    file), or `err` when only the text encoder made of it fails."""
+    try:
+        Tokenizer.from_str(data.decode("utf-8"))
+    except Exception as refused:  # tokenizers raises a bare Exception
+        return refused
+    return err
 
 
 def _load_from_hub_cache(name: str) -> LoadedTokenizer:

@@ -43,6 +43,7 @@ class Drop:
     thread: Thread
     code: str
     reason: str
+    num_tokens: int
 
 
 @dataclass(frozen=True)
@@ -133,12 +134,15 @@ def truncate(thread: Thread, kept: int, num_tokens: int, max_tokens: int) -> Thr
 
 def _drop(thread: Thread, policy: OverlongPolicy, num_tokens: int, max_tokens: int) -> Drop:
     if policy == "drop":
-        return Drop(thread, "overlong", f"overlong: {num_tokens} tokens > max {max_tokens}")
+        return Drop(
+            thread, "overlong", f"overlong: {num_tokens} tokens > max {max_tokens}", num_tokens
+        )
     return Drop(
         thread,
         "overlong_untrainable",
         f"overlong: {num_tokens} tokens > max {max_tokens}, and no message boundary under "
         f"max {max_tokens} keeps a trained token",
+        num_tokens,
     )
 
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
+import orjson
 import pyarrow as pa
 from tokenizers import Tokenizer
 
 from pipeline.mms import Message, Thread
 from pipeline.tokenize.loading import LoadedTokenizer
-from pipeline.tokenize.special import augment, text_encoder
+from pipeline.tokenize.special import augmented_json, special_ids, text_encoder
 
 RENDERER_NAME = "mms-v0"
 """The rendering contract this module implements (DESIGN §4); manifests record it."""
@@ -98,7 +100,8 @@ class Renderer:
 
     `tokenizer` is a LoadedTokenizer (from `load_tokenizer`) or a `tokenizers.Tokenizer`.
     `bos` prepends the base tokenizer's BOS token (untrained). Text pieces are encoded
-    without BOS/EOS and without special-token matching (DESIGN §4)."""
+    without BOS/EOS and without special-token matching (DESIGN §4). Encoding needs only
+    the text encoder: the augmented tokenizer is parsed when first used (decoding)."""
 
     def __init__(
         self,
@@ -107,17 +110,19 @@ class Renderer:
         bos: bool = False,
         policy: LabelPolicy = "assistant",
     ):
-        loaded = tokenizer if isinstance(tokenizer, LoadedTokenizer) else None
-        base = loaded.tokenizer if loaded else tokenizer
-        assert isinstance(base, Tokenizer)
         if policy != "assistant":
             raise ValueError(f"unknown label policy {policy!r} (known: assistant)")
         self.policy = policy
         self.name = RENDERER_NAME
-        base_json = loaded.json_text if loaded and loaded.json_text else base.to_str()
-        self.tokenizer, self.special_ids = augment(base_json)
-        self._text = text_encoder(base_json, loaded.control_tokens if loaded else ())
-        self.bos_id = self._bos(loaded, base) if bos else None
+        loaded = tokenizer if isinstance(tokenizer, LoadedTokenizer) else None
+        if loaded is not None:
+            self._base_json, self._text = loaded.json_bytes, loaded.text_encoder
+        else:
+            assert isinstance(tokenizer, Tokenizer)
+            self._base_json = tokenizer.to_str().encode()
+            self._text = text_encoder(orjson.loads(self._base_json))
+        self.special_ids = special_ids(self._text)
+        self.bos_id = self._bos(loaded) if bos else None
         specials = self.special_ids
         self._special_pool = np.array(
             [
@@ -131,19 +136,28 @@ class Renderer:
             dtype=np.int64,
         )
 
-    @staticmethod
-    def _bos(loaded: LoadedTokenizer | None, base: Tokenizer) -> int:
+    def _bos(self, loaded: LoadedTokenizer | None) -> int:
         token = loaded.bos_token if loaded else None
         if token is None:
             where = f" (no bos_token in the config of {loaded.path})" if loaded else ""
             raise ValueError(f"bos was asked for, but the tokenizer names no bos_token{where}")
-        found = base.token_to_id(token)
+        found = self._text.token_to_id(token)
         if found is None:
             raise ValueError(
                 f"bos was asked for, but the bos_token {token!r} its config names is not in "
                 "the tokenizer's vocabulary"
             )
         return found
+
+    @cached_property
+    def tokenizer(self) -> Tokenizer:
+        """The augmented tokenizer (the base with the MMS special tokens), parsed on first use:
+        a process that only encodes never pays for it."""
+        return Tokenizer.from_str(self.tokenizer_json().decode("utf-8"))
+
+    def tokenizer_json(self) -> bytes:
+        """The augmented tokenizer's tokenizer.json, as the dataset ships it (DESIGN §7)."""
+        return augmented_json(self._base_json, self.special_ids)
 
     # ------------------------------------------------------------------ API
 
@@ -165,7 +179,7 @@ class Renderer:
     # ------------------------------------------------------------------ planning
 
     def _bos_token_text(self) -> str:
-        return self.tokenizer.id_to_token(self.bos_id) if self.bos_id is not None else ""
+        return self._text.id_to_token(self.bos_id) if self.bos_id is not None else ""
 
     def _plan(self, thread: Thread, segments: _Segments) -> None:
         """The segments of one thread, labelled per the `assistant` policy of §4."""

@@ -4,11 +4,14 @@ must become ordinary text tokens."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
-from tokenizers import AddedToken, Tokenizer
+from tokenizers import Tokenizer
 
 ROLE = "<|role|>"
 NAME = "<|name|>"
@@ -16,6 +19,10 @@ FORMAT = "<|format|>"
 CONTENT = "<|content|>"
 END_TURN = "<|end_turn|>"
 MMS_SPECIAL_TOKENS: tuple[str, ...] = (ROLE, NAME, FORMAT, CONTENT, END_TURN)
+
+_JSON = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+"""JSON whitespace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +45,18 @@ class SpecialIds:
         )
 
 
-def augment(base_json: str) -> tuple[Tokenizer, SpecialIds]:
-    """The tokenizer of `base_json` (a tokenizer.json text) with the MMS tokens added as
-    special tokens: an id the base already gives the token (as an added token) is reused,
-    new ones come after every existing id."""
-    tokenizer = Tokenizer.from_str(base_json)
-    missing = [t for t in MMS_SPECIAL_TOKENS if _added_id(tokenizer, t) is None]
-    for token in missing:
+def special_ids(tokenizer: Tokenizer) -> SpecialIds:
+    """The ids of the MMS tokens once added to `tokenizer` (as `augmented_json` adds them):
+    an id the base already gives the token as an added token is reused, new ones come after
+    every existing id, numbered as `tokenizers` numbers added tokens when it loads a file."""
+    added = tokenizer.get_added_tokens_decoder()
+    present = {token.content for token in added.values()}
+    next_id = max([tokenizer.get_vocab_size(with_added_tokens=False), *(n + 1 for n in added)])
+    ids = []
+    for token in MMS_SPECIAL_TOKENS:
+        if token in present:
+            ids.append(tokenizer.token_to_id(token))
+            continue
         ordinary = tokenizer.token_to_id(token)
         if ordinary is not None:
             raise ValueError(
@@ -52,30 +64,73 @@ def augment(base_json: str) -> tuple[Tokenizer, SpecialIds]:
                 "that text in content could not be told from the MMS special token; use a "
                 "tokenizer without it"
             )
-    if missing:
-        tokenizer.add_special_tokens(
-            [AddedToken(t, special=True, normalized=False, single_word=False) for t in missing]
-        )
-    ids = [tokenizer.token_to_id(token) for token in MMS_SPECIAL_TOKENS]
-    if any(i is None for i in ids) or len(set(ids)) != len(ids):
-        raise ValueError(f"the MMS special tokens could not be added with distinct ids: {ids}")
-    return tokenizer, SpecialIds(*ids)  # type: ignore[arg-type]
+        ids.append(next_id)
+        next_id += 1
+    return SpecialIds(*ids)
 
 
-def _added_id(tokenizer: Tokenizer, token: str) -> int | None:
-    for number, added in tokenizer.get_added_tokens_decoder().items():
-        if added.content == token:
-            return number
+def augmented_json(base_json: bytes, ids: SpecialIds) -> bytes:
+    """The tokenizer.json `base_json` with the MMS tokens it lacks appended to its added
+    tokens as special tokens with `ids` (from `special_ids`); every byte outside the added
+    tokens is kept (parsing and serializing a large vocabulary would take a second)."""
+    text = base_json.decode("utf-8")
+    found = _top_level_value(text, "added_tokens")
+    added = found[2] if found else []
+    present = {entry.get("content") for entry in added}
+    new = [_added_entry(n, token) for token, n in ids.as_dict().items() if token not in present]
+    entries = orjson.dumps(added + new, option=orjson.OPT_INDENT_2).decode()
+    if found:
+        start, end, _ = found
+        line = text[text.rfind("\n", 0, start) + 1 : start]
+        entries = entries.replace("\n", "\n" + line[: len(line) - len(line.lstrip())])
+        return (text[:start] + entries + text[end:]).encode()
+    after_brace = text.index("{") + 1
+    return (text[:after_brace] + f'"added_tokens": {entries},' + text[after_brace:]).encode()
+
+
+def _top_level_value(text: str, key: str) -> tuple[int, int, Any] | None:
+    """Where the value of `key` in the JSON object `text` starts and ends, and the value;
+    None when it has no such key. Only the values before it are parsed (tokenizers writes
+    `added_tokens` before the large `model`)."""
+    at = _skip_space(text, _skip_space(text, 0) + 1)  # past the opening brace
+    while text[at] != "}":
+        name, at = _JSON.raw_decode(text, at)
+        start = _skip_space(text, _skip_space(text, at) + 1)  # past the colon
+        value, end = _JSON.raw_decode(text, start)
+        if name == key:
+            return start, end, value
+        at = _skip_space(text, end)
+        if text[at] == ",":
+            at = _skip_space(text, at + 1)
     return None
 
 
-def text_encoder(base_json: str, control_tokens: Iterable[str] = ()) -> Tokenizer:
-    """The tokenizer of `base_json`, encoding text with no special-token matching: every
-    added token that is special, is one of `control_tokens` (bos/eos/unk/pad from the
-    config), or stands for an entry of the model's own vocabulary (Phi-3's unflagged
-    `</s>`, id 2) is flagged special, and special tokens are encoded as plain text. Ids
-    never move; ordinary added words (Qwen's `<tool_call>`) keep their own id."""
-    data = orjson.loads(base_json)
+def _skip_space(text: str, at: int) -> int:
+    """The offset of the first character at or after `at` that is not JSON whitespace."""
+    return _SPACE.match(text, at).end()  # type: ignore[union-attr]
+
+
+def _added_entry(number: int, token: str) -> dict[str, object]:
+    """The added_tokens entry of an MMS token: special, matched as written, never stripped
+    (what `add_special_tokens` records for it)."""
+    return {
+        "id": number,
+        "content": token,
+        "single_word": False,
+        "lstrip": False,
+        "rstrip": False,
+        "normalized": False,
+        "special": True,
+    }
+
+
+def text_encoder(data: dict[str, Any], control_tokens: Iterable[str] = ()) -> Tokenizer:
+    """The tokenizer of `data` (a parsed tokenizer.json, changed in place), encoding text
+    with no special-token matching: every added token that is special, is one of
+    `control_tokens` (bos/eos/unk/pad from the config), or stands for an entry of the
+    model's own vocabulary (Phi-3's unflagged `</s>`, id 2) is flagged special, and special
+    tokens are encoded as plain text. Ids never move; ordinary added words (Qwen's
+    `<tool_call>`) keep their own id."""
     controls = set(control_tokens)
     model = data.get("model") or {}
     model_vocab = _model_vocab(model)

@@ -1,30 +1,21 @@
-"""The HTML report's charts: matplotlib figures (no pyplot, no global state beyond a scoped
-rc_context) saved as SVG with a fixed hash salt and no metadata, so the same counts give
-the same bytes, ready to inline in a page. Each chart returns None when there is nothing
-to draw."""
+"""The HTML report's charts: the dataset profile's counters as bar charts, drawn as inline
+SVG by plot.py in the page's pixels, so the same counts give the same bytes and no
+plotting library is loaded (matplotlib cost the report ~2 s to import and draw). Each
+chart returns None when there is nothing to draw."""
 
 from __future__ import annotations
 
-import io
-import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-
-import matplotlib
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator, NullFormatter, StrMethodFormatter
+from collections.abc import Mapping, Sequence
 
 from pipeline.lint.profile import LENGTH_BUCKETS
+from pipeline.lint.reports.plot import Bar, Chart, Note, columns, rows, rows_height
 
 ERROR_COLOR = "#c9372c"
 WARNING_COLOR = "#e2a32b"
 ENABLED_COLOR = "#9dbbe9"
 USED_COLOR = "#1f5fbf"
 BAR_COLOR = "#3d6fb6"
-TEXT_COLOR = "#1f2933"
-GRID_COLOR = "#d9dee5"
 ROLE_ORDER: tuple[str, ...] = ("platform", "developer", "user", "assistant", "context")
 ROLE_COLORS: dict[str, str] = {
     "platform": "#7048c8",
@@ -39,61 +30,23 @@ RANGE = "\u2013"
 TOP_FORMATS = 12
 TOP_CAPABILITIES = 15
 LABEL_CHARS = 42
-FULL_WIDTH = 10.0
-HALF_WIDTH = 6.0
-"""Figure widths in inches: a full-width chart and one of a two-column row (~1000px page)."""
-LIST_HEIGHT = 4.6
+FULL_WIDTH = 982.0
+HALF_WIDTH = 476.0
+"""Chart widths in CSS pixels: a full-width chart box and one of a two-column row, inside
+the page's 1000px column, so text is drawn at its size when the page is that wide."""
+HISTOGRAM_HEIGHT = 290.0
+"""Height of the messages and content-length charts, which share a row."""
+LIST_HEIGHT = 370.0
 """Height of the roles and formats charts, which share a row."""
+RULE_PITCH = 26.0
+CAPABILITY_PITCH = 34.0
+"""Pixels between the rows of the findings and the capabilities charts."""
 MIN_ROWS = 6
 """Bar slots a ranked list keeps, so a short list does not draw a few fat bars."""
 LOG_RATIO = 50
 """Histograms switch to a log scale when the largest bin is this many times the smallest."""
-
-_STYLE = {
-    "svg.fonttype": "none",
-    "text.parse_math": False,
-    "font.family": "sans-serif",
-    "font.sans-serif": ["DejaVu Sans", "Liberation Sans", "Arial"],
-    "font.size": 10,
-    "axes.titlesize": 12,
-    "axes.titleweight": "bold",
-    "axes.titlelocation": "left",
-    "axes.labelsize": 10,
-    "axes.edgecolor": GRID_COLOR,
-    "axes.labelcolor": TEXT_COLOR,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "xtick.color": TEXT_COLOR,
-    "ytick.color": TEXT_COLOR,
-    "text.color": TEXT_COLOR,
-    "legend.frameon": False,
-}
-_NO_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}
-_TAG = re.compile(r"<[^>]*>")
-_ID_REF = re.compile(r'(\bid="|href="#|url\(#)')
-_SIZE = re.compile(r'\s(width|height)="[^"]*"')
-
-
-@contextmanager
-def _style(salt: str) -> Iterator[None]:
-    """Scoped rcParams: the report's look, and a fixed SVG hash salt for stable ids."""
-    with matplotlib.rc_context({**_STYLE, "svg.hashsalt": salt}):
-        yield
-
-
-def _svg(figure: Figure, prefix: str) -> str:
-    """The figure as an inline <svg> element: no XML prolog, no metadata, ids prefixed so
-    several charts can share one page, and sized by CSS instead of points."""
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", metadata=_NO_METADATA)
-    text = buffer.getvalue()
-    text = text[text.index("<svg") :]
-
-    def retag(match: re.Match[str]) -> str:
-        return _ID_REF.sub(lambda ref: f"{ref.group(1)}{prefix}-", match.group(0))
-
-    text = _TAG.sub(retag, text)
-    return _SIZE.sub("", text, count=2).replace("<svg ", '<svg class="chart" role="img" ', 1)
+THIN_LABELS = 16
+"""A histogram with more bins than this labels every other one."""
 
 
 def _short(label: str) -> str:
@@ -101,58 +54,27 @@ def _short(label: str) -> str:
     return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
 
 
-def _tidy(axes: Axes, value_axis: str) -> None:
-    """Whole-number ticks and a light grid along the value axis, behind the bars."""
-    values = axes.xaxis if value_axis == "x" else axes.yaxis
-    if values.get_scale() == "linear":
-        values.set_major_locator(MaxNLocator(nbins=6, integer=True, steps=[1, 2, 5, 10]))
-        values.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-    axes.grid(axis=value_axis, color=GRID_COLOR, linewidth=0.8)
-    axes.set_axisbelow(True)
-    axes.tick_params(which="both", length=0)
-
-
-def _label_ends(axes: Axes, positions: Sequence[float], totals: Sequence[int]) -> None:
-    """Write each horizontal bar's total just past its end."""
-    for position, total in zip(positions, totals, strict=True):
-        axes.annotate(
-            f"{total:,}",
-            (total, position),
-            xytext=(4, 0),
-            textcoords="offset points",
-            va="center",
-            fontsize=9,
-        )
-    axes.margins(x=0.1)
-
-
-def _bar_height(rows: int) -> float:
-    """Figure height in inches for a horizontal bar chart of `rows` bars."""
-    return 1.2 + 0.28 * rows
-
-
 def findings_by_rule(counts: Sequence[tuple[str, int, int]]) -> str | None:
     """Horizontal stacked bars: errors and warnings per rule; `counts` holds
     (label, errors, warnings), most findings first."""
     if not counts:
         return None
-    with _style("findings"):
-        figure = Figure(figsize=(FULL_WIDTH, _bar_height(len(counts))), layout="constrained")
-        axes = figure.add_subplot()
-        positions = list(range(len(counts)))[::-1]
-        errors = [c[1] for c in counts]
-        warnings = [c[2] for c in counts]
-        axes.barh(positions, errors, color=ERROR_COLOR, label="errors", height=0.7)
-        axes.barh(
-            positions, warnings, left=errors, color=WARNING_COLOR, label="warnings", height=0.7
-        )
-        axes.set_yticks(positions, [_short(c[0]) for c in counts])
-        _label_ends(axes, positions, [e + w for e, w in zip(errors, warnings, strict=True)])
-        axes.set_xlabel("findings")
-        axes.set_title("Findings by rule")
-        axes.legend(loc="lower right")
-        _tidy(axes, "x")
-        return _svg(figure, "findings")
+    bars = []
+    notes = []
+    for slot, (_, errors, warnings) in enumerate(counts):
+        bars.append(Bar(slot, errors, ERROR_COLOR))
+        bars.append(Bar(slot, warnings, WARNING_COLOR, start=errors))
+        notes.append(Note(slot, errors + warnings, f"{errors + warnings:,}"))
+    chart = Chart(
+        "Findings by rule",
+        FULL_WIDTH,
+        [_short(label) for label, _, _ in counts],
+        bars,
+        "findings",
+        legend=[("errors", ERROR_COLOR), ("warnings", WARNING_COLOR)],
+        notes=notes,
+    )
+    return rows(chart, len(counts), rows_height(len(counts), RULE_PITCH))
 
 
 def _thread_length_bins(lengths: Mapping[int, int]) -> list[tuple[str, int]]:
@@ -175,30 +97,23 @@ def _thread_length_bins(lengths: Mapping[int, int]) -> list[tuple[str, int]]:
 
 
 def messages_per_thread(lengths: Mapping[int, int]) -> str | None:
-    """Histogram of thread lengths (messages per thread)."""
+    """Histogram of thread lengths (messages per thread), on a log scale when the bins span
+    LOG_RATIO or more."""
     if not lengths:
         return None
     bins = _thread_length_bins(lengths)
-    with _style("messages"):
-        figure = Figure(figsize=(HALF_WIDTH, 3.6), layout="constrained")
-        axes = figure.add_subplot()
-        axes.bar(range(len(bins)), [b[1] for b in bins], color=BAR_COLOR, width=0.8)
-        axes.set_xticks(range(len(bins)), [b[0] for b in bins])
-        if len(bins) > 16:
-            for label in axes.get_xticklabels()[1::2]:
-                label.set_visible(False)
-        axes.set_xlabel("messages in the thread")
-        counts = [b[1] for b in bins if b[1]]
-        if max(counts) >= LOG_RATIO * min(counts):
-            axes.set_yscale("log")
-            axes.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-            axes.yaxis.set_minor_formatter(NullFormatter())
-            axes.set_ylabel("threads (log scale)")
-        else:
-            axes.set_ylabel("threads")
-        axes.set_title("Messages per thread")
-        _tidy(axes, "y")
-        return _svg(figure, "messages")
+    counts = [n for _, n in bins if n]
+    log = max(counts) >= LOG_RATIO * min(counts)
+    chart = Chart(
+        "Messages per thread",
+        HALF_WIDTH,
+        [label for label, _ in bins],
+        [Bar(slot, n, BAR_COLOR, thickness=0.8) for slot, (_, n) in enumerate(bins)],
+        "threads (log scale)" if log else "threads",
+        slot_label="messages in the thread",
+    )
+    every = 2 if len(bins) > THIN_LABELS else 1
+    return columns(chart, HISTOGRAM_HEIGHT, log=log, label_every=every)
 
 
 def _size(value: int) -> str:
@@ -230,30 +145,28 @@ def content_length(by_role: Mapping[str, Mapping[int, int]]) -> str | None:
     roles = _roles_in_order([r for r, buckets in by_role.items() if sum(buckets.values())])
     if not roles:
         return None
-    labels = length_bucket_labels()
     width = 0.8 / len(roles)
-    with _style("lengths"):
-        figure = Figure(figsize=(HALF_WIDTH, 3.6), layout="constrained")
-        axes = figure.add_subplot()
-        for number, role in enumerate(roles):
-            buckets = by_role[role]
-            total = sum(buckets.values())
-            shares = [100 * buckets.get(low, 0) / total for low in LENGTH_BUCKETS]
-            offsets = [i - 0.4 + width * (number + 0.5) for i in range(len(LENGTH_BUCKETS))]
-            axes.bar(
-                offsets,
-                shares,
-                width=width,
-                color=ROLE_COLORS.get(role, OTHER_ROLE_COLOR),
-                label=f"{role} ({total:,})",
-            )
-        axes.set_xticks(range(len(labels)), labels, fontsize=8.5)
-        axes.set_xlabel("content length (characters, K = 1024)")
-        axes.set_ylabel("% of the role's messages")
-        axes.set_title("Content length by role")
-        axes.legend(fontsize=8.5, loc="upper right")
-        _tidy(axes, "y")
-        return _svg(figure, "lengths")
+    bars = []
+    legend = []
+    for number, role in enumerate(roles):
+        buckets = by_role[role]
+        total = sum(buckets.values())
+        color = ROLE_COLORS.get(role, OTHER_ROLE_COLOR)
+        offset = width * (number + 0.5) - 0.4
+        for slot, low in enumerate(LENGTH_BUCKETS):
+            share = 100 * buckets.get(low, 0) / total
+            bars.append(Bar(slot, share, color, offset=offset, thickness=width))
+        legend.append((f"{role} ({total:,})", color))
+    chart = Chart(
+        "Content length by role",
+        HALF_WIDTH,
+        length_bucket_labels(),
+        bars,
+        "% of the role's messages",
+        slot_label="content length (characters, K = 1024)",
+        legend=legend,
+    )
+    return columns(chart, HISTOGRAM_HEIGHT)
 
 
 def role_distribution(roles: Mapping[str, int]) -> str | None:
@@ -261,19 +174,15 @@ def role_distribution(roles: Mapping[str, int]) -> str | None:
     order = _roles_in_order([r for r, n in roles.items() if n])
     if not order:
         return None
-    with _style("roles"):
-        figure = Figure(figsize=(HALF_WIDTH, LIST_HEIGHT), layout="constrained")
-        axes = figure.add_subplot()
-        counts = [roles[r] for r in order]
-        colors = [ROLE_COLORS.get(r, OTHER_ROLE_COLOR) for r in order]
-        bars = axes.bar(range(len(order)), counts, color=colors, width=0.7)
-        axes.bar_label(bars, [f"{n:,}" for n in counts], padding=3, fontsize=9)
-        axes.set_xticks(range(len(order)), order)
-        axes.margins(y=0.1)
-        axes.set_ylabel("messages")
-        axes.set_title("Messages by role")
-        _tidy(axes, "y")
-        return _svg(figure, "roles")
+    chart = Chart(
+        "Messages by role",
+        HALF_WIDTH,
+        order,
+        [Bar(slot, roles[r], ROLE_COLORS.get(r, OTHER_ROLE_COLOR)) for slot, r in enumerate(order)],
+        "messages",
+        notes=[Note(slot, roles[r], f"{roles[r]:,}") for slot, r in enumerate(order)],
+    )
+    return columns(chart, LIST_HEIGHT)
 
 
 def _top(counts: Mapping[str, int], limit: int) -> list[tuple[str, int]]:
@@ -290,19 +199,16 @@ def format_distribution(formats: Mapping[str, int]) -> str | None:
     ranked = _top(formats, TOP_FORMATS)
     if not ranked:
         return None
-    with _style("formats"):
-        figure = Figure(figsize=(HALF_WIDTH, LIST_HEIGHT), layout="constrained")
-        axes = figure.add_subplot()
-        positions = list(range(len(ranked)))[::-1]
-        counts = [n for _, n in ranked]
-        axes.barh(positions, counts, color=ROLE_COLORS["assistant"], height=0.7)
-        axes.set_yticks(positions, [_short(name) for name, _ in ranked])
-        axes.set_ylim(len(ranked) - 0.5 - max(len(ranked), MIN_ROWS), len(ranked) - 0.5)
-        _label_ends(axes, positions, counts)
-        axes.set_xlabel("assistant messages")
-        axes.set_title("Assistant formats")
-        _tidy(axes, "x")
-        return _svg(figure, "formats")
+    color = ROLE_COLORS["assistant"]
+    chart = Chart(
+        "Assistant formats",
+        HALF_WIDTH,
+        [_short(name) for name, _ in ranked],
+        [Bar(slot, n, color) for slot, (_, n) in enumerate(ranked)],
+        "assistant messages",
+        notes=[Note(slot, n, f"{n:,}") for slot, (_, n) in enumerate(ranked)],
+    )
+    return rows(chart, max(len(ranked), MIN_ROWS), LIST_HEIGHT)
 
 
 def capability_usage(enabled: Mapping[str, int], used: Mapping[str, int]) -> str | None:
@@ -315,30 +221,26 @@ def capability_usage(enabled: Mapping[str, int], used: Mapping[str, int]) -> str
     if not names:
         return None
     shown = names[:TOP_CAPABILITIES]
-    with _style("capabilities"):
-        figure = Figure(figsize=(FULL_WIDTH, 1.2 + 0.34 * len(shown)), layout="constrained")
-        axes = figure.add_subplot()
-        rows = [float(p) for p in range(len(shown))][::-1]
-        on = [enabled.get(n, 0) for n in shown]
-        use = [used.get(n, 0) for n in shown]
-        axes.barh([r + 0.19 for r in rows], on, height=0.38, color=ENABLED_COLOR, label="enabled")
-        axes.barh([r - 0.19 for r in rows], use, height=0.38, color=USED_COLOR, label="used")
-        axes.set_yticks(rows, [_short(n) for n in shown])
-        for row, enabling, using in zip(rows, on, use, strict=True):
-            axes.annotate(
-                f"used in {using:,} of {enabling:,}"
-                if enabling
-                else f"used in {using:,}, never enabled",
-                (max(enabling, using), row),
-                xytext=(5, 0),
-                textcoords="offset points",
-                va="center",
-                fontsize=8.5,
-            )
-        axes.margins(x=0.14)
-        axes.set_xlabel("threads")
-        more = f" (top {len(shown)} of {len(names):,})" if len(names) > len(shown) else ""
-        axes.set_title(f"Capabilities: threads enabling vs using{more}")
-        axes.legend(loc="lower right")
-        _tidy(axes, "x")
-        return _svg(figure, "capabilities")
+    bars = []
+    notes = []
+    for slot, name in enumerate(shown):
+        enabling, using = enabled.get(name, 0), used.get(name, 0)
+        bars.append(Bar(slot, enabling, ENABLED_COLOR, offset=-0.19, thickness=0.38))
+        bars.append(Bar(slot, using, USED_COLOR, offset=0.19, thickness=0.38))
+        text = (
+            f"used in {using:,} of {enabling:,}"
+            if enabling
+            else f"used in {using:,}, never enabled"
+        )
+        notes.append(Note(slot, max(enabling, using), text))
+    more = f" (top {len(shown)} of {len(names):,})" if len(names) > len(shown) else ""
+    chart = Chart(
+        f"Capabilities: threads enabling vs using{more}",
+        FULL_WIDTH,
+        [_short(name) for name in shown],
+        bars,
+        "threads",
+        legend=[("enabled", ENABLED_COLOR), ("used", USED_COLOR)],
+        notes=notes,
+    )
+    return rows(chart, len(shown), rows_height(len(shown), CAPABILITY_PITCH))

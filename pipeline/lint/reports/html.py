@@ -6,10 +6,11 @@ Built from the report's counters and capped examples, never from a list of all f
 from __future__ import annotations
 
 from collections import Counter
+from functools import cache
 from pathlib import Path
 from typing import Any, TextIO
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
 from markupsafe import Markup
 
 from pipeline.lint.report import Example, LintReport
@@ -28,6 +29,12 @@ OPEN_EXAMPLES = 3
 
 def write_html(report: LintReport, out: TextIO) -> None:
     """Write `report` to `out` as a self-contained HTML page (same report, same bytes)."""
+    out.writelines(_template().generate(page=_page(report)))
+
+
+@cache
+def _template() -> Template:
+    """The page template, compiled once per process."""
     environment = Environment(
         loader=FileSystemLoader(Path(__file__).parent),
         autoescape=True,
@@ -36,8 +43,7 @@ def write_html(report: LintReport, out: TextIO) -> None:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    for chunk in environment.get_template(TEMPLATE).generate(page=_page(report)):
-        out.write(chunk)
+    return environment.get_template(TEMPLATE)
 
 
 def _page(report: LintReport) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pipeline.capabilities import (
 )
 from pipeline.lint.config import LintConfig
 from pipeline.lint.diagnostic import Diagnostic
-from pipeline.lint.rule import DatasetCheck, Rule
+from pipeline.lint.rule import DatasetCheck, Rule, ThreadRef
 from pipeline.lint.rules.examples import assistant, developer, thread, user
 from pipeline.lint.thread_view import ThreadView
 from pipeline.mms import Message
@@ -42,22 +42,24 @@ class DuplicateThreads(DatasetCheck):
         self.first_seen: dict[int, int] = {}  # content hash -> ordinal of its first thread
         self.count = 0
 
-    def observe(self, view: ThreadView) -> Iterator[Diagnostic]:
-        self.count += 1
+    def facts(self, view: ThreadView) -> int:
         thread = view.thread
         body = [_comparable(m) for m in thread.messages]
         settings = thread.settings.to_dict() if thread.settings else None
-        key = _digest(orjson.dumps([body, settings]))
-        first = self.first_seen.setdefault(key, self.count)
+        return _digest(orjson.dumps([body, settings]))
+
+    def observe(self, facts: int, ref: ThreadRef) -> Iterator[Diagnostic]:
+        self.count += 1
+        first = self.first_seen.setdefault(facts, self.count)
         if first != self.count:
             yield Diagnostic(
                 self.rule.code,
                 self.rule.severity,
                 f"duplicate of thread #{first} in reading order (same messages and settings)",
-                view.id,
+                ref.id,
                 None,
-                view.source,
-                view.locator,
+                ref.source,
+                ref.locator,
             )
 
     def finish(self) -> Iterator[Diagnostic]:
@@ -80,15 +82,15 @@ class _CapabilityCounts:
 
     def __init__(self) -> None:
         self.enabled: Counter[str] = Counter()
-        self.first: dict[str, tuple[str, str | None, str | None]] = {}
+        self.first: dict[str, ThreadRef] = {}
 
-    def add(self, name: str, view: ThreadView) -> None:
+    def add(self, name: str, ref: ThreadRef) -> None:
         self.enabled[name] += 1
-        self.first.setdefault(name, (view.id, view.source, view.locator))
+        self.first.setdefault(name, ref)
 
     def diagnostic(self, rule: Rule, name: str, message: str) -> Diagnostic:
-        thread_id, source, locator = self.first[name]
-        return Diagnostic(rule.code, rule.severity, message, thread_id, None, source, locator)
+        ref = self.first[name]
+        return Diagnostic(rule.code, rule.severity, message, ref.id, None, ref.source, ref.locator)
 
 
 class AlwaysUsed(DatasetCheck):
@@ -100,13 +102,16 @@ class AlwaysUsed(DatasetCheck):
         self.counts = _CapabilityCounts()
         self.used: Counter[str] = Counter()
 
-    def observe(self, view: ThreadView) -> Iterator[Diagnostic]:
+    def facts(self, view: ThreadView) -> list[tuple[str, bool]]:
+        """Each non-default capability the thread enables, and whether it uses it."""
         caps = view.capabilities
         used = {use.format for use in caps.uses}
-        for name in caps.enabled:
-            if name != DEFAULT_CAPABILITY:
-                self.counts.add(name, view)
-                self.used[name] += name in used
+        return [(name, name in used) for name in caps.enabled if name != DEFAULT_CAPABILITY]
+
+    def observe(self, facts: list[tuple[str, bool]], ref: ThreadRef) -> Iterator[Diagnostic]:
+        for name, used in facts:
+            self.counts.add(name, ref)
+            self.used[name] += used
         return iter(())
 
     def finish(self) -> Iterator[Diagnostic]:
@@ -145,15 +150,21 @@ class FewPhrasings(DatasetCheck):
         self.counts = _CapabilityCounts()
         self.phrasings: dict[str, set[int]] = {}
 
-    def observe(self, view: ThreadView) -> Iterator[Diagnostic]:
+    def facts(self, view: ThreadView) -> list[tuple[str, int]]:
+        """Each capability a developer or platform message enables, and its phrasing."""
         messages = view.thread.messages
-        for name, index in view.capabilities.enabled.items():
-            if index is None or name == DEFAULT_CAPABILITY:
-                continue  # settings-only: no wording to vary
-            self.counts.add(name, view)
+        return [
+            (name, phrasing(messages[index].content, name))
+            for name, index in view.capabilities.enabled.items()
+            if index is not None and name != DEFAULT_CAPABILITY  # settings-only: no wording
+        ]
+
+    def observe(self, facts: list[tuple[str, int]], ref: ThreadRef) -> Iterator[Diagnostic]:
+        for name, worded in facts:
+            self.counts.add(name, ref)
             seen = self.phrasings.setdefault(name, set())
             if len(seen) < self.min_phrasings:  # enough is enough: stay bounded
-                seen.add(phrasing(messages[index].content, name))
+                seen.add(worded)
         return iter(())
 
     def finish(self) -> Iterator[Diagnostic]:

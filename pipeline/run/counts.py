@@ -1,0 +1,49 @@
+"""The account of a run: every record read is a written thread, a quarantined record or
+a thread dropped by a named stage (with fan-out: records -> threads)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class RunCounts:
+    """What a run read, quarantined, dropped (by reason) and wrote (per split)."""
+
+    records_read: int = 0
+    records_converted: int = 0
+    quarantined: Counter[str] = field(default_factory=Counter)
+    threads: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    written: Counter[str] = field(default_factory=Counter)
+    """threads written per split (weighted copies included)."""
+    copies: int = 0
+    """extra rows written by mixing weights above 1."""
+    not_sharded: int = 0
+    """threads kept but not written, because the run has no shard stage (lint only)."""
+    tokens: int = 0
+    trained_tokens: int = 0
+
+    @property
+    def balanced(self) -> bool:
+        kept = sum(self.written.values()) - self.copies
+        return self.records_read == self.records_converted + sum(
+            self.quarantined.values()
+        ) and self.threads == kept + self.not_sharded + sum(self.dropped.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records_read": self.records_read,
+            "records_converted": self.records_converted,
+            "records_quarantined": dict(sorted(self.quarantined.items())),
+            "threads": self.threads,
+            "threads_dropped": dict(sorted(self.dropped.items())),
+            "threads_written": dict(sorted(self.written.items())),
+            "weighted_copies": self.copies,
+            "threads_not_sharded": self.not_sharded,
+            "tokens": self.tokens,
+            "trained_tokens": self.trained_tokens,
+            "balanced": self.balanced,
+        }

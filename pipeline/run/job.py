@@ -1,0 +1,104 @@
+"""`run_pipeline`: the staged job of a pipeline config (DESIGN §7, §8).
+
+Map, in parallel over work units and resumable (pipeline/engine/local.py): each unit is
+read, normalized, sampled, linted and tokenized by one worker (pipeline/run/unit.py).
+Reduce, as the units become ready, in unit order (pipeline/run/reduce.py): the dataset
+rules, the lint gate, filters, dedup, weights, splits and shards. Then the reports, the
+tokenizer, the manifest and the card (pipeline/run/outputs.py)."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.engine.local import iter_units
+from pipeline.engine.units import WorkUnit, iter_unit_records, plan_units
+from pipeline.formats import AUTO, get_format
+from pipeline.formats.detect import detect
+from pipeline.ingest import SNIFF_RECORDS
+from pipeline.lint import LintReport
+from pipeline.output_files import remove_stale_temps
+from pipeline.run.counts import RunCounts
+from pipeline.run.outputs import write_card, write_reports, write_run_manifest, write_tokenizer_dir
+from pipeline.run.reduce import reduce_units
+from pipeline.run.unit import UnitJob, renderer_for, shard_schema
+from pipeline.run_config import RunConfig
+from pipeline.shards import Shard
+from pipeline.sources import DEFAULT_SPLIT, Record
+
+WORK_DIR = ".work"
+"""The engine's work directory inside the output directory, removed once a run succeeds
+(a stopped run keeps it, and resumes from its finished units)."""
+
+
+@dataclass
+class RunResult:
+    """What a run wrote, and its lint report (for the gate and the summary)."""
+
+    output: Path
+    counts: RunCounts
+    shards: dict[str, list[Shard]]
+    report: LintReport
+    gate_failed: bool
+
+
+def plan(config: RunConfig) -> list[WorkUnit]:
+    """The run's work units. A big JSON Lines file is split into parts only when its
+    format is named and converts record by record: a detected format could differ between
+    parts, and a grouped one (OASST messages) has conversations across records."""
+
+    def can_split(path: str, format: str) -> bool:
+        return format != AUTO and get_format(format).group is None
+
+    return plan_units([(spec.path, spec.format) for spec in config.inputs], can_split=can_split)
+
+
+def detected_format(config: RunConfig, unit: WorkUnit) -> str:
+    """The format a unit is read as: the named one, or what detection finds in its first
+    records (for `--dry-run`)."""
+    if unit.format != AUTO:
+        return unit.format
+    spec = config.inputs[unit.input_index]
+    items = iter_unit_records(unit, split=spec.split or DEFAULT_SPLIT, hf_config=spec.hf_config)
+    head = itertools.islice((i.value for i in items if isinstance(i, Record)), SNIFF_RECORDS)
+    return f"auto -> {detect(head).label}"
+
+
+def run_pipeline(
+    config: RunConfig,
+    *,
+    output: Path | None = None,
+    workers: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> RunResult:
+    """Run every stage of `config`; output under `output` (default: the config's)."""
+    out = Path(output or config.output).resolve()
+    units = plan(config)
+    unit_dirs = iter_units(
+        units,
+        UnitJob(config),
+        out / WORK_DIR,
+        config_digest=config.digest(),
+        workers=workers or config.engine.workers,
+        progress=(lambda done, total: progress("read, lint, tokenize", done, total))
+        if progress
+        else None,
+        on_claimed=lambda: remove_stale_temps(out, skip=(WORK_DIR,)),
+    )
+    reduced = reduce_units(config, out, units, unit_dirs, progress)
+    counts, shards, report = reduced.counts, reduced.shards, reduced.report
+    reports = write_reports(out, report)
+    tokenizer = None
+    if config.stages.tokenize is not None:
+        renderer, base = renderer_for(config.stages.tokenize)
+        tokenizer = write_tokenizer_dir(out, renderer, base)
+    write_run_manifest(out, config, units, counts, shards, tokenizer, reports)
+    if shards:
+        renderer = renderer_for(config.stages.tokenize)[0] if config.stages.tokenize else None
+        write_card(out, config, report, counts, shards, shard_schema(config), renderer)
+    # the output is complete: the units' intermediate files are no longer needed
+    shutil.rmtree(out / WORK_DIR)
+    return RunResult(out, counts, shards, report, report.failed(config.stages.lint.fail_on))

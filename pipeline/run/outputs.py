@@ -1,0 +1,112 @@
+"""The files a run writes after its shards (DESIGN §7): the lint reports, the augmented
+tokenizer, the manifest and the Hugging Face dataset card."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline.card import CardStats, dataset_card, lint_summary
+from pipeline.engine.units import WorkUnit
+from pipeline.lint import LintReport
+from pipeline.lint.reports import write_report
+from pipeline.manifest import build_manifest, input_record, write_manifest
+from pipeline.output_files import atomic_text_output, file_sha256
+from pipeline.run.counts import RunCounts
+from pipeline.run_config import RunConfig
+from pipeline.shards import Shard
+from pipeline.tokenize import LoadedTokenizer, Renderer
+from pipeline.tokenize.job import write_tokenizer
+
+REPORTS = (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html"))
+
+
+def write_reports(out: Path, report: LintReport) -> list[str]:
+    """reports/lint.{json,md,html}; their paths relative to `out`."""
+    written = []
+    for name, fmt in REPORTS:
+        with atomic_text_output(out / "reports" / name) as handle:
+            write_report(report, fmt, handle)
+        written.append(f"reports/{name}")
+    return written
+
+
+def write_tokenizer_dir(out: Path, renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any]:
+    """tokenizer/ (the augmented tokenizer and its special ids); the manifest's record."""
+    file = write_tokenizer(out / "tokenizer", renderer, base)
+    return {
+        "path": "tokenizer/tokenizer.json",
+        "sha256": file_sha256(file),
+        "renderer": renderer.name,
+        "special_tokens": renderer.special_ids.as_dict(),
+        "base": {"path": str(base.path), "sha256": base.sha256},
+    }
+
+
+def write_run_manifest(
+    out: Path,
+    config: RunConfig,
+    units: list[WorkUnit],
+    counts: RunCounts,
+    shards: dict[str, list[Shard]],
+    tokenizer: dict[str, Any] | None,
+    reports: list[str],
+) -> None:
+    """manifest.json: inputs with their sha256, the resolved config, versions, counts,
+    shards, tokenizer and reports."""
+    manifest = build_manifest(
+        inputs=[input_record(unit.path, unit.format) for unit in _whole_files(units)],
+        config=config.resolved(),
+        config_digest=config.digest(),
+        counts=counts.to_dict(),
+        shards=shards,
+        tokenizer=tokenizer,
+        reports=reports,
+    )
+    write_manifest(out / "manifest.json", manifest)
+
+
+def _whole_files(units: list[WorkUnit]) -> list[WorkUnit]:
+    """One unit per input file (a split file's first part stands for the file)."""
+    return list({unit.path: unit for unit in reversed(units)}.values())[::-1]
+
+
+def write_card(
+    out: Path,
+    config: RunConfig,
+    report: LintReport,
+    counts: RunCounts,
+    shards: dict[str, list[Shard]],
+    schema: pa.Schema,
+    renderer: Renderer | None,
+) -> None:
+    """README.md: the dataset card (front matter with configs and features, the stats,
+    how to load it)."""
+    licenses = sorted({spec.license for spec in config.inputs if spec.license})
+    tags = sorted({tag for spec in config.inputs for tag in spec.tags} | {"mms"})
+    profile = report.profile
+    stats: CardStats = {
+        "threads": sum(counts.written.values()),
+        "rows": {name: sum(s.rows for s in split) for name, split in shards.items()},
+        "bytes": {name: sum(s.bytes for s in split) for name, split in shards.items()},
+        "renderer": renderer.name if renderer else None,
+        "tokens": counts.tokens if renderer else None,
+        "trained_tokens": counts.trained_tokens if renderer else None,
+        "formats": dict(profile.formats),
+        "capabilities": profile.capabilities(),
+        "lint": lint_summary(report),
+    }
+    card = dataset_card(
+        name=config.name,
+        description=f"MMS threads built by `mms run` from {len(config.inputs)} input(s).",
+        license=licenses[0] if len(licenses) == 1 else "other",
+        tags=tags,
+        splits={name: [f"data/{s.name}" for s in split] for name, split in shards.items()},
+        features=schema,
+        stats=stats,
+        how_to_load=out.name,
+    )
+    with atomic_text_output(out / "README.md") as handle:
+        handle.write(card)

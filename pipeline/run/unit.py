@@ -1,0 +1,295 @@
+"""The map side of `mms run`: one work unit's records are read, normalized and sampled,
+then linted (thread rules, the dataset rules' per-thread facts, the profile) and tokenized,
+all in the worker that reads them. The unit's directory holds what the ordered reduce
+(pipeline/run/reduce.py) needs, and nothing it would have to recompute:
+
+- `threads.parquet`: one row per thread in reading order: the shard columns (tokenized
+  or not), `settings`, and the side columns below;
+- `rejected.jsonl`: the records that did not become threads;
+- `stats.json`: the reading counts; `profile.json`: the lint profile's counters;
+- `examples.json`: the example threads of the unit's first findings per rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.engine.units import WorkUnit, iter_unit_records
+from pipeline.ingest import ReadStats, read_items
+from pipeline.lint import Linter
+from pipeline.lint.profile import DatasetProfile
+from pipeline.lint.report import example_thread
+from pipeline.lint.thread_view import ThreadView
+from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, settings_to_arrow, threads_to_arrow
+from pipeline.quarantine import rejection_line
+from pipeline.run.keys import content_key, stable_fraction
+from pipeline.run_config import RunConfig, TokenizeStage
+from pipeline.sources import DEFAULT_SPLIT, is_hf_input
+from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
+from pipeline.tokenize.overlong import Drop
+from pipeline.tokenize.stage import TOKENIZED_SCHEMA
+
+UNIT_THREADS = "threads.parquet"
+UNIT_REJECTED = "rejected.jsonl"
+UNIT_STATS = "stats.json"
+UNIT_PROFILE = "profile.json"
+UNIT_EXAMPLES = "examples.json"
+BATCH = 1024
+"""Threads per batch: one lint pass and one tokenizer call each."""
+
+FINDINGS = "_findings"
+"""The thread rules' findings (a JSON list of diagnostics), null when there are none."""
+FACTS = "_facts"
+"""JSON [source, locator, facts of each dataset rule]."""
+KEY = "_key"
+"""The dedup key (pipeline.run.keys.content_key); null when the run does not dedup."""
+MESSAGES = "_messages"
+"""The message count as read (before any truncation), for the message-count filters."""
+DROP = "_drop"
+"""Why the tokenize stage leaves the thread out (an overlong code), else null; token
+columns are null then."""
+ORIGINAL = "_original"
+"""The thread as read (JSON), only for threads truncated by the tokenize stage."""
+SIDE_FIELDS = [
+    pa.field(FINDINGS, pa.binary()),
+    pa.field(FACTS, pa.binary()),
+    pa.field(KEY, pa.uint64()),
+    pa.field(MESSAGES, pa.int32()),
+    pa.field(DROP, pa.string()),
+    pa.field(ORIGINAL, pa.binary()),
+]
+
+
+def shard_schema(config: RunConfig) -> pa.Schema:
+    """The columns of the run's shards."""
+    return TOKENIZED_SCHEMA if config.stages.tokenize else THREAD_ARROW_SCHEMA
+
+
+def unit_schema(config: RunConfig) -> pa.Schema:
+    """The columns of a unit's threads.parquet: the shard columns, settings, side columns."""
+    schema = shard_schema(config)
+    if "settings" not in schema.names:
+        schema = schema.append(THREAD_ARROW_SCHEMA.field("settings"))
+    for side in SIDE_FIELDS:
+        schema = schema.append(side)
+    return schema
+
+
+_RENDERERS: dict[tuple[str, bool], tuple[Renderer, LoadedTokenizer]] = {}
+
+
+def renderer_for(stage: TokenizeStage) -> tuple[Renderer, LoadedTokenizer]:
+    """The stage's renderer and base tokenizer, built once per process (a large
+    vocabulary takes seconds to load, and a worker runs many units)."""
+    key = (stage.tokenizer, stage.bos)
+    if key not in _RENDERERS:
+        base = load_tokenizer(stage.tokenizer)
+        _RENDERERS[key] = (Renderer(base, bos=stage.bos), base)
+    return _RENDERERS[key]
+
+
+@dataclass(frozen=True)
+class UnitJob:
+    """The map side for one work unit (picklable: the engine runs it in worker
+    processes)."""
+
+    config: RunConfig
+
+    def __call__(self, unit: WorkUnit, out: Path) -> None:
+        # sources are recorded relative to the config file (when it has one), so thread
+        # ids, meta and splits do not depend on where the checkout lives
+        base = self.config.source.parent if self.config.source else None
+        out = out.resolve()  # before any change of working directory
+        if base is None or is_hf_input(unit.path):
+            _UnitWriter(self.config, out).process(unit, unit)
+            return
+        relative = dataclasses.replace(unit, path=os.path.relpath(unit.path, base))
+        with _working_directory(base):
+            _UnitWriter(self.config, out).process(unit, relative)
+
+
+@contextmanager
+def _working_directory(path: Path) -> Iterator[None]:
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+class _UnitWriter:
+    """Writes one unit's directory (see the module docstring)."""
+
+    def __init__(self, config: RunConfig, out: Path):
+        self.config = config
+        self.out = out
+        stages = config.stages
+        self.linter = Linter(
+            stages.lint.to_lint_config(str(config.source) if config.source else None)
+        )
+        self.max_examples = self.linter.config.max_examples
+        self.profile = DatasetProfile()
+        self.examples: dict[str, dict[str, Any]] = {}
+        self.example_counts: dict[str, int] = {}
+        self.renderer = renderer_for(stages.tokenize)[0] if stages.tokenize else None
+        self.schema = unit_schema(config)
+        self.rows = 0
+
+    def process(self, unit: WorkUnit, read_as: WorkUnit) -> None:
+        spec = self.config.inputs[unit.input_index]
+        options = self.config.stages.normalize.to_convert_options()
+        stats = ReadStats()
+        sampled_out = 0
+        with (self.out / UNIT_REJECTED).open("wb") as rejected:
+            items = iter_unit_records(
+                read_as, split=spec.split or DEFAULT_SPLIT, hf_config=spec.hf_config
+            )
+            threads = read_items(
+                read_as.path,
+                items,
+                format=unit.format,
+                on_reject=lambda rejection: rejected.write(rejection_line(rejection)),
+                stats=stats,
+                options=options,
+            )
+            with pq.ParquetWriter(self.out / UNIT_THREADS, self.schema) as writer:
+                batch: list[Thread] = []
+                for thread in threads:
+                    if spec.sample < 1.0 and stable_fraction(thread.id) >= spec.sample:
+                        sampled_out += 1
+                        continue
+                    batch.append(thread)
+                    if len(batch) == BATCH:
+                        writer.write_table(self._table(batch))
+                        batch = []
+                writer.write_table(self._table(batch))
+        counts = {
+            "records_read": stats.records_read,
+            "records_converted": stats.records_converted,
+            "threads": stats.threads,
+            "quarantined": dict(sorted(stats.quarantined.items())),
+            "formats": stats.formats,
+            "sampled_out": sampled_out,
+        }
+        self._write_json(UNIT_STATS, counts)
+        self._write_json(UNIT_PROFILE, self.profile.state())
+        self._write_json(UNIT_EXAMPLES, self.examples)
+
+    def _write_json(self, name: str, data: Any) -> None:
+        (self.out / name).write_bytes(orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
+
+    def _table(self, batch: list[Thread]) -> pa.Table:
+        """The batch's rows: linted, keyed, tokenized."""
+        findings, facts = [], []
+        for thread in batch:
+            view = ThreadView(thread)
+            found = self.linter.thread_findings(view)
+            self._keep_examples(thread, found)
+            findings.append(orjson.dumps([d.to_dict() for d in found]) if found else None)
+            facts.append(
+                orjson.dumps([view.source, view.locator, *self.linter.dataset_facts(view)])
+            )
+            self.profile.observe(view)
+            self.rows += 1
+        dedup = self.config.stages.dedup.enabled
+        side = {
+            FINDINGS: pa.array(findings, pa.binary()),
+            FACTS: pa.array(facts, pa.binary()),
+            KEY: pa.array(
+                [content_key(t) for t in batch] if dedup else [None] * len(batch), pa.uint64()
+            ),
+            MESSAGES: pa.array([len(t.messages) for t in batch], pa.int32()),
+        }
+        table = self._tokenized(batch) if self.renderer else _untokenized(batch)
+        for name, column in side.items():
+            table = table.append_column(name, column)
+        return table.select(self.schema.names).cast(self.schema)
+
+    def _keep_examples(self, thread: Thread, found: list[Any]) -> None:
+        """The example threads of the unit's first `max_examples` findings per rule, keyed
+        `row:position`: the reduce keeps the dataset's first ones, a subset of these."""
+        for position, diagnostic in enumerate(found):
+            seen = self.example_counts.get(diagnostic.code, 0)
+            if seen < self.max_examples:
+                self.example_counts[diagnostic.code] = seen + 1
+                self.examples[f"{self.rows}:{position}"] = example_thread(
+                    thread, diagnostic.message_index
+                )
+
+    def _tokenized(self, batch: list[Thread]) -> pa.Table:
+        """Token columns for every thread of the batch: null where the overlong policy
+        drops the thread (its code in DROP). Under `overlong: error` an overlong thread is
+        recorded as dropped here; the reduce raises if it reaches the tokenize stage (a
+        thread the lint gate, filters or dedup leave out does not stop the run)."""
+        stage = self.config.stages.tokenize
+        assert stage is not None and self.renderer is not None
+        policy = "drop" if stage.overlong == "error" else stage.overlong
+        dropped: dict[int, Drop] = {}
+        tables = list(
+            tokenize_threads(
+                batch,
+                self.renderer,
+                max_tokens=stage.max_tokens,
+                overlong=policy,
+                batch_size=max(len(batch), 1),
+                on_drop=lambda drop: dropped.__setitem__(id(drop.thread), drop),
+            )
+        )
+        kept = pa.concat_tables(tables) if tables else TOKENIZED_SCHEMA.empty_table()
+        drops = [dropped.get(id(thread)) for thread in batch]
+        table = _with_dropped(batch, kept, drops) if dropped else kept
+        table = table.append_column("settings", settings_to_arrow(batch))
+        truncated = [
+            orjson.dumps(thread.to_dict())
+            if drop is None and len(thread.messages) != count
+            else None
+            for thread, drop, count in zip(batch, drops, _message_counts(table), strict=True)
+        ]
+        codes = [drop.code if drop else None for drop in drops]
+        table = table.append_column(DROP, pa.array(codes, pa.string()))
+        return table.append_column(ORIGINAL, pa.array(truncated, pa.binary()))
+
+
+def _message_counts(table: pa.Table) -> list[int]:
+    return pc.list_value_length(table["messages"]).to_pylist()
+
+
+def _with_dropped(batch: list[Thread], kept: pa.Table, drops: list[Drop | None]) -> pa.Table:
+    """The tokenized rows with the dropped threads put back in their places: thread
+    columns as read, `num_tokens` the whole thread's, the other token columns null."""
+    dropped = [drop for drop in drops if drop is not None]
+    arrow = threads_to_arrow([drop.thread for drop in dropped])
+    arrow = arrow.append_column(
+        "num_tokens", pa.array([drop.num_tokens for drop in dropped], pa.int32())
+    )
+    columns = [
+        arrow[name] if name in arrow.column_names else pa.nulls(len(dropped), field.type)
+        for name, field in zip(TOKENIZED_SCHEMA.names, TOKENIZED_SCHEMA, strict=True)
+    ]
+    both = pa.concat_tables([kept, pa.Table.from_arrays(columns, schema=TOKENIZED_SCHEMA)])
+    order, next_kept, next_dropped = [], 0, kept.num_rows
+    for drop in drops:
+        if drop is None:
+            order.append(next_kept)
+            next_kept += 1
+        else:
+            order.append(next_dropped)
+            next_dropped += 1
+    return both.take(pa.array(order, pa.int64()))
+
+
+def _untokenized(batch: list[Thread]) -> pa.Table:
+    table = threads_to_arrow(batch)
+    table = table.append_column(DROP, pa.nulls(len(batch), pa.string()))
+    return table.append_column(ORIGINAL, pa.nulls(len(batch), pa.binary()))
