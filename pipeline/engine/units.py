@@ -24,10 +24,11 @@ from pipeline.sources.compression import split_compression
 from pipeline.sources.jsonl import iter_jsonl
 
 MIB = 1024 * 1024
-DEFAULT_SPLIT_BYTES = 16 * MIB
+DEFAULT_SPLIT_BYTES = 8 * MIB
 """A JSON Lines file larger than this is split into parts of about this size: small
-enough that a file of a few tens of MiB keeps two workers busy (each part is read, linted
-and tokenized by one worker), large enough that the per-unit files stay few."""
+enough that a file of a few tens of MiB keeps every worker busy and the ordered reduce of
+the first parts runs while later parts are still mapped (each part is read, linted and
+tokenized by one worker), large enough that the per-unit files stay few."""
 _BLOCK = MIB
 
 

@@ -22,9 +22,9 @@ from pipeline.ingest import SNIFF_RECORDS
 from pipeline.lint import LintReport
 from pipeline.output_files import remove_stale_temps
 from pipeline.run.counts import RunCounts
-from pipeline.run.outputs import write_card, write_reports, write_run_manifest, write_tokenizer_dir
+from pipeline.run.outputs import ship_tokenizer, write_card, write_reports, write_run_manifest
 from pipeline.run.reduce import reduce_units
-from pipeline.run.unit import UnitJob, renderer_for, shard_schema
+from pipeline.run.unit import UNIT_TOKENIZER, UnitJob, shard_schema
 from pipeline.run_config import RunConfig
 from pipeline.shards import Shard
 from pipeline.sources import DEFAULT_SPLIT, Record
@@ -79,7 +79,7 @@ def run_pipeline(
     units = plan(config)
     unit_dirs = iter_units(
         units,
-        UnitJob(config),
+        UnitJob(config, ships_tokenizer=units[0].id),
         out / WORK_DIR,
         config_digest=config.digest(),
         workers=workers or config.engine.workers,
@@ -93,11 +93,10 @@ def run_pipeline(
     reports = write_reports(out, report)
     tokenizer = None
     if config.stages.tokenize is not None:
-        renderer, base = renderer_for(config.stages.tokenize)
-        tokenizer = write_tokenizer_dir(out, renderer, base)
+        tokenizer = ship_tokenizer(reduced.unit_dirs[0] / UNIT_TOKENIZER, out)
     write_run_manifest(out, config, units, counts, shards, tokenizer, reports)
     if shards:
-        renderer = renderer_for(config.stages.tokenize)[0] if config.stages.tokenize else None
+        renderer = tokenizer["renderer"] if tokenizer else None
         write_card(out, config, report, counts, shards, shard_schema(config), renderer)
     # the output is complete: the units' intermediate files are no longer needed
     shutil.rmtree(out / WORK_DIR)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from pipeline.card import CardStats, dataset_card, lint_summary
@@ -13,12 +14,11 @@ from pipeline.engine.units import WorkUnit
 from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
 from pipeline.manifest import build_manifest, input_record, write_manifest
-from pipeline.output_files import atomic_text_output, file_sha256
+from pipeline.output_files import atomic_output, atomic_text_output, file_sha256
 from pipeline.run.counts import RunCounts
 from pipeline.run_config import RunConfig
 from pipeline.shards import Shard
-from pipeline.tokenize import LoadedTokenizer, Renderer
-from pipeline.tokenize.job import write_tokenizer
+from pipeline.tokenize.job import SPECIAL_TOKENS_FILE
 
 REPORTS = (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html"))
 
@@ -33,15 +33,19 @@ def write_reports(out: Path, report: LintReport) -> list[str]:
     return written
 
 
-def write_tokenizer_dir(out: Path, renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any]:
-    """tokenizer/ (the augmented tokenizer and its special ids); the manifest's record."""
-    file = write_tokenizer(out / "tokenizer", renderer, base)
+def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
+    """tokenizer/ (the augmented tokenizer and its special ids, as the first work unit
+    wrote them), copied into the output; the manifest's record of it."""
+    for file in sorted(unit_tokenizer.iterdir()):
+        with atomic_output(out / "tokenizer" / file.name) as target:
+            target.write(file.read_bytes())
+    record = orjson.loads((unit_tokenizer / SPECIAL_TOKENS_FILE).read_bytes())
     return {
         "path": "tokenizer/tokenizer.json",
-        "sha256": file_sha256(file),
-        "renderer": renderer.name,
-        "special_tokens": renderer.special_ids.as_dict(),
-        "base": {"path": str(base.path), "sha256": base.sha256},
+        "sha256": file_sha256(out / "tokenizer" / "tokenizer.json"),
+        "renderer": record["renderer"],
+        "special_tokens": record["special_tokens"],
+        "base": record["base_tokenizer"],
     }
 
 
@@ -80,7 +84,7 @@ def write_card(
     counts: RunCounts,
     shards: dict[str, list[Shard]],
     schema: pa.Schema,
-    renderer: Renderer | None,
+    renderer: str | None,
 ) -> None:
     """README.md: the dataset card (front matter with configs and features, the stats,
     how to load it)."""
@@ -91,7 +95,7 @@ def write_card(
         "threads": sum(counts.written.values()),
         "rows": {name: sum(s.rows for s in split) for name, split in shards.items()},
         "bytes": {name: sum(s.bytes for s in split) for name, split in shards.items()},
-        "renderer": renderer.name if renderer else None,
+        "renderer": renderer,
         "tokens": counts.tokens if renderer else None,
         "trained_tokens": counts.trained_tokens if renderer else None,
         "formats": dict(profile.formats),

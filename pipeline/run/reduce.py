@@ -16,7 +16,6 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipeline.engine.units import WorkUnit
 from pipeline.ingest import ReadStats
@@ -31,7 +30,6 @@ from pipeline.quarantine import rejection_from_line
 from pipeline.run.counts import RunCounts
 from pipeline.run.keys import stable_fraction
 from pipeline.run.unit import (
-    BATCH,
     DROP,
     FACTS,
     FINDINGS,
@@ -54,11 +52,13 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass
 class Reduced:
-    """What the ordered pass produced: the counts, the shards, the lint report."""
+    """What the ordered pass produced: the counts, the shards, the lint report, and the
+    unit directories it read (in unit order)."""
 
     counts: RunCounts
     shards: dict[str, list[Shard]]
     report: LintReport
+    unit_dirs: list[Path]
 
 
 def reduce_units(
@@ -78,13 +78,15 @@ def reduce_units(
             stack.enter_context(writer)  # a failure aborts every shard: nothing half-written
         if progress is not None:
             progress("lint, dedup, shard", 0, len(units))
+        read: list[Path] = []
         for done, (unit, unit_dir) in enumerate(zip(units, unit_dirs, strict=True), 1):
             reducer.unit(unit, unit_dir, quarantine, writers)
+            read.append(unit_dir)
             if progress is not None:
                 progress("lint, dedup, shard", done, len(units))
         reducer.report.add(list(reducer.linter.finish()))
     shards = {name: writer.shards for name, writer in writers.items()}
-    return Reduced(reducer.counts, shards, reducer.report)
+    return Reduced(reducer.counts, shards, reducer.report, read)
 
 
 def _shard_writers(config: RunConfig, out: Path) -> dict[str, ShardWriter]:
@@ -139,9 +141,10 @@ class _Reducer:
         examples = orjson.loads((unit_dir / UNIT_EXAMPLES).read_bytes())
         weight = self.config.inputs[unit.input_index].weight
         first_row = 0
-        with pq.ParquetFile(unit_dir / UNIT_THREADS) as parquet:
-            for record_batch in parquet.iter_batches(batch_size=BATCH):
-                table = pa.Table.from_batches([record_batch])
+        with pa.memory_map(str(unit_dir / UNIT_THREADS)) as source:
+            threads = pa.ipc.open_file(source)
+            for index in range(threads.num_record_batches):
+                table = pa.Table.from_batches([threads.get_batch(index)])
                 keep = self._judge(table, examples, first_row)
                 first_row += table.num_rows
                 kept = table.filter(pa.array(keep, pa.bool_())).select(self.columns)

@@ -3,11 +3,14 @@ then linted (thread rules, the dataset rules' per-thread facts, the profile) and
 all in the worker that reads them. The unit's directory holds what the ordered reduce
 (pipeline/run/reduce.py) needs, and nothing it would have to recompute:
 
-- `threads.parquet`: one row per thread in reading order: the shard columns (tokenized
-  or not), `settings`, and the side columns below;
+- `threads.arrow`: one row per thread in reading order (an Arrow IPC file: written and
+  read back without encoding): the shard columns (tokenized or not), `settings`, and
+  the side columns below;
 - `rejected.jsonl`: the records that did not become threads;
 - `stats.json`: the reading counts; `profile.json`: the lint profile's counters;
-- `examples.json`: the example threads of the unit's first findings per rule."""
+- `examples.json`: the example threads of the unit's first findings per rule;
+- `tokenizer/`, in the unit `UnitJob.ships_tokenizer` names: the augmented tokenizer the
+  output ships (its worker has the tokenizer loaded; the run's own process never loads it)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,6 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from pipeline.engine.units import WorkUnit, iter_unit_records
 from pipeline.ingest import ReadStats, read_items
@@ -36,14 +38,16 @@ from pipeline.run.keys import content_key, stable_fraction
 from pipeline.run_config import RunConfig, TokenizeStage
 from pipeline.sources import DEFAULT_SPLIT, is_hf_input
 from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
+from pipeline.tokenize.job import write_tokenizer
 from pipeline.tokenize.overlong import Drop
 from pipeline.tokenize.stage import TOKENIZED_SCHEMA
 
-UNIT_THREADS = "threads.parquet"
+UNIT_THREADS = "threads.arrow"
 UNIT_REJECTED = "rejected.jsonl"
 UNIT_STATS = "stats.json"
 UNIT_PROFILE = "profile.json"
 UNIT_EXAMPLES = "examples.json"
+UNIT_TOKENIZER = "tokenizer"
 BATCH = 1024
 """Threads per batch: one lint pass and one tokenizer call each."""
 
@@ -76,7 +80,7 @@ def shard_schema(config: RunConfig) -> pa.Schema:
 
 
 def unit_schema(config: RunConfig) -> pa.Schema:
-    """The columns of a unit's threads.parquet: the shard columns, settings, side columns."""
+    """The columns of a unit's threads file: the shard columns, settings, side columns."""
     schema = shard_schema(config)
     if "settings" not in schema.names:
         schema = schema.append(THREAD_ARROW_SCHEMA.field("settings"))
@@ -90,7 +94,7 @@ _RENDERERS: dict[tuple[str, bool], tuple[Renderer, LoadedTokenizer]] = {}
 
 def renderer_for(stage: TokenizeStage) -> tuple[Renderer, LoadedTokenizer]:
     """The stage's renderer and base tokenizer, built once per process (a large
-    vocabulary takes seconds to load, and a worker runs many units)."""
+    vocabulary takes a second to load, and a worker runs many units)."""
     key = (stage.tokenizer, stage.bos)
     if key not in _RENDERERS:
         base = load_tokenizer(stage.tokenizer)
@@ -104,6 +108,8 @@ class UnitJob:
     processes)."""
 
     config: RunConfig
+    ships_tokenizer: str | None = None
+    """The id of the unit that also writes the output's tokenizer/ (the first)."""
 
     def __call__(self, unit: WorkUnit, out: Path) -> None:
         # sources are recorded relative to the config file (when it has one), so thread
@@ -112,10 +118,13 @@ class UnitJob:
         out = out.resolve()  # before any change of working directory
         if base is None or is_hf_input(unit.path):
             _UnitWriter(self.config, out).process(unit, unit)
-            return
-        relative = dataclasses.replace(unit, path=os.path.relpath(unit.path, base))
-        with _working_directory(base):
-            _UnitWriter(self.config, out).process(unit, relative)
+        else:
+            relative = dataclasses.replace(unit, path=os.path.relpath(unit.path, base))
+            with _working_directory(base):
+                _UnitWriter(self.config, out).process(unit, relative)
+        stage = self.config.stages.tokenize
+        if stage is not None and unit.id == self.ships_tokenizer:
+            write_tokenizer(out / UNIT_TOKENIZER, *renderer_for(stage))
 
 
 @contextmanager
@@ -163,7 +172,7 @@ class _UnitWriter:
                 stats=stats,
                 options=options,
             )
-            with pq.ParquetWriter(self.out / UNIT_THREADS, self.schema) as writer:
+            with pa.ipc.new_file(self.out / UNIT_THREADS, self.schema) as writer:
                 batch: list[Thread] = []
                 for thread in threads:
                     if spec.sample < 1.0 and stable_fraction(thread.id) >= spec.sample:

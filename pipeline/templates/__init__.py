@@ -11,19 +11,11 @@ these are prompts, not web pages.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.templates import (
-    fstring,
-    golang,
-    handlebars,
-    hf_engine,
-    jinja_engine,
-    liquid_engine,
-    semantic_kernel,
-)
 from pipeline.templates.errors import TemplateError, UnrenderableTemplate, UnsafeTemplate
 from pipeline.templates.limits import Budget, RenderLimits
 from pipeline.templates.values import plain_variables
@@ -50,15 +42,24 @@ ENGINES: dict[str, str] = {
 }
 """Canonical engine name -> what it renders."""
 
-_RENDERERS: dict[str, Callable[[str, dict[str, Any], Budget], None]] = {
-    "jinja2": jinja_engine.render,
-    "hf": hf_engine.render,
-    "handlebars": handlebars.render,
-    "liquid": liquid_engine.render,
-    "semantic-kernel": semantic_kernel.render,
-    "golang": golang.render,
-    "fstring": fstring.render,
+_ENGINE_MODULES: dict[str, str] = {
+    "jinja2": "jinja_engine",
+    "hf": "hf_engine",
+    "handlebars": "handlebars",
+    "liquid": "liquid_engine",
+    "semantic-kernel": "semantic_kernel",
+    "golang": "golang",
+    "fstring": "fstring",
 }
+"""Canonical engine name -> its module in this package, imported on first use: most runs
+render no template, and the engines' libraries (python-liquid, jinja2) take a quarter of
+a second to import in every worker process."""
+
+
+def _renderer(engine: str) -> Callable[[str, dict[str, Any], Budget], None]:
+    module = importlib.import_module(f"pipeline.templates.{_ENGINE_MODULES[engine]}")
+    return module.render  # type: ignore[no-any-return]
+
 
 _ALIASES = {
     "jinja": "jinja2",
@@ -102,7 +103,7 @@ def render(
 ) -> Rendered:
     """Render `template` with `engine` (a name or alias) and JSON-like `variables`, within
     `limits`; raises a `TemplateError` subclass when it cannot be rendered safely."""
-    renderer = _RENDERERS[engine_name(engine)]
+    renderer = _renderer(engine_name(engine))
     budget = Budget(limits or RenderLimits())
     try:
         renderer(template, plain_variables(variables), budget)

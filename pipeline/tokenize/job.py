@@ -22,6 +22,9 @@ from pipeline.tokenize.overlong import Drop, OverlongPolicy
 from pipeline.tokenize.renderer import IGNORE, Renderer
 from pipeline.tokenize.stage import BATCH_SIZE, TOKENIZED_SCHEMA, TokenizeStats, tokenize_threads
 
+SPECIAL_TOKENS_FILE = "mms_special_tokens.json"
+"""Beside tokenizer.json: the MMS special ids, the BOS, the renderer, both tokenizers' sha256."""
+
 
 @dataclass(frozen=True)
 class TokenizeResult:
@@ -138,6 +141,6 @@ def write_tokenizer(directory: Path, renderer: Renderer, base: LoadedTokenizer) 
         "tokenizer": {"file": file.name, "sha256": hashlib.sha256(augmented).hexdigest()},
         "base_tokenizer": {"path": str(base.path), "sha256": base.sha256},
     }
-    with atomic_output(directory / "mms_special_tokens.json") as out:
+    with atomic_output(directory / SPECIAL_TOKENS_FILE) as out:
         out.write(orjson.dumps(record, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     return file
