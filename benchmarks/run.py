@@ -250,9 +250,11 @@ class TreeRun:
 
 
 def run_tree(
-    name: str, argv: Sequence[str], log: Path, env: dict[str, str], interval: float
+    name: str, argv: Sequence[str], log: Path, env: dict[str, str], interval: float | None
 ) -> TreeRun:
-    """Run `argv` (stdout and stderr to `log`), sampling its process tree until it ends."""
+    """Run `argv` (stdout and stderr to `log`), sampling its process tree every `interval`
+    seconds until it ends; with `interval` None, only timed (reading /proc costs CPU the
+    child would otherwise have: timed runs are not sampled)."""
     with open(log, "wb") as log_file:
         start = time.perf_counter()
         proc = subprocess.Popen(
@@ -261,7 +263,7 @@ def run_tree(
         peak = TreePeak()
         ended = os.pidfd_open(proc.pid)
         try:
-            while True:
+            while interval is not None:
                 peak.sample(proc.pid)
                 if select.select([ended], [], [], interval)[0]:
                     break
@@ -293,27 +295,30 @@ def checked(run: TreeRun, log: Path) -> TreeRun:
 # --------------------------------------------------------------------------- runs
 
 
-def mms_run(inputs: Inputs, scale: int, workdir: Path, interval: float) -> TreeRun:
-    """`mms run` of the `scale`x config in a child process."""
+def mms_run(inputs: Inputs, scale: int, workdir: Path, interval: float | None) -> TreeRun:
+    """`mms run` of the `scale`x config in a child process (sampled every `interval` s)."""
     name = f"mms run {scale}x"
-    print(f"{name} ...", flush=True)
+    print(f"{name} ({'memory' if interval else 'timed'}) ...", flush=True)
     argv = [sys.executable, "-m", "pipeline.cli", "run", str(inputs.configs[scale])]
     argv += ["-o", str(inputs.outputs[scale]), "--fresh"]
     log = workdir / f"mms-run-{scale}x.log"
     return checked(run_tree(name, argv, log, dict(os.environ), interval), log)
 
 
-def peers_run(inputs: Inputs, args: argparse.Namespace, workdir: Path) -> tuple[TreeRun, Path]:
-    """The datasets route on the 1x file in a child process; its run and its Parquet file."""
+def peers_run(
+    inputs: Inputs, args: argparse.Namespace, workdir: Path, interval: float | None
+) -> tuple[TreeRun, Path]:
+    """The datasets route on the 1x file in a child process (sampled every `interval` s);
+    its run and its Parquet file."""
     name = "datasets + transformers"
-    print(f"{name} ...", flush=True)
+    print(f"{name} ({'memory' if interval else 'timed'}) ...", flush=True)
     cache, target = workdir / "hf-datasets-cache", workdir / "peers-1x.parquet"
     shutil.rmtree(cache, ignore_errors=True)  # nothing to reuse from an earlier run
     env = {**os.environ, **PEERS_ENV, "HF_DATASETS_CACHE": str(cache)}
     argv = [sys.executable, str(Path(__file__).resolve()), "--peers-child"]
     argv += [str(inputs.files[1]), str(target), str(args.tokenizer)]
     log = workdir / "peers-1x.log"
-    return checked(run_tree(name, argv, log, env, args.interval), log), target
+    return checked(run_tree(name, argv, log, env, interval), log), target
 
 
 def peer_batch(hf: PreTrainedTokenizerFast, batch: dict[str, list[Any]]) -> Any:
@@ -412,19 +417,24 @@ def print_profile(found: dict[str, Any]) -> None:
 
 
 def figures(
-    inputs: Inputs, raw: dict[str, float], runs: dict[str, TreeRun], peers: dict[str, Any]
+    inputs: Inputs,
+    raw: dict[str, float],
+    timed: dict[str, TreeRun],
+    runs: dict[str, TreeRun],
+    peers: dict[str, Any],
 ) -> dict[str, Any]:
-    """tokens/s of every run over the same tokens, the ratios, targets and memory growth."""
+    """tokens/s over the same tokens (the timed runs; 4x: its memory run), the ratios,
+    targets and memory growth (the memory runs)."""
     counts = {scale: manifest_counts(inputs.outputs[scale]) for scale in inputs.outputs}
     tokens = counts[1]["tokens"]
     rates = {
         "raw encode_batch": round(tokens / raw["seconds"]),
-        "mms run 1x": round(tokens / runs["mms 1x"].seconds),
-        "datasets + transformers": round(tokens / runs["peers"].seconds),
+        "mms run 1x": round(tokens / timed["mms 1x"].seconds),
+        "datasets + transformers": round(tokens / timed["peers"].seconds),
         f"mms run {GROWTH}x": round(counts[GROWTH]["tokens"] / runs[f"mms {GROWTH}x"].seconds),
     }
     over_raw = round(rates["mms run 1x"] / rates["raw encode_batch"], 3)
-    over_peers = round(runs["peers"].seconds / runs["mms 1x"].seconds, 3)
+    over_peers = round(timed["peers"].seconds / timed["mms 1x"].seconds, 3)
     small, large = runs["mms 1x"], runs[f"mms {GROWTH}x"]
     added = inputs.built["threads"][f"{GROWTH}x"] - inputs.built["threads"]["1x"]
     pss = large.peak_pss_mb - small.peak_pss_mb
@@ -467,18 +477,19 @@ def print_results(result: dict[str, Any]) -> None:
             "",
         )
     )
-    for label, scale, run in (
-        ("mms run 1x", "1x", runs["mms 1x"]),
-        ("datasets + transformers", "1x", runs["peers"]),
-        (f"mms run {GROWTH}x", f"{GROWTH}x", runs[f"mms {GROWTH}x"]),
+    timed = result["timed"]
+    for label, scale, run, clock in (
+        ("mms run 1x", "1x", runs["mms 1x"], timed["mms 1x"]),
+        ("datasets + transformers", "1x", runs["peers"], timed["peers"]),
+        (f"mms run {GROWTH}x", f"{GROWTH}x", runs[f"mms {GROWTH}x"], runs[f"mms {GROWTH}x"]),
     ):
         lines.append(
             (
                 label,
                 f"{threads[scale]:,}",
                 f"{tokens[scale]:,}",
-                f"{run.seconds:.2f}",
-                f"{run.cpu_seconds:.1f}",
+                f"{clock.seconds:.2f}",
+                f"{clock.cpu_seconds:.1f}",
                 f"{rates[label]:,}",
                 f"{rates[label] / rates['raw encode_batch']:.2f}",
                 f"{run.peak_pss_mb:.1f}",
@@ -488,6 +499,11 @@ def print_results(result: dict[str, Any]) -> None:
         )
     print()
     print_aligned(lines)
+    print(
+        f"seconds: the fastest of {result['repeat']} unsampled run(s) in turn "
+        f"({result['all_seconds']}); {GROWTH}x and the memory columns: one run sampled every "
+        f"{result['interval_s']} s"
+    )
     peers, growth = found["peers"], found["memory_growth"]
     print(
         f"\nmms run / raw encode_batch: {found['mms_over_raw']:.2f}x tokens/s; mms run is "
@@ -553,6 +569,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds between memory samples of a child's process tree",
     )
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="time raw, mms run 1x and the datasets route this many times in turn; keep the "
+        "fastest of each",
+    )
+    parser.add_argument(
         "--profile", type=int, default=0, metavar="N", help="cProfile mms run 1x: top N"
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
@@ -561,20 +584,29 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.threads = QUICK_THREADS
-    if args.threads < 1 or args.interval <= 0 or args.profile < 0:
-        parser.error("--threads and --interval must be positive, --profile not negative")
+    if args.threads < 1 or args.interval <= 0 or args.repeat < 1 or args.profile < 0:
+        parser.error("--threads, --interval and --repeat must be positive, --profile not negative")
     if not args.peers_child and not args.realdata.is_dir():
         parser.error(f"no real data at {args.realdata}")
     return args
 
 
 def benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """Build, run every route, and gather the figures."""
+    """Build; time raw, mms run 1x and the datasets route `--repeat` times in turn (the
+    fastest of each kept); then run mms run 1x, the datasets route and mms run 4x once
+    more with their memory sampled; gather the figures."""
     load_before = os.getloadavg()
     inputs = build(args, workdir)
-    raw = raw_run(inputs, args.tokenizer)
+    raws: list[dict[str, float]] = []
+    timed: dict[str, list[TreeRun]] = {"mms 1x": [], "peers": []}
+    for _ in range(args.repeat):
+        raws.append(raw_run(inputs, args.tokenizer))
+        timed["mms 1x"].append(mms_run(inputs, 1, workdir, None))
+        timed["peers"].append(peers_run(inputs, args, workdir, None)[0])
+    raw = min(raws, key=lambda run: run["seconds"])
+    best = {key: min(runs, key=lambda run: run.seconds) for key, runs in timed.items()}
     runs = {"mms 1x": mms_run(inputs, 1, workdir, args.interval)}
-    runs["peers"], peers_file = peers_run(inputs, args, workdir)
+    runs["peers"], peers_file = peers_run(inputs, args, workdir, args.interval)
     runs[f"mms {GROWTH}x"] = mms_run(inputs, GROWTH, workdir, args.interval)
     peers = json.loads((workdir / "peers-1x.log").read_text().splitlines()[-1])
     peers["rows"], peers["tokens"] = parquet_tokens(peers_file)
@@ -582,9 +614,15 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "built": inputs.built,
         "raw": raw,
         "runs": runs,
-        "figures": figures(inputs, raw, runs, peers),
+        "timed": best,
+        "all_seconds": {
+            "raw": [run["seconds"] for run in raws],
+            **{key: [run.seconds for run in found] for key, found in timed.items()},
+        },
+        "figures": figures(inputs, raw, best, runs, peers),
         "tokenizer": str(args.tokenizer),
         "interval_s": args.interval,
+        "repeat": args.repeat,
         "python": sys.version.split()[0],
         "versions": {"datasets": datasets.__version__},
         "cpus": os.cpu_count(),
@@ -616,6 +654,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"kept the files in {workdir}")
     if args.json and result:
         result["runs"] = {key: asdict(run) for key, run in result["runs"].items()}
+        result["timed"] = {key: asdict(run) for key, run in result["timed"].items()}
         args.json.write_text(json.dumps({**result, "problems": problems}, indent=2) + "\n")
     for problem in problems:
         print(f"FAIL: {problem}", file=sys.stderr)

@@ -24,7 +24,7 @@ from pipeline.output_files import remove_stale_temps
 from pipeline.run.counts import RunCounts
 from pipeline.run.outputs import ship_tokenizer, write_card, write_reports, write_run_manifest
 from pipeline.run.reduce import reduce_units
-from pipeline.run.unit import UNIT_TOKENIZER, UnitJob, shard_schema
+from pipeline.run.unit import UNIT_TOKENIZER, UnitJob, renderer_for, shard_schema
 from pipeline.run_config import RunConfig
 from pipeline.shards import Shard
 from pipeline.sources import DEFAULT_SPLIT, Record
@@ -77,6 +77,7 @@ def run_pipeline(
     """Run every stage of `config`; output under `output` (default: the config's)."""
     out = Path(output or config.output).resolve()
     units = plan(config)
+    stage = config.stages.tokenize
     unit_dirs = iter_units(
         units,
         UnitJob(config, ships_tokenizer=units[0].id),
@@ -87,6 +88,7 @@ def run_pipeline(
         if progress
         else None,
         on_claimed=lambda: remove_stale_temps(out, skip=(WORK_DIR,)),
+        prepare_workers=lambda: renderer_for(stage) if stage else None,
     )
     reduced = reduce_units(config, out, units, unit_dirs, progress)
     counts, shards, report = reduced.counts, reduced.shards, reduced.report
