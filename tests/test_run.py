@@ -278,3 +278,26 @@ def test_a_thread_an_earlier_stage_drops_never_reaches_the_overlong_error(tmp_pa
     assert counts["threads"] > 0 and counts["threads_dropped"] == {
         "too_few_messages": counts["threads"]
     }
+
+
+def test_a_changed_tokenizer_refuses_to_resume_the_units_it_tokenized(tmp_path):
+    """Finished units hold tokens of the tokenizer they were made with: a run resumed after
+    the tokenizer file changed must not mix the two."""
+    tokenizer = tmp_path / "tokenizer"
+    shutil.copytree(REPO / "configs" / "sample_tokenizer", tokenizer)
+    config = tmp_path / "stopped.yaml"
+    config.write_text(
+        "name: stopped\n"
+        f"inputs:\n  - path: {REPO / 'data_samples' / 'openai'}\n"
+        f"output: {tmp_path / 'unused'}\n"
+        "stages:\n  lint: {fail_on: never}\n"
+        f"  tokenize: {{tokenizer: {tokenizer}, max_tokens: 8, overlong: error}}\n"
+    )
+    out = tmp_path / "out"
+    assert run_cli(str(config), "-o", str(out)).exit_code == 1  # stopped, units kept
+    assert list((out / ".work" / "units").glob("*/DONE"))
+    file = tokenizer / "tokenizer.json"
+    file.write_text(file.read_text() + "\n")
+    resumed = run_cli(str(config), "-o", str(out))
+    assert resumed.exit_code == 2
+    assert f"input {file} is new or changed since" in resumed.output

@@ -14,7 +14,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
@@ -106,6 +106,7 @@ def iter_units(
     progress: Callable[[int, int], None] | None = None,
     on_claimed: Callable[[], None] | None = None,
     prepare_workers: Callable[[], None] | None = None,
+    watched: Sequence[str] = (),
 ) -> Iterator[Path]:
     """Run `process` for every unit not yet DONE in `workdir`, yielding the unit
     directories in unit order, each as soon as it and every unit before it are DONE (the
@@ -114,14 +115,16 @@ def iter_units(
     with other units, inputs or digest is refused (WorkdirError). `progress(done, total)`
     is called as units finish; `on_claimed()` once this run holds the work directory,
     before any unit runs; `prepare_workers()` in this process before it starts worker
-    processes (only when it does), to load what every worker needs once. A failing unit raises UnitFailed once the units already running
+    processes (only when it does), to load what every worker needs once. `watched` names
+    files besides the inputs that the units' output depends on (a tokenizer): like the
+    inputs, a change to one refuses the work directory. A failing unit raises UnitFailed once the units already running
     have finished; finished units stay DONE."""
     ids = [unit.id for unit in units]
     if len(set(ids)) != len(ids):
         raise ValueError("work unit ids are not unique")
     workdir.mkdir(parents=True, exist_ok=True)
     with _run_lock(workdir):
-        _check_plan(workdir, units, config_digest)
+        _check_plan(workdir, plan_document(units, config_digest, watched))
         if on_claimed is not None:
             on_claimed()
         units_dir = workdir / UNITS_DIR
@@ -288,14 +291,17 @@ def _workers_lock(workdir: Path) -> Iterator[None]:
         yield
 
 
-def plan_document(units: list[WorkUnit], config_digest: str) -> dict[str, Any]:
+def plan_document(
+    units: list[WorkUnit], config_digest: str, watched: Sequence[str] = ()
+) -> dict[str, Any]:
     """What a work directory was planned for: the units, the config digest, and the size
-    and modification time of every input file."""
+    and modification time of every input file and watched file."""
     files: dict[str, dict[str, int]] = {}
-    for unit in units:
-        if unit.path not in files and not is_hf_input(unit.path):
-            stat = os.stat(unit.path)
-            files[unit.path] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    paths = [unit.path for unit in units if not is_hf_input(unit.path)] + list(watched)
+    for path in paths:
+        if path not in files:
+            stat = os.stat(path)
+            files[path] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     return {
         "version": PLAN_VERSION,
         "config_digest": config_digest,
@@ -304,9 +310,8 @@ def plan_document(units: list[WorkUnit], config_digest: str) -> dict[str, Any]:
     }
 
 
-def _check_plan(workdir: Path, units: list[WorkUnit], config_digest: str) -> None:
+def _check_plan(workdir: Path, plan: dict[str, Any]) -> None:
     """Write plan.json, or refuse a work directory planned differently."""
-    plan = plan_document(units, config_digest)
     path = workdir / PLAN_FILE
     if not path.is_file():
         with atomic_text_output(path) as out:

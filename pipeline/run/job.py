@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import shutil
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from pipeline.run.unit import UNIT_TOKENIZER, UnitJob, renderer_for, shard_schem
 from pipeline.run_config import RunConfig
 from pipeline.shards import Shard
 from pipeline.sources import DEFAULT_SPLIT, Record
+from pipeline.tokenize.loading import tokenizer_files
 
 WORK_DIR = ".work"
 """The engine's work directory inside the output directory, removed once a run succeeds
@@ -67,6 +69,14 @@ def detected_format(config: RunConfig, unit: WorkUnit) -> str:
     return f"auto -> {detect(head).label}"
 
 
+def _tokenizer_files(config: RunConfig) -> list[str]:
+    """The tokenizer files the units' tokens depend on (a resumed run must not mix two)."""
+    if config.stages.tokenize is None:
+        return []
+    files = tokenizer_files(config.stages.tokenize.tokenizer)
+    return [str(file) for file in files if file is not None and file.is_file()]
+
+
 def run_pipeline(
     config: RunConfig,
     *,
@@ -89,8 +99,10 @@ def run_pipeline(
         else None,
         on_claimed=lambda: remove_stale_temps(out, skip=(WORK_DIR,)),
         prepare_workers=lambda: renderer_for(stage) if stage else None,
+        watched=_tokenizer_files(config),
     )
-    reduced = reduce_units(config, out, units, unit_dirs, progress)
+    with closing(unit_dirs):  # a failed reduce stops the workers and frees the work dir
+        reduced = reduce_units(config, out, units, unit_dirs, progress)
     counts, shards, report = reduced.counts, reduced.shards, reduced.report
     reports = write_reports(out, report)
     tokenizer = None

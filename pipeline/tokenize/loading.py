@@ -72,20 +72,26 @@ def _control_tokens(config: dict[str, Any]) -> tuple[str, ...]:
 def load_tokenizer(spec: str | Path) -> LoadedTokenizer:
     """The tokenizer `spec` names: a tokenizer.json file, a directory with one, or a Hub
     name (`org/name`) resolved from the local cache only (this tool never downloads)."""
+    return _load_file(*tokenizer_files(spec))
+
+
+def tokenizer_files(spec: str | Path) -> tuple[Path, Path | None]:
+    """The tokenizer.json `spec` names and the tokenizer_config.json that goes with it (None
+    when it cannot have one), without reading them: what a run watches for changes."""
     path = Path(spec)
     if path.is_dir():
         file = path / "tokenizer.json"
         if not file.is_file():
             raise TokenizerLoadError(f"{path} has no tokenizer.json")
-        return _load_file(file, path / "tokenizer_config.json")
+        return file, path / "tokenizer_config.json"
     if path.is_file():
         # a tokenizer_config.json beside it belongs to it only when it is the folder's
         # tokenizer.json (test assets keep several tokenizers in one folder)
         config = path.with_name("tokenizer_config.json") if path.name == "tokenizer.json" else None
-        return _load_file(path, config)
+        return path, config
     if path.suffix or str(spec).startswith((".", "/")) or str(spec).count("/") != 1:
         raise TokenizerLoadError(f"{spec}: no such file or directory")
-    return _load_from_hub_cache(str(spec))
+    return _hub_cache_files(str(spec))
 
 
 def _load_file(file: Path, config_file: Path | None) -> LoadedTokenizer:
@@ -134,7 +140,7 @@ def _cause(data: bytes, err: Exception) -> Exception:
     return err
 
 
-def _load_from_hub_cache(name: str) -> LoadedTokenizer:
+def _hub_cache_files(name: str) -> tuple[Path, Path | None]:
     from huggingface_hub import try_to_load_from_cache
 
     found = try_to_load_from_cache(name, "tokenizer.json")
@@ -146,7 +152,6 @@ def _load_from_hub_cache(name: str) -> LoadedTokenizer:
         )
     file = Path(found)
     config = try_to_load_from_cache(name, "tokenizer_config.json")
-    config_file = (
-        Path(config) if isinstance(config, str) else file.with_name("tokenizer_config.json")
+    return file, Path(config) if isinstance(config, str) else file.with_name(
+        "tokenizer_config.json"
     )
-    return _load_file(file, config_file)
