@@ -73,27 +73,10 @@ def reset_workdir(workdir: Path) -> None:
         (workdir / PLAN_FILE).unlink(missing_ok=True)
 
 
-def run_units(
-    units: list[WorkUnit],
-    process: Process,
-    workdir: Path,
-    *,
-    config_digest: str = "",
-    workers: int = 1,
-    progress: Callable[[int, int], None] | None = None,
-) -> list[Path]:
-    """Run `process` for every unit not yet DONE in `workdir` and return the unit
-    directories in unit order (see `iter_units`)."""
-    return list(
-        iter_units(
-            units,
-            process,
-            workdir,
-            config_digest=config_digest,
-            workers=workers,
-            progress=progress,
-        )
-    )
+def run_units(units: list[WorkUnit], process: Process, workdir: Path, **options: Any) -> list[Path]:
+    """Run every unit (as `iter_units`, with its keyword `options`) and return the unit
+    directories in unit order."""
+    return list(iter_units(units, process, workdir, **options))
 
 
 def iter_units(
