@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 import pyarrow as pa
@@ -127,10 +127,16 @@ class _Reducer:
         self.seen: set[int] = set()
         self.drop_on = frozenset(config.stages.lint.drop_on)
         self.columns = shard_schema(config).names
+        # max_tokens when an overlong thread that reaches the tokenize stage ends the run
+        tokenize = config.stages.tokenize
+        self.overlong_error = (
+            tokenize.max_tokens if tokenize is not None and tokenize.overlong == "error" else None
+        )
 
     def unit(
-        self, unit: WorkUnit, unit_dir: Path, quarantine: Any, writers: dict[str, ShardWriter]
+        self, unit: WorkUnit, unit_dir: Path, quarantine: BinaryIO, writers: dict[str, ShardWriter]
     ) -> None:
+        """Take one unit's files: its counts, quarantined records, profile and rows."""
         self._account(unit, orjson.loads((unit_dir / UNIT_STATS).read_bytes()))
         with (unit_dir / UNIT_REJECTED).open("rb") as rejected:
             for line in rejected:
@@ -182,15 +188,13 @@ class _Reducer:
             source, locator, *rule_facts = orjson.loads(facts[row])
             mapped = len(found)
             found += self.linter.observe(rule_facts, ThreadRef(thread_id, source, locator))
-
-            shown = _examples_of(table, row, examples, first_row + row, mapped)
-            self.report.add_shown(found, thread_id, shown)
+            if found:
+                shown = _examples_of(table, row, examples, first_row + row, mapped)
+                self.report.add_shown(found, thread_id, shown)
             reason = self._drop_reason(found, message_counts[row], keys[row], drops[row])
-            if reason == "overlong" and self.config.stages.tokenize.overlong == "error":
+            if reason == "overlong" and self.overlong_error is not None:
                 tokens = table["num_tokens"][row].as_py()
-                raise OverlongThreadError(
-                    _row_thread(table, row), tokens, self.config.stages.tokenize.max_tokens
-                )
+                raise OverlongThreadError(_row_thread(table, row), tokens, self.overlong_error)
             if reason is not None:
                 self.counts.dropped[reason] += 1
             keep.append(reason is None)
