@@ -20,7 +20,8 @@ files come from ../shared/realdata, the tokenizer from ../shared/tokenizers:
 2. runs, one after the other, each once:
    raw: `Tokenizer.encode_batch(pieces, add_special_tokens=False)` in this process, per batch
    of 1,024 threads, `pieces` being the distinct texts the Renderer encodes for that batch
-   (benchmarks/tokenizing.py's `raw_job`), built before timing;
+   (benchmarks/tokenizing.py's `raw_job`), built before timing; and, when mms run encodes
+   with tiktoken (the tokenizer is one it reproduces exactly), tiktoken on the same pieces;
    mms run 1x: `python -m pipeline.cli run CONFIG -o OUT --fresh` in a child process;
    datasets: in a child process, `load_dataset("json", data_files=1x)`, `.map(batched=True,
    num_proc=2)` of `apply_chat_template(messages, chat_template=TEMPLATE, tokenize=True,
@@ -70,6 +71,7 @@ from tokenizing import (
     DEFAULT_TOKENIZER,
     Data,
     Frame,
+    encoder_job,
     hf_call,
     make_setup,
     raw_job,
@@ -346,15 +348,23 @@ def peers_child(source: Path, target: Path, tokenizer: Path) -> dict[str, Any]:
     }
 
 
-def raw_run(inputs: Inputs, tokenizer: Path) -> dict[str, float]:
-    """raw encode_batch over the 1x threads' pieces, in this process."""
+def raw_run(inputs: Inputs, tokenizer: Path) -> dict[str, dict[str, float]]:
+    """raw encode_batch over the 1x threads' pieces, in this process; and the text encoder
+    mms run encodes with, on the same pieces, when it is not `tokenizers` (tiktoken)."""
     print("raw encode_batch ...", flush=True)
     setup = make_setup(tokenizer, Data(inputs.threads, [], [], [], [], []))
-    run = raw_job(setup, BATCH_THREADS)
-    start, start_cpu = time.perf_counter(), time.process_time()
-    run()
-    seconds = time.perf_counter() - start
-    return {"seconds": round(seconds, 3), "cpu_seconds": round(time.process_time() - start_cpu, 2)}
+    encoder = setup.loaded.text_encoder.name
+    jobs = {"raw encode_batch": raw_job(setup, BATCH_THREADS)}
+    if encoder != "tokenizers":
+        jobs[f"raw {encoder}"] = encoder_job(setup, BATCH_THREADS)
+    found = {}
+    for name, run in jobs.items():
+        start, start_cpu = time.perf_counter(), time.process_time()
+        run()
+        seconds = time.perf_counter() - start
+        cpu = time.process_time() - start_cpu
+        found[name] = {"seconds": round(seconds, 3), "cpu_seconds": round(cpu, 2)}
+    return found
 
 
 def manifest_counts(output: Path) -> dict[str, Any]:
@@ -418,7 +428,7 @@ def print_profile(found: dict[str, Any]) -> None:
 
 def figures(
     inputs: Inputs,
-    raw: dict[str, float],
+    raw: dict[str, dict[str, float]],
     timed: dict[str, TreeRun],
     runs: dict[str, TreeRun],
     peers: dict[str, Any],
@@ -428,12 +438,14 @@ def figures(
     counts = {scale: manifest_counts(inputs.outputs[scale]) for scale in inputs.outputs}
     tokens = counts[1]["tokens"]
     rates = {
-        "raw encode_batch": round(tokens / raw["seconds"]),
+        **{name: round(tokens / found["seconds"]) for name, found in raw.items()},
         "mms run 1x": round(tokens / timed["mms 1x"].seconds),
         "datasets + transformers": round(tokens / timed["peers"].seconds),
         f"mms run {GROWTH}x": round(counts[GROWTH]["tokens"] / runs[f"mms {GROWTH}x"].seconds),
     }
     over_raw = round(rates["mms run 1x"] / rates["raw encode_batch"], 3)
+    own = next((name for name in raw if name != "raw encode_batch"), None)
+    over_own = {"mms_over_own_encoder": round(rates["mms run 1x"] / rates[own], 3)} if own else {}
     over_peers = round(timed["peers"].seconds / timed["mms 1x"].seconds, 3)
     small, large = runs["mms 1x"], runs[f"mms {GROWTH}x"]
     added = inputs.built["threads"][f"{GROWTH}x"] - inputs.built["threads"]["1x"]
@@ -442,6 +454,7 @@ def figures(
         "tokens_1x": tokens,
         "tokens_per_s": rates,
         "mms_over_raw": over_raw,
+        **over_own,
         "mms_speedup_over_peers": over_peers,
         "targets": {
             f"mms run >= {TARGET_RAW}x raw tokens/s": over_raw >= TARGET_RAW,
@@ -463,20 +476,21 @@ def print_results(result: dict[str, Any]) -> None:
     tokens = {f"{s}x": found["counts"][f"{s}x"]["tokens"] for s in (1, GROWTH)}
     header = ("run", "threads", "tokens", "seconds", "CPU s", "tokens/s", "x raw")
     lines = [(*header, "peak PSS MiB", "largest MiB", "procs")]
-    lines.append(
+    lines += [
         (
-            "raw encode_batch",
+            name,
             f"{threads['1x']:,}",
             f"{tokens['1x']:,}",
-            f"{raw['seconds']:.2f}",
-            f"{raw['cpu_seconds']:.1f}",
-            f"{rates['raw encode_batch']:,}",
-            "1.00",
+            f"{found_raw['seconds']:.2f}",
+            f"{found_raw['cpu_seconds']:.1f}",
+            f"{rates[name]:,}",
+            f"{rates[name] / rates['raw encode_batch']:.2f}",
             "",
             "",
             "",
         )
-    )
+        for name, found_raw in raw.items()
+    ]
     timed = result["timed"]
     for label, scale, run, clock in (
         ("mms run 1x", "1x", runs["mms 1x"], timed["mms 1x"]),
@@ -509,6 +523,11 @@ def print_results(result: dict[str, Any]) -> None:
         f"\nmms run / raw encode_batch: {found['mms_over_raw']:.2f}x tokens/s; mms run is "
         f"{found['mms_speedup_over_peers']:.2f}x as fast as datasets + transformers"
     )
+    if "mms_over_own_encoder" in found:
+        print(
+            f"mms run / its own text encoder on the same text: "
+            f"{found['mms_over_own_encoder']:.2f}x tokens/s"
+        )
     for target, met in found["targets"].items():
         print(f"target {target}: {'met' if met else 'MISSED'}")
     print(
@@ -597,13 +616,16 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     more with their memory sampled; gather the figures."""
     load_before = os.getloadavg()
     inputs = build(args, workdir)
-    raws: list[dict[str, float]] = []
+    raws: list[dict[str, dict[str, float]]] = []
     timed: dict[str, list[TreeRun]] = {"mms 1x": [], "peers": []}
     for _ in range(args.repeat):
         raws.append(raw_run(inputs, args.tokenizer))
         timed["mms 1x"].append(mms_run(inputs, 1, workdir, None))
         timed["peers"].append(peers_run(inputs, args, workdir, None)[0])
-    raw = min(raws, key=lambda run: run["seconds"])
+    raw = {
+        name: min((found[name] for found in raws), key=lambda run: run["seconds"])
+        for name in raws[0]
+    }
     best = {key: min(runs, key=lambda run: run.seconds) for key, runs in timed.items()}
     runs = {"mms 1x": mms_run(inputs, 1, workdir, args.interval)}
     runs["peers"], peers_file = peers_run(inputs, args, workdir, args.interval)
@@ -616,7 +638,7 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "runs": runs,
         "timed": best,
         "all_seconds": {
-            "raw": [run["seconds"] for run in raws],
+            **{name: [found[name]["seconds"] for found in raws] for name in raws[0]},
             **{key: [run.seconds for run in found] for key, found in timed.items()},
         },
         "figures": figures(inputs, raw, best, runs, peers),

@@ -276,6 +276,19 @@ def raw_job(setup: Setup, batch: int) -> Callable[[], None]:
     return run
 
 
+def encoder_job(setup: Setup, batch: int) -> Callable[[], None]:
+    """The Renderer's own text encoder (tiktoken, where it stands in for `tokenizers`) on
+    the same text as raw: the floor of the Renderer's encoding."""
+    encoder = setup.loaded.text_encoder
+    texts = [pieces(b) for b in batches(setup.data.main, batch)]
+
+    def run() -> None:
+        for strings in texts:
+            encoder.encode_ids(strings)
+
+    return run
+
+
 def renderer_job(renderer: Renderer, threads: Sequence[Thread], batch: int) -> Callable[[], None]:
     """`Renderer.encode_batch` over `threads`, `batch` threads per call."""
     parts = batches(threads, batch)
@@ -316,8 +329,15 @@ def jobs(setup: Setup, batch: int) -> list[Job]:
     """Every timed run, in the order they alternate; 200-turn batches hold as many
     messages as 2-turn ones."""
     long_batch = max(1, batch * SHORT_TURNS // LONG_TURNS)
+    encoder = setup.loaded.text_encoder.name
+    own = (
+        []
+        if encoder == "tokenizers"
+        else [Job(f"raw {encoder}", setup.data.main, encoder_job(setup, batch))]
+    )
     return [
         Job("raw encode_batch", setup.data.main, raw_job(setup, batch)),
+        *own,
         Job("Renderer", setup.data.main, renderer_job(setup.renderer, setup.data.main, batch)),
         Job(
             "transformers, per thread", setup.data.hf_main, hf_job(setup.hf, setup.data.hf_main, 1)
@@ -522,8 +542,12 @@ def ratio(figures: dict[str, Figures], numerator: str, denominator: str) -> floa
 def ratios(figures: Sequence[Figures]) -> dict[str, float]:
     """The Renderer against raw, transformers, and itself on long threads."""
     named = {f.name: f for f in figures}
+    own = next(
+        (name for name in named if name.startswith("raw ") and name != "raw encode_batch"), None
+    )
     return {
         "renderer_over_raw": ratio(named, "Renderer", "raw encode_batch"),
+        **({"renderer_over_own_encoder": ratio(named, "Renderer", own)} if own else {}),
         "renderer_over_transformers": ratio(named, "Renderer", "transformers, per thread"),
         "renderer_over_transformers_batched": ratio(named, "Renderer", "transformers, batched"),
         "renderer_200_over_2_turns": ratio(named, "Renderer, 200-turn", "Renderer, 2-turn"),
@@ -593,6 +617,11 @@ def print_tokenizer(result: dict[str, Any], figures: Sequence[Figures]) -> None:
         f"Renderer {found['renderer_200_over_2_turns']:.2f}, transformers "
         f"{found['transformers_200_over_2_turns']:.2f}"
     )
+    if "renderer_over_own_encoder" in found:
+        print(
+            f"Renderer / its own text encoder on the same text: "
+            f"{found['renderer_over_own_encoder']:.2f}x tokens/s"
+        )
     print(f"raw encode_batch encodes {result['raw_text_tokens']:,} text tokens of the main set")
     for target, met in result["targets"].items():
         print(f"target {target}: {'met' if met else 'MISSED'}")

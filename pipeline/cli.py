@@ -44,6 +44,7 @@ from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.inspect import ThreadNotFoundError, pick_threads, show
 from pipeline.tokenize.job import TokenizeResult, tokenize_dataset
 from pipeline.tokenize.overlong import DROP_CODES, OVERLONG_POLICIES, OverlongThreadError
+from pipeline.tokenize.text_encoding import TEXT_ENCODERS
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -555,6 +556,15 @@ def rules(rule: str | None, output_format: str) -> None:
     help="Start every thread with the tokenizer's BOS token (from tokenizer_config.json).",
 )
 @click.option(
+    "--encoder",
+    type=click.Choice(TEXT_ENCODERS),
+    default="auto",
+    show_default=True,
+    help="Which library encodes the text: auto takes tiktoken where the tokenizer.json shows "
+    "it gives exactly the same ids (byte-level BPE converted from tiktoken: the Llama-3 and "
+    "Qwen2 families; about 4x less CPU), tokenizers elsewhere. The output is the same.",
+)
+@click.option(
     "--shard-rows",
     type=click.IntRange(min=1),
     default=SHARD_ROWS,
@@ -572,6 +582,7 @@ def tokenize_command(
     max_tokens: int | None,
     overlong: str,
     bos: bool,
+    encoder: str,
     shard_rows: int,
     split: str,
     hf_config: str | None,
@@ -589,7 +600,7 @@ def tokenize_command(
     if max_tokens is None and _given("overlong"):
         raise click.UsageError("--overlong applies only with --max-tokens N")
     try:
-        tokenizer = load_tokenizer(tokenizer_spec)
+        tokenizer = load_tokenizer(tokenizer_spec, allow_tiktoken=encoder == "auto")
     except TokenizerLoadError as err:
         raise click.UsageError(f"--tokenizer: {err}") from None
     try:

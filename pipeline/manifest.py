@@ -24,7 +24,7 @@ MANIFEST_FORMAT = "mms-pipeline-manifest/1"
 """Names this layout, for readers that check what they were given."""
 DATA_DIR = "data"
 """Where the shards live, relative to the output directory."""
-_VERSIONED = ("tokenizers", "pyarrow")
+_VERSIONED = ("tokenizers", "tiktoken", "pyarrow")
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,6 +144,7 @@ class TokenizeStage:
     max_tokens: int = 4096
     overlong: Literal["drop", "truncate", "error"] = "truncate"
     bos: bool = False
+    encoder: Literal["auto", "tokenizers"] = "auto"
 
 
 @dataclass(frozen=True, slots=True)

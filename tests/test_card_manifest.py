@@ -307,7 +307,13 @@ def test_manifest_is_byte_identical_and_names_each_shard_by_its_sha256(tmp_path)
         "tokenizer",
         "reports",
     ]
-    assert set(manifest["versions"]) == {"mms-pipeline", "tokenizers", "pyarrow", "python"}
+    assert set(manifest["versions"]) == {
+        "mms-pipeline",
+        "tokenizers",
+        "tiktoken",
+        "pyarrow",
+        "python",
+    }
     assert manifest["versions"]["pyarrow"] == pa.__version__
     assert list(manifest["counts"]["quarantined"]) == ["empty_thread", "not_json"]
     for record in manifest["inputs"]:

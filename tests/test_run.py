@@ -301,3 +301,29 @@ def test_a_changed_tokenizer_refuses_to_resume_the_units_it_tokenized(tmp_path):
     resumed = run_cli(str(config), "-o", str(out))
     assert resumed.exit_code == 2
     assert f"input {file} is new or changed since" in resumed.output
+
+
+def test_tiktoken_and_tokenizers_write_the_same_dataset(shared, tmp_path):
+    """With a Llama-3 tokenizer the run encodes with tiktoken unless told otherwise; the
+    shards and the shipped tokenizer are the same bytes either way, the manifest says which."""
+    outputs = {}
+    for encoder in ("auto", "tokenizers"):
+        config = tmp_path / f"{encoder}.yaml"
+        config.write_text(
+            f"name: encoders\ninputs:\n  - path: {shared / 'realdata' / 'llamafactory'}\n"
+            f"output: {tmp_path / 'unused'}\nstages:\n  lint: {{fail_on: never}}\n"
+            f"  tokenize: {{tokenizer: {shared / 'tokenizers' / 'llama3_from_tiktoken'}, "
+            f"encoder: {encoder}}}\nengine: {{workers: 2}}\n"
+        )
+        out = tmp_path / encoder
+        result = run_cli(str(config), "-o", str(out))
+        assert result.exit_code == 0, result.output
+        outputs[encoder] = output_files(out)
+    fast, slow = outputs["auto"], outputs["tokenizers"]
+    data = [name for name in fast if name.startswith("data/")]
+    assert data and all(fast[name] == slow[name] for name in data)
+    assert fast["tokenizer/tokenizer.json"] == slow["tokenizer/tokenizer.json"]
+    encoders = [
+        orjson.loads(files["manifest.json"])["tokenizer"]["text_encoder"] for files in (fast, slow)
+    ]
+    assert encoders == ["tiktoken", "tokenizers"]

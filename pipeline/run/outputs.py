@@ -44,6 +44,7 @@ def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
         "path": "tokenizer/tokenizer.json",
         "sha256": file_sha256(out / "tokenizer" / "tokenizer.json"),
         "renderer": record["renderer"],
+        "text_encoder": record["text_encoder"],
         "special_tokens": record["special_tokens"],
         "base": record["base_tokenizer"],
     }

@@ -89,15 +89,15 @@ def unit_schema(config: RunConfig) -> pa.Schema:
     return schema
 
 
-_RENDERERS: dict[tuple[str, bool], tuple[Renderer, LoadedTokenizer]] = {}
+_RENDERERS: dict[tuple[str, bool, str], tuple[Renderer, LoadedTokenizer]] = {}
 
 
 def renderer_for(stage: TokenizeStage) -> tuple[Renderer, LoadedTokenizer]:
     """The stage's renderer and base tokenizer, built once per process (a large
     vocabulary takes a second to load, and a worker runs many units)."""
-    key = (stage.tokenizer, stage.bos)
+    key = (stage.tokenizer, stage.bos, stage.encoder)
     if key not in _RENDERERS:
-        base = load_tokenizer(stage.tokenizer)
+        base = load_tokenizer(stage.tokenizer, allow_tiktoken=stage.encoder == "auto")
         _RENDERERS[key] = (Renderer(base, bos=stage.bos), base)
     return _RENDERERS[key]
 

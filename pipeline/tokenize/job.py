@@ -17,13 +17,14 @@ from pipeline.output_files import atomic_output
 from pipeline.quarantine import rejection_line
 from pipeline.shards import SHARD_ROWS, Shard, ShardWriter
 from pipeline.sources import DEFAULT_SPLIT
-from pipeline.tokenize.loading import LoadedTokenizer
+from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError
 from pipeline.tokenize.overlong import Drop, OverlongPolicy
 from pipeline.tokenize.renderer import IGNORE, Renderer
 from pipeline.tokenize.stage import BATCH_SIZE, TOKENIZED_SCHEMA, TokenizeStats, tokenize_threads
 
 SPECIAL_TOKENS_FILE = "mms_special_tokens.json"
-"""Beside tokenizer.json: the MMS special ids, the BOS, the renderer, both tokenizers' sha256."""
+"""Beside tokenizer.json: the MMS special ids, the BOS, the renderer, the text encoder, both
+tokenizers' sha256."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,12 @@ def drop_line(drop: Drop) -> bytes:
 
 def write_tokenizer(directory: Path, renderer: Renderer, base: LoadedTokenizer) -> Path:
     """The augmented tokenizer.json, and mms_special_tokens.json recording the special ids,
-    the BOS (if rendered) and both tokenizers' sha256; no Tokenizer is parsed or serialized."""
+    the BOS (if rendered), the text encoder and both tokenizers' sha256. No Tokenizer is
+    serialized; one is parsed only to check the file when tiktoken encoded the text."""
+    try:
+        renderer.check_shipped_tokenizer()
+    except ValueError as err:
+        raise TokenizerLoadError(f"{base.path}: {err}") from None
     augmented = renderer.tokenizer_json()
     file = directory / "tokenizer.json"
     with atomic_output(file) as out:
@@ -136,6 +142,7 @@ def write_tokenizer(directory: Path, renderer: Renderer, base: LoadedTokenizer) 
         "renderer": renderer.name,
         "label_policy": renderer.policy,
         "ignore_index": IGNORE,
+        "text_encoder": renderer.text_encoder_name,
         "special_tokens": renderer.special_ids.as_dict(),
         "bos": {"token": base.bos_token, "id": bos_id} if bos_id is not None else None,
         "tokenizer": {"file": file.name, "sha256": hashlib.sha256(augmented).hexdigest()},

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from tokenizers import Tokenizer
 
-from pipeline.tokenize.special import text_encoder
+from pipeline.tokenize.text_encoding import TextEncoder, build_text_encoder
 
 CONTROL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token")
 
@@ -24,17 +24,18 @@ class TokenizerLoadError(ValueError):
 
 @dataclass(frozen=True)
 class LoadedTokenizer:
-    """A base tokenizer with where it came from and what its config names. Loading parses
-    it once, as the renderer's text encoder; the tokenizer as its file has it is parsed
-    only when asked for (a large vocabulary takes a second to parse)."""
+    """A base tokenizer with where it came from and what its config names. Loading builds
+    the renderer's text encoder (tiktoken where it gives the same ids, else one parse by
+    `tokenizers`); the tokenizer as its file has it is parsed only when asked for (a large
+    vocabulary takes a second to parse)."""
 
     path: Path
     config: dict[str, Any]
     sha256: str
     json_bytes: bytes = field(repr=False)
     """The tokenizer.json as read, kept so the augmented copy needs no re-serialization."""
-    text_encoder: Tokenizer = field(repr=False)
-    """The tokenizer encoding content with no special-token matching (`special.text_encoder`)."""
+    text_encoder: TextEncoder = field(repr=False)
+    """Encodes content with no special-token matching (`text_encoding.build_text_encoder`)."""
 
     @cached_property
     def tokenizer(self) -> Tokenizer:
@@ -69,10 +70,11 @@ def _control_tokens(config: dict[str, Any]) -> tuple[str, ...]:
     return tuple(token for token in found if token is not None)
 
 
-def load_tokenizer(spec: str | Path) -> LoadedTokenizer:
+def load_tokenizer(spec: str | Path, *, allow_tiktoken: bool = True) -> LoadedTokenizer:
     """The tokenizer `spec` names: a tokenizer.json file, a directory with one, or a Hub
-    name (`org/name`) resolved from the local cache only (this tool never downloads)."""
-    return _load_file(*tokenizer_files(spec))
+    name (`org/name`) resolved from the local cache only (this tool never downloads).
+    `allow_tiktoken=False` keeps the `tokenizers` encoder even where tiktoken would do."""
+    return _load_file(*tokenizer_files(spec), allow_tiktoken=allow_tiktoken)
 
 
 def tokenizer_files(spec: str | Path) -> tuple[Path, Path | None]:
@@ -94,12 +96,12 @@ def tokenizer_files(spec: str | Path) -> tuple[Path, Path | None]:
     return _hub_cache_files(str(spec))
 
 
-def _load_file(file: Path, config_file: Path | None) -> LoadedTokenizer:
+def _load_file(file: Path, config_file: Path | None, *, allow_tiktoken: bool) -> LoadedTokenizer:
     data = file.read_bytes()
     parsed = _tokenizer_json(file, data)
     config = _config(config_file)
     try:
-        encoder = text_encoder(parsed, _control_tokens(config))
+        encoder = build_text_encoder(parsed, _control_tokens(config), fast=allow_tiktoken)
     except Exception as err:  # tokenizers raises a bare Exception
         raise TokenizerLoadError(f"cannot load {file}: {_cause(data, err)}") from None
     return LoadedTokenizer(file, config, hashlib.sha256(data).hexdigest(), data, encoder)

@@ -2,12 +2,15 @@
 
 A batch is rendered in three vectorized steps: every distinct text piece of the batch
 (role names, formats, names, contents: a system prompt repeated across threads is encoded
-once) goes through ONE `encode_batch` call of the Rust tokenizer; each thread becomes a
-list of segments (a special token or a text piece, trained or not); numpy gathers the
-segments' ids into one flat array with its labels. Cost is linear in the tokens."""
+once) goes through ONE call of the text encoder (Rust: tiktoken or `tokenizers`); each
+thread becomes a list of segments (a special token or a text piece, trained or not); numpy
+gathers the segments' ids into one flat array with its labels. Cost is linear in the
+tokens."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,7 +23,8 @@ from tokenizers import Tokenizer
 
 from pipeline.mms import Message, Thread
 from pipeline.tokenize.loading import LoadedTokenizer
-from pipeline.tokenize.special import augmented_json, special_ids, text_encoder
+from pipeline.tokenize.special import MMS_SPECIAL_TOKENS, augmented_json, special_ids, text_encoder
+from pipeline.tokenize.text_encoding import TokenizersTextEncoder
 
 RENDERER_NAME = "mms-v0"
 """The rendering contract this module implements (DESIGN §4); manifests record it."""
@@ -120,7 +124,7 @@ class Renderer:
         else:
             assert isinstance(tokenizer, Tokenizer)
             self._base_json = tokenizer.to_str().encode()
-            self._text = text_encoder(orjson.loads(self._base_json))
+            self._text = TokenizersTextEncoder(text_encoder(orjson.loads(self._base_json)))
         self.special_ids = special_ids(self._text)
         self.bos_id = self._bos(loaded) if bos else None
         specials = self.special_ids
@@ -158,6 +162,32 @@ class Renderer:
     def tokenizer_json(self) -> bytes:
         """The augmented tokenizer's tokenizer.json, as the dataset ships it (DESIGN §7)."""
         return augmented_json(self._base_json, self.special_ids)
+
+    @property
+    def text_encoder_name(self) -> str:
+        """Which library encodes the text pieces: `tiktoken` or `tokenizers`."""
+        return self._text.name
+
+    def check_shipped_tokenizer(self) -> None:
+        """When tiktoken encoded, which never parses the tokenizer.json: parse the augmented
+        tokenizer with `tokenizers`, as a trainer will, and check it gives the MMS tokens the
+        ids they were rendered with (a file `tokenizers` refuses fails here, named). With
+        the `tokenizers` encoder the base was parsed already, and nothing is done."""
+        if self._text.name == "tokenizers":
+            return
+        try:  # not kept: a large vocabulary holds a hundred MB a worker would carry on
+            tokenizer = Tokenizer.from_str(self.tokenizer_json().decode("utf-8"))
+        except Exception as err:  # tokenizers raises a bare Exception
+            raise ValueError(f"`tokenizers` cannot load the tokenizer: {err}") from None
+        found = {token: tokenizer.token_to_id(token) for token in MMS_SPECIAL_TOKENS}
+        del tokenizer
+        _return_freed_memory()
+        for token, number in self.special_ids.as_dict().items():
+            if found[token] != number:
+                raise ValueError(
+                    f"the augmented tokenizer gives {token} the id {found[token]}, not "
+                    f"{number} as rendered"
+                )
 
     # ------------------------------------------------------------------ API
 
@@ -220,9 +250,9 @@ class Renderer:
 
     def _gather(self, segments: _Segments) -> EncodedBatch:
         texts = list(segments.pieces)
-        encoded = self._text.encode_batch(texts, add_special_tokens=False) if texts else []
-        # Arrow builds the flat ids and offsets in C++ from the tokenizer's lists
-        pieces = pa.array([e.ids for e in encoded], type=pa.list_(pa.int64()))
+        encoded = self._text.encode_ids(texts) if texts else []
+        # Arrow builds the flat ids and offsets in C++ from the encoder's lists
+        pieces = pa.array(encoded, type=pa.list_(pa.int64()))
         lengths = np.diff(pieces.offsets.to_numpy())
         flat = pieces.values.to_numpy(zero_copy_only=False)
         pool = np.concatenate([self._special_pool, flat])
@@ -265,6 +295,14 @@ class Renderer:
                 pa.array(message_offsets), pa.array(relative_ends)
             ),
         )
+
+
+def _return_freed_memory() -> None:
+    """Give the heap pages a parsed tokenizer freed back to the system: glibc keeps them
+    otherwise, and a worker would carry 200 MB it no longer uses. A no-op where the C
+    library has no `malloc_trim`."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _rendered(thread: Thread, bos: str) -> list[str]:

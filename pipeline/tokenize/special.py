@@ -8,10 +8,13 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from tokenizers import Tokenizer
+
+if TYPE_CHECKING:
+    from pipeline.tokenize.text_encoding import TextEncoder
 
 ROLE = "<|role|>"
 NAME = "<|name|>"
@@ -45,19 +48,20 @@ class SpecialIds:
         )
 
 
-def special_ids(tokenizer: Tokenizer) -> SpecialIds:
-    """The ids of the MMS tokens once added to `tokenizer` (as `augmented_json` adds them):
-    an id the base already gives the token as an added token is reused, new ones come after
-    every existing id, numbered as `tokenizers` numbers added tokens when it loads a file."""
-    added = tokenizer.get_added_tokens_decoder()
-    present = {token.content for token in added.values()}
-    next_id = max([tokenizer.get_vocab_size(with_added_tokens=False), *(n + 1 for n in added)])
+def special_ids(encoder: TextEncoder) -> SpecialIds:
+    """The ids of the MMS tokens once added to the tokenizer `encoder` encodes with (as
+    `augmented_json` adds them): an id the base already gives the token as an added token is
+    reused, new ones come after every existing id, numbered as `tokenizers` numbers added
+    tokens when it loads a file."""
+    added = encoder.added_tokens()
+    present = set(added.values())
+    next_id = max([encoder.base_vocab_size(), *(n + 1 for n in added)])
     ids = []
     for token in MMS_SPECIAL_TOKENS:
         if token in present:
-            ids.append(tokenizer.token_to_id(token))
+            ids.append(encoder.token_to_id(token))
             continue
-        ordinary = tokenizer.token_to_id(token)
+        ordinary = encoder.token_to_id(token)
         if ordinary is not None:
             raise ValueError(
                 f"the base tokenizer has {token} as an ordinary vocabulary entry (id {ordinary}): "
