@@ -32,7 +32,7 @@ import yaml
 from pipeline.formats import AUTO, FORMATS, ConvertOptions
 from pipeline.lint import LintConfig, UnknownRuleError, select_rules
 from pipeline.schemas import json_path, validator
-from pipeline.sources.jsonable import TooLargeError
+from pipeline.sources.jsonable import NotTextError, TooLargeError
 from pipeline.sources.paths import HF_PREFIX
 from pipeline.sources.yaml_text import DataOnlyLoader, load_yaml
 
@@ -246,7 +246,7 @@ def _parse(file: Path, text: str) -> tuple[Any, yaml.Node]:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark else 0
         raise RunConfigError(file, f"not valid YAML: {err.problem or err}", line=line) from None
-    except (yaml.YAMLError, TooLargeError) as err:
+    except (yaml.YAMLError, TooLargeError, NotTextError) as err:
         raise RunConfigError(file, f"not valid YAML: {err}") from None
     if root is None:
         raise RunConfigError(file, "the config is empty")

@@ -172,6 +172,16 @@ def test_yaml_alias_bomb_is_rejected_not_expanded(tmp_path):
     assert rejected.code == "invalid_yaml" and "100000" in rejected.message
 
 
+def test_yaml_lone_surrogate_escape_is_rejected_not_read(tmp_path):
+    """YAML's `\\ud800` escape makes a string that is not Unicode text: it could be neither
+    written as UTF-8 nor tokenized, so the document is quarantined, saying why."""
+    path = tmp_path / "surrogate.yaml"
+    path.write_text('name: x\ntemplate: "hi \\ud800 there"\n')
+    (rejected,) = records(path)
+    assert rejected.code == "invalid_yaml"
+    assert "lone surrogate (U+D800) at character 3" in rejected.message
+
+
 def test_parquet_rows_in_batches(tmp_path):
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"id": [f"r{i}" for i in range(2500)], "n": list(range(2500))}), path)

@@ -12,7 +12,7 @@ import orjson
 import yaml
 
 from pipeline.quarantine import Rejection, raw_text
-from pipeline.sources.jsonable import TooLargeError, to_jsonable
+from pipeline.sources.jsonable import NotTextError, TooLargeError, to_jsonable
 from pipeline.sources.jsonl import UTF8_BOM, decode_problem, iter_jsonl
 from pipeline.sources.limits import ReadLimits
 from pipeline.sources.record import Record
@@ -128,7 +128,7 @@ def iter_yaml(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Rec
     except yaml.YAMLError as err:
         yield Rejection(source, source, "invalid_yaml", f"invalid YAML: {_one_line(err)}", raw=text)
         return
-    except (TooLargeError, RecursionError) as err:
+    except (TooLargeError, NotTextError, RecursionError) as err:
         yield Rejection(source, source, "invalid_yaml", f"YAML rejected: {err}", raw=text)
         return
     if len(documents) == 1:

@@ -16,7 +16,7 @@ import orjson
 import pyarrow as pa
 
 from pipeline.quarantine import Rejection
-from pipeline.sources.jsonable import TooLargeError, to_jsonable
+from pipeline.sources.jsonable import NotTextError, TooLargeError, to_jsonable
 from pipeline.sources.limits import ReadLimits
 from pipeline.sources.paths import HF_PREFIX, InputError
 from pipeline.sources.record import Record
@@ -149,6 +149,8 @@ def _record(
         return Rejection(source, locator, "invalid_json", row)
     try:
         return Record(source, locator, to_jsonable(row, budget))
+    except NotTextError as err:
+        return Rejection(source, locator, "invalid_utf8", f"the row is not Unicode text: {err}")
     except TooLargeError:
         return Rejection(
             source,

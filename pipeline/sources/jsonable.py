@@ -13,16 +13,24 @@ class TooLargeError(ValueError):
     """The value expands to more nodes than allowed (e.g. YAML alias bombs)."""
 
 
+class NotTextError(ValueError):
+    """A string holds a lone surrogate (YAML's `"\\ud800"` escape allows one): not Unicode
+    text, so it can be neither written as UTF-8 nor tokenized."""
+
+
 def to_jsonable(value: Any, budget: int = 1_000_000) -> Any:
     """A JSON-compatible copy: dates become ISO strings, bytes base64, sets and tuples
-    lists, keys strings, non-finite floats strings. Raises TooLargeError past `budget` nodes."""
+    lists, keys strings, non-finite floats strings. Raises TooLargeError past `budget` nodes,
+    NotTextError on a string that is not Unicode text."""
     remaining = [budget]
 
     def convert(item: Any) -> Any:
         remaining[0] -= 1
         if remaining[0] < 0:
             raise TooLargeError(f"the document expands to more than {budget} values")
-        if item is None or isinstance(item, (str, bool, int)):
+        if isinstance(item, str):
+            return item if item.isascii() else _unicode(item)
+        if item is None or isinstance(item, (bool, int)):
             return item
         if isinstance(item, float):
             return item if math.isfinite(item) else str(item)
@@ -44,9 +52,22 @@ def to_jsonable(value: Any, budget: int = 1_000_000) -> Any:
     return convert(value)
 
 
+def _unicode(text: str) -> str:
+    """`text`, if it encodes as UTF-8 (it holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        point = ord(text[err.start])
+        raise NotTextError(
+            f"a string holds a lone surrogate (U+{point:04X}) at character {err.start}, "
+            "which is not Unicode text"
+        ) from None
+    return text
+
+
 def _key(key: Any) -> str:
     if isinstance(key, str):
-        return key
+        return key if key.isascii() else _unicode(key)
     if isinstance(key, bool) or key is None:
         return {True: "true", False: "false", None: "null"}[key]
     return str(key)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from pipeline.sources.jsonable import TooLargeError, to_jsonable
+from pipeline.sources.jsonable import NotTextError, TooLargeError, to_jsonable
 from pipeline.templates.errors import UnsafeTemplate
 
 MAX_VARIABLE_VALUES = 1_000_000
@@ -21,6 +21,8 @@ def plain_variables(variables: Mapping[str, Any]) -> dict[str, Any]:
         copied = to_jsonable(dict(variables), budget=MAX_VARIABLE_VALUES)
     except TooLargeError as err:
         raise UnsafeTemplate(f"the variables are too large to render: {err}") from err
+    except NotTextError as err:
+        raise UnsafeTemplate(f"the variables cannot be rendered: {err}") from err
     except RecursionError as err:
         raise UnsafeTemplate("the variables nest too deeply (or refer to themselves)") from err
     return copied

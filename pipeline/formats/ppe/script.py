@@ -33,7 +33,7 @@ from pipeline.formats.ppe.steps import (
     Step,
 )
 from pipeline.quarantine import RecordRejected
-from pipeline.sources.jsonable import TooLargeError
+from pipeline.sources.jsonable import NotTextError, TooLargeError
 from pipeline.sources.yaml_text import UnsafeYamlError, load_yaml
 
 MAX_VALUES = 1_000_000
@@ -65,7 +65,7 @@ class _Budget:
             raise RecordRejected("unsafe_yaml", _error_at(text, first_line)) from None
         except yaml.YAMLError:
             raise RecordRejected("invalid_yaml", _error_at(text, first_line)) from None
-        except (TooLargeError, RecursionError) as err:
+        except (TooLargeError, NotTextError, RecursionError) as err:
             raise RecordRejected(
                 "invalid_yaml", f"line {first_line}: YAML rejected: {err}"
             ) from None
@@ -84,7 +84,7 @@ def _error_at(text: str, first_line: int) -> str:
         return "invalid YAML: " + " ".join(
             str(err).replace(' in "<unicode string>",', " at").split()
         )
-    except (TooLargeError, RecursionError) as err:
+    except (TooLargeError, NotTextError, RecursionError) as err:
         return f"line {first_line}: YAML rejected: {err}"
     return f"line {first_line}: YAML rejected"
 
