@@ -25,6 +25,8 @@ What it does, in one process, for each --tokenizer:
    and the ids taken out (`[e.ids for e in encodings]`), per batch of --batch threads,
    `pieces` being exactly the distinct text pieces the Renderer encodes for that batch
    (every content, and each role, format and name string once), built before timing;
+   raw tiktoken (when the Renderer encodes with it, as for Llama-3 and Qwen2): the
+   Renderer's own text encoder on the same pieces, the floor of its encoding;
    Renderer: `Renderer.encode_batch` per batch of --batch threads;
    transformers: `apply_chat_template(messages, chat_template=TEMPLATE, tokenize=True,
    return_dict=True, return_assistant_tokens_mask=True)` per thread (and, for reference,
@@ -37,8 +39,8 @@ What it does, in one process, for each --tokenizer:
 
 tokens/s counts the rendered tokens (the Renderer's `num_tokens`) of the threads a run
 covers, for every run, so a ratio of tokens/s is a ratio of time over the same threads.
-`encode_batch` runs on every core (Rayon) for raw, the Renderer and batched transformers
-alike; per-thread transformers encodes one string at a time. Timings are reported, never
+`encode_batch` runs on every core (Rayon) for raw, batched transformers and a Renderer
+encoding with `tokenizers`; tiktoken and per-thread transformers encode on one core. Timings are reported, never
 asserted; the exit status is 1 when a check fails.
 
 The file is not called tokenize.py: Python puts a script's folder first on sys.path, so a
