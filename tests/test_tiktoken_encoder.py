@@ -11,12 +11,14 @@ from pathlib import Path
 
 import orjson
 import pytest
+from click.testing import CliRunner
 
+from pipeline.cli import main
 from pipeline.ingest import read
 from pipeline.mms import Thread
 from pipeline.tokenize import LoadedTokenizer, Renderer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.job import write_tokenizer
-from tests.conftest import SHARED
+from tests.conftest import REPO, SHARED
 
 FAST = ("llama3_from_tiktoken", "qwen2.5_from_tiktoken", "torchtune_test_assets/tokenizer.json")
 """The tokenizers in ../shared that are byte-level BPE converted from tiktoken."""
@@ -243,3 +245,15 @@ def test_a_file_tokenizers_refuses_fails_when_the_tokenizer_is_written(small_tok
     with pytest.raises(TokenizerLoadError, match="cannot load the tokenizer"):
         write_tokenizer(tmp_path, renderer, loaded)
     assert not (tmp_path / "mms_special_tokens.json").exists()
+
+
+def test_mms_tokenize_refuses_such_a_file_before_encoding_anything(small_tokenizer, tmp_path):
+    _load(tmp_path, {**small_tokenizer, "decoder": {"type": "NoSuchDecoder"}})
+    out = tmp_path / "out"
+    threads = REPO / "data_samples" / "mms" / "threads.jsonl"
+    tokenizer = tmp_path / "tokenizer.json"
+    args = ["tokenize", str(threads), "--tokenizer", str(tokenizer), "-o", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert "tokenizer.json: `tokenizers` cannot load the tokenizer" in result.output
+    assert not out.exists()

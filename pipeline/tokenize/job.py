@@ -17,7 +17,7 @@ from pipeline.output_files import atomic_output
 from pipeline.quarantine import rejection_line
 from pipeline.shards import SHARD_ROWS, Shard, ShardWriter
 from pipeline.sources import DEFAULT_SPLIT
-from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError
+from pipeline.tokenize.loading import LoadedTokenizer
 from pipeline.tokenize.overlong import Drop, OverlongPolicy
 from pipeline.tokenize.renderer import IGNORE, Renderer
 from pipeline.tokenize.stage import BATCH_SIZE, TOKENIZED_SCHEMA, TokenizeStats, tokenize_threads
@@ -71,6 +71,7 @@ def tokenize_dataset(
     Nothing appears unless the whole run succeeds. `split`/`hf_config` steer hf: inputs."""
     output = Path(output)
     renderer = Renderer(tokenizer, bos=bos)
+    renderer.check_shipped_tokenizer()  # before any text is encoded: fail fast
     earlier = [path for path in output.rglob("*") if path.is_file()] if output.is_dir() else []
     read_stats, stats = ReadStats(), TokenizeStats()
     quarantine, dropped = (
@@ -129,10 +130,7 @@ def write_tokenizer(directory: Path, renderer: Renderer, base: LoadedTokenizer) 
     """The augmented tokenizer.json, and mms_special_tokens.json recording the special ids,
     the BOS (if rendered), the text encoder and both tokenizers' sha256. No Tokenizer is
     serialized; one is parsed only to check the file when tiktoken encoded the text."""
-    try:
-        renderer.check_shipped_tokenizer()
-    except ValueError as err:
-        raise TokenizerLoadError(f"{base.path}: {err}") from None
+    renderer.check_shipped_tokenizer()
     augmented = renderer.tokenizer_json()
     file = directory / "tokenizer.json"
     with atomic_output(file) as out:

@@ -22,7 +22,7 @@ import pyarrow as pa
 from tokenizers import Tokenizer
 
 from pipeline.mms import Message, Thread
-from pipeline.tokenize.loading import LoadedTokenizer
+from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError
 from pipeline.tokenize.special import MMS_SPECIAL_TOKENS, augmented_json, special_ids, text_encoder
 from pipeline.tokenize.text_encoding import TokenizersTextEncoder
 
@@ -118,7 +118,9 @@ class Renderer:
             raise ValueError(f"unknown label policy {policy!r} (known: assistant)")
         self.policy = policy
         self.name = RENDERER_NAME
+        self._shipped_checked = False
         loaded = tokenizer if isinstance(tokenizer, LoadedTokenizer) else None
+        self._source = loaded.path if loaded is not None else "the tokenizer"
         if loaded is not None:
             self._base_json, self._text = loaded.json_bytes, loaded.text_encoder
         else:
@@ -171,23 +173,27 @@ class Renderer:
     def check_shipped_tokenizer(self) -> None:
         """When tiktoken encoded, which never parses the tokenizer.json: parse the augmented
         tokenizer with `tokenizers`, as a trainer will, and check it gives the MMS tokens the
-        ids they were rendered with (a file `tokenizers` refuses fails here, named). With
-        the `tokenizers` encoder the base was parsed already, and nothing is done."""
-        if self._text.name == "tokenizers":
+        ids they were rendered with (TokenizerLoadError naming the file if not). Done
+        once per renderer; with the `tokenizers` encoder the base was parsed already, and
+        nothing is done."""
+        if self._text.name == "tokenizers" or self._shipped_checked:
             return
         try:  # not kept: a large vocabulary holds a hundred MB a worker would carry on
             tokenizer = Tokenizer.from_str(self.tokenizer_json().decode("utf-8"))
         except Exception as err:  # tokenizers raises a bare Exception
-            raise ValueError(f"`tokenizers` cannot load the tokenizer: {err}") from None
+            raise TokenizerLoadError(
+                f"{self._source}: `tokenizers` cannot load the tokenizer: {err}"
+            ) from None
         found = {token: tokenizer.token_to_id(token) for token in MMS_SPECIAL_TOKENS}
         del tokenizer
         _return_freed_memory()
         for token, number in self.special_ids.as_dict().items():
             if found[token] != number:
-                raise ValueError(
-                    f"the augmented tokenizer gives {token} the id {found[token]}, not "
-                    f"{number} as rendered"
+                raise TokenizerLoadError(
+                    f"{self._source}: the augmented tokenizer gives {token} the id "
+                    f"{found[token]}, not {number} as rendered"
                 )
+        self._shipped_checked = True
 
     # ------------------------------------------------------------------ API
 
