@@ -652,7 +652,10 @@ def _print_tokenize_summary(result: TokenizeResult) -> None:
         stderr.print(
             f"  {stats.untrained:,} with no trained token (no assistant message): num_trained 0"
         )
-    stderr.print(f"Tokenizer with the MMS special tokens: {result.tokenizer}")
+    stderr.print(
+        f"Tokenizer with the MMS special tokens: {result.tokenizer} (text encoded by "
+        f"{result.text_encoder})"
+    )
     if stats.dropped_total:
         stderr.print(f"Dropped {stats.dropped_total:,} threads to {result.dropped}:")
         for code, count in sorted(stats.dropped.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -892,7 +895,10 @@ def _print_run_summary(result: RunResult) -> None:
         rows = sum(shard.rows for shard in shards)
         stderr.print(f"  {rows:>8,}  written      {split} ({len(shards)} shard(s))")
     if counts.tokens:
-        stderr.print(f"Tokens: {counts.tokens:,}, trained {counts.trained_tokens:,}")
+        stderr.print(
+            f"Tokens: {counts.tokens:,}, trained {counts.trained_tokens:,} "
+            f"(text encoded by {result.text_encoder})"
+        )
     report = result.report
     stderr.print(
         f"Lint: {len(report.diagnostics):,} findings ({report.errors:,} errors, "

@@ -318,6 +318,8 @@ def test_tiktoken_and_tokenizers_write_the_same_dataset(shared, tmp_path):
         out = tmp_path / encoder
         result = run_cli(str(config), "-o", str(out))
         assert result.exit_code == 0, result.output
+        named = "tiktoken" if encoder == "auto" else "tokenizers"
+        assert f"(text encoded by {named})" in result.output
         outputs[encoder] = output_files(out)
     fast, slow = outputs["auto"], outputs["tokenizers"]
     data = [name for name in fast if name.startswith("data/")]

@@ -45,6 +45,8 @@ class RunResult:
     shards: dict[str, list[Shard]]
     report: LintReport
     gate_failed: bool
+    text_encoder: str | None = None
+    """Which library encoded the text (`tiktoken` or `tokenizers`); None: not tokenized."""
 
 
 def plan(config: RunConfig) -> list[WorkUnit]:
@@ -114,4 +116,6 @@ def run_pipeline(
         write_card(out, config, report, counts, shards, shard_schema(config), renderer)
     # the output is complete: the units' intermediate files are no longer needed
     shutil.rmtree(out / WORK_DIR)
-    return RunResult(out, counts, shards, report, report.failed(config.stages.lint.fail_on))
+    gate_failed = report.failed(config.stages.lint.fail_on)
+    encoder = tokenizer["text_encoder"] if tokenizer else None
+    return RunResult(out, counts, shards, report, gate_failed, encoder)

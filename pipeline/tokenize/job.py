@@ -38,6 +38,8 @@ class TokenizeResult:
     quarantine: Path
     dropped: Path
     tokenizer: Path
+    text_encoder: str
+    """Which library encoded the text: `tiktoken` or `tokenizers`."""
 
     @property
     def balanced(self) -> bool:
@@ -106,7 +108,14 @@ def tokenize_dataset(
                 progress(read_stats)
         tokenizer_file = write_tokenizer(output / "tokenizer", renderer, tokenizer)
     return TokenizeResult(
-        output, shards.shards, read_stats, stats, quarantine, dropped, tokenizer_file
+        output,
+        shards.shards,
+        read_stats,
+        stats,
+        quarantine,
+        dropped,
+        tokenizer_file,
+        renderer.text_encoder_name,
     )
 
 
