@@ -887,6 +887,9 @@ def _print_run_summary(result: RunResult) -> None:
         f"Read {counts.records_read:,} records: {counts.records_converted:,} converted into "
         f"{counts.threads:,} threads, {sum(counts.quarantined.values()):,} quarantined"
     )
+    skipped = result.report.stats.skipped_files
+    if skipped:
+        stderr.print(f"  skipped {len(skipped)} unsupported file(s): {_some(skipped)}")
     for code, count in sorted(counts.quarantined.items(), key=lambda kv: (-kv[1], kv[0])):
         stderr.print(f"  {count:>8,}  quarantined  {code}")
     for reason, count in sorted(counts.dropped.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -329,3 +329,22 @@ def test_tiktoken_and_tokenizers_write_the_same_dataset(shared, tmp_path):
         orjson.loads(files["manifest.json"])["tokenizer"]["text_encoder"] for files in (fast, slow)
     ]
     assert encoders == ["tiktoken", "tokenizers"]
+
+
+def test_files_that_are_not_data_are_listed_as_skipped(tmp_path):
+    """A folder input's README is read by no unit; the summary and the report say so, as
+    `mms convert` and `mms lint` do, so nothing is left out unseen."""
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    shutil.copy(REPO / "data_samples" / "openai" / "chat_completions.jsonl", folder)
+    (folder / "notes.md").write_text("# where these came from\n")
+    config = tmp_path / "skipping.yaml"
+    config.write_text(
+        f"name: skipping\ninputs:\n  - path: {folder}\noutput: {tmp_path / 'out'}\n"
+        "stages:\n  lint: {fail_on: never}\n"
+    )
+    result = run_cli(str(config))
+    assert result.exit_code == 0, result.output
+    assert f"skipped 1 unsupported file(s): {folder / 'notes.md'}" in result.output
+    html = (tmp_path / "out" / "reports" / "lint.html").read_text()
+    assert "1 skipped (not data files)" in html

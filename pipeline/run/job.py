@@ -28,7 +28,7 @@ from pipeline.run.reduce import reduce_units
 from pipeline.run.unit import UNIT_TOKENIZER, UnitJob, renderer_for, shard_schema
 from pipeline.run_config import RunConfig
 from pipeline.shards import Shard
-from pipeline.sources import DEFAULT_SPLIT, Record
+from pipeline.sources import DEFAULT_SPLIT, Record, expand_inputs
 from pipeline.tokenize.loading import tokenizer_files
 
 WORK_DIR = ".work"
@@ -58,6 +58,12 @@ def plan(config: RunConfig) -> list[WorkUnit]:
         return format != AUTO and get_format(format).group is None
 
     return plan_units([(spec.path, spec.format) for spec in config.inputs], can_split=can_split)
+
+
+def skipped_files(config: RunConfig) -> list[str]:
+    """The files in the inputs' folders and globs that are not data files (a README, a
+    licence), which no unit reads: the summary and the report list them."""
+    return [path for spec in config.inputs for path in expand_inputs([spec.path]).skipped]
 
 
 def detected_format(config: RunConfig, unit: WorkUnit) -> str:
@@ -104,7 +110,7 @@ def run_pipeline(
         watched=_tokenizer_files(config),
     )
     with closing(unit_dirs):  # a failed reduce stops the workers and frees the work dir
-        reduced = reduce_units(config, out, units, unit_dirs, progress)
+        reduced = reduce_units(config, out, units, unit_dirs, progress, skipped_files(config))
     counts, shards, report = reduced.counts, reduced.shards, reduced.report
     reports = write_reports(out, report)
     tokenizer = None

@@ -7,7 +7,7 @@ split by a stable hash of the thread id, and the shards."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,10 +67,12 @@ def reduce_units(
     units: list[WorkUnit],
     unit_dirs: Iterable[Path],
     progress: Progress | None = None,
+    skipped: Sequence[str] = (),
 ) -> Reduced:
     """Read the units' directories (in unit order, as they become ready) into the shards
-    under `out/data`, the quarantine file, and the lint report."""
-    reducer = _Reducer(config)
+    under `out/data`, the quarantine file, and the lint report (which lists the `skipped`
+    files of the inputs' folders and globs, that are not data files)."""
+    reducer = _Reducer(config, skipped)
     writers = _shard_writers(config, out)
     with ExitStack() as stack:
         quarantine = stack.enter_context(atomic_output(out / "quarantine" / "rejected.jsonl"))
@@ -110,7 +112,7 @@ class _Reducer:
     """The state of the ordered pass: the linter's dataset rules, the report, the dedup
     keys seen, the counts."""
 
-    def __init__(self, config: RunConfig):
+    def __init__(self, config: RunConfig, skipped: Sequence[str]):
         self.config = config
         lint_config = config.stages.lint.to_lint_config(
             str(config.source) if config.source else None
@@ -120,7 +122,7 @@ class _Reducer:
             lint_config,
             self.linter.rules,
             [spec.path for spec in config.inputs],
-            ReadStats(),
+            ReadStats(skipped_files=list(skipped)),
             DiagnosticStore(),
         )
         self.counts = RunCounts()
