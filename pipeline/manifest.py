@@ -45,9 +45,12 @@ class InputRecord:
         }
 
 
-def input_record(path: str | os.PathLike[str], format: str) -> InputRecord:
-    """The InputRecord of a file read as `format`."""
-    return InputRecord(str(path), file_sha256(path), Path(path).stat().st_size, format)
+def input_record(
+    path: str | os.PathLike[str], format: str, *, recorded_as: str | None = None
+) -> InputRecord:
+    """The InputRecord of a file read as `format`, its path given as `recorded_as` if set."""
+    shown = recorded_as if recorded_as is not None else str(path)
+    return InputRecord(shown, file_sha256(path), Path(path).stat().st_size, format)
 
 
 def versions() -> dict[str, str]:

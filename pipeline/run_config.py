@@ -190,22 +190,41 @@ class RunConfig:
     source: Path | None = None
 
     def resolved(self) -> dict[str, Any]:
-        """The config as plain JSON data, every default filled and every path absolute."""
+        """The config as plain JSON data, every default filled, local paths as
+        `recorded_path` gives them (so the manifest and its config digest do not depend on
+        where the checkout lives)."""
         stages = self.stages
+        tokenize = _plain(stages.tokenize) if stages.tokenize else None
+        if tokenize is not None:
+            tokenize["tokenizer"] = self.recorded_path(tokenize["tokenizer"])
         return {
             "name": self.name,
-            "inputs": [_plain(spec) for spec in self.inputs],
+            "inputs": [
+                {**_plain(spec), "path": self.recorded_path(spec.path)} for spec in self.inputs
+            ],
             "stages": {
                 "normalize": _plain(stages.normalize),
                 "lint": _plain(stages.lint),
                 "filters": _plain(stages.filters),
                 "dedup": _plain(stages.dedup),
-                "tokenize": _plain(stages.tokenize) if stages.tokenize else None,
+                "tokenize": tokenize,
                 "shard": _shard_plain(stages.shard) if stages.shard else False,
             },
-            "output": str(self.output),
+            "output": self.recorded_path(self.output),
             "engine": _plain(self.engine),
         }
+
+    def recorded_path(self, path: str | os.PathLike[str]) -> str:
+        """How outputs record a local path: relative to the config file's folder, as a
+        config names it, so the same config and data give the same bytes wherever they are.
+        `hf:` inputs, Hub names and the paths of a config with no file stay as given."""
+        text = str(path)
+        if self.source is None or text.startswith(HF_PREFIX) or not os.path.isabs(text):
+            return text
+        try:
+            return os.path.relpath(text, self.source.parent)
+        except ValueError:  # on another drive (Windows): no relative path exists
+            return text
 
     def digest(self) -> str:
         """sha256 of the canonical JSON of resolved() (sorted keys, no spaces), for the manifest."""

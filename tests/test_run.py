@@ -348,3 +348,25 @@ def test_files_that_are_not_data_are_listed_as_skipped(tmp_path):
     assert f"skipped 1 unsupported file(s): {folder / 'notes.md'}" in result.output
     html = (tmp_path / "out" / "reports" / "lint.html").read_text()
     assert "1 skipped (not data files)" in html
+
+
+def test_the_same_config_and_data_elsewhere_write_the_same_bytes(tmp_path):
+    """Paths are recorded relative to the config's folder (manifest inputs and config, its
+    digest, the base tokenizer's path): a checkout moved to another folder, run with the
+    same config, writes every output file byte for byte the same."""
+    outputs = []
+    for place in ("first", "second/deeper"):
+        root = tmp_path / place
+        shutil.copytree(REPO / "data_samples" / "openai", root / "data")
+        shutil.copytree(REPO / "configs" / "sample_tokenizer", root / "tokenizer")
+        (root / "job.yaml").write_text(
+            "name: moved\ninputs:\n  - path: data\noutput: out\n"
+            "stages:\n  lint: {fail_on: never}\n  tokenize: {tokenizer: tokenizer}\n"
+        )
+        result = run_cli(str(root / "job.yaml"))
+        assert result.exit_code == 0, result.output
+        outputs.append(output_files(root / "out"))
+    assert outputs[0] == outputs[1]
+    manifest = orjson.loads(outputs[0]["manifest.json"])
+    assert all(record["path"].startswith("data/") for record in manifest["inputs"])
+    assert manifest["tokenizer"]["base"]["path"] == "tokenizer/tokenizer.json"

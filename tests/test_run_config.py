@@ -107,7 +107,7 @@ def test_defaults_fill_every_stage(tmp_path: Path) -> None:
     assert resolved["stages"]["tokenize"] is None
     assert resolved["stages"]["shard"]["splits"] == {"train": 1.0}
     assert resolved["inputs"][0] == {
-        "path": str(tmp_path / "data"),
+        "path": "data",  # as the config names it, relative to its folder
         "format": "auto",
         "split": None,
         "hf_config": None,

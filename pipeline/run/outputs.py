@@ -62,7 +62,10 @@ def write_run_manifest(
     """manifest.json: inputs with their sha256, the resolved config, versions, counts,
     shards, tokenizer and reports."""
     manifest = build_manifest(
-        inputs=[input_record(unit.path, unit.format) for unit in _whole_files(units)],
+        inputs=[
+            input_record(unit.path, unit.format, recorded_as=config.recorded_path(unit.path))
+            for unit in _whole_files(units)
+        ],
         config=config.resolved(),
         config_digest=config.digest(),
         counts=counts.to_dict(),

@@ -115,13 +115,13 @@ class _Reducer:
     def __init__(self, config: RunConfig, skipped: Sequence[str]):
         self.config = config
         lint_config = config.stages.lint.to_lint_config(
-            str(config.source) if config.source else None
+            config.recorded_path(config.source) if config.source else None
         )
         self.linter = Linter(lint_config)
         self.report = LintReport(
             lint_config,
             self.linter.rules,
-            [spec.path for spec in config.inputs],
+            [config.recorded_path(spec.path) for spec in config.inputs],
             ReadStats(skipped_files=list(skipped)),
             DiagnosticStore(),
         )

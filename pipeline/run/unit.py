@@ -124,7 +124,9 @@ class UnitJob:
                 _UnitWriter(self.config, out).process(unit, relative)
         stage = self.config.stages.tokenize
         if stage is not None and unit.id == self.ships_tokenizer:
-            write_tokenizer(out / UNIT_TOKENIZER, *renderer_for(stage))
+            renderer, loaded = renderer_for(stage)
+            shown = self.config.recorded_path(loaded.path)
+            write_tokenizer(out / UNIT_TOKENIZER, renderer, loaded, base_path=shown)
 
 
 @contextmanager

@@ -135,7 +135,9 @@ def drop_line(drop: Drop) -> bytes:
     )
 
 
-def write_tokenizer(directory: Path, renderer: Renderer, base: LoadedTokenizer) -> Path:
+def write_tokenizer(
+    directory: Path, renderer: Renderer, base: LoadedTokenizer, *, base_path: str | None = None
+) -> Path:
     """The augmented tokenizer.json, and mms_special_tokens.json recording the special ids,
     the BOS (if rendered), the text encoder and both tokenizers' sha256. No Tokenizer is
     serialized; one is parsed only to check the file when tiktoken encoded the text."""
@@ -153,7 +155,7 @@ def write_tokenizer(directory: Path, renderer: Renderer, base: LoadedTokenizer) 
         "special_tokens": renderer.special_ids.as_dict(),
         "bos": {"token": base.bos_token, "id": bos_id} if bos_id is not None else None,
         "tokenizer": {"file": file.name, "sha256": hashlib.sha256(augmented).hexdigest()},
-        "base_tokenizer": {"path": str(base.path), "sha256": base.sha256},
+        "base_tokenizer": {"path": base_path or str(base.path), "sha256": base.sha256},
     }
     with atomic_output(directory / SPECIAL_TOKENS_FILE) as out:
         out.write(orjson.dumps(record, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
