@@ -21,10 +21,33 @@ from pipeline.cli import main
 from tests.conftest import REPO
 
 QUICKSTART = REPO / "configs" / "quickstart.yaml"
+OPENAI_SAMPLES = REPO / "data_samples" / "openai"
+SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
+NO_GATE = "lint: {fail_on: never}"
+OVERLONG_ERROR = f"tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, max_tokens: 8, overlong: error}}"
 
 
 def run_cli(*args: str):
     return CliRunner().invoke(main, ["run", *args])
+
+
+def write_config(
+    folder: Path,
+    name: str,
+    source: Path | str,
+    *stages: str,
+    output: Path | str | None = None,
+    engine: str | None = None,
+) -> Path:
+    """`folder/NAME.yaml`: a run of `source` with the given `stages:` lines (YAML, one
+    stage each) and `engine`; its own output goes to `folder/unused` unless named."""
+    lines = [f"name: {name}", "inputs:", f"  - path: {source}"]
+    lines += [f"output: {output if output is not None else folder / 'unused'}", "stages:"]
+    lines += [f"  {stage}" for stage in stages]
+    lines += [f"engine: {engine}"] if engine else []
+    config = folder / f"{name}.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    return config
 
 
 def output_files(out: Path) -> dict[str, bytes]:
@@ -116,15 +139,9 @@ def test_a_config_error_is_a_usage_error_with_the_line(tmp_path):
 
 
 def _kill_config(shared: Path, tmp_path: Path) -> Path:
-    config = tmp_path / "kill.yaml"
-    config.write_text(
-        "name: kill-test\n"
-        f"inputs:\n  - path: {shared / 'realdata' / 'llamafactory'}\n"
-        f"output: {tmp_path / 'unused'}\n"
-        f"stages:\n  tokenize: {{tokenizer: {REPO / 'configs' / 'sample_tokenizer'}, max_tokens: 512}}\n"
-        "engine: {workers: 1}\n"
-    )
-    return config
+    tokenize = f"tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, max_tokens: 512}}"
+    source = shared / "realdata" / "llamafactory"
+    return write_config(tmp_path, "kill-test", source, tokenize, engine="{workers: 1}")
 
 
 def test_a_run_killed_mid_way_resumes_to_the_same_bytes(shared, tmp_path):
@@ -179,13 +196,8 @@ def test_the_lint_gate_fails_the_run_and_still_writes_the_reports(tmp_path):
 
 
 def test_shard_size_and_codec_come_from_the_config(tmp_path):
-    config = tmp_path / "small_shards.yaml"
-    config.write_text(
-        "name: small-shards\n"
-        f"inputs:\n  - path: {REPO / 'data_samples' / 'openai'}\n"
-        f"output: {tmp_path / 'unused'}\n"
-        "stages:\n  lint: {fail_on: never}\n  shard: {rows_per_shard: 4, compression: snappy}\n"
-    )
+    shard = "shard: {rows_per_shard: 4, compression: snappy}"
+    config = write_config(tmp_path, "small-shards", OPENAI_SAMPLES, NO_GATE, shard)
     out = tmp_path / "out"
     assert run_cli(str(config), "-o", str(out)).exit_code == 0
     shards = sorted((out / "data").glob("train-*.parquet"))
@@ -195,15 +207,7 @@ def test_shard_size_and_codec_come_from_the_config(tmp_path):
 
 
 def test_a_run_that_fails_in_the_ordered_pass_writes_no_shards(tmp_path):
-    config = tmp_path / "overlong.yaml"
-    config.write_text(
-        "name: overlong\n"
-        f"inputs:\n  - path: {REPO / 'data_samples' / 'openai'}\n"
-        f"output: {tmp_path / 'unused'}\n"
-        "stages:\n  lint: {fail_on: never}\n"
-        f"  tokenize: {{tokenizer: {REPO / 'configs' / 'sample_tokenizer'}, "
-        "max_tokens: 8, overlong: error}\n"
-    )
+    config = write_config(tmp_path, "overlong", OPENAI_SAMPLES, NO_GATE, OVERLONG_ERROR)
     out = tmp_path / "out"
     result = run_cli(str(config), "-o", str(out))
     assert result.exit_code == 1 and "nothing was written" in result.output
@@ -221,14 +225,8 @@ def test_the_run_lints_in_its_workers_exactly_as_mms_lint_does(shared, tmp_path,
     """Thread rules run in the workers, dataset rules in the ordered pass: the report must
     be `mms lint`'s for the same input, finding for finding, examples included."""
     source = shared / "realdata" / "llamafactory"
-    config = tmp_path / "lint_parity.yaml"
-    config.write_text(
-        "name: lint-parity\n"
-        f"inputs:\n  - path: {source}\n"
-        f"output: {tmp_path / 'unused'}\n"
-        "stages:\n  lint: {fail_on: never}\n  dedup: {enabled: false}\n"
-        "engine: {workers: 2}\n"
-    )
+    no_dedup = "dedup: {enabled: false}"
+    config = write_config(tmp_path, "lint-parity", source, NO_GATE, no_dedup, engine="{workers: 2}")
     out = tmp_path / "out"
     assert run_cli(str(config), "-o", str(out)).exit_code == 0
     monkeypatch.chdir(tmp_path)  # the run names sources relative to its config's folder
@@ -262,14 +260,9 @@ def test_the_run_lints_in_its_workers_exactly_as_mms_lint_does(shared, tmp_path,
 
 def test_a_thread_an_earlier_stage_drops_never_reaches_the_overlong_error(tmp_path):
     """Stages run in order: a thread the filters leave out is not tokenized into an error."""
-    config = tmp_path / "overlong_filtered.yaml"
-    config.write_text(
-        "name: overlong-filtered\n"
-        f"inputs:\n  - path: {REPO / 'data_samples' / 'openai'}\n"
-        f"output: {tmp_path / 'unused'}\n"
-        "stages:\n  lint: {fail_on: never}\n  filters: {min_messages: 1000}\n"
-        f"  tokenize: {{tokenizer: {REPO / 'configs' / 'sample_tokenizer'}, "
-        "max_tokens: 8, overlong: error}\n"
+    filters = "filters: {min_messages: 1000}"
+    config = write_config(
+        tmp_path, "overlong-filtered", OPENAI_SAMPLES, NO_GATE, filters, OVERLONG_ERROR
     )
     out = tmp_path / "out"
     result = run_cli(str(config), "-o", str(out))
@@ -285,14 +278,8 @@ def test_a_changed_tokenizer_refuses_to_resume_the_units_it_tokenized(tmp_path):
     the tokenizer file changed must not mix the two."""
     tokenizer = tmp_path / "tokenizer"
     shutil.copytree(REPO / "configs" / "sample_tokenizer", tokenizer)
-    config = tmp_path / "stopped.yaml"
-    config.write_text(
-        "name: stopped\n"
-        f"inputs:\n  - path: {REPO / 'data_samples' / 'openai'}\n"
-        f"output: {tmp_path / 'unused'}\n"
-        "stages:\n  lint: {fail_on: never}\n"
-        f"  tokenize: {{tokenizer: {tokenizer}, max_tokens: 8, overlong: error}}\n"
-    )
+    tokenize = f"tokenize: {{tokenizer: {tokenizer}, max_tokens: 8, overlong: error}}"
+    config = write_config(tmp_path, "stopped", OPENAI_SAMPLES, NO_GATE, tokenize)
     out = tmp_path / "out"
     assert run_cli(str(config), "-o", str(out)).exit_code == 1  # stopped, units kept
     assert list((out / ".work" / "units").glob("*/DONE"))
@@ -308,13 +295,10 @@ def test_tiktoken_and_tokenizers_write_the_same_dataset(shared, tmp_path):
     shards and the shipped tokenizer are the same bytes either way, the manifest says which."""
     outputs = {}
     for encoder in ("auto", "tokenizers"):
-        config = tmp_path / f"{encoder}.yaml"
-        config.write_text(
-            f"name: encoders\ninputs:\n  - path: {shared / 'realdata' / 'llamafactory'}\n"
-            f"output: {tmp_path / 'unused'}\nstages:\n  lint: {{fail_on: never}}\n"
-            f"  tokenize: {{tokenizer: {shared / 'tokenizers' / 'llama3_from_tiktoken'}, "
-            f"encoder: {encoder}}}\nengine: {{workers: 2}}\n"
-        )
+        llama3 = shared / "tokenizers" / "llama3_from_tiktoken"
+        tokenize = f"tokenize: {{tokenizer: {llama3}, encoder: {encoder}}}"
+        source = shared / "realdata" / "llamafactory"
+        config = write_config(tmp_path, encoder, source, NO_GATE, tokenize, engine="{workers: 2}")
         out = tmp_path / encoder
         result = run_cli(str(config), "-o", str(out))
         assert result.exit_code == 0, result.output
@@ -338,11 +322,7 @@ def test_files_that_are_not_data_are_listed_as_skipped(tmp_path):
     folder.mkdir()
     shutil.copy(REPO / "data_samples" / "openai" / "chat_completions.jsonl", folder)
     (folder / "notes.md").write_text("# where these came from\n")
-    config = tmp_path / "skipping.yaml"
-    config.write_text(
-        f"name: skipping\ninputs:\n  - path: {folder}\noutput: {tmp_path / 'out'}\n"
-        "stages:\n  lint: {fail_on: never}\n"
-    )
+    config = write_config(tmp_path, "skipping", folder, NO_GATE, output=tmp_path / "out")
     result = run_cli(str(config))
     assert result.exit_code == 0, result.output
     assert f"skipped 1 unsupported file(s): {folder / 'notes.md'}" in result.output
@@ -359,11 +339,9 @@ def test_the_same_config_and_data_elsewhere_write_the_same_bytes(tmp_path):
         root = tmp_path / place
         shutil.copytree(REPO / "data_samples" / "openai", root / "data")
         shutil.copytree(REPO / "configs" / "sample_tokenizer", root / "tokenizer")
-        (root / "job.yaml").write_text(
-            "name: moved\ninputs:\n  - path: data\noutput: out\n"
-            "stages:\n  lint: {fail_on: never}\n  tokenize: {tokenizer: tokenizer}\n"
-        )
-        result = run_cli(str(root / "job.yaml"))
+        tokenize = "tokenize: {tokenizer: tokenizer}"
+        config = write_config(root, "moved", "data", NO_GATE, tokenize, output="out")
+        result = run_cli(str(config))
         assert result.exit_code == 0, result.output
         outputs.append(output_files(root / "out"))
     assert outputs[0] == outputs[1]
