@@ -29,6 +29,7 @@ from typing import Any, Literal
 import jsonschema
 import yaml
 
+from pipeline.dedup import NearDedupSettings
 from pipeline.formats import AUTO, FORMATS, ConvertOptions
 from pipeline.lint import LintConfig, UnknownRuleError, select_rules
 from pipeline.schemas import json_path, validator
@@ -131,9 +132,21 @@ class FilterStage:
 
 @dataclass(frozen=True, slots=True)
 class DedupStage:
-    """Exact deduplication on normalized content, dataset-wide."""
+    """Dataset-wide dedup: exact on the content key (`enabled`), and near-duplicates by
+    MinHash when `near` is set."""
 
     enabled: bool = True
+    near: NearDedupSettings | None = None
+
+    @classmethod
+    def from_config(cls, raw: dict[str, Any]) -> DedupStage:
+        """The stage from its (schema-checked) config slice: `near: true` takes the
+        defaults, `near: {...}` overrides them."""
+        near = raw.get("near", False)
+        if near is True:
+            near = {}
+        settings = NearDedupSettings(**near) if isinstance(near, dict) else None
+        return cls(enabled=raw.get("enabled", True), near=settings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,7 +389,7 @@ class _Builder:
                 normalize=NormalizeStage(**stages.get("normalize", {})),
                 lint=self._lint(stages.get("lint", {})),
                 filters=self._filters(stages.get("filters", {}), tokenize),
-                dedup=DedupStage(**stages.get("dedup", {})),
+                dedup=DedupStage.from_config(stages.get("dedup", {})),
                 tokenize=tokenize,
                 shard=shard,
             ),

@@ -399,15 +399,26 @@ def test_dataset_rules_see_settings_only_capabilities_without_phrasings(tmp_path
     assert fired(tmp_path, record, "MMS502")
 
 
-def test_developer_wording_does_not_hide_a_duplicate_but_enabled_formats_do_differ(tmp_path):
+def test_converter_declaration_wording_does_not_hide_a_duplicate_but_handwritten_does_differ(
+    tmp_path,
+):
+    """A converter-written declaration (meta.declaration) counts by what it declares; a
+    developer message a person wrote counts word for word."""
     chat = (user("Weather?"), CALL)
-    first = thread(developer("Tools: `get_weather:json`."), *chat, id="a")
-    reworded = thread(developer("You may call `get_weather:json`."), *chat, id="b")
-    more = thread(developer("Use `get_weather:json` or `get_time:json`."), *chat, id="c")
-    persona = thread(developer("You are a pirate."), user("Hi"), assistant("Ahoy"), id="d")
-    other_persona = thread(developer("You are a doctor."), user("Hi"), assistant("Ahoy"), id="e")
-    found = fired(tmp_path, [first, reworded, more, persona, other_persona], "MMS501")
-    assert [d.thread_id for d in found] == ["b"]
+    declared = {"declaration": {"message": 0, "key": "0123456789abcdef"}}
+    first = thread(developer("Tools: `get_weather:json`."), *chat, id="a", meta=declared)
+    reworded = thread(developer("You may call `get_weather:json`."), *chat, id="b", meta=declared)
+    other_tools = {"declaration": {"message": 0, "key": "fedcba9876543210"}}
+    more = thread(developer("Call `get_weather:json`."), *chat, id="c", meta=other_tools)
+    handwritten = thread(developer("Tools: `get_weather:json`."), *chat, id="d")
+    reworded_by_hand = thread(developer("You may call `get_weather:json`."), *chat, id="e")
+    copied_by_hand = thread(developer("Tools: `get_weather:json`."), *chat, id="f")
+    found = fired(
+        tmp_path,
+        [first, reworded, more, handwritten, reworded_by_hand, copied_by_hand],
+        "MMS501",
+    )
+    assert [d.thread_id for d in found] == ["b", "f"]
 
 
 @pytest.mark.parametrize("schema", [5, ["a"], {"$schema": 5}, {"type": "object", "pattern": "["}])

@@ -23,6 +23,7 @@ from pipeline.capabilities import (
     parse_tool_definitions,
     tool_format,
 )
+from pipeline.dedup.keys import DECLARATION_META, declaration_key
 from pipeline.formats.base import ConvertOptions
 from pipeline.formats.tool_prompt import (
     reasoning_declaration,
@@ -265,7 +266,7 @@ class ThreadBuilder:
         items = self._order_parallel_calls(items)
         messages: list[Message] = []
         message_meta: dict[str, Any] = {}
-        declaration = self._declaration(items)
+        declaration, declared = self._declaration(items)
         insert_at = next(
             (i for i, item in enumerate(items) if item.role not in ("developer", "platform")),
             len(items),
@@ -280,7 +281,10 @@ class ThreadBuilder:
             )
         if insert_at == len(items) and declaration:
             messages.append(Message.developer(declaration))
-        thread = Thread(self.thread_id, messages, self._settings(items), self._meta(message_meta))
+        meta = self._meta(message_meta)
+        if declaration and declared is not None:
+            meta[DECLARATION_META] = {"message": insert_at, "key": declared}
+        thread = Thread(self.thread_id, messages, self._settings(items), meta)
         try:
             thread.validate()
         except ThreadValidationError as err:
@@ -419,13 +423,20 @@ class ThreadBuilder:
     def _uses_reasoning(self, items: list[_Item]) -> bool:
         return any(item.kind == "reasoning" for item in items)
 
-    def _declaration(self, items: list[_Item]) -> str:
-        parts = []
+    def _declaration(self, items: list[_Item]) -> tuple[str, str | None]:
+        """The developer message this converter writes (tools, reasoning, the response
+        format), worded per thread, and the key of what it declares (for dedup)."""
+        parts, declared = [], []
         if self.tools:
             jsonl = self.options.parallel_calls == "jsonl"
             parts.append(tool_declaration(self.tools, self.thread_id, jsonl=jsonl))
+            tools = sorted(self.tools, key=lambda t: t.name)
+            declared.append(
+                ["tools", jsonl, [[t.name, t.description, t.parameters] for t in tools]]
+            )
         if self._uses_reasoning(items):
             parts.append(reasoning_declaration(self.thread_id))
+            declared.append(["reasoning"])
         response = self.response_format
         if response is not None and not self._enabled_by_developer(items, response.name):
             parts.append(
@@ -436,7 +447,10 @@ class ThreadBuilder:
                     allowed_values=response.allowed_values,
                 )
             )
-        return "\n\n".join(parts)
+            declared.append(
+                ["response", response.name, response.schema, list(response.allowed_values)]
+            )
+        return "\n\n".join(parts), declaration_key(declared) if declared else None
 
     def _enabled_by_developer(self, items: list[_Item], format_name: str) -> bool:
         """Whether a developer or platform message before the first assistant message

@@ -1,8 +1,9 @@
 """The reduce side of `mms run`: one pass over the units' files in unit order (so the
 output never depends on the number of workers). Per thread: its findings recorded, the
 dataset rules fed, the lint gate's drops, the message-count filters, dataset-wide exact
-dedup and the tokenize stage's drops; per batch: the token filters, mixing weights, the
-split by a stable hash of the thread id, and the shards."""
+and near dedup and the tokenize stage's drops; per batch: the token filters, mixing
+weights, the split by a stable hash of the thread's split group (its content key, or its
+preference pair), and the shards."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.dedup import NearDuplicateIndex
 from pipeline.engine.units import WorkUnit
 from pipeline.ingest import ReadStats
 from pipeline.lint import Diagnostic, Linter, LintReport
@@ -33,8 +35,10 @@ from pipeline.run.unit import (
     DROP,
     FACTS,
     FINDINGS,
+    GROUP,
     KEY,
     MESSAGES,
+    NEAR,
     ORIGINAL,
     UNIT_EXAMPLES,
     UNIT_PROFILE,
@@ -127,6 +131,8 @@ class _Reducer:
         )
         self.counts = RunCounts()
         self.seen: set[int] = set()
+        near = config.stages.dedup.near
+        self.near = NearDuplicateIndex(near) if near is not None else None
         self.drop_on = frozenset(config.stages.lint.drop_on)
         self.columns = shard_schema(config).names
         # max_tokens when an overlong thread that reaches the tokenize stage ends the run
@@ -155,7 +161,7 @@ class _Reducer:
                 table = pa.Table.from_batches([threads.get_batch(index)])
                 keep = self._judge(table, examples, first_row)
                 first_row += table.num_rows
-                kept = table.filter(pa.array(keep, pa.bool_())).select(self.columns)
+                kept = table.filter(pa.array(keep, pa.bool_())).select([*self.columns, GROUP])
                 if kept.num_rows:
                     _write(kept, self.config, weight, writers, self.counts)
 
@@ -182,6 +188,7 @@ class _Reducer:
         findings = table[FINDINGS].to_pylist()
         facts = table[FACTS].to_pylist()
         keys = table[KEY].to_pylist()
+        signatures = table[NEAR].to_pylist()
         message_counts = table[MESSAGES].to_pylist()
         drops = table[DROP].to_pylist()
         keep = []
@@ -193,7 +200,9 @@ class _Reducer:
             if found:
                 shown = _examples_of(table, row, examples, first_row + row, mapped)
                 self.report.add_shown(found, thread_id, shown)
-            reason = self._drop_reason(found, message_counts[row], keys[row], drops[row])
+            reason = self._drop_reason(
+                found, message_counts[row], keys[row], signatures[row], drops[row]
+            )
             if reason == "overlong" and self.overlong_error is not None:
                 tokens = table["num_tokens"][row].as_py()
                 raise OverlongThreadError(_row_thread(table, row), tokens, self.overlong_error)
@@ -203,7 +212,12 @@ class _Reducer:
         return keep
 
     def _drop_reason(
-        self, found: list[Diagnostic], message_count: int, key: int | None, drop: str | None
+        self,
+        found: list[Diagnostic],
+        message_count: int,
+        key: int,
+        signature: bytes | None,
+        drop: str | None,
     ) -> str | None:
         """Why the thread is left out, stage by stage (lint gate, filters, dedup,
         tokenize), or None to keep it."""
@@ -215,10 +229,13 @@ class _Reducer:
             return "too_few_messages"
         if filters.max_messages is not None and message_count > filters.max_messages:
             return "too_many_messages"
-        if key is not None:
+        if self.config.stages.dedup.enabled:
             if key in self.seen:
                 return "duplicate"
             self.seen.add(key)
+        near = self.near
+        if near is not None and signature is not None and near.check(signature) is not None:
+            return "near_duplicate"
         return drop
 
 
@@ -262,8 +279,8 @@ def _write(
             return
     shard = config.stages.shard
     assert shard is not None
-    ids = table["id"].to_pylist()
-    fractions = [stable_fraction(thread_id, shard.seed) for thread_id in ids]
+    fractions = [stable_fraction(group, shard.seed) for group in table[GROUP].to_pylist()]
+    table = table.drop_columns([GROUP])
     for name, rows in _split_rows(fractions, shard.splits).items():
         if not rows:
             continue

@@ -20,12 +20,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.dedup import content_key, split_group, thread_signature
 from pipeline.engine.units import WorkUnit, iter_unit_records
 from pipeline.ingest import ReadStats, read_items
 from pipeline.lint import Linter
@@ -34,7 +35,7 @@ from pipeline.lint.report import example_thread
 from pipeline.lint.thread_view import ThreadView
 from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, settings_to_arrow, threads_to_arrow
 from pipeline.quarantine import rejection_line
-from pipeline.run.keys import content_key, stable_fraction
+from pipeline.run.keys import stable_fraction
 from pipeline.run_config import RunConfig, TokenizeStage
 from pipeline.sources import DEFAULT_SPLIT, is_hf_input
 from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
@@ -56,7 +57,11 @@ FINDINGS = "_findings"
 FACTS = "_facts"
 """JSON [source, locator, facts of each dataset rule]."""
 KEY = "_key"
-"""The dedup key (pipeline.run.keys.content_key); null when the run does not dedup."""
+"""The content key (pipeline.dedup.content_key): exact dedup's and MMS501's."""
+GROUP = "_group"
+"""The split group (pipeline.dedup.split_group): what the sample and the split hash."""
+NEAR = "_near"
+"""The MinHash signature (pipeline.dedup.thread_signature) when near-dedup is on, else null."""
 MESSAGES = "_messages"
 """The message count as read (before any truncation), for the message-count filters."""
 DROP = "_drop"
@@ -68,6 +73,8 @@ SIDE_FIELDS = [
     pa.field(FINDINGS, pa.binary()),
     pa.field(FACTS, pa.binary()),
     pa.field(KEY, pa.uint64()),
+    pa.field(GROUP, pa.string()),
+    pa.field(NEAR, pa.binary()),
     pa.field(MESSAGES, pa.int32()),
     pa.field(DROP, pa.string()),
     pa.field(ORIGINAL, pa.binary()),
@@ -87,6 +94,14 @@ def unit_schema(config: RunConfig) -> pa.Schema:
     for side in SIDE_FIELDS:
         schema = schema.append(side)
     return schema
+
+
+class _Keyed(NamedTuple):
+    """A thread read by the unit, with its content key and split group."""
+
+    thread: Thread
+    key: int
+    group: str
 
 
 _RENDERERS: dict[tuple[str, bool, str], tuple[Renderer, LoadedTokenizer]] = {}
@@ -175,12 +190,14 @@ class _UnitWriter:
                 options=options,
             )
             with pa.ipc.new_file(self.out / UNIT_THREADS, self.schema) as writer:
-                batch: list[Thread] = []
+                batch: list[_Keyed] = []
                 for thread in threads:
-                    if spec.sample < 1.0 and stable_fraction(thread.id) >= spec.sample:
+                    key = content_key(thread)
+                    group = split_group(thread, key)
+                    if spec.sample < 1.0 and stable_fraction(group) >= spec.sample:
                         sampled_out += 1
                         continue
-                    batch.append(thread)
+                    batch.append(_Keyed(thread, key, group))
                     if len(batch) == BATCH:
                         writer.write_table(self._table(batch))
                         batch = []
@@ -200,8 +217,9 @@ class _UnitWriter:
     def _write_json(self, name: str, data: Any) -> None:
         (self.out / name).write_bytes(orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
 
-    def _table(self, batch: list[Thread]) -> pa.Table:
+    def _table(self, keyed: list[_Keyed]) -> pa.Table:
         """The batch's rows: linted, keyed, tokenized."""
+        batch = [item.thread for item in keyed]
         findings, facts = [], []
         for thread in batch:
             view = ThreadView(thread)
@@ -213,12 +231,15 @@ class _UnitWriter:
             )
             self.profile.observe(view)
             self.rows += 1
-        dedup = self.config.stages.dedup.enabled
+        near = self.config.stages.dedup.near
         side = {
             FINDINGS: pa.array(findings, pa.binary()),
             FACTS: pa.array(facts, pa.binary()),
-            KEY: pa.array(
-                [content_key(t) for t in batch] if dedup else [None] * len(batch), pa.uint64()
+            KEY: pa.array([item.key for item in keyed], pa.uint64()),
+            GROUP: pa.array([item.group for item in keyed], pa.string()),
+            NEAR: pa.array(
+                [thread_signature(t, near) for t in batch] if near else [None] * len(batch),
+                pa.binary(),
             ),
             MESSAGES: pa.array([len(t.messages) for t in batch], pa.int32()),
         }

@@ -9,20 +9,16 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
-
 from pipeline.capabilities import (
     DEFAULT_CAPABILITY,
-    ENABLING_ROLES,
-    enabled_formats,
     outside_fences,
 )
+from pipeline.dedup import content_key
 from pipeline.lint.config import LintConfig
 from pipeline.lint.diagnostic import Diagnostic
 from pipeline.lint.rule import DatasetCheck, Rule, ThreadRef
 from pipeline.lint.rules.examples import assistant, developer, thread, user
 from pipeline.lint.thread_view import ThreadView
-from pipeline.mms import Message
 
 _CODE_SPAN = re.compile(r"`+[^`]*`+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
@@ -34,19 +30,17 @@ def _digest(data: bytes) -> int:
 
 
 class DuplicateThreads(DatasetCheck):
-    """MMS501: threads with the same messages and settings (ids, meta and developer
-    wording aside)."""
+    """MMS501: threads with the same content key (pipeline.dedup.content_key, the key
+    exact dedup drops on): ids, meta and the wording of converter-written tool
+    declarations aside."""
 
     def __init__(self, config: LintConfig, rule: Rule):
         self.rule = rule
-        self.first_seen: dict[int, int] = {}  # content hash -> ordinal of its first thread
+        self.first_seen: dict[int, int] = {}  # content key -> ordinal of its first thread
         self.count = 0
 
     def facts(self, view: ThreadView) -> int:
-        thread = view.thread
-        body = [_comparable(m) for m in thread.messages]
-        settings = thread.settings.to_dict() if thread.settings else None
-        return _digest(orjson.dumps([body, settings]))
+        return content_key(view.thread)
 
     def observe(self, facts: int, ref: ThreadRef) -> Iterator[Diagnostic]:
         self.count += 1
@@ -64,17 +58,6 @@ class DuplicateThreads(DatasetCheck):
 
     def finish(self) -> Iterator[Diagnostic]:
         return iter(())
-
-
-def _comparable(message: Message) -> Any:
-    """What duplicates are judged on: every message as it is, except that a platform or
-    developer message that enables formats counts only by those formats, since converters
-    vary the wording of the tool declarations they write (phrasing is MMS503's job)."""
-    if message.role in ENABLING_ROLES:
-        enabled = enabled_formats(message.content)
-        if enabled:
-            return [message.role, sorted(enabled)]
-    return message.to_dict()
 
 
 class _CapabilityCounts:
@@ -213,10 +196,12 @@ RULES = [
         rationale=(
             "Duplicates over-weight one example and leak between train and test splits. "
             "Threads that differ only in id or meta count as duplicates, and so do threads "
-            "whose capability-enabling developer messages are worded differently but enable "
-            "the same formats (converters vary the wording of tool declarations per "
-            "thread); developer messages that enable nothing are compared word for word. "
-            "The finding is on every copy after the first."
+            "whose converter-written tool declarations are worded differently but declare "
+            "the same tools with the same schemas (converters vary that wording per thread "
+            "and record what it declares in `meta.declaration`); every other message, "
+            "developer messages included, is compared word for word. This is the key "
+            "`mms run`'s exact dedup drops on and its splits keep together. The finding is "
+            "on every copy after the first."
         ),
         bad=[
             thread(user("Hi"), assistant("Hello!"), id="a"),

@@ -1,0 +1,71 @@
+"""The keys that say when two threads are the same conversation, and which threads must
+land in the same split. Exact dedup, the MMS501 lint rule, sampling and the split all use
+them, so "duplicate" means one thing everywhere.
+
+Converters word and order the developer message that declares tools differently from
+thread to thread (chosen from the thread id); they record where that message is and a key
+of what it declares (`meta.declaration`), so two copies of one source conversation get
+one content key whatever their ids."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from pipeline.mms import Thread
+
+DECLARATION_META = "declaration"
+"""`meta.declaration = {"message": index, "key": hex}`: the converter-written developer
+message at `index` declares what `key` digests (tools by name, description and schema,
+reasoning, the response format), in words chosen per thread."""
+
+
+def _digest(data: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+def declaration_key(declared: Any) -> str:
+    """The key a converter records for what its declaration message declares (any JSON
+    value), independent of how the message words it."""
+    return f"{_digest(orjson.dumps(declared, option=orjson.OPT_SORT_KEYS)):016x}"
+
+
+def _declared_message(thread: Thread) -> tuple[int, str] | None:
+    """(index, key) of the thread's converter-written declaration message, if it has one."""
+    declared = thread.meta.get(DECLARATION_META) if isinstance(thread.meta, dict) else None
+    if not isinstance(declared, dict):
+        return None
+    index, key = declared.get("message"), declared.get("key")
+    if isinstance(index, int) and isinstance(key, str) and 0 <= index < len(thread.messages):
+        return index, key
+    return None
+
+
+def comparable_messages(thread: Thread) -> list[Any]:
+    """The messages as dedup compares them: each as it is, except the converter-written
+    declaration message, which counts by what it declares, not by its wording."""
+    declared = _declared_message(thread)
+    body: list[Any] = [m.to_dict() for m in thread.messages]
+    if declared is not None:
+        index, key = declared
+        body[index] = {"role": thread.messages[index].role, "declares": key}
+    return body
+
+
+def content_key(thread: Thread) -> int:
+    """A 64-bit hash of the thread's content as the source meant it: its messages (the
+    declaration by what it declares) and settings; id and meta aside."""
+    settings = thread.settings.to_dict() if thread.settings else None
+    return _digest(orjson.dumps([comparable_messages(thread), settings]))
+
+
+def split_group(thread: Thread, key: int | None = None) -> str:
+    """What decides a thread's sample and split: both sides of a preference pair share
+    their `meta.pair_id`; any other thread goes by its content key, so duplicates always
+    land together. `key` is the content key when the caller has it."""
+    pair = thread.meta.get("pair_id") if isinstance(thread.meta, dict) else None
+    if isinstance(pair, (str, int)) and not isinstance(pair, bool):
+        return f"pair:{pair}"
+    return f"content:{content_key(thread) if key is None else key:016x}"
