@@ -69,7 +69,7 @@ def _type(schema: Any, depth: int) -> str:
     kind = schema.get("type")
     if isinstance(kind, list):
         return " | ".join(_type({**schema, "type": k}, depth) for k in kind) or "unknown"
-    if kind in _PRIMITIVES:
+    if isinstance(kind, str) and kind in _PRIMITIVES:
         return _PRIMITIVES[kind]
     if kind == "array" or "items" in schema:
         item = _type(schema.get("items"), depth + 1)
@@ -86,7 +86,9 @@ def _object(schema: dict[str, Any], depth: int) -> str:
         value = _type(extra, depth + 1) if isinstance(extra, dict) else "unknown"
         return f"Record<string, {value}>"
     required = schema.get("required")
-    required_names = set(required) if isinstance(required, list) else set()
+    required_names = (
+        {n for n in required if isinstance(n, str)} if isinstance(required, list) else set()
+    )
     inner = INDENT * (depth + 1)
     lines = ["{"]
     for key, prop in properties.items():

@@ -10,6 +10,7 @@ one content key whatever their ids."""
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import orjson
@@ -26,10 +27,10 @@ def _digest(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
 
-def declaration_key(declared: Any) -> str:
-    """The key a converter records for what its declaration message declares (any JSON
-    value), independent of how the message words it."""
-    return f"{_digest(orjson.dumps(declared, option=orjson.OPT_SORT_KEYS)):016x}"
+def declaration_key(declared: str) -> str:
+    """The key a converter records for what its declaration message declares (given as
+    canonical JSON text), independent of how the message words it."""
+    return f"{_digest(declared.encode()):016x}"
 
 
 def _declared_message(thread: Thread) -> tuple[int, str] | None:
@@ -58,7 +59,11 @@ def content_key(thread: Thread) -> int:
     """A 64-bit hash of the thread's content as the source meant it: its messages (the
     declaration by what it declares) and settings; id and meta aside."""
     settings = thread.settings.to_dict() if thread.settings else None
-    return _digest(orjson.dumps([comparable_messages(thread), settings]))
+    body = [comparable_messages(thread), settings]
+    try:
+        return _digest(orjson.dumps(body))
+    except TypeError:  # an integer beyond 64 bits in a sampler object
+        return _digest(json.dumps(body, ensure_ascii=False).encode())
 
 
 def split_group(thread: Thread, key: int | None = None) -> str:

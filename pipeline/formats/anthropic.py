@@ -63,7 +63,9 @@ def _block_types(messages: list[Any]) -> set[str]:
 
 def _has_media_source(messages: list[Any]) -> bool:
     return any(
-        block.get("type") in MEDIA_BLOCKS and isinstance(block.get("source"), dict)
+        isinstance(block.get("type"), str)
+        and block["type"] in MEDIA_BLOCKS
+        and isinstance(block.get("source"), dict)
         for message in messages
         if isinstance(message, dict) and isinstance(message.get("content"), list)
         for block in message["content"]
@@ -81,7 +83,10 @@ def sniff(value: object) -> Sniff:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return Sniff(0.0, "no messages list")
-    if not all(isinstance(m, dict) and m.get("role") in ROLES for m in messages):
+    if not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"] in ROLES
+        for m in messages
+    ):
         return Sniff(0.0, "a message is not a user/assistant Messages API message")
     if _block_types(messages) & SIGNATURE_BLOCKS:
         return Sniff(1.0, "Anthropic content blocks (tool_use, tool_result or thinking)")
@@ -174,7 +179,10 @@ class _Message:
         if self.role == "assistant" and isinstance(kind, str) and kind.endswith("_tool_result"):
             self.server_tool_result(block, where)
             return
-        if kind not in BLOCKS_BY_ROLE["user"] | BLOCKS_BY_ROLE["assistant"]:
+        if (
+            not isinstance(kind, str)
+            or kind not in BLOCKS_BY_ROLE["user"] | BLOCKS_BY_ROLE["assistant"]
+        ):
             self.builder.note(f"{where} has unknown block type {kind!r}; kept in meta")
             self.builder.keep(where, block)
             return

@@ -9,6 +9,7 @@ developer message and settings, lineage and everything lossy recorded in `meta`.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -110,8 +111,12 @@ def turn_list(data: dict[str, Any], key: str, items: str) -> list[Any]:
 
 
 def canonical_json(value: Any) -> str:
-    """Compact JSON with sorted keys: one spelling for equal values."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    """Compact JSON with sorted keys: one spelling for equal values. Integers beyond 64
+    bits, which orjson refuses, are spelled by the standard library."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class ThreadBuilder:
@@ -450,7 +455,7 @@ class ThreadBuilder:
             declared.append(
                 ["response", response.name, response.schema, list(response.allowed_values)]
             )
-        return "\n\n".join(parts), declaration_key(declared) if declared else None
+        return "\n\n".join(parts), declaration_key(canonical_json(declared)) if declared else None
 
     def _enabled_by_developer(self, items: list[_Item], format_name: str) -> bool:
         """Whether a developer or platform message before the first assistant message

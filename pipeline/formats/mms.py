@@ -40,7 +40,10 @@ def sniff(value: object) -> Sniff:
     messages = _messages_of(value)
     if not messages:
         return Sniff(0.0, "no message list")
-    if not all(isinstance(m, dict) and m.get("role") in ROLES for m in messages):
+    if not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"] in ROLES
+        for m in messages
+    ):
         return Sniff(0.0, "a message has a role MMS does not define")
     assistants = [m for m in messages if m["role"] == "assistant"]
     if any("end_turn" not in m for m in assistants):

@@ -59,7 +59,8 @@ def _parent_id(message: dict[str, Any]) -> Any:
 def _is_message(value: Any) -> bool:
     return (
         isinstance(value, dict)
-        and value.get("role") in ROLES
+        and isinstance(value.get("role"), str)
+        and value["role"] in ROLES
         and isinstance(value.get("text"), str)
         and _message_id(value) is not None
     )
@@ -225,7 +226,7 @@ def _check_message(message: Any, tree_id: str, where: str) -> None:
             "missing_field", f"message tree {tree_id}: {where} has no message_id (string)"
         )
     label = f"message tree {tree_id}: message {name!r}"
-    if message.get("role") not in ROLES:
+    if not isinstance(message.get("role"), str) or message["role"] not in ROLES:
         raise RecordRejected(
             "unknown_role",
             f"{label} has role {message.get('role')!r} (expected prompter or assistant)",

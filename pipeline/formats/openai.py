@@ -119,7 +119,10 @@ def _foreign_shape(message: Any) -> str | None:
         return f"role {message['role']!r} is not an OpenAI role"
     content = message.get("content")
     if isinstance(content, list) and any(
-        isinstance(part, dict) and part.get("type") in FOREIGN_BLOCKS for part in content
+        isinstance(part, dict)
+        and isinstance(part.get("type"), str)
+        and part["type"] in FOREIGN_BLOCKS
+        for part in content
     ):
         return "content blocks of Anthropic types (tool_use, tool_result, thinking)"
     return None
@@ -595,6 +598,11 @@ class _Reader:
         if not isinstance(part, dict):
             return ("text", self.b.text([part], where))
         kind = part.get("type")
+        if kind is not None and not isinstance(kind, str):
+            raise RecordRejected(
+                "missing_field",
+                f"{where} has a content part whose type is a JSON {json_kind(kind)}, not a string",
+            )
         text = part.get("text", part.get("value"))
         if kind in TEXT_PARTS or (kind is None and "text" in part):
             return ("text", self.media_tags.replace(self.b.text(text, where)))

@@ -65,7 +65,8 @@ def sniff(value: object) -> Sniff:
     if any(tag in text for text in _texts(value, key) for tag in HERMES_TAGS):
         return Sniff(0.5, "{from, value} turns holding Hermes <tool_call>/<tools> tags")
     if isinstance(value.get("tools"), (str, list)) or any(
-        SPEAKERS.get(t["from"]) in ("call", "result") for t in value[key]
+        isinstance(t["from"], str) and SPEAKERS.get(t["from"]) in ("call", "result")
+        for t in value[key]
     ):
         return Sniff(1.0, "{from, value} turns with LLaMA-Factory tools or function_call turns")
     if isinstance(value.get("chosen"), dict) and isinstance(value.get("rejected"), dict):

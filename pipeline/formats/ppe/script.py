@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import yaml
 
-from pipeline.formats.builder import a_json_kind
+from pipeline.formats.builder import a_json_kind, canonical_json
 from pipeline.formats.ppe.blocks import (
     LIST_ENTRY,
     Item,
@@ -259,7 +259,7 @@ def value_steps(value: Any, line: int) -> list[Step]:
         return _object_steps(value, line)
     if isinstance(value, str):
         return [_string_step(value, line)]
-    return [Message("user", orjson.dumps(value).decode(), line)]
+    return [Message("user", canonical_json(value), line)]
 
 
 def _object_steps(value: dict[str, Any], line: int) -> list[Step]:

@@ -63,7 +63,10 @@ def sniff(value: object) -> Sniff:
         return Sniff(0.0, f"a {value.kind} script, not an SK prompt")
     if not isinstance(value, dict):
         return Sniff(0.0, "not an object")
-    if value.get("template_format") in TEMPLATE_FORMATS:
+    if (
+        isinstance(value.get("template_format"), str)
+        and value["template_format"] in TEMPLATE_FORMATS
+    ):
         return Sniff(1.0, f"template_format {value['template_format']}")
     if isinstance(value.get("template"), str) and (
         "input_variables" in value or "execution_settings" in value

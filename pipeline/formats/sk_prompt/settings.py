@@ -65,6 +65,11 @@ def prompt_config(value: Any, source: str) -> dict[str, Any]:
     skprompt.txt and its config.json. A lone legacy config.json is quarantined."""
     if isinstance(value, TextDocument):
         return _from_skprompt(value, source)
+    if not isinstance(value, dict):
+        raise RecordRejected(
+            "not_an_object",
+            f"a Semantic Kernel prompt is an object, not a JSON {type(value).__name__}",
+        )
     if "template" not in value and isinstance(value.get("schema"), int):
         raise RecordRejected(
             "missing_field",
@@ -122,7 +127,8 @@ def json_response(config: dict[str, Any]) -> JsonResponse | None:
         if not isinstance(wanted, dict):
             continue
         if wanted.get("type") == "json_schema":
-            schema = (wanted.get("json_schema") or {}).get("schema")
+            described = wanted.get("json_schema")
+            schema = described.get("schema") if isinstance(described, dict) else None
             return JsonResponse(schema if isinstance(schema, dict) else None)
         if wanted.get("type") in ("json_object", "json"):
             return JsonResponse(None)
