@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -34,7 +35,7 @@ from pipeline.lint import (
 from pipeline.lint.config import FAIL_ON
 from pipeline.lint.docs import rule_dict, rule_page, rules_table
 from pipeline.lint.reports import OUTPUT_FORMATS, write_report
-from pipeline.output_files import atomic_text_output
+from pipeline.output_files import OutputPathError, atomic_text_output, check_writable
 from pipeline.quarantine import ERROR_CODES
 from pipeline.run import WORK_DIR, RunResult, detected_format, plan, run_pipeline
 from pipeline.run_config import RunConfig, RunConfigError, load_run_config
@@ -49,7 +50,29 @@ from pipeline.tokenize.text_encoding import TEXT_ENCODERS
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Group(click.Group):
+    """The `mms` group: an unexpected failure (a bug) prints one line saying so, never a
+    traceback; MMS_DEBUG=1 shows the traceback for a bug report."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except Exception as err:
+            if os.environ.get("MMS_DEBUG") == "1":
+                raise
+            stderr.print(
+                f"[red]internal error:[/] {type(err).__name__}: {err}. This is a bug in mms; "
+                "please report it (run again with MMS_DEBUG=1 to see the traceback)."
+            )
+            sys.exit(3)
+
+
+@click.group(
+    cls=_Group,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, "--version", "-V", prog_name="mms")
 def main() -> None:
     """Turn conversation datasets into Modular Model Spec (MMS) training data.
@@ -165,6 +188,14 @@ def _codes_help() -> str:
     help="Longest line or row accepted; longer ones are quarantined as oversize_record.",
 )
 @click.option(
+    "--max-depth",
+    type=click.IntRange(min=1, max=200),
+    default=ReadLimits().max_depth,
+    show_default=True,
+    help="Deepest nesting of lists and objects accepted in a record; deeper ones are "
+    "quarantined as too_deep.",
+)
+@click.option(
     "--parallel-calls",
     type=click.Choice(PARALLEL_CALLS),
     default="sequence",
@@ -211,6 +242,7 @@ def convert_command(
     quarantine: str | None,
     strict: bool,
     max_record_bytes: int,
+    max_depth: int,
     parallel_calls: str,
     reasoning: str,
     multimodal: str,
@@ -229,7 +261,7 @@ def convert_command(
     checks that records read = converted + quarantined.
     """
     _check_hf_options(inputs, hf_config)
-    limits = ReadLimits(max_record_bytes=max_record_bytes)
+    limits = ReadLimits(max_record_bytes=max_record_bytes, max_depth=max_depth)
     options = ConvertOptions(
         parallel_calls=parallel_calls,  # type: ignore[arg-type]
         reasoning=reasoning,  # type: ignore[arg-type]
@@ -250,7 +282,7 @@ def convert_command(
                 split=split,
                 hf_config=hf_config,
             )
-    except (InputError, ValueError) as err:
+    except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
     _print_summary(result)
     stats = result.stats
@@ -327,12 +359,21 @@ def _print_inputs(stats: ReadStats) -> None:
         )
     for companion, main in sorted(stats.companion_files.items()):
         stderr.print(f"  read {companion} as part of {main}")
+    print_refused(stats.refused_files)
     undetected = [path for path, name in stats.formats.items() if name == "-"]
     if undetected:
         stderr.print(
             f"  [yellow]no format detected[/] in {len(undetected)} file(s), "
             f"e.g. {_some(undetected)}: name it with --from"
         )
+
+
+def print_refused(refused: dict[str, str]) -> None:
+    """Files of the inputs' folders and globs that were never opened, and why."""
+    if refused:
+        stderr.print(f"  [yellow]refused {len(refused)} file(s)[/], never opened:")
+        for path, why in sorted(refused.items()):
+            stderr.print(f"    {path}: {why}")
 
 
 def _print_quarantine(stats: ReadStats, path: Path) -> None:
@@ -438,6 +479,8 @@ def lint_command(
     except (ConfigError, UnknownRuleError) as err:
         raise click.UsageError(str(err)) from None
     try:
+        if output is not None:
+            check_writable(output)
         with _progress() as update:
             report = lint(
                 inputs,
@@ -447,8 +490,9 @@ def lint_command(
                 hf_config=hf_config,
                 progress=(lambda stats, _report: update(stats)) if update else None,
             )
-    except (InputError, ValueError) as err:
+    except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
+    print_refused(report.stats.refused_files)
     _write_lint_report(report, output_format, output, statistics)
     if report.failed():
         sys.exit(1)
@@ -599,6 +643,10 @@ def tokenize_command(
     _check_hf_options(inputs, hf_config)
     if max_tokens is None and _given("overlong"):
         raise click.UsageError("--overlong applies only with --max-tokens N")
+    try:
+        check_writable(output, directory=True)
+    except OutputPathError as err:
+        raise click.UsageError(f"-o: {err}") from None
     try:
         tokenizer = load_tokenizer(tokenizer_spec, allow_tiktoken=encoder == "auto")
     except TokenizerLoadError as err:

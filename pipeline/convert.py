@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pipeline.formats import AUTO, ConvertOptions
 from pipeline.ingest import ReadStats, read
-from pipeline.output_files import atomic_output
+from pipeline.output_files import atomic_output, check_writable
 from pipeline.quarantine import Rejection, rejection_line
-from pipeline.sources import DEFAULT_SPLIT, ReadLimits
+from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits
 
 PROGRESS_EVERY = 2000
 """Threads between two progress callbacks."""
@@ -51,7 +51,9 @@ def convert(
     output = Path(output)
     quarantine = Path(quarantine) if quarantine is not None else default_quarantine_path(output)
     if quarantine.resolve() == output.resolve():
-        raise ValueError("the quarantine file must differ from the output file")
+        raise InputError("the quarantine file must differ from the output file")
+    check_writable(output)
+    check_writable(quarantine)
     stats = ReadStats()
     with atomic_output(output) as out, atomic_output(quarantine) as rejected:
 

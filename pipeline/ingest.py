@@ -34,6 +34,9 @@ class ReadStats:
     skipped_files: list[str] = field(default_factory=list)
     companion_files: dict[str, str] = field(default_factory=dict)
     """Files read as part of another one (config.json -> its skprompt.txt)."""
+    refused_files: dict[str, str] = field(default_factory=dict)
+    """Files of the inputs' folders and globs never opened, and why (not a regular file,
+    a symlink leading outside the folder named)."""
     formats: dict[str, str] = field(default_factory=dict)
     """The format each file was read as (`-` when none was detected)."""
 
@@ -109,6 +112,7 @@ def read(
     stats.files.extend(found.files)
     stats.skipped_files.extend(found.skipped)
     stats.companion_files.update(found.companions)
+    stats.refused_files.update(found.refused)
 
     for path in found.files:
         items = iter_file(path, limits, split=split, config=hf_config)

@@ -16,6 +16,33 @@ from typing import BinaryIO, TextIO
 import zstandard
 
 
+class OutputPathError(ValueError):
+    """An output path that cannot be written: under a file, in a read-only place."""
+
+
+def check_writable(path: str | Path, *, directory: bool = False) -> None:
+    """Make sure a file (or, with `directory`, a folder) can be written at `path` before
+    any work starts, leaving nothing behind: a probe file is written and removed in the
+    nearest folder that exists. Raises OutputPathError saying why not."""
+    target = Path(path)
+    folder = target if directory else target.parent
+    if target.exists() and target.is_dir() != directory:
+        kind = "a directory" if target.is_dir() else "a file"
+        raise OutputPathError(f"{path} is {kind}; expected {'a folder' if directory else 'a file'}")
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise OutputPathError(f"cannot write {path}: {existing} is a file, not a folder")
+    try:
+        probe = existing / f".mms-write-probe.{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise OutputPathError(
+            f"cannot write {path}: cannot create files in {existing} "
+            f"({err.strerror or type(err).__name__})"
+        ) from None
+
+
 @contextmanager
 def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
     """A binary stream to `path`; the file appears only if the block completes."""

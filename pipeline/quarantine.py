@@ -17,6 +17,7 @@ ERROR_CODES: dict[str, str] = {
     "invalid_yaml": "the YAML document does not parse (line and column given)",
     "invalid_csv": "the CSV row does not parse",
     "oversize_record": "the record is larger than --max-record-bytes",
+    "too_deep": "the record nests lists and objects deeper than --max-depth levels",
     "unreadable_file": "the file (or the rest of it) cannot be read or decompressed",
     "unknown_format": "no input format recognised the record; pass --from",
     "not_an_object": "the record is not a JSON object (or a list of messages)",
@@ -103,8 +104,8 @@ def raw_text(data: bytes | str | None, value: Any = None) -> str | None:
         return None
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:
-        return repr(value)
+    except TypeError as err:  # nested past orjson's limit, or an integer beyond 64 bits
+        return f"<a JSON {type(value).__name__} that cannot be shown: {err}>"
 
 
 def rejection_line(rejection: Rejection) -> bytes:

@@ -21,6 +21,7 @@ from pipeline.sources import (
     iter_file,
 )
 from pipeline.sources.compression import split_compression
+from pipeline.sources.guard import guarded
 from pipeline.sources.jsonl import iter_jsonl
 
 MIB = 1024 * 1024
@@ -159,23 +160,10 @@ def _iter_range(
     # at the very start of the file, as whole-file reading does; locators shift back
     prefix = b"\n" if start > 0 else b""
     shift = unit.first_line - 1 - len(prefix)
-    last = unit.path
-    try:
-        with open(unit.path, "rb", buffering=0) as raw:
-            part = io.BufferedReader(_RangeStream(raw, start, end, prefix), MIB)
-            for item in iter_jsonl(unit.path, part, limits.max_record_bytes):
-                item = _relocate(item, unit.path, shift) if shift else item
-                last = item.locator
-                yield item
-    except OSError as err:
-        where = "" if last == unit.path else f" after {last}"
-        yield Rejection(
-            unit.path,
-            unit.path,
-            "unreadable_file",
-            f"cannot read {unit.describe()}{where}: {type(err).__name__}: {err}; "
-            "the rest of this part is lost",
-        )
+    with open(unit.path, "rb", buffering=0) as raw:
+        part = io.BufferedReader(_RangeStream(raw, start, end, prefix), MIB)
+        for item in iter_jsonl(unit.path, part, limits.max_record_bytes):
+            yield _relocate(item, unit.path, shift) if shift else item
 
 
 def iter_unit_records(
@@ -190,4 +178,4 @@ def iter_unit_records(
     limits = limits or ReadLimits()
     if unit.start is None or unit.end is None:
         return iter_file(unit.path, limits, split=split, config=hf_config)
-    return _iter_range(unit, unit.start, unit.end, limits)
+    return guarded(unit.path, _iter_range(unit, unit.start, unit.end, limits), limits.max_depth)

@@ -422,7 +422,9 @@ class ThreadBuilder:
                 item.content, format=item.format or "markdown", end_turn=end_turn
             )
         if item.role == "context":
-            return Message.context(item.content, item.name)
+            if item.name == "":
+                self.note("a tool result has an empty name; read as no name")
+            return Message.context(item.content, item.name or None)
         return Message(item.role, item.content)  # type: ignore[arg-type]
 
     def _uses_reasoning(self, items: list[_Item]) -> bool:

@@ -83,6 +83,31 @@ def _set_lineage(meta: dict[str, Any], record: Record) -> None:
     meta.update(lineage)
 
 
+def _unname_empty_context_names(data: dict[str, Any]) -> int:
+    """Drop `name: ""` from context messages (converters write empty names; MMS has no
+    empty name, only none); how many were dropped."""
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        return 0
+    dropped = 0
+    for index, message in enumerate(messages):
+        if (
+            isinstance(message, dict)
+            and message.get("role") == "context"
+            and message.get("name") == ""
+        ):
+            messages[index] = {k: v for k, v in message.items() if k != "name"}
+            dropped += 1
+    return dropped
+
+
+def _note(meta: dict[str, Any], note: str) -> None:
+    notes = meta.get("notes")
+    notes = list(notes) if isinstance(notes, list) else [] if notes is None else [notes]
+    notes.append(note)
+    meta["notes"] = notes
+
+
 def _keep_extras(meta: dict[str, Any], extras: dict[str, Any]) -> None:
     """Record the non-MMS fields in `meta.extra_fields`, with a note; whatever the input
     meta already held under those keys is kept too."""
@@ -90,10 +115,7 @@ def _keep_extras(meta: dict[str, Any], extras: dict[str, Any]) -> None:
     if earlier is not None and not isinstance(earlier, dict):
         earlier = {"meta.extra_fields": earlier}
     meta["extra_fields"] = {**(earlier or {}), **extras}
-    notes = meta.get("notes")
-    notes = list(notes) if isinstance(notes, list) else [] if notes is None else [notes]
-    notes.append(f"kept {len(extras)} non-MMS field(s) in meta.extra_fields")
-    meta["notes"] = notes
+    _note(meta, f"kept {len(extras)} non-MMS field(s) in meta.extra_fields")
 
 
 def to_threads(record: Record, options: ConvertOptions | None = None) -> list[Thread]:
@@ -109,6 +131,7 @@ def to_threads(record: Record, options: ConvertOptions | None = None) -> list[Th
             "not_an_object", f"expected a thread object or a list of messages, got {kind}"
         )
     extras = _split_extras(data)
+    unnamed = _unname_empty_context_names(data)
     meta = data.get("meta")
     if meta is None:
         meta = {}
@@ -117,6 +140,8 @@ def to_threads(record: Record, options: ConvertOptions | None = None) -> list[Th
         _set_lineage(meta, record)
         if extras:
             _keep_extras(meta, extras)
+        if unnamed:
+            _note(meta, f"read {unnamed} empty context name(s) as no name")
     data["meta"] = meta
     if isinstance(data.get("id"), int) and not isinstance(data.get("id"), bool):
         data["id"] = str(data["id"])

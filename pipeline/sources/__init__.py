@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pipeline.quarantine import Rejection
-from pipeline.sources.compression import DECOMPRESSION_ERRORS, open_binary
+from pipeline.sources.compression import open_binary
 from pipeline.sources.documents import iter_json, iter_yaml
+from pipeline.sources.guard import guarded
 from pipeline.sources.hf import DEFAULT_SPLIT, iter_hf
 from pipeline.sources.jsonl import iter_jsonl
 from pipeline.sources.limits import ReadLimits
@@ -40,40 +41,35 @@ def iter_file(
     split: str = DEFAULT_SPLIT,
     config: str | None = None,
 ) -> Iterator[Record | Rejection]:
-    """Records of one file, in file order. A file that cannot be opened, or whose
-    compressed stream breaks mid-way, ends in one `unreadable_file` rejection.
-    An `hf:` input streams `split` (and `config`) of that dataset instead."""
+    """Records of one file, in file order. A record nested deeper than
+    `limits.max_depth` is a `too_deep` rejection; a file that cannot be opened, whose
+    compressed stream breaks or decompresses past its bound, or that its reader fails on,
+    ends in one `unreadable_file` rejection. An `hf:` input streams `split` (and
+    `config`) of that dataset instead."""
     limits = limits or ReadLimits()
+    if not is_hf_input(path) and file_kind(path) is None:
+        raise InputError(f"{path}: unsupported file type")
+    yield from guarded(path, _records(path, limits, split, config), limits.max_depth)
+
+
+def _records(
+    path: str, limits: ReadLimits, split: str, config: str | None
+) -> Iterator[Record | Rejection]:
     if is_hf_input(path):
         yield from iter_hf(path, limits, split=split, config=config)
         return
     kind = file_kind(path)
-    if kind is None:
-        raise InputError(f"{path}: unsupported file type")
     if kind == "parquet":
         yield from iter_parquet(path, limits)
         return
-    last = path
-    try:
-        with open_binary(path) as stream:
-            if kind == "jsonl":
-                records = iter_jsonl(path, stream, limits.max_record_bytes)
-            elif kind == "json":
-                records = iter_json(path, stream, limits)
-            elif kind == "yaml":
-                records = iter_yaml(path, stream, limits)
-            elif kind in ("ppe", "skprompt"):
-                records = iter_text_document(path, stream, limits, kind)
-            else:
-                records = iter_csv(path, stream, limits)
-            for item in records:
-                last = item.locator
-                yield item
-    except DECOMPRESSION_ERRORS as err:
-        where = "" if last == path else f" after {last}"
-        yield Rejection(
-            path,
-            path,
-            "unreadable_file",
-            f"cannot read {path}{where}: {type(err).__name__}: {err}; the rest of the file is lost",
-        )
+    with open_binary(path, limits.max_decompression_ratio) as stream:
+        if kind == "jsonl":
+            yield from iter_jsonl(path, stream, limits.max_record_bytes)
+        elif kind == "json":
+            yield from iter_json(path, stream, limits)
+        elif kind == "yaml":
+            yield from iter_yaml(path, stream, limits)
+        elif kind in ("ppe", "skprompt"):
+            yield from iter_text_document(path, stream, limits, kind)
+        else:
+            yield from iter_csv(path, stream, limits)

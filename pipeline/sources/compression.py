@@ -6,19 +6,12 @@ import bz2
 import gzip
 import io
 import lzma
+import os
 from typing import BinaryIO
 
 import zstandard
 
 COMPRESSION_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2", ".xz")
-
-DECOMPRESSION_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    EOFError,
-    lzma.LZMAError,
-    zstandard.ZstdError,
-)
-"""What a corrupt or truncated compressed file raises while it is being read."""
 
 
 def split_compression(path: str) -> tuple[str, str | None]:
@@ -30,9 +23,43 @@ def split_compression(path: str) -> tuple[str, str | None]:
     return path, None
 
 
-def open_binary(path: str) -> BinaryIO:
-    """A buffered binary stream of the file's decompressed bytes."""
-    _, compression = split_compression(path)
+BOMB_FLOOR = 64 * 1024 * 1024
+"""A compressed file may always decompress to this much, whatever its ratio."""
+
+
+class DecompressionBombError(OSError):
+    """A compressed file decompresses to far more than its size allows."""
+
+
+class _Bounded(io.RawIOBase):
+    """The bytes of a decompressing stream, refused past `limit` bytes."""
+
+    def __init__(self, inner: BinaryIO, limit: int, path: str) -> None:
+        super().__init__()
+        self._inner, self._left, self._limit, self._path = inner, limit, limit, path
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        # read1: what one step of decompression gives, so the lines before a corrupt
+        # or truncated stretch are still delivered before it raises
+        data = self._inner.read1(min(len(buffer), self._left + 1))
+        if len(data) > self._left:
+            raise DecompressionBombError(
+                f"{self._path} decompresses to more than {self._limit} bytes, over the "
+                "limit for its size (a decompression bomb?)"
+            )
+        self._left -= len(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
+
+
+def _decompressing(path: str, compression: str) -> BinaryIO:
     if compression == ".gz":
         return gzip.open(path, "rb")  # type: ignore[return-value]
     if compression in (".zst", ".zstd"):
@@ -41,6 +68,19 @@ def open_binary(path: str) -> BinaryIO:
         return io.BufferedReader(reader, buffer_size=1024 * 1024)  # type: ignore[arg-type]
     if compression == ".bz2":
         return bz2.open(path, "rb")  # type: ignore[return-value]
-    if compression == ".xz":
-        return lzma.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb", buffering=1024 * 1024)
+    return lzma.open(path, "rb")  # type: ignore[return-value]
+
+
+def open_binary(path: str, max_ratio: int | None = None) -> BinaryIO:
+    """A buffered binary stream of the file's decompressed bytes; with `max_ratio`, a
+    compressed file stops (DecompressionBombError) past that many times its size (plus
+    BOMB_FLOOR)."""
+    _, compression = split_compression(path)
+    if compression is None:
+        return open(path, "rb", buffering=1024 * 1024)
+    stream = _decompressing(path, compression)
+    if max_ratio is None:
+        return stream
+    limit = os.path.getsize(path) * max_ratio + BOMB_FLOOR
+    bounded = _Bounded(stream, limit, path)
+    return io.BufferedReader(bounded, buffer_size=1024 * 1024)  # type: ignore[arg-type]

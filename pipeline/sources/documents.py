@@ -131,6 +131,9 @@ def iter_yaml(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Rec
     except (TooLargeError, NotTextError, RecursionError) as err:
         yield Rejection(source, source, "invalid_yaml", f"YAML rejected: {err}", raw=text)
         return
+    except ValueError as err:  # a value Python cannot hold, e.g. an integer of 5,000 digits
+        yield Rejection(source, source, "invalid_yaml", f"YAML value rejected: {err}", raw=text)
+        return
     if len(documents) == 1:
         yield from _elements(source, documents[0])
     else:

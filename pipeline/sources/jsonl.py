@@ -28,6 +28,19 @@ def decode_problem(data: bytes) -> tuple[str, str]:
     return "invalid_json", "invalid JSON"
 
 
+def _skip_blank_run(stream: BinaryIO) -> int:
+    """Skip the newlines that follow in the stream's buffer at once (a run of blank lines
+    costs one call, not one per line); how many were skipped."""
+    peek = getattr(stream, "peek", None)
+    if peek is None:
+        return 0
+    ahead = peek(_DRAIN_CHUNK)[:_DRAIN_CHUNK]
+    run = len(ahead) - len(ahead.lstrip(b"\n"))
+    if run:
+        stream.read(run)
+    return run
+
+
 def iter_jsonl(
     source: str, stream: BinaryIO, max_record_bytes: int
 ) -> Iterator[Record | Rejection]:
@@ -60,6 +73,7 @@ def iter_jsonl(
             continue
         body = line.strip()
         if not body:
+            line_no += _skip_blank_run(stream)
             continue
         try:
             value = orjson.loads(body)

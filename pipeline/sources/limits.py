@@ -11,8 +11,14 @@ MIB = 1024 * 1024
 class ReadLimits:
     """`max_record_bytes` bounds one line or row; `max_document_bytes` bounds a whole
     .json/.yaml file, which is parsed in one piece; `max_yaml_values` bounds how far
-    YAML aliases may expand (a "billion laughs" document is rejected, not expanded)."""
+    YAML aliases may expand (a "billion laughs" document is rejected, not expanded);
+    `max_depth` bounds how deep a record nests lists and objects (JSON writers and
+    converters recurse; real records nest a few tens of levels); a compressed file may
+    decompress to at most `max_decompression_ratio` times its size (plus 64 MiB), which
+    stops decompression bombs."""
 
     max_record_bytes: int = 64 * MIB
     max_document_bytes: int = 512 * MIB
     max_yaml_values: int = 1_000_000
+    max_depth: int = 128
+    max_decompression_ratio: int = 200

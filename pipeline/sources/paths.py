@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,9 @@ class InputFiles:
     skipped: list[str] = field(default_factory=list)
     companions: dict[str, str] = field(default_factory=dict)
     """Files read as part of another (a `config.json` with its `skprompt.txt`)."""
+    refused: dict[str, str] = field(default_factory=dict)
+    """Files of a folder or glob never opened, with why: not a regular file (a device, a
+    pipe), or a symlink whose target lies outside the folder or glob root named."""
 
 
 def is_hf_input(item: str) -> bool:
@@ -70,14 +74,52 @@ def _supported_list() -> str:
     return ", ".join(sorted(FILE_KINDS))
 
 
-def _walk(directory: str, found: InputFiles) -> None:
-    for root, dirs, files in os.walk(directory):
+def _refusal(path: str, root: str) -> str | None:
+    """Why a data file found under `root` must not be opened, or None: it is not a
+    regular file, or it resolves to a place outside `root` (a symlink out)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        return f"cannot be opened: {err.strerror or err}"
+    if not stat.S_ISREG(mode):
+        return "not a regular file (a device, pipe or socket)"
+    real_root = os.path.realpath(root)
+    if os.path.commonpath([os.path.realpath(path), real_root]) != real_root:
+        return f"a symlink leading outside {root}"
+    return None
+
+
+def _add_found(path: str, root: str, found: InputFiles) -> None:
+    """A file of a folder walk or glob: read, skipped (not a data file) or refused."""
+    if not file_kind(path):
+        found.skipped.append(path)
+        return
+    refusal = _refusal(path, root)
+    if refusal is None:
+        found.files.append(path)
+    else:
+        found.refused[path] = refusal
+
+
+def _walk(directory: str, found: InputFiles, root: str | None = None) -> None:
+    """The files under `directory` (sorted, hidden entries skipped, directory symlinks
+    not followed); `root` is what the user named (default: the directory)."""
+    for current, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
-            if name.startswith("."):
-                continue
-            path = Path(root, name).as_posix()
-            (found.files if file_kind(path) else found.skipped).append(path)
+            if not name.startswith("."):
+                _add_found(Path(current, name).as_posix(), root or directory, found)
+
+
+def _glob_root(pattern: str) -> str:
+    """The folder a glob pattern cannot leave: its leading parts without wildcards."""
+    parts = Path(pattern).parts
+    fixed = []
+    for part in parts:
+        if glob.has_magic(part):
+            break
+        fixed.append(part)
+    return str(Path(*fixed)) if fixed else "."
 
 
 def _set_companions_aside(found: InputFiles) -> None:
@@ -102,6 +144,8 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
         elif os.path.isdir(item):
             _walk(item, found)
         elif os.path.exists(item):
+            if not os.path.isfile(item):
+                raise InputError(f"{item}: not a regular file (a device, pipe or socket)")
             if file_kind(item) is None:
                 raise InputError(
                     f"{item}: unsupported file type (supported: {_supported_list()}, "
@@ -112,13 +156,12 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
             matches = sorted(glob.glob(item, recursive=True))
             if not matches:
                 raise InputError(f"{item}: no files match this pattern")
+            root = _glob_root(item)
             for match in matches:
                 if os.path.isdir(match):
-                    _walk(match, found)
+                    _walk(match, found, root)
                 else:
-                    (found.files if file_kind(match) else found.skipped).append(
-                        Path(match).as_posix()
-                    )
+                    _add_found(Path(match).as_posix(), root, found)
         else:
             raise InputError(f"{item}: no such file or directory")
     seen: set[str] = set()
@@ -131,7 +174,9 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
     found.files = unique
     _set_companions_aside(found)
     if not found.files:
+        refused = "".join(f"; refused {path}: {why}" for path, why in found.refused.items())
         raise InputError(
             f"no readable input files in {' '.join(inputs)} (supported: {_supported_list()})"
+            + refused
         )
     return found
