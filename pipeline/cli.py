@@ -863,6 +863,10 @@ def run_command(
     except RunConfigError as err:
         raise click.UsageError(str(err)) from None
     out = Path(output) if output else config.output
+    try:
+        check_writable(out, directory=True)
+    except OutputPathError as err:
+        raise click.UsageError(f"{'-o' if output else 'output'}: {err}") from None
     if dry_run:
         _print_plan(config, out)
         kind, count = engine or config.engine.kind, workers or config.engine.workers
@@ -886,10 +890,7 @@ def run_command(
         stderr.print("[red]error:[/] the counts do not balance; this is a bug, please report it")
         sys.exit(1)
     if result.gate_failed:
-        stderr.print(
-            f"[red]lint gate:[/] findings reach fail_on={config.stages.lint.fail_on} "
-            f"(see {result.output / 'reports' / 'lint.md'})"
-        )
+        _print_gate_failure(result, config.stages.lint.fail_on)
         sys.exit(1)
 
 
@@ -897,7 +898,7 @@ main.add_command(run_command)
 
 
 def _print_plan(config: RunConfig, out: Path) -> None:
-    units = plan(config)
+    units = plan(config, out)
     click.echo(f"{config.name}: {len(config.inputs)} input(s), {len(units)} work unit(s) -> {out}")
     for unit in units:
         click.echo(f"  {unit.id}  {detected_format(config, unit):<20} {unit.describe()}")
@@ -929,6 +930,21 @@ def _stage_progress() -> Iterator[Callable[[str, int, int], None] | None]:
         yield update
 
 
+def _print_gate_failure(result: RunResult, fail_on: str) -> None:
+    """Which findings on kept threads failed the gate, and where the first of each is."""
+    stderr.print(
+        f"[red]lint gate failed[/] (fail_on: {fail_on}): no shards, card or tokenizer "
+        "written; manifest.json says gate.passed: false"
+    )
+    for code, severity, count, first in result.report.gate_findings(fail_on):
+        where = first.locator or first.source or first.thread_id or ""
+        stderr.print(f"  {count:>8,}  {code} {severity:<7} first at {where}")
+    stderr.print(
+        f"Fix them, drop them (stages.lint.drop_on) or relax fail_on; details in "
+        f"{result.output / 'reports' / 'lint.md'}"
+    )
+
+
 def _print_run_summary(result: RunResult) -> None:
     counts = result.counts
     stderr.print(
@@ -938,6 +954,7 @@ def _print_run_summary(result: RunResult) -> None:
     skipped = result.report.stats.skipped_files
     if skipped:
         stderr.print(f"  skipped {len(skipped)} unsupported file(s): {_some(skipped)}")
+    print_refused(result.report.stats.refused_files)
     for code, count in sorted(counts.quarantined.items(), key=lambda kv: (-kv[1], kv[0])):
         stderr.print(f"  {count:>8,}  quarantined  {code}")
     for reason, count in sorted(counts.dropped.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -945,6 +962,10 @@ def _print_run_summary(result: RunResult) -> None:
     for split, shards in result.shards.items():
         rows = sum(shard.rows for shard in shards)
         stderr.print(f"  {rows:>8,}  written      {split} ({len(shards)} shard(s))")
+    for split in result.empty_splits:
+        stderr.print(f"  [yellow]split {split} got no rows[/]: not written, not in the card")
+    if counts.withheld:
+        stderr.print(f"  {counts.withheld:>8,}  withheld     the lint gate failed")
     if counts.tokens:
         stderr.print(
             f"Tokens: {counts.tokens:,}, trained {counts.trained_tokens:,} "
@@ -957,6 +978,7 @@ def _print_run_summary(result: RunResult) -> None:
     )
     kept = sum(counts.written.values()) - counts.copies
     unsharded = f" + {counts.not_sharded:,} linted only" if counts.not_sharded else ""
+    unsharded += f" + {counts.withheld:,} withheld" if counts.withheld else ""
     mark = "[green]✓[/]" if counts.balanced else "[red]✗ MISMATCH[/]"
     stderr.print(
         f"Check: {counts.records_read:,} read = {counts.records_converted:,} converted + "

@@ -74,15 +74,18 @@ def build_manifest(
     shards: Mapping[str, Sequence[Shard]],
     tokenizer: Mapping[str, Any] | None,
     reports: Sequence[str],
+    gate: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest as a dict, keys in reading order.
 
     `shards` maps each split to its shards (pipeline.shards); splits are listed in the
     order given. In `counts`, the top-level keys keep their order (the counting invariant
     reads top to bottom) and nested mappings (counts per reason) are sorted by key, so they
-    do not depend on the order work finished in. `reports` are paths relative to the output."""
+    do not depend on the order work finished in. `reports` are paths relative to the output.
+    `gate` says whether the lint gate passed (a failed gate publishes no shards)."""
     return {
         "format": MANIFEST_FORMAT,
+        "gate": dict(gate) if gate is not None else None,
         "versions": versions(),
         "inputs": [record.to_dict() for record in inputs],
         "config": dict(config),

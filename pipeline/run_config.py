@@ -36,6 +36,7 @@ from pipeline.schemas import json_path, validator
 from pipeline.sources.jsonable import NotTextError, TooLargeError
 from pipeline.sources.paths import HF_PREFIX
 from pipeline.sources.yaml_text import DataOnlyLoader, load_yaml
+from pipeline.tokenize.loading import TokenizerLoadError, check_tokenizer
 
 SCHEMA = "pipeline-config"
 MAX_VALUES = 100_000
@@ -201,6 +202,9 @@ class RunConfig:
     stages: Stages = field(default_factory=Stages)
     engine: EngineConfig = field(default_factory=EngineConfig)
     source: Path | None = None
+    written_absolute: frozenset[str] = frozenset()
+    """The local paths the config file writes as absolute paths (resolved): outputs record
+    them, and the files under them, as written, never relative to the config's folder."""
 
     def resolved(self) -> dict[str, Any]:
         """The config as plain JSON data, every default filled, local paths as
@@ -228,11 +232,15 @@ class RunConfig:
         }
 
     def recorded_path(self, path: str | os.PathLike[str]) -> str:
-        """How outputs record a local path: relative to the config file's folder, as a
-        config names it, so the same config and data give the same bytes wherever they are.
-        `hf:` inputs, Hub names and the paths of a config with no file stay as given."""
+        """How outputs record a local path: as the config writes it. A path written
+        relative (to the config file's folder) stays relative to it, so the same config and
+        data give the same bytes wherever the checkout lives; a path written absolute (and
+        a file under it) stays absolute, so the config gives the same bytes wherever it
+        lives. `hf:` inputs, Hub names and the paths of a config with no file stay as given."""
         text = str(path)
         if self.source is None or text.startswith(HF_PREFIX) or not os.path.isabs(text):
+            return text
+        if any(_under(text, written) for written in self.written_absolute):
             return text
         try:
             return os.path.relpath(text, self.source.parent)
@@ -245,6 +253,14 @@ class RunConfig:
             self.resolved(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _under(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or lies under it."""
+    try:
+        return os.path.commonpath([path, folder]) == folder
+    except ValueError:  # different drives (Windows)
+        return False
 
 
 def _plain(part: Any) -> dict[str, Any]:
@@ -372,6 +388,7 @@ class _Builder:
         self.doc = doc
         self.data = data
         self.base = base
+        self.written_absolute: set[str] = set()
 
     def config(self) -> RunConfig:
         stages = self.data.get("stages", {})
@@ -381,10 +398,11 @@ class _Builder:
             raise self.doc.error(
                 ["stages", "tokenize"], "tokenize writes nothing with `shard: false`", key=True
             )
+        inputs = tuple(self._input(i, spec) for i, spec in enumerate(self.data["inputs"]))
         return RunConfig(
             name=self.data["name"],
-            inputs=tuple(self._input(i, spec) for i, spec in enumerate(self.data["inputs"])),
-            output=Path(self._local(self.data["output"])),
+            inputs=inputs,
+            output=self._output(inputs),
             stages=Stages(
                 normalize=NormalizeStage(**stages.get("normalize", {})),
                 lint=self._lint(stages.get("lint", {})),
@@ -395,11 +413,31 @@ class _Builder:
             ),
             engine=EngineConfig(**self.data.get("engine", {})),
             source=self.doc.file.resolve(),
+            written_absolute=frozenset(self.written_absolute),
         )
 
+    def _output(self, inputs: tuple[InputSpec, ...]) -> Path:
+        """The output folder: not an existing file, not one of the inputs (a run never
+        reads its own output: an output inside an input folder is left out of it)."""
+        output = Path(self._local(self.data["output"]))
+        if output.exists() and not output.is_dir():
+            raise self.doc.error(["output"], f"{output} is an existing file, not a folder")
+        real = os.path.realpath(output)
+        for index, spec in enumerate(inputs):
+            if not spec.is_hf and os.path.realpath(spec.path) == real:
+                raise self.doc.error(
+                    ["output"], f"the output folder is inputs[{index}] ({spec.path}) itself"
+                )
+        return output
+
     def _local(self, path: str) -> str:
-        """`path` made absolute against the config file's directory (`~` expanded)."""
-        return os.path.abspath(os.path.join(self.base, os.path.expanduser(path)))
+        """`path` made absolute against the config file's directory (`~` expanded); one
+        written absolute is remembered, to be recorded as written."""
+        expanded = os.path.expanduser(path)
+        local = os.path.abspath(os.path.join(self.base, expanded))
+        if os.path.isabs(expanded):
+            self.written_absolute.add(local)
+        return local
 
     def _input(self, index: int, raw: dict[str, Any]) -> InputSpec:
         where = ["inputs", index]
@@ -466,6 +504,10 @@ class _Builder:
         if os.path.isdir(local) and not os.path.isfile(os.path.join(local, "tokenizer.json")):
             raise self.doc.error(where, f"{local} has no tokenizer.json")
         if os.path.exists(local):
+            try:
+                check_tokenizer(local)
+            except TokenizerLoadError as err:
+                raise self.doc.error(where, f"not a usable tokenizer: {err}") from None
             return TokenizeStage(**{**raw, "tokenizer": local})
         if _hub_name(spec):
             from huggingface_hub import try_to_load_from_cache

@@ -80,6 +80,7 @@ class ShardWriter:
         shard_bytes: int | None = None,
         row_group_rows: int = ROW_GROUP_ROWS,
         compression: str = "zstd",
+        empty_shard: bool = True,
     ):
         if not _SPLIT_NAME.match(split):
             raise ValueError(f"split name {split!r} must be letters, digits and underscores")
@@ -96,6 +97,9 @@ class ShardWriter:
         self.shard_bytes = shard_bytes
         self.row_group_rows = row_group_rows
         self.compression = compression
+        self.empty_shard = empty_shard
+        """Whether a split with no rows gets one empty shard (keeps its schema readable) or
+        no file at all (a dataset card must not declare a split without data)."""
         self.shards: list[Shard] = []
         self._pending = schema.empty_table()
         self._temps: list[Path] = []
@@ -114,9 +118,9 @@ class ShardWriter:
         traceback: TracebackType | None,
     ) -> None:
         if exc_type is None:
-            self._commit()
+            self.commit()
         else:
-            self._abort()
+            self.discard(keep_earlier=True)
 
     def write(self, table: pa.Table) -> None:
         """Append `table`'s rows; full row groups go to disk at once."""
@@ -152,6 +156,7 @@ class ShardWriter:
         return self._sink.tell() >= self.shard_bytes
 
     def _open(self) -> pq.ParquetWriter:
+        self.directory.mkdir(parents=True, exist_ok=True)
         temp = self.directory / f".{self.split}-{len(self._temps):05d}.{os.getpid()}.parquet.tmp"
         self._temps.append(temp)
         self._rows.append(0)
@@ -171,10 +176,11 @@ class ShardWriter:
             if sink is not None:
                 sink.close()
 
-    def _commit(self) -> None:
+    def commit(self) -> None:
+        """Publish the shards under their final names, replacing earlier shards of the split."""
         if self._pending.num_rows:
             self._flush(self._pending.num_rows)
-        if not self._temps:  # no rows at all: one empty shard keeps the schema readable
+        if not self._temps and self.empty_shard:  # one empty shard keeps the schema readable
             self._open()
         self._close()
         count = len(self._temps)
@@ -189,17 +195,23 @@ class ShardWriter:
 
     def _remove_stale(self, keep: set[str]) -> None:
         """Shards of this split from an earlier run that this run did not write."""
+        if not self.directory.is_dir():
+            return
         pattern = re.compile(rf"^{re.escape(self.split)}-\d{{5}}-of-\d{{5}}\.parquet$")
         for path in self.directory.iterdir():
             if pattern.match(path.name) and path.name not in keep:
                 path.unlink()
 
-    def _abort(self) -> None:
+    def discard(self, *, keep_earlier: bool = False) -> None:
+        """Remove every file written so far, and (unless `keep_earlier`) the split's shards
+        from an earlier run too, so nothing of this split is left to be mistaken for output."""
         try:
             self._close()
         finally:
             for temp in self._temps:
                 temp.unlink(missing_ok=True)
+            if not keep_earlier:
+                self._remove_stale(set())
 
 
 def _check_positive(name: str, value: int | None, *, optional: bool) -> None:

@@ -298,6 +298,7 @@ def test_manifest_is_byte_identical_and_names_each_shard_by_its_sha256(tmp_path)
     manifest = orjson.loads(first)
     assert list(manifest) == [
         "format",
+        "gate",
         "versions",
         "inputs",
         "config",

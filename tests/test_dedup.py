@@ -84,10 +84,10 @@ def test_handwritten_developer_wording_is_content(tmp_path):
 
 def test_run_drops_reworded_copies_and_lint_finds_no_duplicate(tmp_path):
     line = TOOLS_SAMPLE.read_bytes().splitlines()[0]
-    out = _run(tmp_path, _copies(tmp_path, line, 6))
+    out = _run(tmp_path, _copies(tmp_path, line, 6), splits="{a: 1.0}")
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["counts"]["threads_dropped"] == {"duplicate": 5}
-    lint = CliRunner().invoke(main, ["lint", f"hf:{out}", "--split", "a+b", "--select", "MMS501"])
+    lint = CliRunner().invoke(main, ["lint", f"hf:{out}", "--split", "a", "--select", "MMS501"])
     assert lint.exit_code == 0, lint.output
 
 

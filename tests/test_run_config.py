@@ -139,7 +139,9 @@ def test_relative_paths_follow_the_config_file_not_the_cwd(
 ) -> None:
     tokenizer = tmp_path / "assets" / "tok"
     tokenizer.mkdir(parents=True)
-    (tokenizer / "tokenizer.json").write_text("{}", encoding="utf-8")
+    (tokenizer / "tokenizer.json").write_bytes(
+        (REPO / "configs" / "sample_tokenizer" / "tokenizer.json").read_bytes()
+    )
     (tmp_path / "local_ds").mkdir()
     text = (
         "name: rel\n"

@@ -13,6 +13,8 @@ from typing import BinaryIO
 from pipeline.quarantine import Rejection
 from pipeline.sources import (
     DEFAULT_SPLIT,
+    InputError,
+    InputFiles,
     ReadLimits,
     Record,
     expand_inputs,
@@ -94,19 +96,40 @@ def line_ranges(path: str, split_bytes: int) -> list[tuple[int, int, int]]:
     return ranges
 
 
+def input_files(item: str, exclude: str | os.PathLike[str] | None = None) -> InputFiles:
+    """The files of one input (pipeline.sources.expand_inputs) without those under the
+    folder `exclude`. Raises InputError when nothing is left."""
+    found = expand_inputs([item])
+    if exclude is None:
+        return found
+    root = os.path.realpath(exclude)
+
+    def outside(path: str) -> bool:
+        return is_hf_input(path) or os.path.commonpath([os.path.realpath(path), root]) != root
+
+    found.files = [path for path in found.files if outside(path)]
+    found.skipped = [path for path in found.skipped if outside(path)]
+    found.refused = {path: why for path, why in found.refused.items() if outside(path)}
+    if not found.files:
+        raise InputError(f"{item}: no input files outside the run's output folder {exclude}")
+    return found
+
+
 def plan_units(
     inputs: list[tuple[str, str]],
     split_bytes: int = DEFAULT_SPLIT_BYTES,
     *,
     can_split: Callable[[str, str], bool] | None = None,
+    exclude: str | os.PathLike[str] | None = None,
 ) -> list[WorkUnit]:
     """Work units of (path-or-glob-or-`hf:`, format) inputs, in input order and each input's
-    sorted file order. An uncompressed JSON Lines file over `split_bytes` becomes byte
-    ranges, unless `can_split(path, format)` says no (a format whose conversations span
-    records must see the whole file). Unit ids (`III-FFFFF-PPPP`) depend on nothing else."""
+    sorted file order, leaving out every file under the folder `exclude` (the run's own
+    output). An uncompressed JSON Lines file over `split_bytes` becomes byte ranges,
+    unless `can_split(path, format)` says no (a format whose conversations span records
+    must see the whole file). Unit ids (`III-FFFFF-PPPP`) depend on nothing else."""
     units: list[WorkUnit] = []
     for input_index, (item, fmt) in enumerate(inputs):
-        for file_index, path in enumerate(expand_inputs([item]).files):
+        for file_index, path in enumerate(input_files(item, exclude).files):
             parts: list[tuple[int | None, int | None, int]] = [(None, None, 1)]
             big = splittable(path) and os.path.getsize(path) > split_bytes
             if big and (can_split is None or can_split(path, fmt)):

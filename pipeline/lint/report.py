@@ -78,6 +78,11 @@ class LintReport:
     by_code_severity: Counter[tuple[str, str]] = field(default_factory=Counter)
     threads_with_findings: int = 0
     examples: dict[str, list[Example]] = field(default_factory=dict)
+    on_dropped: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(code, severity) of findings on threads a run left out (drop_on, filters, dedup):
+    they are reported, but the gate judges only what is kept."""
+    first_kept: dict[tuple[str, str], Diagnostic] = field(default_factory=dict)
+    """The first finding of each (code, severity) the gate counts: where to look first."""
 
     def add(self, found: list[Diagnostic], thread: Thread | None = None, raw: str | None = None):
         """Record a thread's (or a rejected record's) findings."""
@@ -92,19 +97,26 @@ class LintReport:
         thread_id: str | None,
         shown: Callable[[int, Diagnostic], dict[str, Any] | None] | None = None,
         raw: str | None = None,
+        dropped: bool = False,
     ) -> None:
         """Record findings whose example thread `shown(position in found, finding)` gives
         (asked only for findings kept as examples): how a run records threads linted in
-        other processes."""
+        other processes. `dropped`: the thread was left out, so these findings do not
+        count for the gate."""
         if not found:
             return
         self.diagnostics.extend(found)
         if thread_id is not None and any(d.thread_id == thread_id for d in found):
             self.threads_with_findings += 1
         for position, diagnostic in enumerate(found):
+            key = (diagnostic.code, diagnostic.severity)
             self.by_code[diagnostic.code] += 1
             self.by_severity[diagnostic.severity] += 1
-            self.by_code_severity[diagnostic.code, diagnostic.severity] += 1
+            self.by_code_severity[key] += 1
+            if dropped:
+                self.on_dropped[key] += 1
+            else:
+                self.first_kept.setdefault(key, diagnostic)
             kept = self.examples.setdefault(diagnostic.code, [])
             if len(kept) < self.config.max_examples:
                 thread = shown(position, diagnostic) if shown else None
@@ -136,12 +148,28 @@ class LintReport:
     def warnings(self) -> int:
         return self.by_severity["warning"]
 
-    def failed(self, fail_on: str | None = None) -> bool:
-        """Whether findings reach `fail_on` (default: the config's): error, warning, never."""
+    def gate_findings(self, fail_on: str | None = None) -> list[tuple[str, str, int, Diagnostic]]:
+        """The findings that fail the gate at `fail_on` (default: the config's): (code,
+        severity, count, first finding) of each kind on kept threads (and records), worst
+        first. Findings on threads a run left out never count."""
         level = fail_on or self.config.fail_on
-        if level == "never":
-            return False
-        return self.errors > 0 if level == "error" else self.errors + self.warnings > 0
+        severities = {"error": ("error",), "warning": ("error", "warning")}.get(level, ())
+        found = [
+            (
+                code,
+                severity,
+                count - self.on_dropped[code, severity],
+                self.first_kept[code, severity],
+            )
+            for (code, severity), count in self.by_code_severity.items()
+            if severity in severities and count > self.on_dropped[code, severity]
+        ]
+        return sorted(found, key=lambda f: (f[1] != "error", -f[2], f[0]))
+
+    def failed(self, fail_on: str | None = None) -> bool:
+        """Whether findings on what is kept reach `fail_on` (default: the config's):
+        error, warning, never."""
+        return bool(self.gate_findings(fail_on))
 
     def summary(self) -> dict[str, Any]:
         """The JSON report's `summary` (schemas/lint-report.schema.json)."""
@@ -157,7 +185,19 @@ class LintReport:
             "by_severity": {s: self.by_severity[s] for s in ("error", "warning")},
             "by_code": {code: self.by_code[code] for code in sorted(self.by_code)},
             "rules": [rule.code for rule in self.rules],
+            "on_dropped_threads": self._dropped_by_code(),
+            "gate": {
+                "fail_on": self.config.fail_on,
+                "failed": self.failed(),
+                "failed_by": {code: count for code, _, count, _ in self.gate_findings()},
+            },
         }
+
+    def _dropped_by_code(self) -> dict[str, int]:
+        counts: Counter[str] = Counter()
+        for (code, _), count in self.on_dropped.items():
+            counts[code] += count
+        return dict(sorted(counts.items()))
 
 
 def lint(

@@ -23,6 +23,8 @@ class RunCounts:
     """extra rows written by mixing weights above 1."""
     not_sharded: int = 0
     """threads kept but not written, because the run has no shard stage (lint only)."""
+    withheld: int = 0
+    """threads kept but not written, because the lint gate failed (nothing is published)."""
     tokens: int = 0
     trained_tokens: int = 0
 
@@ -31,7 +33,13 @@ class RunCounts:
         kept = sum(self.written.values()) - self.copies
         return self.records_read == self.records_converted + sum(
             self.quarantined.values()
-        ) and self.threads == kept + self.not_sharded + sum(self.dropped.values())
+        ) and self.threads == kept + self.not_sharded + self.withheld + sum(self.dropped.values())
+
+    def withhold(self) -> None:
+        """The gate failed: what would have been written is withheld instead."""
+        self.withheld += sum(self.written.values()) - self.copies
+        self.written.clear()
+        self.copies = self.tokens = self.trained_tokens = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +51,7 @@ class RunCounts:
             "threads_written": dict(sorted(self.written.items())),
             "weighted_copies": self.copies,
             "threads_not_sharded": self.not_sharded,
+            "threads_withheld_by_gate": self.withheld,
             "tokens": self.tokens,
             "trained_tokens": self.trained_tokens,
             "balanced": self.balanced,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.engine.local import iter_units
-from pipeline.engine.units import WorkUnit, iter_unit_records, plan_units
+from pipeline.engine.units import WorkUnit, input_files, iter_unit_records, plan_units
 from pipeline.formats import AUTO, get_format
 from pipeline.formats.detect import detect
 from pipeline.ingest import SNIFF_RECORDS
@@ -28,7 +28,7 @@ from pipeline.run.reduce import reduce_units
 from pipeline.run.unit import UNIT_TOKENIZER, UnitJob, renderer_for, shard_schema
 from pipeline.run_config import RunConfig
 from pipeline.shards import Shard
-from pipeline.sources import DEFAULT_SPLIT, Record, expand_inputs
+from pipeline.sources import DEFAULT_SPLIT, Record
 from pipeline.tokenize.loading import tokenizer_files
 
 WORK_DIR = ".work"
@@ -47,23 +47,34 @@ class RunResult:
     gate_failed: bool
     text_encoder: str | None = None
     """Which library encoded the text (`tiktoken` or `tokenizers`); None: not tokenized."""
+    empty_splits: tuple[str, ...] = ()
+    """Configured splits that got no rows: not written, not declared in the card."""
 
 
-def plan(config: RunConfig) -> list[WorkUnit]:
-    """The run's work units. A big JSON Lines file is split into parts only when its
-    format is named and converts record by record: a detected format could differ between
-    parts, and a grouped one (OASST messages) has conversations across records."""
+def plan(config: RunConfig, output: Path | None = None) -> list[WorkUnit]:
+    """The run's work units, never from its output folder (default: the config's). A big
+    JSON Lines file is split into parts only when its format is named and converts record
+    by record: a detected format could differ between parts, and a grouped one (OASST
+    messages) has conversations across records."""
 
     def can_split(path: str, format: str) -> bool:
         return format != AUTO and get_format(format).group is None
 
-    return plan_units([(spec.path, spec.format) for spec in config.inputs], can_split=can_split)
+    return plan_units(
+        [(spec.path, spec.format) for spec in config.inputs],
+        can_split=can_split,
+        exclude=output or config.output,
+    )
 
 
-def skipped_files(config: RunConfig) -> list[str]:
-    """The files in the inputs' folders and globs that are not data files (a README, a
-    licence), which no unit reads: the summary and the report list them."""
-    return [path for spec in config.inputs for path in expand_inputs([spec.path]).skipped]
+def passed_over(config: RunConfig, output: Path) -> tuple[list[str], dict[str, str]]:
+    """The files in the inputs' folders and globs that no unit reads: not data files (a
+    README, a licence), and refused ones (devices, symlinks out of the folder), with why;
+    the summary and the report list them."""
+    found = [input_files(spec.path, output) for spec in config.inputs]
+    skipped = [path for files in found for path in files.skipped]
+    refused = {path: why for files in found for path, why in files.refused.items()}
+    return skipped, refused
 
 
 def detected_format(config: RunConfig, unit: WorkUnit) -> str:
@@ -94,7 +105,7 @@ def run_pipeline(
 ) -> RunResult:
     """Run every stage of `config`; output under `output` (default: the config's)."""
     out = Path(output or config.output).resolve()
-    units = plan(config)
+    units = plan(config, out)
     stage = config.stages.tokenize
     unit_dirs = iter_units(
         units,
@@ -110,18 +121,23 @@ def run_pipeline(
         watched=_tokenizer_files(config),
     )
     with closing(unit_dirs):  # a failed reduce stops the workers and frees the work dir
-        reduced = reduce_units(config, out, units, unit_dirs, progress, skipped_files(config))
+        reduced = reduce_units(config, out, units, unit_dirs, progress, *passed_over(config, out))
     counts, shards, report = reduced.counts, reduced.shards, reduced.report
+    gate_failed = reduced.gate_failed
     reports = write_reports(out, report)
     tokenizer = None
-    if config.stages.tokenize is not None:
+    if config.stages.tokenize is not None and not gate_failed:
         tokenizer = ship_tokenizer(reduced.unit_dirs[0] / UNIT_TOKENIZER, out)
-    write_run_manifest(out, config, units, counts, shards, tokenizer, reports)
+    if gate_failed:  # nothing of an earlier run may pass for this run's output
+        shutil.rmtree(out / "tokenizer", ignore_errors=True)
+        (out / "README.md").unlink(missing_ok=True)
+    write_run_manifest(out, config, units, counts, shards, tokenizer, reports, report)
     if shards:
         renderer = tokenizer["renderer"] if tokenizer else None
         write_card(out, config, report, counts, shards, shard_schema(config), renderer)
     # the output is complete: the units' intermediate files are no longer needed
     shutil.rmtree(out / WORK_DIR)
-    gate_failed = report.failed(config.stages.lint.fail_on)
     encoder = tokenizer["text_encoder"] if tokenizer else None
-    return RunResult(out, counts, shards, report, gate_failed, encoder)
+    configured = [name for name, _ in config.stages.shard.splits] if config.stages.shard else []
+    empty = tuple(name for name in configured if name not in shards and not gate_failed)
+    return RunResult(out, counts, shards, report, gate_failed, encoder, empty)

@@ -58,9 +58,10 @@ def write_run_manifest(
     shards: dict[str, list[Shard]],
     tokenizer: dict[str, Any] | None,
     reports: list[str],
+    report: LintReport,
 ) -> None:
-    """manifest.json: inputs with their sha256, the resolved config, versions, counts,
-    shards, tokenizer and reports."""
+    """manifest.json: whether the gate passed, inputs with their sha256, the resolved
+    config, versions, counts, shards, tokenizer and reports."""
     manifest = build_manifest(
         inputs=[
             input_record(unit.path, unit.format, recorded_as=config.recorded_path(unit.path))
@@ -72,8 +73,28 @@ def write_run_manifest(
         shards=shards,
         tokenizer=tokenizer,
         reports=reports,
+        gate=gate_record(report, config.stages.lint.fail_on),
     )
     write_manifest(out / "manifest.json", manifest)
+
+
+def gate_record(report: LintReport, fail_on: str) -> dict[str, Any]:
+    """The manifest's `gate`: passed or not, at which level, and the findings that failed
+    it (code, severity, count on kept threads, where the first is)."""
+    failing = report.gate_findings(fail_on)
+    return {
+        "passed": not failing,
+        "fail_on": fail_on,
+        "failed_by": [
+            {
+                "code": code,
+                "severity": severity,
+                "count": count,
+                "first": first.locator or first.source or "",
+            }
+            for code, severity, count, first in failing
+        ],
+    }
 
 
 def _whole_files(units: list[WorkUnit]) -> list[WorkUnit]:

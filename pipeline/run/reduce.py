@@ -1,13 +1,12 @@
 """The reduce side of `mms run`: one pass over the units' files in unit order (so the
 output never depends on the number of workers). Per thread: its findings recorded, the
 dataset rules fed, the lint gate's drops, the message-count filters, dataset-wide exact
-and near dedup and the tokenize stage's drops; per batch: the token filters, mixing
+and near dedup, the tokenize stage's drops and the token filters; per batch: mixing
 weights, the split by a stable hash of the thread's split group (its content key, or its
-preference pair), and the shards."""
+preference pair), and the shards, published only if the lint gate passes."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -56,13 +55,15 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass
 class Reduced:
-    """What the ordered pass produced: the counts, the shards, the lint report, and the
-    unit directories it read (in unit order)."""
+    """What the ordered pass produced: the counts, the shards (only splits that got rows;
+    none when the gate failed), the lint report, whether the gate failed, and the unit
+    directories it read (in unit order)."""
 
     counts: RunCounts
     shards: dict[str, list[Shard]]
     report: LintReport
     unit_dirs: list[Path]
+    gate_failed: bool = False
 
 
 def reduce_units(
@@ -72,16 +73,17 @@ def reduce_units(
     unit_dirs: Iterable[Path],
     progress: Progress | None = None,
     skipped: Sequence[str] = (),
+    refused: dict[str, str] | None = None,
 ) -> Reduced:
     """Read the units' directories (in unit order, as they become ready) into the shards
     under `out/data`, the quarantine file, and the lint report (which lists the `skipped`
-    files of the inputs' folders and globs, that are not data files)."""
-    reducer = _Reducer(config, skipped)
+    files of the inputs' folders and globs, that are not data files). The shards are
+    published only when the lint gate passes; a split that got no rows gets no file."""
+    reducer = _Reducer(config, skipped, refused or {})
     writers = _shard_writers(config, out)
     with ExitStack() as stack:
         quarantine = stack.enter_context(atomic_output(out / "quarantine" / "rejected.jsonl"))
-        for writer in writers.values():
-            stack.enter_context(writer)  # a failure aborts every shard: nothing half-written
+        stack.push(_discard_on_error(writers))  # nothing half-written survives a failure
         if progress is not None:
             progress("lint, dedup, shard", 0, len(units))
         read: list[Path] = []
@@ -91,8 +93,28 @@ def reduce_units(
             if progress is not None:
                 progress("lint, dedup, shard", done, len(units))
         reducer.report.add(list(reducer.linter.finish()))
-    shards = {name: writer.shards for name, writer in writers.items()}
-    return Reduced(reducer.counts, shards, reducer.report, read)
+        gate_failed = reducer.report.failed(config.stages.lint.fail_on)
+        if gate_failed:
+            reducer.counts.withhold()
+        for writer in writers.values():
+            if gate_failed:
+                writer.discard()  # no normal-looking output from a failed gate
+            else:
+                writer.commit()
+    shards = {name: writer.shards for name, writer in writers.items() if writer.shards}
+    return Reduced(reducer.counts, shards, reducer.report, read, gate_failed)
+
+
+def _discard_on_error(writers: dict[str, ShardWriter]) -> Callable[..., bool]:
+    """An exit callback removing every shard file written when the pass fails."""
+
+    def on_exit(exc_type: type[BaseException] | None, *_: object) -> bool:
+        if exc_type is not None:
+            for writer in writers.values():
+                writer.discard(keep_earlier=True)
+        return False
+
+    return on_exit
 
 
 def _shard_writers(config: RunConfig, out: Path) -> dict[str, ShardWriter]:
@@ -107,6 +129,7 @@ def _shard_writers(config: RunConfig, out: Path) -> dict[str, ShardWriter]:
             shard_rows=shard.rows_per_shard,
             shard_bytes=shard.bytes_per_shard,
             compression=shard.compression,
+            empty_shard=False,
         )
         for name, _ in shard.splits
     }
@@ -116,7 +139,7 @@ class _Reducer:
     """The state of the ordered pass: the linter's dataset rules, the report, the dedup
     keys seen, the counts."""
 
-    def __init__(self, config: RunConfig, skipped: Sequence[str]):
+    def __init__(self, config: RunConfig, skipped: Sequence[str], refused: dict[str, str]):
         self.config = config
         lint_config = config.stages.lint.to_lint_config(
             config.recorded_path(config.source) if config.source else None
@@ -126,7 +149,7 @@ class _Reducer:
             lint_config,
             self.linter.rules,
             [config.recorded_path(spec.path) for spec in config.inputs],
-            ReadStats(skipped_files=list(skipped)),
+            ReadStats(skipped_files=list(skipped), refused_files=dict(refused)),
             DiagnosticStore(),
         )
         self.counts = RunCounts()
@@ -191,18 +214,21 @@ class _Reducer:
         signatures = table[NEAR].to_pylist()
         message_counts = table[MESSAGES].to_pylist()
         drops = table[DROP].to_pylist()
+        tokenized = "num_trained" in table.column_names
+        trained = table["num_trained"].to_pylist() if tokenized else [None] * len(ids)
+        tokens = table["num_tokens"].to_pylist() if tokenized else [None] * len(ids)
         keep = []
         for row, thread_id in enumerate(ids):
             found = [Diagnostic.from_dict(d) for d in orjson.loads(findings[row] or b"[]")]
             source, locator, *rule_facts = orjson.loads(facts[row])
             mapped = len(found)
             found += self.linter.observe(rule_facts, ThreadRef(thread_id, source, locator))
-            if found:
-                shown = _examples_of(table, row, examples, first_row + row, mapped)
-                self.report.add_shown(found, thread_id, shown)
             reason = self._drop_reason(
                 found, message_counts[row], keys[row], signatures[row], drops[row]
-            )
+            ) or self._token_filter(trained[row], tokens[row])
+            if found:
+                shown = _examples_of(table, row, examples, first_row + row, mapped)
+                self.report.add_shown(found, thread_id, shown, dropped=reason is not None)
             if reason == "overlong" and self.overlong_error is not None:
                 tokens = table["num_tokens"][row].as_py()
                 raise OverlongThreadError(_row_thread(table, row), tokens, self.overlong_error)
@@ -237,6 +263,17 @@ class _Reducer:
         if near is not None and signature is not None and near.check(signature) is not None:
             return "near_duplicate"
         return drop
+
+    def _token_filter(self, trained: int | None, tokens: int | None) -> str | None:
+        """Why a tokenized thread is left out by the token filters, or None."""
+        if trained is None or tokens is None:
+            return None
+        filters = self.config.stages.filters
+        if trained < filters.min_trained_tokens:
+            return "too_few_trained_tokens"
+        if filters.max_tokens is not None and tokens > filters.max_tokens:
+            return "too_many_tokens"
+        return None
 
 
 def _examples_of(
@@ -273,10 +310,6 @@ def _write(
     if not writers:
         counts.not_sharded += table.num_rows
         return
-    if config.stages.tokenize is not None:
-        table = _token_filters(table, config, counts)
-        if not table.num_rows:
-            return
     shard = config.stages.shard
     assert shard is not None
     fractions = [stable_fraction(group, shard.seed) for group in table[GROUP].to_pylist()]
@@ -292,20 +325,6 @@ def _write(
         if "num_tokens" in part.column_names:
             counts.tokens += pc.sum(part["num_tokens"]).as_py() * weight
             counts.trained_tokens += pc.sum(part["num_trained"]).as_py() * weight
-
-
-def _token_filters(table: pa.Table, config: RunConfig, counts: RunCounts) -> pa.Table:
-    filters = config.stages.filters
-    trained = table["num_trained"].to_numpy()
-    keep = trained >= filters.min_trained_tokens
-    dropped: Counter[str] = Counter()
-    dropped["too_few_trained_tokens"] = int((~keep).sum())
-    if filters.max_tokens is not None:
-        long = table["num_tokens"].to_numpy() > filters.max_tokens
-        dropped["too_many_tokens"] = int((long & keep).sum())
-        keep &= ~long
-    counts.dropped.update(+dropped)
-    return table.filter(pa.array(keep))
 
 
 def _split_rows(

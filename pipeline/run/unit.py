@@ -127,14 +127,16 @@ class UnitJob:
     """The id of the unit that also writes the output's tokenizer/ (the first)."""
 
     def __call__(self, unit: WorkUnit, out: Path) -> None:
-        # sources are recorded relative to the config file (when it has one), so thread
-        # ids, meta and splits do not depend on where the checkout lives
+        # sources are recorded as the config writes them (a relative input relative to
+        # the config's folder), so thread ids and meta depend on neither where the checkout
+        # lives nor where the config does
         base = self.config.source.parent if self.config.source else None
+        recorded = self.config.recorded_path(unit.path)
         out = out.resolve()  # before any change of working directory
-        if base is None or is_hf_input(unit.path):
-            _UnitWriter(self.config, out).process(unit, unit)
+        if base is None or os.path.isabs(recorded) or is_hf_input(unit.path):
+            _UnitWriter(self.config, out).process(unit, dataclasses.replace(unit, path=recorded))
         else:
-            relative = dataclasses.replace(unit, path=os.path.relpath(unit.path, base))
+            relative = dataclasses.replace(unit, path=recorded)
             with _working_directory(base):
                 _UnitWriter(self.config, out).process(unit, relative)
         stage = self.config.stages.tokenize

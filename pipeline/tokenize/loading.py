@@ -96,6 +96,20 @@ def tokenizer_files(spec: str | Path) -> tuple[Path, Path | None]:
     return _hub_cache_files(str(spec))
 
 
+def check_tokenizer(spec: str | Path) -> None:
+    """Check, cheaply and without building it, that `spec` names a tokenizer: its
+    tokenizer.json is JSON with a `model` object that has a `type`, and its
+    tokenizer_config.json (if any) is a JSON object. Raises TokenizerLoadError."""
+    file, config_file = tokenizer_files(spec)
+    parsed = _tokenizer_json(file, file.read_bytes())
+    model = parsed["model"]
+    if not isinstance(model, dict) or not isinstance(model.get("type"), str):
+        raise TokenizerLoadError(
+            f"cannot load {file}: its `model` has no `type` (BPE, WordPiece ...)"
+        )
+    _config(config_file)
+
+
 def _load_file(file: Path, config_file: Path | None, *, allow_tiktoken: bool) -> LoadedTokenizer:
     data = file.read_bytes()
     parsed = _tokenizer_json(file, data)
