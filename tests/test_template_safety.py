@@ -201,3 +201,27 @@ def test_self_referencing_variables_are_refused():
     looped.append(looped)
     with pytest.raises(UnsafeTemplate, match="nest too deeply"):
         render("{{ x }}", "jinja2", {"x": looped})
+
+
+def test_the_templates_of_one_record_share_one_time_limit():
+    """A record that renders several templates (one per PPE message, SK's two passes)
+    gets one time limit for all of them, not one each (12 renders of 1 s each took 13 s
+    against a 2 s limit): a render under a spent shared deadline is refused at once."""
+    from pipeline.templates import Deadline, UnsafeTemplate, render
+
+    deadline = Deadline()
+    assert (
+        render("Hello {{ name }}", "jinja2", {"name": "Ada"}, deadline=deadline).text == "Hello Ada"
+    )
+    deadline.at -= deadline.seconds + 1  # the record's time is used up
+    templates = {
+        "jinja2": "text {{ name }} more",
+        "handlebars": "text {{name}} more",
+        "golang": "text {{.name}} more",
+        "fstring": "text {name} more",
+        "semantic-kernel": "text {{$name}} more",
+        "liquid": "text {{ name }} more",
+    }
+    for engine, template in templates.items():
+        with pytest.raises(UnsafeTemplate, match="longer than"):
+            render(template, engine, {"name": "Ada"}, deadline=deadline)

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.templates.errors import TemplateError, UnrenderableTemplate, UnsafeTemplate
-from pipeline.templates.limits import Budget, RenderLimits
+from pipeline.templates.limits import Budget, Deadline, RenderLimits
 from pipeline.templates.values import plain_variables
 
 __all__ = [
     "ENGINES",
+    "Deadline",
     "RenderLimits",
     "Rendered",
     "TemplateError",
@@ -100,11 +101,13 @@ def render(
     variables: Mapping[str, Any],
     *,
     limits: RenderLimits | None = None,
+    deadline: Deadline | None = None,
 ) -> Rendered:
     """Render `template` with `engine` (a name or alias) and JSON-like `variables`, within
-    `limits`; raises a `TemplateError` subclass when it cannot be rendered safely."""
+    `limits` and by `deadline` (shared by the templates of one record; default: the time
+    limit from now); raises a `TemplateError` subclass when it cannot be rendered safely."""
     renderer = _renderer(engine_name(engine))
-    budget = Budget(limits or RenderLimits())
+    budget = Budget(limits or RenderLimits(), deadline)
     try:
         renderer(template, plain_variables(variables), budget)
     except RecursionError as err:

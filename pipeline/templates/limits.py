@@ -19,13 +19,23 @@ class RenderLimits:
     max_iterations: int = 100_000
 
 
+class Deadline:
+    """When the templates of one record must be done: a record that renders several
+    templates (one per message, or twice) shares one time limit, not one per render."""
+
+    def __init__(self, limits: RenderLimits | None = None) -> None:
+        self.seconds = (limits or RenderLimits()).max_seconds
+        self.at = time.monotonic() + self.seconds
+
+
 class Budget:
     """One render's running account: the output so far, the clock, the loop count and
-    the placeholders left for variables with no value. Every engine writes through it."""
+    the placeholders left for variables with no value. Every engine writes through it.
+    `deadline` is the record's, when it renders more than one template."""
 
-    def __init__(self, limits: RenderLimits) -> None:
+    def __init__(self, limits: RenderLimits, deadline: Deadline | None = None) -> None:
         self.limits = limits
-        self._deadline = time.monotonic() + limits.max_seconds
+        self._deadline = (deadline or Deadline(limits)).at
         self._iterations = 0
         self._parts: list[str] = []
         self._size = 0

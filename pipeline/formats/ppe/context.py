@@ -12,7 +12,7 @@ from pipeline.formats.builder import a_json_kind
 from pipeline.formats.ppe.steps import Conditional, Function, Message, Script, Step
 from pipeline.quarantine import RecordRejected
 from pipeline.schemas import schema_problem
-from pipeline.templates import TemplateError, engine_name
+from pipeline.templates import Deadline, TemplateError, engine_name
 
 SCHEMA = "ppe"
 """schemas/ppe.schema.json: the front-matter's known keys and their shapes."""
@@ -67,6 +67,8 @@ class ScriptContext:
     schema: Any
     functions: list[Function] = field(default_factory=list)
     prompt_messages: list[Message] = field(default_factory=list)
+    deadline: Deadline = field(default_factory=Deadline)
+    """One time limit for every template the script renders."""
 
     def role(self, message: Message) -> tuple[str, str | None]:
         """The MMS role of a message, and its speaker when a character speaks."""

@@ -179,7 +179,12 @@ class _Walk:
         """`text` rendered with the front-matter defaults (`#` = format now: same here)."""
         source = text[1:] if text.startswith("#") else text
         try:
-            rendered = render(source, self.context.engine, self.context.variables)
+            rendered = render(
+                source,
+                self.context.engine,
+                self.context.variables,
+                deadline=self.context.deadline,
+            )
         except UnrenderableTemplate as err:
             construct = err.construct or source
             raise Blocked(

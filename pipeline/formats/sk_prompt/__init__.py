@@ -32,6 +32,7 @@ from pipeline.quarantine import RecordRejected
 from pipeline.schemas import schema_problem
 from pipeline.sources import Record, TextDocument
 from pipeline.templates import (
+    Deadline,
     Rendered,
     TemplateError,
     UnrenderableTemplate,
@@ -109,9 +110,9 @@ def _variables(config: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
     return values, trusted
 
 
-def _render(template: str, engine: str, values: dict[str, Any]) -> Rendered:
+def _render(template: str, engine: str, values: dict[str, Any], deadline: Deadline) -> Rendered:
     try:
-        return render(template, engine, values)
+        return render(template, engine, values, deadline=deadline)
     except UnrenderableTemplate as err:
         raise RecordRejected(
             "unrenderable_template",
@@ -130,10 +131,11 @@ def _rendered_messages(config: dict[str, Any]) -> tuple[list[ChatMessage | Outsi
     engine = engine_name(config.get("template_format") or "semantic-kernel")
     values, trusted = _variables(config)
     guarded = {k: v if k in trusted else _escaped(v) for k, v in values.items()}
-    rendered = _render(config["template"], engine, guarded)
+    deadline = Deadline()  # both renders share the record's time limit
+    rendered = _render(config["template"], engine, guarded, deadline)
     if has_message_tags(rendered.text):
         return split_messages(rendered.text), rendered
-    rendered = _render(config["template"], engine, values)
+    rendered = _render(config["template"], engine, values, deadline)
     return [ChatMessage("user", rendered.text.strip(), {})], rendered
 
 
