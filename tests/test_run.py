@@ -348,3 +348,16 @@ def test_the_same_config_and_data_elsewhere_write_the_same_bytes(tmp_path):
     manifest = orjson.loads(outputs[0]["manifest.json"])
     assert all(record["path"].startswith("data/") for record in manifest["inputs"])
     assert manifest["tokenizer"]["base"]["path"] == "tokenizer/tokenizer.json"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "configs").glob("*.yaml")))
+def test_every_bundled_config_runs_on_a_fresh_clone(name, tmp_path):
+    """Each config in configs/ runs as shipped (only the output is moved): the counts
+    balance, and only lint_only.yaml, whose gate fails on warnings by design, exits 1."""
+    out = tmp_path / "out"
+    result = run_cli(str(REPO / "configs" / name), "-o", str(out))
+    assert "Traceback" not in result.output
+    assert result.exit_code == (1 if name == "lint_only.yaml" else 0), result.output
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["counts"]["balanced"] is True
+    assert manifest["gate"]["passed"] is (name != "lint_only.yaml")

@@ -130,9 +130,17 @@ class LintReport:
         self.profile.observe(view)
         return found
 
-    def check_rejection(self, linter: Linter, rejection: Rejection) -> None:
-        """Record the findings of a record that never became a thread (MMS101/102/105)."""
-        self.add(linter.check_rejection(rejection), raw=rejection.raw)
+    def check_rejection(
+        self, linter: Linter, rejection: Rejection, drop_on: frozenset[str] = frozenset()
+    ) -> None:
+        """Record the findings of a record that never became a thread (MMS101/102/105); a
+        code in `drop_on` (a run's lint.drop_on) is left out already and does not count
+        for the gate."""
+        found = linter.check_rejection(rejection)
+        left_out = [d for d in found if d.code in drop_on]
+        counted = [d for d in found if d.code not in drop_on]
+        self.add_shown(counted, None, None, rejection.raw)
+        self.add_shown(left_out, None, None, rejection.raw, dropped=True)
 
     def severity_of(self, code: str) -> str:
         """The severity of a rule's findings: `error`, `warning`, or `error+warning` for a

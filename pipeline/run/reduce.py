@@ -172,7 +172,7 @@ class _Reducer:
         with (unit_dir / UNIT_REJECTED).open("rb") as rejected:
             for line in rejected:
                 quarantine.write(line)
-                self.report.check_rejection(self.linter, rejection_from_line(line))
+                self.report.check_rejection(self.linter, rejection_from_line(line), self.drop_on)
         profile = DatasetProfile.from_state(orjson.loads((unit_dir / UNIT_PROFILE).read_bytes()))
         self.report.profile.merge(profile)
         examples = orjson.loads((unit_dir / UNIT_EXAMPLES).read_bytes())
