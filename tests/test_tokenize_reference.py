@@ -1,6 +1,7 @@
 """The Renderer against an independent reference of DESIGN §4: transformers'
 `apply_chat_template(..., return_assistant_tokens_mask=True)` with a `{% generation %}` template
-written from the spec (tests/mms_v0_template.jinja), on real threads and real tokenizers."""
+written from the spec (pipeline/tokenize/mms_v0_chat_template.jinja, the template the output
+ships), on real threads and real tokenizers."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from pipeline.mms import Message, Thread
 from pipeline.tokenize import IGNORE, EncodedThread, LoadedTokenizer, Renderer, load_tokenizer
+from pipeline.tokenize.hf_files import chat_template
 from pipeline.tokenize.job import write_tokenizer
 from tests.conftest import SHARED
 from tests.reading import read_all
@@ -23,7 +25,7 @@ transformers = pytest.importorskip(
 )
 
 TOKENIZERS = ("llama3_from_tiktoken", "qwen2.5_from_tiktoken", "phi-3-mini")
-TEMPLATE = Path(__file__).with_name("mms_v0_template.jinja").read_text(encoding="utf-8")
+TEMPLATE = chat_template(bos=False)
 PER_FILE = 40  # plain threads taken from each real file, evenly spaced
 MIN_COMPARED = 1000
 REFERENCE_BATCH = 256

@@ -46,6 +46,8 @@ def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
         "renderer": record["renderer"],
         "text_encoder": record["text_encoder"],
         "special_tokens": record["special_tokens"],
+        "vocabulary": record["vocabulary"],
+        "pad_token": record["pad_token"],
         "base": record["base_tokenizer"],
     }
 

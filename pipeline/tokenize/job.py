@@ -17,6 +17,7 @@ from pipeline.output_files import atomic_output
 from pipeline.quarantine import rejection_line
 from pipeline.shards import SHARD_ROWS, Shard, ShardWriter
 from pipeline.sources import DEFAULT_SPLIT
+from pipeline.tokenize.hf_files import pad_token, special_tokens_map, tokenizer_config, vocabulary
 from pipeline.tokenize.loading import LoadedTokenizer
 from pipeline.tokenize.overlong import Drop, OverlongPolicy
 from pipeline.tokenize.renderer import IGNORE, Renderer
@@ -138,9 +139,12 @@ def drop_line(drop: Drop) -> bytes:
 def write_tokenizer(
     directory: Path, renderer: Renderer, base: LoadedTokenizer, *, base_path: str | None = None
 ) -> Path:
-    """The augmented tokenizer.json, and mms_special_tokens.json recording the special ids,
-    the BOS (if rendered), the text encoder and both tokenizers' sha256. No Tokenizer is
-    serialized; one is parsed only to check the file when tiktoken encoded the text."""
+    """The augmented tokenizer.json, the tokenizer_config.json (bos/eos/unk/pad, the MMS
+    tokens, the chat template that renders the shards) and special_tokens_map.json that
+    make it a complete Hugging Face tokenizer, and mms_special_tokens.json recording the
+    special ids, the BOS (if rendered), the text encoder, how the vocabulary grew and both
+    tokenizers' sha256. No Tokenizer is serialized; one is parsed only to check the file
+    when tiktoken encoded the text."""
     renderer.check_shipped_tokenizer()
     augmented = renderer.tokenizer_json()
     file = directory / "tokenizer.json"
@@ -153,10 +157,19 @@ def write_tokenizer(
         "ignore_index": IGNORE,
         "text_encoder": renderer.text_encoder_name,
         "special_tokens": renderer.special_ids.as_dict(),
+        "vocabulary": vocabulary(renderer, base),
+        "pad_token": pad_token(base),
         "bos": {"token": base.bos_token, "id": bos_id} if bos_id is not None else None,
         "tokenizer": {"file": file.name, "sha256": hashlib.sha256(augmented).hexdigest()},
         "base_tokenizer": {"path": base_path or str(base.path), "sha256": base.sha256},
     }
-    with atomic_output(directory / SPECIAL_TOKENS_FILE) as out:
-        out.write(orjson.dumps(record, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    config = tokenizer_config(renderer, base)
+    files = {
+        SPECIAL_TOKENS_FILE: record,
+        "tokenizer_config.json": config,
+        "special_tokens_map.json": special_tokens_map(config),
+    }
+    for name, data in files.items():
+        with atomic_output(directory / name) as out:
+            out.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     return file

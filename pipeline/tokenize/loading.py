@@ -55,6 +55,10 @@ class LoadedTokenizer:
         """The BOS token the config names, if any."""
         return _token(self.config, "bos_token")
 
+    def named(self, key: str) -> str | None:
+        """The token the config names under `key` (`eos_token`, `pad_token` ...), if any."""
+        return _token(self.config, key)
+
 
 def _token(config: dict[str, Any], key: str) -> str | None:
     """The token `config[key]` names (a string or an AddedToken dict), if any."""
