@@ -46,6 +46,7 @@ from pipeline.tokenize.inspect import ThreadNotFoundError, pick_threads, show
 from pipeline.tokenize.job import TokenizeResult, tokenize_dataset
 from pipeline.tokenize.overlong import DROP_CODES, OVERLONG_POLICIES, OverlongThreadError
 from pipeline.tokenize.text_encoding import TEXT_ENCODERS
+from pipeline.verify import OutputError, verify_output
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -886,6 +887,11 @@ def run_command(
         stderr.print(f"[red]error:[/] {err}; nothing was written (overlong: error)")
         sys.exit(1)
     _print_run_summary(result)
+    if result.verification is not None and not result.verification.passed:
+        for problem in result.verification.problems:
+            stderr.print(f"  [red]✗[/] {problem.where}: {problem.what}")
+        stderr.print("[red]error:[/] the output does not match its manifest; this is a bug")
+        sys.exit(1)
     if not result.counts.balanced:
         stderr.print("[red]error:[/] the counts do not balance; this is a bug, please report it")
         sys.exit(1)
@@ -895,6 +901,50 @@ def run_command(
 
 
 main.add_command(run_command)
+
+
+@main.command(
+    "verify",
+    epilog="\b\nExamples:\n  mms verify out/quickstart\n  mms verify out/big --no-render",
+)
+@click.argument("output", type=click.Path(exists=True, file_okay=False))
+@click.option("--no-render", is_flag=True, help="Skip rendering every row again (hashes only).")
+@click.option(
+    "--no-template",
+    is_flag=True,
+    help="Skip checking the shipped chat template against every row (needs transformers).",
+)
+def verify_command(output: str, no_render: bool, no_template: bool) -> None:
+    """Check an OUTPUT folder of mms run without trusting it (e.g. after a download).
+
+    Every shard's sha256 and row count against manifest.json (and no unlisted shard), the
+    tokenizer's sha256, the dataset card's splits, files and row counts; then every row's
+    input_ids and labels rendered again from its messages with the shipped tokenizer, and
+    the shipped chat template's ids and generation mask against every row. Problems are
+    listed with the row id. Exit status: 0 all hold, 1 a problem, 2 not an output folder.
+    """
+    try:
+        with stderr.status("verifying", spinner="dots") as status:
+            result = verify_output(
+                output,
+                render=not no_render,
+                template=not no_template,
+                progress=lambda what, done: status.update(f"{what}: {done:,} rows"),
+            )
+    except OutputError as err:
+        raise click.UsageError(str(err)) from None
+    for check, count in result.checked.items():
+        stderr.print(f"  {count:>8,}  {check}")
+    for note in result.notes:
+        stderr.print(f"  [yellow]note:[/] {note}")
+    for problem in result.problems[:50]:
+        stderr.print(f"  [red]✗[/] {problem.where}: {problem.what}")
+    if len(result.problems) > 50:
+        stderr.print(f"  ... and {len(result.problems) - 50} more")
+    if result.problems:
+        stderr.print(f"[red]verify failed:[/] {len(result.problems)} problem(s) in {output}")
+        sys.exit(1)
+    stderr.print(f"[green]✓[/] {output} verified")
 
 
 def _print_plan(config: RunConfig, out: Path) -> None:
@@ -976,6 +1026,12 @@ def _print_run_summary(result: RunResult) -> None:
         f"Lint: {len(report.diagnostics):,} findings ({report.errors:,} errors, "
         f"{report.warnings:,} warnings); reports in {result.output / 'reports'}"
     )
+    checked = result.verification.checked if result.verification else None
+    if checked:
+        stderr.print(
+            f"Verified: {checked.get('files', 0)} file(s) and {checked.get('rows', 0):,} rows "
+            "against manifest.json, and the card (hashes only; `mms verify` renders every row)"
+        )
     kept = sum(counts.written.values()) - counts.copies
     unsharded = f" + {counts.not_sharded:,} linted only" if counts.not_sharded else ""
     unsharded += f" + {counts.withheld:,} withheld" if counts.withheld else ""

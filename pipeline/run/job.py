@@ -30,6 +30,7 @@ from pipeline.run_config import RunConfig
 from pipeline.shards import Shard
 from pipeline.sources import DEFAULT_SPLIT, Record
 from pipeline.tokenize.loading import tokenizer_files
+from pipeline.verify import Verification, verify_output
 
 WORK_DIR = ".work"
 """The engine's work directory inside the output directory, removed once a run succeeds
@@ -49,6 +50,8 @@ class RunResult:
     """Which library encoded the text (`tiktoken` or `tokenizers`); None: not tokenized."""
     empty_splits: tuple[str, ...] = ()
     """Configured splits that got no rows: not written, not declared in the card."""
+    verification: Verification | None = None
+    """The cheap part of `mms verify` (hashes, row counts, the card), run on the output."""
 
 
 def plan(config: RunConfig, output: Path | None = None) -> list[WorkUnit]:
@@ -140,4 +143,5 @@ def run_pipeline(
     encoder = tokenizer["text_encoder"] if tokenizer else None
     configured = [name for name, _ in config.stages.shard.splits] if config.stages.shard else []
     empty = tuple(name for name in configured if name not in shards and not gate_failed)
-    return RunResult(out, counts, shards, report, gate_failed, encoder, empty)
+    checked = verify_output(out, render=False, template=False) if shards else None
+    return RunResult(out, counts, shards, report, gate_failed, encoder, empty, checked)

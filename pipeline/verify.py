@@ -1,0 +1,295 @@
+"""`mms verify`: check an output folder without trusting it. The files against the
+manifest (every shard's sha256 and row count, nothing unlisted, the tokenizer's sha256),
+the dataset card's YAML against the files, and, unless asked not to, every row's
+input_ids and labels rendered again from its messages with the shipped tokenizer, and
+the shipped chat template against the stored rows (when transformers is installed)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow.parquet as pq
+import yaml
+
+from pipeline.mms import Thread, normalize_thread_dict
+from pipeline.output_files import file_sha256
+from pipeline.tokenize import IGNORE, Renderer, TokenizerLoadError, load_tokenizer
+from pipeline.tokenize.job import SPECIAL_TOKENS_FILE
+
+ROW_BATCH = 512
+_SHARD_NAME = re.compile(r"^(?P<split>\w+)-\d{5}-of-\d{5}\.parquet$")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing that does not hold: where (a file, or `split` and row id) and what."""
+
+    where: str
+    what: str
+
+
+@dataclass
+class Verification:
+    """What `verify_output` checked (counts per check) and every problem it found."""
+
+    checked: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def count(self, check: str, n: int = 1) -> None:
+        self.checked[check] = self.checked.get(check, 0) + n
+
+
+class OutputError(ValueError):
+    """The folder is not an mms output at all (no readable manifest.json)."""
+
+
+def verify_output(
+    out: str | Path,
+    *,
+    render: bool = True,
+    template: bool = True,
+    progress: Callable[[str, int], None] | None = None,
+) -> Verification:
+    """Verify the output folder `out` (see the module docstring); `render` and `template`
+    turn the row-by-row checks on."""
+    out = Path(out)
+    manifest = _manifest(out)
+    result = Verification()
+    gate = manifest.get("gate") or {}
+    if gate.get("passed") is False:
+        result.problems.append(
+            Problem("manifest.json", "the lint gate failed: this output publishes no dataset")
+        )
+        return result
+    shards = _check_shards(out, manifest, result)
+    _check_card(out, manifest, result)
+    tokenizer = manifest.get("tokenizer")
+    if tokenizer:
+        _check_file(out, tokenizer["path"], tokenizer["sha256"], result)
+        if render:
+            _check_rows(out, shards, result, progress)
+        if template:
+            _check_template(out, shards, result)
+    return result
+
+
+def _manifest(out: Path) -> dict[str, Any]:
+    path = out / "manifest.json"
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise OutputError(f"{out} has no manifest.json: not an mms output folder") from None
+    except orjson.JSONDecodeError as err:
+        raise OutputError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("splits"), dict):
+        raise OutputError(f"{path} is not an mms manifest (no `splits`)")
+    return data
+
+
+def _check_file(out: Path, relative: str, sha256: str, result: Verification) -> bool:
+    path = out / relative
+    if not path.is_file():
+        result.problems.append(Problem(relative, "listed in the manifest but missing"))
+        return False
+    if file_sha256(path) != sha256:
+        result.problems.append(Problem(relative, "sha256 differs from the manifest's"))
+        return False
+    result.count("files")
+    return True
+
+
+def _check_shards(
+    out: Path, manifest: dict[str, Any], result: Verification
+) -> list[tuple[str, Path]]:
+    """Every listed shard present, with its sha256 and row count; no unlisted shard. The
+    shards that can be read are returned, a changed one too, so its rows are checked and
+    the problem is named by row."""
+    good: list[tuple[str, Path]] = []
+    listed = set()
+    for split, entry in manifest["splits"].items():
+        for shard in entry.get("shards", []):
+            listed.add(shard["path"])
+            _check_file(out, shard["path"], shard["sha256"], result)
+            if not (out / shard["path"]).is_file():
+                continue
+            try:
+                rows = pq.ParquetFile(out / shard["path"]).metadata.num_rows
+            except Exception as err:  # pyarrow raises several types for a broken file
+                result.problems.append(
+                    Problem(shard["path"], f"not a readable Parquet file: {err}")
+                )
+                continue
+            if rows != shard["rows"]:
+                result.problems.append(
+                    Problem(shard["path"], f"{rows} rows, the manifest says {shard['rows']}")
+                )
+                continue
+            result.count("rows", rows)
+            good.append((split, out / shard["path"]))
+        if not entry.get("shards"):
+            result.problems.append(Problem(f"split {split}", "declared with no shard"))
+    data = out / "data"
+    for path in sorted(data.glob("*")) if data.is_dir() else []:
+        relative = f"data/{path.name}"
+        if relative not in listed:
+            result.problems.append(Problem(relative, "not listed in the manifest"))
+    return good
+
+
+def _front_matter(card: Path) -> dict[str, Any] | None:
+    text = card.read_text(encoding="utf-8")
+    if not text.startswith("---\n"):
+        return None
+    head = text[4 : text.find("\n---", 4)]
+    loaded = yaml.safe_load(head)
+    return loaded if isinstance(loaded, dict) else None
+
+
+def _check_card(out: Path, manifest: dict[str, Any], result: Verification) -> None:
+    """The card's configs name exactly the manifest's splits, each path glob matches that
+    split's shards, and dataset_info.splits gives their row counts."""
+    card = out / "README.md"
+    if not card.is_file():
+        result.problems.append(Problem("README.md", "no dataset card"))
+        return
+    try:
+        front = _front_matter(card)
+    except yaml.YAMLError as err:
+        result.problems.append(Problem("README.md", f"front matter is not YAML: {err}"))
+        return
+    if front is None:
+        result.problems.append(Problem("README.md", "no YAML front matter"))
+        return
+    splits = manifest["splits"]
+    files = [f for config in front.get("configs") or [] for f in config.get("data_files") or []]
+    declared = {f.get("split"): f.get("path") for f in files if isinstance(f, dict)}
+    if set(declared) != set(splits):
+        result.problems.append(
+            Problem(
+                "README.md",
+                f"declares splits {sorted(map(str, declared))}, the files hold {sorted(splits)}",
+            )
+        )
+    for split, pattern in declared.items():
+        if split not in splits or not isinstance(pattern, str):
+            continue
+        matched = {f"data/{p.name}" for p in out.glob(pattern)}
+        wanted = {shard["path"] for shard in splits[split]["shards"]}
+        if matched != wanted:
+            result.problems.append(
+                Problem(
+                    "README.md",
+                    f"split {split}: {pattern} matches {sorted(matched)}, not {sorted(wanted)}",
+                )
+            )
+    info = front.get("dataset_info") or {}
+    examples = {s.get("name"): s.get("num_examples") for s in info.get("splits") or []}
+    for split, entry in splits.items():
+        if examples.get(split) != entry["rows"]:
+            result.problems.append(
+                Problem(
+                    "README.md",
+                    f"split {split}: num_examples {examples.get(split)}, the shards hold {entry['rows']}",
+                )
+            )
+    result.count("card")
+
+
+def _rows(shards: list[tuple[str, Path]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    for split, path in shards:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=ROW_BATCH):
+            yield split, batch.to_pylist()
+
+
+def _thread(row: dict[str, Any]) -> Thread:
+    return Thread.from_dict(normalize_thread_dict({"id": row["id"], "messages": row["messages"]}))
+
+
+def _check_rows(
+    out: Path,
+    shards: list[tuple[str, Path]],
+    result: Verification,
+    progress: Callable[[str, int], None] | None,
+) -> None:
+    """Every row's input_ids, labels and counts rendered again from its messages."""
+    record = orjson.loads((out / "tokenizer" / SPECIAL_TOKENS_FILE).read_bytes())
+    try:
+        shipped = load_tokenizer(out / "tokenizer")
+    except TokenizerLoadError as err:
+        result.problems.append(Problem("tokenizer/", str(err)))
+        return
+    renderer = Renderer(shipped, bos=record.get("bos") is not None)
+    if renderer.special_ids.as_dict() != record["special_tokens"]:
+        result.problems.append(
+            Problem("tokenizer/", "the MMS token ids differ from mms_special_tokens.json")
+        )
+        return
+    for split, rows in _rows(shards):
+        encoded = renderer.encode_batch([_thread(row) for row in rows])
+        for index, row in enumerate(rows):
+            ours = encoded[index]
+            stored = (row["input_ids"], row["labels"], row["num_tokens"], row["num_trained"])
+            again = (
+                list(ours.input_ids),
+                list(ours.labels),
+                len(ours.input_ids),
+                sum(1 for v in ours.labels if v != IGNORE),
+            )
+            if stored != again:
+                field_name = ("input_ids", "labels", "num_tokens", "num_trained")[
+                    next(i for i in range(4) if stored[i] != again[i])
+                ]
+                result.problems.append(
+                    Problem(
+                        f"{split} row {row['id']}",
+                        f"{field_name} differ from its messages rendered again",
+                    )
+                )
+        result.count("rows rendered again", len(rows))
+        if progress is not None:
+            progress("rendered again", result.checked["rows rendered again"])
+
+
+def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verification) -> None:
+    """apply_chat_template of the shipped tokenizer on every row's stored messages, against
+    its input_ids and labels; rows whose text spells an added token cannot match (the
+    template's string is tokenized with special-token matching on) and are counted apart."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        result.notes.append("chat template not checked: transformers is not installed")
+        return
+    tokenizer = AutoTokenizer.from_pretrained(str(out / "tokenizer"))
+    if not tokenizer.chat_template:
+        result.problems.append(Problem("tokenizer/", "tokenizer_config.json has no chat template"))
+        return
+    added = re.compile("|".join(map(re.escape, tokenizer.get_added_vocab())))
+    for split, rows in _rows(shards):
+        for row in rows:
+            texts = [m.get("content") or "" for m in row["messages"]] + [
+                m.get("name") or "" for m in row["messages"]
+            ]
+            if any(added.search(text) for text in texts):
+                result.count("rows spelling a special token (template not comparable)")
+                continue
+            rendered = tokenizer.apply_chat_template(
+                row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+            )
+            ids, mask = rendered["input_ids"], rendered["assistant_masks"]
+            labels = [i if m else IGNORE for i, m in zip(ids, mask, strict=True)]
+            if ids != row["input_ids"] or labels != row["labels"]:
+                what = "input_ids" if ids != row["input_ids"] else "labels"
+                result.problems.append(
+                    Problem(f"{split} row {row['id']}", f"the chat template gives other {what}")
+                )
+            result.count("rows against the chat template")
