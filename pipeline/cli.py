@@ -82,6 +82,8 @@ def main() -> None:
     Start with:
       mms formats                              which input formats are understood
       mms convert data/ -o out/threads.jsonl   any supported input -> MMS JSONL
+      mms run configs/quickstart.yaml          a pipeline config -> training-ready shards
+      mms verify out/quickstart                check an output without trusting it
     """
 
 
@@ -853,11 +855,13 @@ def run_command(
 ) -> None:
     """Run a pipeline CONFIG: ingest, normalize, lint, filter, dedup, tokenize, shard.
 
-    Writes the output directory of DESIGN §7: data/ shards per split, tokenizer/,
+    Writes the output directory: data/ shards per split, tokenizer/,
     reports/lint.{json,md,html}, quarantine/rejected.jsonl, manifest.json and a Hugging
     Face dataset card (README.md). Work units are resumable: a run that is stopped and
-    started again finishes with the same bytes. Exit status: 0 done, 1 the lint gate
-    (stages.lint.fail_on) failed, 2 a usage or config error.
+    started again finishes with the same bytes. When the lint gate (stages.lint.fail_on,
+    judged on the threads kept) fails, no shards, card or tokenizer are written and the
+    manifest says why. Exit status: 0 done, 1 the lint gate failed, 2 a usage or config
+    error.
     """
     try:
         config = load_run_config(config_file)
