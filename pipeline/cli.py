@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 import orjson
+import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -42,7 +43,14 @@ from pipeline.run_config import RunConfig, RunConfigError, load_run_config
 from pipeline.shards import SHARD_ROWS
 from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits, Record, is_hf_input, iter_file
 from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
-from pipeline.tokenize.inspect import ThreadNotFoundError, pick_threads, show
+from pipeline.tokenize.inspect import (
+    ThreadNotFoundError,
+    pick_threads,
+    read_stored,
+    show,
+    stored_encoding,
+    token_triples,
+)
 from pipeline.tokenize.job import TokenizeResult, tokenize_dataset
 from pipeline.tokenize.overlong import DROP_CODES, OVERLONG_POLICIES, OverlongThreadError
 from pipeline.tokenize.text_encoding import TEXT_ENCODERS
@@ -732,6 +740,9 @@ def _print_tokenize_summary(result: TokenizeResult) -> None:
     "  mms inspect out/threads.jsonl --tokenizer tokenizers/llama3 --bos\n"
     "                                                    its tokens, trained ones marked\n"
     "  mms inspect out/threads.jsonl --tokenizer tokenizers/llama3 > tokens.txt\n"
+    "  mms inspect out/run/data/train-00000-of-00001.parquet   a shard's STORED tokens\n"
+    "  mms inspect out/run/data/train-00000-of-00001.parquet --triples\n"
+    "                                                    (offset, id, label, token) lines\n"
     "\b\nWithout a terminal (a pipe or a file) the output is plain text:\n"
     "  'Hello' ' world'   prompt tokens, repr-escaped (spaces and \\n show)\n"
     "  [['Hello']]        trained tokens (their labels are their ids)\n"
@@ -762,6 +773,11 @@ def _print_tokenize_summary(result: TokenizeResult) -> None:
     is_flag=True,
     help="With --tokenizer: start with the BOS token, as `mms tokenize --bos` does.",
 )
+@click.option(
+    "--triples",
+    is_flag=True,
+    help="Print one (offset, id, label, token) line per token instead of the drawing.",
+)
 def inspect_command(
     file: str,
     thread_id: str | None,
@@ -769,6 +785,7 @@ def inspect_command(
     input_format: str,
     limit: int,
     bos: bool,
+    triples: bool,
 ) -> None:
     """Show threads of FILE the way the MMS spec draws them, or their tokens.
 
@@ -782,6 +799,11 @@ def inspect_command(
         raise click.UsageError("--id shows one thread; --limit applies without it")
     if bos and tokenizer_spec is None:
         raise click.UsageError("--bos applies only with --tokenizer")
+    if _is_shard(file):
+        _inspect_shard(file, thread_id, tokenizer_spec, limit, triples)
+        return
+    if triples and tokenizer_spec is None:
+        raise click.UsageError("--triples shows tokens: give --tokenizer, or inspect a shard")
     try:
         renderer = Renderer(load_tokenizer(tokenizer_spec), bos=bos) if tokenizer_spec else None
     except (TokenizerLoadError, ValueError) as err:
@@ -801,9 +823,52 @@ def inspect_command(
     )
     if not chosen:
         raise click.UsageError(f"{file}: no threads to show" + (f"; {skipped}" if skipped else ""))
-    show(Console(highlight=False), chosen, renderer)
+    if triples and renderer is not None:
+        for thread in chosen:
+            click.echo(
+                f"# {thread.id}\n" + token_triples(renderer, renderer.encode(thread)), nl=False
+            )
+    else:
+        show(Console(highlight=False), chosen, renderer)
     if skipped:
         stderr.print(f"[yellow]note:[/] {skipped}")
+
+
+def _is_shard(file: str) -> bool:
+    """Whether FILE is a tokenized Parquet shard (it has input_ids and labels columns)."""
+    if not file.endswith(".parquet") or not Path(file).is_file():
+        return False
+    try:
+        names = pq.ParquetFile(file).schema_arrow.names
+    except Exception:  # pyarrow raises several types for a file that is not Parquet
+        return False
+    return "input_ids" in names and "labels" in names
+
+
+def _inspect_shard(
+    file: str, thread_id: str | None, tokenizer_spec: str | None, limit: int, triples: bool
+) -> None:
+    """A shard's stored tokens, drawn with the output's own tokenizer (beside data/)."""
+    spec = tokenizer_spec or str(Path(file).resolve().parent.parent / "tokenizer")
+    try:
+        renderer = Renderer(load_tokenizer(spec))
+    except (TokenizerLoadError, ValueError) as err:
+        raise click.UsageError(
+            f"--tokenizer: {err} (a shard is drawn with its output's tokenizer)"
+        ) from None
+    try:
+        rows = read_stored(file, thread_id, limit)
+    except ThreadNotFoundError as err:
+        raise click.UsageError(f"{file}: {err}") from None
+    stored = {
+        thread.id: stored_encoding(renderer, thread, ids, labels) for thread, ids, labels in rows
+    }
+    if triples:
+        for thread, _, _ in rows:
+            click.echo(f"# {thread.id}\n" + token_triples(renderer, stored[thread.id]), nl=False)
+        return
+    show(Console(highlight=False), [thread for thread, _, _ in rows], renderer, stored)
+    stderr.print("[dim]the tokens stored in the shard, not rendered again[/]")
 
 
 @main.command(

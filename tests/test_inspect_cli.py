@@ -201,3 +201,43 @@ def test_on_a_terminal_trained_tokens_are_highlighted():
     console = Console(force_terminal=True, record=True, width=100)
     show(console, [thread], renderer)
     assert "halt" in console.export_text()
+
+
+def _shard_of_a_run(tmp_path):
+    from tests.conftest import REPO
+
+    out = tmp_path / "out"
+    config = REPO / "configs" / "quickstart.yaml"
+    assert CliRunner().invoke(main, ["run", str(config), "-o", str(out)]).exit_code == 0
+    return sorted((out / "data").glob("train-*.parquet"))[0]
+
+
+def test_a_shard_shows_its_stored_tokens_not_tokens_rendered_again(tmp_path):
+    """Inspecting a shard draws what it stores (with the output's own tokenizer): a label
+    changed in the file shows as changed, and --triples lists (offset, id, label, token)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shard = _shard_of_a_run(tmp_path)
+    table = pq.read_table(shard)
+    row_id = table["id"][0].as_py()
+    labels = table["labels"].to_pylist()
+    offset = next(i for i, label in enumerate(labels[0]) if label != -100)
+    labels[0][offset] = -100
+    column = pa.array(labels, pa.list_(pa.int32()))
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("labels"), "labels", column), shard
+    )
+
+    result = CliRunner().invoke(main, ["inspect", str(shard), "--id", row_id, "--triples"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[:2] == [f"# {row_id}", "offset\tid\tlabel\ttoken"]
+    stored_ids = table["input_ids"][0].as_py()
+    shown = [line.split("\t") for line in lines[2:]]
+    assert [int(cells[1]) for cells in shown] == stored_ids
+    assert int(shown[offset][2]) == -100
+    drawn = CliRunner().invoke(main, ["inspect", str(shard), "--id", row_id])
+    assert drawn.exit_code == 0 and "stored in the shard" in drawn.output
+    missing = CliRunner().invoke(main, ["inspect", str(shard), "--id", "no-such-row"])
+    assert missing.exit_code == 2 and "no row has id" in missing.output

@@ -21,7 +21,7 @@ from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
 from pipeline.mms import Message, Thread
-from pipeline.tokenize.renderer import IGNORE, Renderer
+from pipeline.tokenize.renderer import IGNORE, EncodedThread, Renderer
 
 ROLE_STYLES = {
     "platform": "magenta",
@@ -99,9 +99,67 @@ class TokenBlock:
         return sum(token.count for token in self.tokens if token.trained)
 
 
-def token_blocks(renderer: Renderer, thread: Thread) -> list[TokenBlock]:
-    """The thread's tokens per message, as `renderer` encodes them for training."""
-    encoded = renderer.encode(thread)
+def stored_encoding(
+    renderer: Renderer, thread: Thread, input_ids: Sequence[int], labels: Sequence[int]
+) -> EncodedThread:
+    """A shard row's stored tokens as an EncodedThread: each message starts at its
+    `<|role|>` (content never holds a special id), so its ends are the next message's start,
+    and the last one's the halting `<|role|>` after it, if any, else the end."""
+    roles = [i for i, token in enumerate(input_ids) if token == renderer.special_ids.role]
+    count = len(thread.messages)
+    ends = [*roles[1:count], roles[count] if len(roles) > count else len(input_ids)]
+    return EncodedThread(list(input_ids), list(labels), ends if count else [])
+
+
+def read_stored(
+    path: str, thread_id: str | None, limit: int
+) -> list[tuple[Thread, list[int], list[int]]]:
+    """Rows of a tokenized Parquet shard as (thread, stored input_ids, stored labels):
+    the row `thread_id`, or the first `limit` rows."""
+    import pyarrow.parquet as pq
+
+    from pipeline.mms import normalize_thread_dict
+
+    found = []
+    seen = []
+    for batch in pq.ParquetFile(path).iter_batches(
+        batch_size=256, columns=["id", "messages", "input_ids", "labels"]
+    ):
+        for row in batch.to_pylist():
+            if thread_id is None or row["id"] == thread_id:
+                thread = Thread.from_dict(
+                    normalize_thread_dict({"id": row["id"], "messages": row["messages"]})
+                )
+                found.append((thread, row["input_ids"], row["labels"]))
+                if thread_id is not None or len(found) == limit:
+                    return found
+            elif len(seen) < SHOWN_IDS:
+                seen.append(row["id"])
+    if thread_id is not None:
+        more = ", ..." if seen else ""
+        raise ThreadNotFoundError(
+            f"no row has id {thread_id!r}; the shard's first ids are "
+            f"{', '.join(repr(i) for i in seen)}{more}"
+        )
+    return found
+
+
+def token_triples(renderer: Renderer, encoded: EncodedThread) -> str:
+    """One line per token: offset, id, label and the token as the vocabulary spells it
+    (repr-escaped), like a trainer's preprocessing debug dump."""
+    token = renderer.tokenizer.id_to_token
+    lines = ["offset\tid\tlabel\ttoken"]
+    for offset, (token_id, label) in enumerate(zip(encoded.input_ids, encoded.labels, strict=True)):
+        lines.append(f"{offset}\t{token_id}\t{label}\t{token(token_id)!r}")
+    return "\n".join(lines) + "\n"
+
+
+def token_blocks(
+    renderer: Renderer, thread: Thread, encoded: EncodedThread | None = None
+) -> list[TokenBlock]:
+    """The thread's tokens per message: `encoded` (stored tokens) when given, else as
+    `renderer` encodes them for training."""
+    encoded = encoded if encoded is not None else renderer.encode(thread)
     ids = encoded.input_ids
     special_ids = {
         number
@@ -283,11 +341,17 @@ def rich_tokens(thread: Thread, blocks: Sequence[TokenBlock]) -> RenderableType:
 # --------------------------------------------------------------------------- output
 
 
-def show(console: Console, threads: Iterable[Thread], renderer: Renderer | None = None) -> None:
-    """Print each thread (its tokens when a renderer is given): rich panels on a terminal,
-    plain text written as is otherwise."""
+def show(
+    console: Console,
+    threads: Iterable[Thread],
+    renderer: Renderer | None = None,
+    stored: dict[str, EncodedThread] | None = None,
+) -> None:
+    """Print each thread (its tokens when a renderer is given, the `stored` ones of its id
+    when there are): rich panels on a terminal, plain text written as is otherwise."""
     for number, thread in enumerate(threads):
-        blocks = token_blocks(renderer, thread) if renderer is not None else None
+        encoded = (stored or {}).get(thread.id)
+        blocks = token_blocks(renderer, thread, encoded) if renderer is not None else None
         if console.is_terminal:
             console.print(rich_thread(thread) if blocks is None else rich_tokens(thread, blocks))
             continue
