@@ -32,7 +32,8 @@ _SIZES = (
     (1_000_000_000_000, "100B<n<1T"),
 )
 """The Hub's size categories below a trillion rows: (bound, category)."""
-_SHARD_FILE = re.compile(r"^(?P<split>\w+)-\d{5}-of-\d{5}\.parquet$")
+SHARD_FILE = re.compile(r"^(?P<split>\w+)-\d{5}-of-\d{5}\.parquet$")
+"""The name of a shard file: `{split}-{i:05d}-of-{n:05d}.parquet`."""
 _DTYPES = {
     pa.string(): "string",
     pa.large_string(): "large_string",
@@ -213,7 +214,7 @@ def _split_glob(split: str, files: Sequence[str]) -> str:
         raise ValueError(f"split {split!r} has no data files")
     folders = {PurePosixPath(file).parent for file in files}
     for file in files:
-        match = _SHARD_FILE.match(PurePosixPath(file).name)
+        match = SHARD_FILE.match(PurePosixPath(file).name)
         if match is None or match["split"] != split:
             raise ValueError(f"{file} is not a shard of split {split!r} ({split}-NNNNN-of-NNNNN)")
     if len(folders) != 1:

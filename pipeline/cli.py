@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipeline import __version__
-from pipeline.convert import ConvertResult, convert
+from pipeline.convert import ConvertResult, check_output_file, convert
 from pipeline.engine.local import UnitFailed, WorkdirError, reset_workdir
 from pipeline.formats import AUTO, FORMATS, ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
@@ -207,6 +207,15 @@ def _codes_help() -> str:
     "quarantined as too_deep.",
 )
 @click.option(
+    "--max-decompression-ratio",
+    type=click.IntRange(min=1),
+    default=ReadLimits().max_decompression_ratio,
+    show_default=True,
+    metavar="N",
+    help="A compressed file may decompress to N times its size plus 64 MiB; past that the "
+    "rest of it is one unreadable_file line (a decompression bomb).",
+)
+@click.option(
     "--parallel-calls",
     type=click.Choice(PARALLEL_CALLS),
     default="sequence",
@@ -254,6 +263,7 @@ def convert_command(
     strict: bool,
     max_record_bytes: int,
     max_depth: int,
+    max_decompression_ratio: int,
     parallel_calls: str,
     reasoning: str,
     multimodal: str,
@@ -272,7 +282,11 @@ def convert_command(
     checks that records read = converted + quarantined.
     """
     _check_hf_options(inputs, hf_config)
-    limits = ReadLimits(max_record_bytes=max_record_bytes, max_depth=max_depth)
+    limits = ReadLimits(
+        max_record_bytes=max_record_bytes,
+        max_depth=max_depth,
+        max_decompression_ratio=max_decompression_ratio,
+    )
     options = ConvertOptions(
         parallel_calls=parallel_calls,  # type: ignore[arg-type]
         reasoning=reasoning,  # type: ignore[arg-type]
@@ -491,7 +505,7 @@ def lint_command(
         raise click.UsageError(str(err)) from None
     try:
         if output is not None:
-            check_writable(output)
+            check_output_file(output)
         with _progress() as update:
             report = lint(
                 inputs,
@@ -662,6 +676,10 @@ def tokenize_command(
         tokenizer = load_tokenizer(tokenizer_spec, allow_tiktoken=encoder == "auto")
     except TokenizerLoadError as err:
         raise click.UsageError(f"--tokenizer: {err}") from None
+    try:  # the tokenizer suits MMS, has the BOS asked for, and ships as a file trainers load
+        Renderer(tokenizer, bos=bos).check_shipped_tokenizer()
+    except ValueError as err:
+        raise click.UsageError(f"--tokenizer: {err}") from None
     try:
         with _progress() as update:
             result = tokenize_dataset(
@@ -683,7 +701,7 @@ def tokenize_command(
             "Raise --max-tokens, or use --overlong drop or truncate."
         )
         sys.exit(1)
-    except (InputError, ValueError) as err:
+    except InputError as err:
         raise click.UsageError(str(err)) from None
     _print_tokenize_summary(result)
     if not result.balanced:
@@ -938,7 +956,10 @@ def run_command(
     except OutputPathError as err:
         raise click.UsageError(f"{'-o' if output else 'output'}: {err}") from None
     if dry_run:
-        _print_plan(config, out)
+        try:
+            _print_plan(config, out)
+        except InputError as err:
+            raise click.UsageError(str(err)) from None
         kind, count = engine or config.engine.kind, workers or config.engine.workers
         click.echo(f"engine: {kind}, {count} worker(s)")
         return
@@ -965,7 +986,7 @@ def run_command(
         stderr.print("[red]error:[/] the counts do not balance; this is a bug, please report it")
         sys.exit(1)
     if result.gate_failed:
-        _print_gate_failure(result, config.stages.lint.fail_on)
+        _print_gate_failure(result, config)
         sys.exit(1)
 
 
@@ -1049,11 +1070,13 @@ def _stage_progress() -> Iterator[Callable[[str, int, int], None] | None]:
         yield update
 
 
-def _print_gate_failure(result: RunResult, fail_on: str) -> None:
+def _print_gate_failure(result: RunResult, config: RunConfig) -> None:
     """Which findings on kept threads failed the gate, and where the first of each is."""
+    fail_on = config.stages.lint.fail_on
+    withheld = "no shards, card or tokenizer written; " if config.stages.shard else ""
     stderr.print(
-        f"[red]lint gate failed[/] (fail_on: {fail_on}): no shards, card or tokenizer "
-        "written; manifest.json says gate.passed: false"
+        f"[red]lint gate failed[/] (fail_on: {fail_on}): {withheld}manifest.json says "
+        "gate.passed: false"
     )
     for code, severity, count, first in result.report.gate_findings(fail_on):
         where = first.locator or first.source or first.thread_id or ""
@@ -1091,9 +1114,11 @@ def _print_run_summary(result: RunResult) -> None:
             f"(text encoded by {result.text_encoder})"
         )
     report = result.report
+    left_out = sum(report.on_dropped.values())
+    not_gated = f", {left_out:,} of them on what was dropped (not gated)" if left_out else ""
     stderr.print(
         f"Lint: {len(report.diagnostics):,} findings ({report.errors:,} errors, "
-        f"{report.warnings:,} warnings); reports in {result.output / 'reports'}"
+        f"{report.warnings:,} warnings){not_gated}; reports in {result.output / 'reports'}"
     )
     checked = result.verification.checked if result.verification else None
     if checked:

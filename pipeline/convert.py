@@ -3,13 +3,14 @@ file, with the counts that prove nothing was lost."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.formats import AUTO, ConvertOptions
 from pipeline.ingest import ReadStats, read
-from pipeline.output_files import atomic_output, check_writable
+from pipeline.output_files import OutputPathError, atomic_output, check_writable
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits
 
@@ -33,6 +34,15 @@ def default_quarantine_path(output: str | Path) -> Path:
     return path.with_name(f"{name}.rejected.jsonl")
 
 
+def check_output_file(path: str | Path) -> None:
+    """Make sure a file can be written at `path` before any work starts (as
+    check_writable), and that it is not a device, pipe or socket: an output is written
+    to a temporary file renamed over it, which would replace `/dev/null` itself."""
+    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        raise OutputPathError(f"cannot write {path}: not a regular file (a device or pipe)")
+    check_writable(path)
+
+
 def convert(
     inputs: str | Sequence[str],
     output: str | Path,
@@ -52,8 +62,8 @@ def convert(
     quarantine = Path(quarantine) if quarantine is not None else default_quarantine_path(output)
     if quarantine.resolve() == output.resolve():
         raise InputError("the quarantine file must differ from the output file")
-    check_writable(output)
-    check_writable(quarantine)
+    check_output_file(output)
+    check_output_file(quarantine)
     stats = ReadStats()
     with atomic_output(output) as out, atomic_output(quarantine) as rejected:
 

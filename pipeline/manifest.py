@@ -19,6 +19,7 @@ import orjson
 import pipeline
 from pipeline.output_files import atomic_output, file_sha256
 from pipeline.shards import Shard
+from pipeline.sources import is_hf_input
 
 MANIFEST_FORMAT = "mms-pipeline-manifest/1"
 """Names this layout, for readers that check what they were given."""
@@ -29,11 +30,13 @@ _VERSIONED = ("tokenizers", "tiktoken", "pyarrow")
 
 @dataclass(frozen=True, slots=True)
 class InputRecord:
-    """One input file as the run read it: path (as the config names it), sha256, size, format."""
+    """One input as the run read it: path (as the config names it), format, and the
+    file's size and sha256 (None for an `hf:` dataset: `datasets` streams it, there is no
+    one file to hash)."""
 
     path: str
-    sha256: str
-    bytes: int
+    sha256: str | None
+    bytes: int | None
     format: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -48,8 +51,11 @@ class InputRecord:
 def input_record(
     path: str | os.PathLike[str], format: str, *, recorded_as: str | None = None
 ) -> InputRecord:
-    """The InputRecord of a file read as `format`, its path given as `recorded_as` if set."""
+    """The InputRecord of a file (or `hf:` dataset) read as `format`, its path given as
+    `recorded_as` if set."""
     shown = recorded_as if recorded_as is not None else str(path)
+    if is_hf_input(str(path)):
+        return InputRecord(shown, None, None, format)
     return InputRecord(shown, file_sha256(path), Path(path).stat().st_size, format)
 
 

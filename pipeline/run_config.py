@@ -1,7 +1,7 @@
 """The `mms run` pipeline config: a YAML file checked against
 schemas/pipeline-config.schema.json and then for what a schema cannot say (split fractions
-summing to 1, known formats and lint rules, an existing tokenizer), read into frozen
-dataclasses with every default filled.
+summing to 1, known formats and lint rules, a tokenizer a work unit can load, an output
+folder apart from the inputs), read into frozen dataclasses with every default filled.
 
 Relative paths in the config (input paths and globs, `hf:./dir` datasets, the tokenizer,
 `output`) are resolved against the directory of the CONFIG FILE, never the working
@@ -236,9 +236,14 @@ class RunConfig:
         relative (to the config file's folder) stays relative to it, so the same config and
         data give the same bytes wherever the checkout lives; a path written absolute (and
         a file under it) stays absolute, so the config gives the same bytes wherever it
-        lives. `hf:` inputs, Hub names and the paths of a config with no file stay as given."""
+        lives; a local `hf:` dataset likewise (`hf:./dir` when relative). Hub names and the
+        paths of a config with no file stay as given."""
         text = str(path)
-        if self.source is None or text.startswith(HF_PREFIX) or not os.path.isabs(text):
+        dataset = text.removeprefix(HF_PREFIX)
+        if dataset != text:
+            local = os.path.isabs(dataset)  # else a Hub name
+            return HF_PREFIX + _relative_dataset(self.recorded_path(dataset)) if local else text
+        if self.source is None or not os.path.isabs(text):
             return text
         if any(_under(text, written) for written in self.written_absolute):
             return text
@@ -253,6 +258,20 @@ class RunConfig:
             self.resolved(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _relative_dataset(path: str) -> str:
+    """A dataset path as `hf:` reads it: a relative one starts with `./` or `../` (else it
+    would name a Hub dataset)."""
+    if os.path.isabs(path) or path.startswith(("./", "../")):
+        return path
+    return f"./{path}"
+
+
+def _local_input(spec: InputSpec) -> str | None:
+    """The local path (or glob) an input reads, None for a Hub dataset."""
+    path = spec.path.removeprefix(HF_PREFIX) if spec.is_hf else spec.path
+    return path if os.path.isabs(path) else None
 
 
 def _under(path: str, folder: str) -> bool:
@@ -417,17 +436,25 @@ class _Builder:
         )
 
     def _output(self, inputs: tuple[InputSpec, ...]) -> Path:
-        """The output folder: not an existing file, not one of the inputs (a run never
-        reads its own output: an output inside an input folder is left out of it)."""
+        """The output folder: not an existing file, not one of the inputs, and holding
+        none of them (a run never reads its own output: an output inside an input folder
+        is left out of it, so an input inside the output could never be read)."""
         output = Path(self._local(self.data["output"]))
         if output.exists() and not output.is_dir():
             raise self.doc.error(["output"], f"{output} is an existing file, not a folder")
         real = os.path.realpath(output)
         for index, spec in enumerate(inputs):
-            if not spec.is_hf and os.path.realpath(spec.path) == real:
-                raise self.doc.error(
-                    ["output"], f"the output folder is inputs[{index}] ({spec.path}) itself"
+            local = _local_input(spec)
+            if local is None or not _under(os.path.realpath(local), real):
+                continue
+            if os.path.realpath(local) == real:
+                reason = f"the output folder is inputs[{index}] ({spec.path}) itself"
+            else:
+                reason = (
+                    f"inputs[{index}] ({spec.path}) is inside the output folder {output}, "
+                    "which a run never reads: put the output outside the inputs"
                 )
+            raise self.doc.error(["output"], reason)
         return output
 
     def _local(self, path: str) -> str:
@@ -504,19 +531,27 @@ class _Builder:
         if os.path.isdir(local) and not os.path.isfile(os.path.join(local, "tokenizer.json")):
             raise self.doc.error(where, f"{local} has no tokenizer.json")
         if os.path.exists(local):
-            try:
-                check_tokenizer(local)
-            except TokenizerLoadError as err:
-                raise self.doc.error(where, f"not a usable tokenizer: {err}") from None
+            self._check_tokenizer(local)
             return TokenizeStage(**{**raw, "tokenizer": local})
         if _hub_name(spec):
             from huggingface_hub import try_to_load_from_cache
 
             if isinstance(try_to_load_from_cache(spec, "tokenizer.json"), str):
+                self._check_tokenizer(spec)
                 return TokenizeStage(**raw)
             reason = f"no such file or directory {local}, and {spec} is not in the local Hub cache"
             raise self.doc.error(where, reason)
         raise self.doc.error(where, f"no such file or directory: {local}")
+
+    def _check_tokenizer(self, spec: str) -> None:
+        """Refuse, before any work unit starts, a tokenizer no unit could load: a unit
+        that fails on it cannot be fixed by running again. Cheap: the JSON is parsed and
+        its structure checked; the vocabulary is never built."""
+        try:
+            check_tokenizer(spec)
+        except (TokenizerLoadError, OSError) as err:
+            reason = f"not a usable tokenizer: {err}"
+            raise self.doc.error(["stages", "tokenize", "tokenizer"], reason) from None
 
     def _shard(self, raw: dict[str, Any] | Literal[False]) -> ShardStage | None:
         if raw is False:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gzip
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -13,7 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
+from pipeline.engine.units import iter_unit_records, plan_units
 from pipeline.formats import FORMATS
+from pipeline.lint import lint
 from pipeline.quarantine import raw_text
 from pipeline.sources import InputError, ReadLimits, expand_inputs
 from tests.reading import read_all
@@ -121,6 +125,11 @@ def test_a_decompression_bomb_is_stopped_with_one_line(tmp_path):
     assert len(threads) == 2 and stats.balanced
     (bombed,) = rejected
     assert bombed.code == "unreadable_file" and "decompression bomb" in bombed.message
+    command = ["convert", str(bomb), "-o", str(tmp_path / "o.jsonl"), "--max-decompression-ratio"]
+    result = CliRunner().invoke(main, [*command, "10"])
+    assert "2 read = 1 converted + 1 quarantined" in result.output, result.output
+    result = CliRunner().invoke(main, [*command, "2000"])
+    assert "1 read = 1 converted + 0 quarantined" in result.output, result.output
 
 
 def test_a_long_run_of_blank_lines_keeps_the_line_numbers(tmp_path):
@@ -193,3 +202,137 @@ def test_an_empty_context_name_is_no_name_with_a_note(tmp_path):
     _, rejected, stats = read_all(_jsonl(tmp_path / "o.jsonl", tool_chat), format="openai")
     assert stats.balanced
     assert all("must not be empty" not in r.message for r in rejected)
+
+
+def test_a_line_deeper_than_json_parses_is_too_deep_and_linted_as_unreadable(tmp_path):
+    source = tmp_path / "deep.jsonl"
+    source.write_bytes(b"[" * 2000 + b"]" * 2000 + b"\n" + b"[" * 300 + b"]" * 300 + b"\n")
+    _jsonl(tmp_path / "good.jsonl", GOOD)
+    threads, rejected, stats = read_all(source, tmp_path / "good.jsonl")
+    assert [r.code for r in rejected] == ["too_deep", "too_deep"]
+    assert "more than 1024 levels" in rejected[0].message
+    assert "more than 128 levels" in rejected[1].message
+    assert len(threads) == 1 and stats.balanced
+    findings = [(d.code, d.message) for d in lint(str(source)).diagnostics]
+    assert [code for code, _ in findings] == ["MMS105", "MMS105"]
+    assert all("[too_deep]" in message for _, message in findings)
+
+
+def test_yaml_too_deep_to_load_is_too_deep_with_its_depth(tmp_path):
+    source = tmp_path / "deep.yaml"
+    source.write_text("- {messages: " + "[" * 500 + "]" * 500 + "}\n")
+    threads, rejected, stats = read_all(source, _jsonl(tmp_path / "good.jsonl", GOOD))
+    assert [r.code for r in rejected] == ["too_deep"] and len(threads) == 1
+    assert "502 levels deep" in rejected[0].message and stats.balanced
+
+
+def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a fresh interpreter, stopped after a minute: a reader that hangs on
+    a device fails the test instead of holding it."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_deep_skprompt_config_is_too_deep_and_a_device_config_is_never_read(tmp_path):
+    for name in ("deep", "device"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "skprompt.txt").write_text("Hello {{$input}}")
+    (tmp_path / "deep" / "config.json").write_bytes(b'{"a":' + b"[" * 300 + b"]" * 300 + b"}")
+    _, rejected, stats = read_all(tmp_path / "deep" / "skprompt.txt")
+    assert [r.code for r in rejected] == ["too_deep"] and stats.balanced
+    os.symlink("/dev/zero", tmp_path / "device" / "config.json")
+    code = (
+        "import sys, pipeline; rejected = []\n"
+        "list(pipeline.read(sys.argv[1:2], on_reject=rejected.append))\n"
+        "print([r.message for r in rejected])"
+    )
+    result = _python(code, str(tmp_path / "device" / "skprompt.txt"))
+    assert "config.json: not a regular file" in result.stdout, result.stderr
+
+
+def test_a_path_that_is_not_a_regular_file_is_one_rejection_never_opened(tmp_path):
+    os.symlink("/dev/zero", tmp_path / "zero.jsonl")
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    code = (
+        "import sys\nfrom pipeline.sources import iter_file\n"
+        "for path in sys.argv[1:]:\n"
+        "    print([(item.code, item.message) for item in iter_file(path)])"
+    )
+    result = _python(code, str(tmp_path / "zero.jsonl"), str(tmp_path / "pipe.jsonl"))
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and all("unreadable_file" in line for line in lines), result.stderr
+    assert all("is not a regular file" in line for line in lines)
+
+
+def test_folder_symlinks_are_never_followed_out_nor_round_a_cycle(tmp_path):
+    folder, outside = tmp_path / "in", tmp_path / "outside"
+    (folder / "sub").mkdir(parents=True)
+    outside.mkdir()
+    _jsonl(outside / "secret.jsonl", GOOD)
+    _jsonl(folder / "good.jsonl", GOOD)
+    os.symlink(outside, folder / "sub" / "out")
+    os.symlink("..", folder / "sub" / "up")
+    os.symlink("../..", folder / "sub" / "cycle")  # with `up`, a plain glob never ends
+    for given in (str(folder), f"{folder}/**/*.jsonl", f"{folder}/*/*"):
+        args = ["convert", given, "-o", str(tmp_path / "o.jsonl")]
+        result = _python("from pipeline.cli import main; main()", *args)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        assert "Check: 1 read = 1 converted + 0 quarantined" in result.stderr, given
+        assert "secret" not in (tmp_path / "o.jsonl").read_text()
+        assert "a symlink leading outside" in result.stderr, given
+        refused = expand_inputs([given]).refused  # each once, however often it was met
+        assert set(refused) == {f"{folder.as_posix()}/sub/{n}" for n in ("out", "cycle")}
+
+
+def test_blank_lines_of_any_whitespace_are_skipped_in_runs_keeping_line_numbers(tmp_path):
+    source = tmp_path / "blank.jsonl"
+    source.write_bytes(orjson.dumps(GOOD) + b"\r\n \t\n" * 1_000_000 + b"  {not json}\n")
+    _, rejected, _ = read_all(source)
+    assert [r.locator.rsplit(":", 1)[1] for r in rejected] == ["2000001"]
+
+
+def test_a_line_too_long_to_skip_gives_up_the_rest_of_the_file(tmp_path):
+    source = tmp_path / "long.jsonl"
+    source.write_bytes(b'"' + b"x" * 500 + b'"\n' + b"y" * 5000 + b"\n" + orjson.dumps(GOOD))
+    limits = ReadLimits(max_record_bytes=100, max_skip_bytes=1000)
+    threads, rejected, stats = read_all(source, limits=limits)
+    assert [r.code for r in rejected] == ["oversize_record", "oversize_record"]
+    assert "502 bytes" in rejected[0].message
+    assert "the rest of the file is not read" in rejected[1].message
+    assert threads == [] and stats.records_read == 2 and stats.balanced
+    (unit,) = plan_units([(str(source), "auto")], split_bytes=10**6)
+    assert [r.code for r in iter_unit_records(unit, limits)] == ["oversize_record"] * 2
+
+
+def test_an_unreadable_part_of_a_split_file_costs_only_that_part(tmp_path):
+    source = tmp_path / "parts.jsonl"
+    good = orjson.dumps(GOOD) + b"\n"
+    source.write_bytes(good * 20 + b"[" * 300 + b"]" * 300 + b"\n" + b"z" * 3000 + b"\n" + good)
+    limits = ReadLimits(max_record_bytes=700, max_skip_bytes=1000)
+    units = plan_units([(str(source), "auto")], split_bytes=len(good) * 20)
+    first, second, third = ([*iter_unit_records(unit, limits)] for unit in units)
+    assert [r.code for r in second] == ["too_deep", "oversize_record"]
+    assert second[0].locator.endswith(":21")
+    assert len(first) == 20 and [r.locator.rsplit(":", 1)[1] for r in third] == ["23"]
+
+
+def test_a_device_or_pipe_as_output_is_refused_not_replaced(tmp_path):
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for command in (["convert", "data_samples/mms", "-o"], ["lint", "data_samples/mms", "-o"]):
+        result = CliRunner().invoke(main, [*command, str(pipe)])
+        assert result.exit_code == 2 and "not a regular file" in result.output, result.output
+    assert pipe.is_fifo()
+
+
+def test_a_bug_while_tokenizing_is_never_called_a_usage_error(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ValueError("boom")
+
+    monkeypatch.setattr("pipeline.cli.tokenize_dataset", broken)
+    monkeypatch.delenv("MMS_DEBUG", raising=False)
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    args = ["tokenize", "data_samples/mms", "--tokenizer", "configs/sample_tokenizer"]
+    result = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 3 and "internal error" in result.output, result.output

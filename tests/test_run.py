@@ -5,6 +5,7 @@ workers, and a run killed with SIGKILL and started again ends with the same byte
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -361,3 +362,27 @@ def test_every_bundled_config_runs_on_a_fresh_clone(name, tmp_path):
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["counts"]["balanced"] is True
     assert manifest["gate"]["passed"] is (name != "lint_only.yaml")
+
+
+def test_the_tool_calling_gate_is_not_idle(tmp_path):
+    """tool_calling.yaml passes because its drop_on leaves out the threads the samples
+    hold on purpose (a tool the developer never declared, arguments against the schema,
+    an answer before the tool result); the same job without drop_on fails on them."""
+    shipped = REPO / "configs" / "tool_calling.yaml"
+    out = tmp_path / "out"
+    result = run_cli(str(shipped), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    dropped = orjson.loads((out / "manifest.json").read_bytes())["counts"]["threads_dropped"]
+    assert {"lint:MMS201", "lint:MMS403", "lint:MMS303"} <= set(dropped)
+    summary = orjson.loads((out / "reports" / "lint.json").read_bytes())["summary"]
+    assert {"MMS201", "MMS403", "MMS303"} <= set(summary["on_dropped_threads"])
+    assert summary["gate"] == {"fail_on": "error", "failed": False, "failed_by": {}}
+
+    text = shipped.read_text().replace("../data_samples", str(REPO / "data_samples"))
+    text = text.replace("tokenizer: sample_tokenizer", f"tokenizer: {SAMPLE_TOKENIZER}")
+    undropped = tmp_path / "undropped.yaml"
+    undropped.write_text(re.sub(r"drop_on: \[.*\]", "drop_on: []", text))
+    failed = run_cli(str(undropped), "-o", str(tmp_path / "failed"))
+    assert failed.exit_code == 1, failed.output
+    gate = orjson.loads((tmp_path / "failed" / "manifest.json").read_bytes())["gate"]
+    assert {"MMS201", "MMS403", "MMS303"} <= {entry["code"] for entry in gate["failed_by"]}

@@ -1,7 +1,7 @@
 """`mms run` means what its config says: the gate judges what is kept (drop_on works), a
-failed gate publishes nothing normal-looking, an empty split is not declared, a run never
-reads its own output, a tokenizer that is not one is a config error, and the output does
-not depend on where the config lives."""
+failed gate publishes nothing normal-looking, an empty split is not declared, nothing of
+an earlier run outlives the next, a run never reads its own output, a tokenizer that is
+not one is a config error, and the output does not depend on where the config lives."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import shutil
 from pathlib import Path
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
 from tests.conftest import REPO
 
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
+NO_GATE = "lint: {fail_on: never}"
 
 
 def _thread(thread_id: str, answer: str, fmt: str = "markdown") -> dict:
@@ -62,6 +64,7 @@ def test_drop_on_drops_and_the_gate_judges_only_what_is_kept(tmp_path):
     )
     result = _run(config)
     assert result.exit_code == 0, result.output
+    assert "1 of them on what was dropped (not gated)" in result.output
     manifest = orjson.loads((tmp_path / "out" / "manifest.json").read_bytes())
     assert manifest["gate"] == {"passed": True, "fail_on": "error", "failed_by": []}
     assert manifest["counts"]["threads_dropped"] == {"lint:MMS201": 1}
@@ -181,3 +184,107 @@ def test_the_same_config_with_absolute_paths_gives_the_same_bytes_from_any_folde
     assert first.keys() == second.keys()
     differing = [name for name in first if first[name] != second[name]]
     assert differing == [], differing
+
+
+@pytest.mark.parametrize("glob", [False, True], ids=["folder", "glob"])
+def test_an_input_inside_the_output_is_a_config_error(tmp_path, glob):
+    """Files under the output folder are never read, so an input there could never be:
+    refused with the output's line, before anything runs (a dry run too)."""
+    folder = tmp_path / "out" / "raw"
+    _inputs(folder)
+    source = f"{folder}/*.jsonl" if glob else folder
+    config = _config(tmp_path, source, folder if glob else tmp_path / "out", NO_GATE)
+    for args in ((), ("--dry-run",)):
+        result = _run(config, *args)
+        assert result.exit_code == 2, result.output
+        assert "output: inputs[0]" in result.output and "inside the output folder" in result.output
+        assert "(line 5)" in result.output and "Traceback" not in result.output
+
+
+def test_a_dry_run_with_an_output_over_the_inputs_is_a_usage_error(tmp_path):
+    folder = tmp_path / "out" / "raw"
+    _inputs(folder)
+    config = _config(tmp_path, folder, tmp_path / "elsewhere", NO_GATE)
+    result = _run(config, "--dry-run", "-o", str(tmp_path / "out"))
+    assert result.exit_code == 2, result.output
+    assert "no input files outside the run's output folder" in result.output
+    assert "internal error" not in result.output
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not JSON at all",
+        '{"hello": "world"}',
+        '{"model": {"type": "BPE"}}',
+        '{"model": {"type": "BPE", "vocab": {"a": 0}}}',
+        '{"model": {"type": "Sentencepiece", "vocab": {"a": 0}}}',
+        '{"model": {"type": "Unigram", "vocab": {"a": 0}}}',
+    ],
+    ids=["not-json", "no-model", "no-vocab", "no-merges", "unknown-type", "vocab-not-a-list"],
+)
+def test_a_tokenizer_that_no_unit_could_load_is_a_config_error(tmp_path, text):
+    source = _inputs(tmp_path / "in")
+    fake = tmp_path / "fake" / "tokenizer.json"
+    fake.parent.mkdir()
+    fake.write_text(text)
+    config = _config(tmp_path, source, tmp_path / "out", f"tokenize: {{tokenizer: {fake}}}")
+    result = _run(config)
+    assert result.exit_code == 2, result.output
+    assert "stages.tokenize.tokenizer: not a usable tokenizer" in result.output
+    assert "(line 7)" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_run_leaves_nothing_of_an_earlier_run_it_does_not_write(tmp_path):
+    """Shards of a split this run does not write, and the card and tokenizer of a run that
+    writes none, are removed: nothing in the output disagrees with its manifest."""
+    source = _inputs(tmp_path / "in")
+    out = tmp_path / "out"
+    tokenize = f"tokenize: {{tokenizer: {SAMPLE_TOKENIZER}}}"
+    sharded = _config(tmp_path, source, out, NO_GATE, tokenize)
+    assert _run(sharded).exit_code == 0
+    (train,) = (out / "data").glob("train-*.parquet")
+    shutil.copy(train, out / "data" / "validation-00000-of-00001.parquet")  # an old split
+    again = _run(sharded)
+    assert again.exit_code == 0, again.output
+    assert [p.name for p in (out / "data").iterdir()] == [train.name]
+
+    lint_only = _config(tmp_path, source, out, NO_GATE, "shard: false")
+    result = _run(lint_only)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "quarantine", "reports"]
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["splits"] == {} and manifest["tokenizer"] is None
+
+
+def test_a_lint_only_gate_failure_does_not_speak_of_shards(tmp_path):
+    source = _inputs(tmp_path / "in")
+    config = _config(tmp_path, source, tmp_path / "out", "lint: {fail_on: error}", "shard: false")
+    result = _run(config)
+    assert result.exit_code == 1
+    assert "lint gate failed (fail_on: error): manifest.json says gate.passed: false" in (
+        result.output
+    )
+    assert "no shards" not in result.output and "MMS201" in result.output
+
+
+def test_a_local_hf_dataset_is_recorded_as_written_wherever_the_checkout_lives(
+    tmp_path, offline_hf
+):
+    """`hf:./dir` is recorded relative to the config's folder, like any relative input (a
+    moved checkout writes the same bytes), and the manifest lists it with no file hash."""
+    outputs = []
+    for place in ("first", "second/deeper"):
+        root = tmp_path / place
+        _inputs(root / "dataset" / "data")
+        config = _config(root, "hf:./dataset", "out", NO_GATE)
+        result = _run(config)
+        assert result.exit_code == 0, result.output
+        out = root / "out"
+        outputs.append({str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*.*")})
+    assert outputs[0] == outputs[1]
+    manifest = orjson.loads(outputs[0]["manifest.json"])
+    assert manifest["inputs"] == [
+        {"path": "hf:./dataset", "format": "mms", "bytes": None, "sha256": None}
+    ]

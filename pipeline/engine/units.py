@@ -185,7 +185,7 @@ def _iter_range(
     shift = unit.first_line - 1 - len(prefix)
     with open(unit.path, "rb", buffering=0) as raw:
         part = io.BufferedReader(_RangeStream(raw, start, end, prefix), MIB)
-        for item in iter_jsonl(unit.path, part, limits.max_record_bytes):
+        for item in iter_jsonl(unit.path, part, limits):
             yield _relocate(item, unit.path, shift) if shift else item
 
 

@@ -23,7 +23,13 @@ from pipeline.ingest import SNIFF_RECORDS
 from pipeline.lint import LintReport
 from pipeline.output_files import remove_stale_temps
 from pipeline.run.counts import RunCounts
-from pipeline.run.outputs import ship_tokenizer, write_card, write_reports, write_run_manifest
+from pipeline.run.outputs import (
+    remove_stale_outputs,
+    ship_tokenizer,
+    write_card,
+    write_reports,
+    write_run_manifest,
+)
 from pipeline.run.reduce import reduce_units
 from pipeline.run.unit import UNIT_TOKENIZER, UnitJob, renderer_for, shard_schema
 from pipeline.run_config import RunConfig
@@ -131,9 +137,8 @@ def run_pipeline(
     tokenizer = None
     if config.stages.tokenize is not None and not gate_failed:
         tokenizer = ship_tokenizer(reduced.unit_dirs[0] / UNIT_TOKENIZER, out)
-    if gate_failed:  # nothing of an earlier run may pass for this run's output
-        shutil.rmtree(out / "tokenizer", ignore_errors=True)
-        (out / "README.md").unlink(missing_ok=True)
+    # nothing of an earlier run may pass for this run's output (a failed gate writes none)
+    remove_stale_outputs(out, shards, card=bool(shards), tokenizer=tokenizer is not None)
     write_run_manifest(out, config, units, counts, shards, tokenizer, reports, report)
     if shards:
         renderer = tokenizer["renderer"] if tokenizer else None

@@ -3,17 +3,18 @@ tokenizer, the manifest and the Hugging Face dataset card."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pyarrow as pa
 
-from pipeline.card import CardStats, dataset_card, lint_summary
+from pipeline.card import SHARD_FILE, CardStats, dataset_card, lint_summary
 from pipeline.engine.units import WorkUnit
 from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
-from pipeline.manifest import build_manifest, input_record, write_manifest
+from pipeline.manifest import DATA_DIR, build_manifest, input_record, write_manifest
 from pipeline.output_files import atomic_output, atomic_text_output, file_sha256
 from pipeline.run.counts import RunCounts
 from pipeline.run_config import RunConfig
@@ -50,6 +51,27 @@ def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
         "pad_token": record["pad_token"],
         "base": record["base_tokenizer"],
     }
+
+
+def remove_stale_outputs(
+    out: Path, shards: dict[str, list[Shard]], *, card: bool, tokenizer: bool
+) -> None:
+    """Remove what an earlier run in `out` left and this one does not write: shards of
+    any split this run did not write (another split list, an empty split, a failed gate;
+    `data/` itself once empty), the card and the tokenizer. Nothing in `out` may then
+    pass for this run's output or disagree with its manifest."""
+    data = out / DATA_DIR
+    written = {shard.name for split in shards.values() for shard in split}
+    if data.is_dir():
+        for path in data.iterdir():
+            if SHARD_FILE.match(path.name) and path.name not in written:
+                path.unlink()
+        if not any(data.iterdir()):
+            data.rmdir()
+    if not card:
+        (out / "README.md").unlink(missing_ok=True)
+    if not tokenizer:
+        shutil.rmtree(out / "tokenizer", ignore_errors=True)
 
 
 def write_run_manifest(

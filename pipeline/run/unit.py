@@ -38,6 +38,7 @@ from pipeline.quarantine import rejection_line
 from pipeline.run.keys import stable_fraction
 from pipeline.run_config import RunConfig, TokenizeStage
 from pipeline.sources import DEFAULT_SPLIT, is_hf_input
+from pipeline.sources.paths import HF_PREFIX
 from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
 from pipeline.tokenize.job import write_tokenizer
 from pipeline.tokenize.overlong import Drop
@@ -131,19 +132,26 @@ class UnitJob:
         # the config's folder), so thread ids and meta depend on neither where the checkout
         # lives nor where the config does
         base = self.config.source.parent if self.config.source else None
-        recorded = self.config.recorded_path(unit.path)
+        recorded = dataclasses.replace(unit, path=self.config.recorded_path(unit.path))
         out = out.resolve()  # before any change of working directory
-        if base is None or os.path.isabs(recorded) or is_hf_input(unit.path):
-            _UnitWriter(self.config, out).process(unit, dataclasses.replace(unit, path=recorded))
+        if base is None or not _relative_local(recorded.path):
+            _UnitWriter(self.config, out).process(unit, recorded)
         else:
-            relative = dataclasses.replace(unit, path=recorded)
             with _working_directory(base):
-                _UnitWriter(self.config, out).process(unit, relative)
+                _UnitWriter(self.config, out).process(unit, recorded)
         stage = self.config.stages.tokenize
         if stage is not None and unit.id == self.ships_tokenizer:
             renderer, loaded = renderer_for(stage)
             shown = self.config.recorded_path(loaded.path)
             write_tokenizer(out / UNIT_TOKENIZER, renderer, loaded, base_path=shown)
+
+
+def _relative_local(recorded: str) -> bool:
+    """Whether a recorded input is a local path relative to the config's folder (a file,
+    or an `hf:./dir` dataset), so that it is read from there; a Hub name is not."""
+    if is_hf_input(recorded):
+        return recorded.removeprefix(HF_PREFIX).startswith(("./", "../"))
+    return not os.path.isabs(recorded)
 
 
 @contextmanager

@@ -6,6 +6,8 @@ exception that stops the run."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 
 from pipeline.quarantine import Rejection
@@ -44,8 +46,9 @@ def iter_file(
     """Records of one file, in file order. A record nested deeper than
     `limits.max_depth` is a `too_deep` rejection; a file that cannot be opened, whose
     compressed stream breaks or decompresses past its bound, or that its reader fails on,
-    ends in one `unreadable_file` rejection. An `hf:` input streams `split` (and
-    `config`) of that dataset instead."""
+    ends in one `unreadable_file` rejection, as does a path that is not a regular file
+    (a device or a pipe is never opened). An `hf:` input streams `split` (and `config`)
+    of that dataset instead."""
     limits = limits or ReadLimits()
     if not is_hf_input(path) and file_kind(path) is None:
         raise InputError(f"{path}: unsupported file type")
@@ -58,13 +61,16 @@ def _records(
     if is_hf_input(path):
         yield from iter_hf(path, limits, split=split, config=config)
         return
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a device or pipe would never end
+        yield Rejection(path, path, "unreadable_file", f"{path} is not a regular file")
+        return
     kind = file_kind(path)
     if kind == "parquet":
         yield from iter_parquet(path, limits)
         return
     with open_binary(path, limits.max_decompression_ratio) as stream:
         if kind == "jsonl":
-            yield from iter_jsonl(path, stream, limits.max_record_bytes)
+            yield from iter_jsonl(path, stream, limits)
         elif kind == "json":
             yield from iter_json(path, stream, limits)
         elif kind == "yaml":

@@ -48,7 +48,8 @@ class _Bounded(io.RawIOBase):
         if len(data) > self._left:
             raise DecompressionBombError(
                 f"{self._path} decompresses to more than {self._limit} bytes, over the "
-                "limit for its size (a decompression bomb?)"
+                "limit for its size (a decompression bomb? raise --max-decompression-ratio "
+                "if it is real)"
             )
         self._left -= len(data)
         buffer[: len(data)] = data

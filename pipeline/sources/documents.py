@@ -17,7 +17,7 @@ from pipeline.sources.jsonl import UTF8_BOM, decode_problem, iter_jsonl
 from pipeline.sources.limits import ReadLimits
 from pipeline.sources.record import Record
 from pipeline.sources.trailing_commas import without_trailing_commas
-from pipeline.sources.yaml_text import UnsafeYamlError, load_yaml_documents
+from pipeline.sources.yaml_text import UnsafeYamlError, load_yaml_documents, yaml_depth
 
 
 def read_document_bytes(source: str, stream: BinaryIO, limits: ReadLimits) -> bytes | Rejection:
@@ -78,7 +78,7 @@ def iter_json(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Rec
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         if _looks_like_json_lines(data):
-            yield from iter_jsonl(source, io.BytesIO(data), limits.max_record_bytes)
+            yield from iter_jsonl(source, io.BytesIO(data), limits)
             return
         forgiven = _with_trailing_commas_forgiven(source, data)
         if isinstance(forgiven, bytes):
@@ -128,7 +128,10 @@ def iter_yaml(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Rec
     except yaml.YAMLError as err:
         yield Rejection(source, source, "invalid_yaml", f"invalid YAML: {_one_line(err)}", raw=text)
         return
-    except (TooLargeError, NotTextError, RecursionError) as err:
+    except RecursionError:
+        yield _too_deep_yaml(source, text, limits.max_depth)
+        return
+    except (TooLargeError, NotTextError) as err:
         yield Rejection(source, source, "invalid_yaml", f"YAML rejected: {err}", raw=text)
         return
     except ValueError as err:  # a value Python cannot hold, e.g. an integer of 5,000 digits
@@ -140,6 +143,18 @@ def iter_yaml(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Rec
         for index, document in enumerate(documents):
             if document is not None:
                 yield Record(source, f"{source}#{index}", document)
+
+
+def _too_deep_yaml(source: str, text: str, max_depth: int) -> Rejection:
+    """The rejection of a YAML file nested too deep for the loader to build at all."""
+    return Rejection(
+        source,
+        source,
+        "too_deep",
+        f"the YAML nests sequences and mappings {yaml_depth(text)} levels deep, too deep to "
+        f"read (a record may nest at most {max_depth} levels)",
+        raw=text,
+    )
 
 
 def _one_line(err: yaml.YAMLError) -> str:

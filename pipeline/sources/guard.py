@@ -11,6 +11,7 @@ from typing import Any
 from pipeline.quarantine import Rejection, raw_text
 from pipeline.sources.paths import InputError
 from pipeline.sources.record import Record
+from pipeline.sources.text_documents import TextDocument
 
 
 def nesting_depth(value: Any, stop: int) -> int:
@@ -37,12 +38,16 @@ def nesting_depth(value: Any, stop: int) -> int:
 
 def _too_deep(record: Record, max_depth: int) -> Rejection | None:
     """A rejection for a record nested deeper than `max_depth`, else None. A record whose
-    bytes hold at most `max_depth` brackets cannot be deeper: that count is cheap."""
-    if record.raw is not None and record.raw.count(b"{") + record.raw.count(b"[") <= max_depth:
+    bytes hold at most `max_depth` brackets cannot be deeper: that count is cheap. A
+    script read whole is judged by the JSON config read with it."""
+    value, raw = record.value, record.raw
+    if isinstance(value, TextDocument):
+        value, raw = value.config, None
+    if raw is not None and raw.count(b"{") + raw.count(b"[") <= max_depth:
         return None
-    if not isinstance(record.value, (dict, list)):
+    if not isinstance(value, (dict, list)):
         return None
-    depth = nesting_depth(record.value, max_depth)
+    depth = nesting_depth(value, max_depth)
     if depth <= max_depth:
         return None
     return Rejection(
@@ -52,7 +57,6 @@ def _too_deep(record: Record, max_depth: int) -> Rejection | None:
         f"the record nests lists and objects more than {max_depth} levels deep "
         "(raise --max-depth if this is real data)",
         raw=raw_text(record.raw, record.value),
-        details=({"max_depth": str(max_depth)},),
     )
 
 

@@ -15,10 +15,13 @@ class ReadLimits:
     `max_depth` bounds how deep a record nests lists and objects (JSON writers and
     converters recurse; real records nest a few tens of levels); a compressed file may
     decompress to at most `max_decompression_ratio` times its size (plus 64 MiB), which
-    stops decompression bombs."""
+    stops decompression bombs; a line over `max_record_bytes` is skipped to its end so
+    the lines after it are read, but past `max_skip_bytes` the rest of the file is given
+    up (a file without line ends cannot hold the reader)."""
 
     max_record_bytes: int = 64 * MIB
     max_document_bytes: int = 512 * MIB
     max_yaml_values: int = 1_000_000
     max_depth: int = 128
     max_decompression_ratio: int = 200
+    max_skip_bytes: int = 1024 * MIB

@@ -3,6 +3,7 @@ inputs to read."""
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import stat
@@ -74,6 +75,12 @@ def _supported_list() -> str:
     return ", ".join(sorted(FILE_KINDS))
 
 
+def _leads_outside(path: str, root: str) -> bool:
+    """Whether `path` resolves to a place outside the folder `root` (a symlink out)."""
+    real_root = os.path.realpath(root)
+    return os.path.commonpath([os.path.realpath(path), real_root]) != real_root
+
+
 def _refusal(path: str, root: str) -> str | None:
     """Why a data file found under `root` must not be opened, or None: it is not a
     regular file, or it resolves to a place outside `root` (a symlink out)."""
@@ -83,10 +90,26 @@ def _refusal(path: str, root: str) -> str | None:
         return f"cannot be opened: {err.strerror or err}"
     if not stat.S_ISREG(mode):
         return "not a regular file (a device, pipe or socket)"
-    real_root = os.path.realpath(root)
-    if os.path.commonpath([os.path.realpath(path), real_root]) != real_root:
+    if _leads_outside(path, root):
         return f"a symlink leading outside {root}"
     return None
+
+
+def _refused_folder(path: str, root: str, found: InputFiles) -> bool:
+    """Whether a folder met under `root` is a symlink that must not be followed out of
+    it (then recorded as refused)."""
+    if os.path.islink(path) and _leads_outside(path, root):
+        found.refused[path] = f"a symlink leading outside {root}"
+        return True
+    return False
+
+
+def _walkable(path: str, root: str, found: InputFiles) -> bool:
+    """Whether a folder walk goes into the subfolder `path`: not hidden, and not a
+    symlink (one inside `root` is walked where it really is; one out is refused)."""
+    if Path(path).name.startswith("."):
+        return False
+    return not (_refused_folder(path, root, found) or os.path.islink(path))
 
 
 def _add_found(path: str, root: str, found: InputFiles) -> None:
@@ -102,13 +125,72 @@ def _add_found(path: str, root: str, found: InputFiles) -> None:
 
 
 def _walk(directory: str, found: InputFiles, root: str | None = None) -> None:
-    """The files under `directory` (sorted, hidden entries skipped, directory symlinks
-    not followed); `root` is what the user named (default: the directory)."""
+    """The files under `directory` (sorted, hidden entries skipped, folder symlinks not
+    followed, and refused when they lead outside); `root` is what the user named
+    (default: the directory)."""
+    root = root or directory
     for current, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if _walkable(Path(current, d).as_posix(), root, found))
         for name in sorted(files):
             if not name.startswith("."):
-                _add_found(Path(current, name).as_posix(), root or directory, found)
+                _add_found(Path(current, name).as_posix(), root, found)
+
+
+def _glob_names(folder: Path, part: str) -> list[str]:
+    """The names in `folder` matching the pattern component `part`; a hidden name only
+    when `part` starts with a dot, as glob does."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [entry.name for entry in entries]
+    except OSError:
+        return []
+    shown = part.startswith(".")
+    return [n for n in names if fnmatch.fnmatchcase(n, part) and (shown or n[0] != ".")]
+
+
+def _subfolders(folder: Path, root: str, found: InputFiles) -> list[Path]:
+    """The folders `**` goes into below `folder`, as a folder walk would: not hidden, not
+    symlinks (so a cycle of links cannot make a glob endless)."""
+    try:
+        with os.scandir(folder) as entries:
+            subfolders = [folder / entry.name for entry in entries if entry.is_dir()]
+    except OSError:
+        return []
+    return [sub for sub in subfolders if _walkable(sub.as_posix(), root, found)]
+
+
+def _glob(pattern: str, root: str, found: InputFiles) -> list[str]:
+    """The paths matching `pattern` (files and folders, sorted), as glob.glob with `**`
+    finds them, except that `**` never follows a folder symlink and no folder symlink
+    leading outside `root` is followed (it is refused)."""
+    parts = Path(pattern).parts[len(Path(root).parts) :]
+    folders_only = pattern.endswith("/")
+    matches: set[str] = set()
+    stack, seen = [(Path(root), 0)], set()
+    while stack:
+        folder, index = stack.pop()
+        if (folder, index) in seen:
+            continue
+        seen.add((folder, index))
+        if index == len(parts):
+            if not folders_only or os.path.isdir(folder):
+                matches.add(folder.as_posix())
+            continue
+        part = parts[index]
+        if part == "**":
+            stack.append((folder, index + 1))
+            stack.extend((sub, index) for sub in _subfolders(folder, root, found))
+            continue
+        names = _glob_names(folder, part) if glob.has_magic(part) else [part]
+        for name in names:
+            path = folder / name
+            last = index + 1 == len(parts)
+            if os.path.isdir(path):
+                if not _refused_folder(path.as_posix(), root, found):
+                    stack.append((path, index + 1))
+            elif last and os.path.lexists(path):
+                stack.append((path, index + 1))
+    return sorted(matches)
 
 
 def _glob_root(pattern: str) -> str:
@@ -133,6 +215,18 @@ def _set_companions_aside(found: InputFiles) -> None:
     found.files = [path for path in found.files if path not in found.companions]
 
 
+def _once_each(refused: dict[str, str]) -> dict[str, str]:
+    """The refused paths with each entry (a link, a device) listed once, by its shortest
+    path, however many folder symlinks inside the root lead to it."""
+    shortest: dict[str, str] = {}
+    for path in refused:
+        key = os.path.join(os.path.realpath(os.path.dirname(path) or "."), os.path.basename(path))
+        if key not in shortest or len(path) < len(shortest[key]):
+            shortest[key] = path
+    kept = set(shortest.values())
+    return {path: why for path, why in refused.items() if path in kept}
+
+
 def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
     """Expand inputs in the order given: directories recursively (sorted, hidden entries
     skipped), globs sorted (`**` recurses); `hf:` datasets are kept as they are, never
@@ -153,10 +247,11 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
                 )
             found.files.append(Path(item).as_posix())
         elif glob.has_magic(item):
-            matches = sorted(glob.glob(item, recursive=True))
-            if not matches:
-                raise InputError(f"{item}: no files match this pattern")
             root = _glob_root(item)
+            refused_before = len(found.refused)
+            matches = _glob(item, root, found)
+            if not matches and len(found.refused) == refused_before:
+                raise InputError(f"{item}: no files match this pattern")
             for match in matches:
                 if os.path.isdir(match):
                     _walk(match, found, root)
@@ -172,6 +267,7 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
             seen.add(key)
             unique.append(path)
     found.files = unique
+    found.refused = _once_each(found.refused)
     _set_companions_aside(found)
     if not found.files:
         refused = "".join(f"; refused {path}: {why}" for path, why in found.refused.items())

@@ -5,6 +5,7 @@ legacy Semantic Kernel `skprompt.txt` templates, read with the `config.json` bes
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -51,7 +52,7 @@ def iter_text_document(
         yield Record(source, source, TextDocument(kind, text), raw=data)
         return
     config_path = skprompt_config_path(source)
-    config = _read_config(config_path)
+    config = _read_config(config_path, limits.max_document_bytes)
     if isinstance(config, str):
         yield Rejection(source, source, "invalid_json", config, raw=text)
         return
@@ -59,15 +60,20 @@ def iter_text_document(
     yield Record(source, source, TextDocument(kind, text, config, found), raw=data)
 
 
-def _read_config(path: str) -> Any:
-    """The parsed config.json (None when there is none), or the reason it cannot be read."""
+def _read_config(path: str, max_bytes: int) -> Any:
+    """The parsed config.json (None when there is none), or the reason it cannot be read:
+    it is not a regular file (a device or pipe is never opened) or over `max_bytes`."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return f"cannot read {path}: not a regular file"
         with open(path, "rb") as handle:
-            data = handle.read()
+            data = handle.read(max_bytes + 1)
     except FileNotFoundError:
         return None
     except OSError as err:
         return f"cannot read {path}: {err.strerror}"
+    if len(data) > max_bytes:
+        return f"cannot read {path}: over the limit of {max_bytes} bytes"
     if data.startswith(UTF8_BOM):
         data = data[len(UTF8_BOM) :]
     try:

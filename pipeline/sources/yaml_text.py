@@ -83,3 +83,20 @@ def load_yaml(text: str, max_values: int = 1_000_000) -> Any:
     """One YAML document as plain JSON-compatible data. Raises yaml.YAMLError (with line
     and column), UnsafeYamlError for Python tags, TooLargeError past `max_values` nodes."""
     return to_jsonable(yaml.load(text, Loader=DataOnlyLoader), max_values)
+
+
+def yaml_depth(text: str) -> int:
+    """How deep the YAML nests sequences and mappings, from its parse events (no
+    recursion, no construction; up to a syntax error, if any): for a document too deep
+    for the loader to build."""
+    depth = deepest = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                deepest = max(deepest, depth)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        pass
+    return deepest

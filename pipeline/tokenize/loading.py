@@ -100,17 +100,37 @@ def tokenizer_files(spec: str | Path) -> tuple[Path, Path | None]:
     return _hub_cache_files(str(spec))
 
 
+MODEL_VOCABULARIES: dict[str, type] = {
+    "BPE": dict,
+    "WordPiece": dict,
+    "WordLevel": dict,
+    "Unigram": list,
+}
+"""The model types of a tokenizer.json, and the JSON type of each one's `vocab`."""
+
+
 def check_tokenizer(spec: str | Path) -> None:
     """Check, cheaply and without building it, that `spec` names a tokenizer: its
-    tokenizer.json is JSON with a `model` object that has a `type`, and its
-    tokenizer_config.json (if any) is a JSON object. Raises TokenizerLoadError."""
+    tokenizer.json is JSON with a `model` of a known type, with the vocabulary that type
+    needs (and a BPE its merges), and its tokenizer_config.json (if any) is a JSON object.
+    Raises TokenizerLoadError."""
     file, config_file = tokenizer_files(spec)
-    parsed = _tokenizer_json(file, file.read_bytes())
-    model = parsed["model"]
-    if not isinstance(model, dict) or not isinstance(model.get("type"), str):
+    try:
+        data = file.read_bytes()
+    except OSError as err:
+        raise TokenizerLoadError(f"cannot read {file}: {err.strerror or err}") from None
+    model = _tokenizer_json(file, data)["model"]
+    kind = model.get("type") if isinstance(model, dict) else None
+    if kind not in MODEL_VOCABULARIES:
+        known = ", ".join(MODEL_VOCABULARIES)
         raise TokenizerLoadError(
-            f"cannot load {file}: its `model` has no `type` (BPE, WordPiece ...)"
+            f"cannot load {file}: unknown model type {kind!r} (known: {known})"
         )
+    vocab = model.get("vocab")
+    if not isinstance(vocab, MODEL_VOCABULARIES[kind]) or not vocab:
+        raise TokenizerLoadError(f"cannot load {file}: its {kind} model has no vocab")
+    if kind == "BPE" and not isinstance(model.get("merges"), list):
+        raise TokenizerLoadError(f"cannot load {file}: its BPE model has no merges")
     _config(config_file)
 
 
