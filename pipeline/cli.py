@@ -68,6 +68,9 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
+        except BrokenPipeError:  # the reader went away (`mms lint ... | head`): stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
         except Exception as err:
             if os.environ.get("MMS_DEBUG") == "1":
                 raise

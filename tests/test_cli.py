@@ -203,3 +203,18 @@ def test_output_inside_an_input_directory_is_not_read_back(tmp_path):
     for _ in range(2):
         assert run("convert", str(data), "-o", str(data / "out.jsonl")).exit_code == 0
     assert [t["id"] for t in lines_of(data / "out.jsonl")] == ["good-1"]
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    """`mms lint ... | head -1`: the closed pipe is no error and no traceback."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "pipeline.cli", "lint", "data_samples", "--fail-on", "never"]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.readline()
+    process.stdout.close()
+    errors = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141
+    assert "internal error" not in errors and "Traceback" not in errors
