@@ -71,6 +71,9 @@ def test_drop_on_drops_and_the_gate_judges_only_what_is_kept(tmp_path):
     summary = orjson.loads((tmp_path / "out" / "reports" / "lint.json").read_bytes())["summary"]
     assert summary["on_dropped_threads"] == {"MMS201": 1}
     assert summary["gate"] == {"fail_on": "error", "failed": False, "failed_by": {}}
+    markdown = (tmp_path / "out" / "reports" / "lint.md").read_text()
+    assert "| findings on dropped threads (not gated) | 1 |" in markdown
+    assert "**Gate** (fail on error): passed." in markdown
 
 
 def test_a_failed_gate_publishes_nothing_normal_looking(tmp_path):
@@ -95,6 +98,10 @@ def test_a_failed_gate_publishes_nothing_normal_looking(tmp_path):
     assert manifest["splits"] == {}
     assert manifest["counts"]["threads_withheld_by_gate"] == 3
     assert (out / "reports" / "lint.md").is_file() and (out / "quarantine").is_dir()
+    assert (
+        "**Gate** (fail on error): **failed** by MMS201 error x1"
+        in (out / "reports" / "lint.md").read_text()
+    )
 
 
 def test_a_split_with_no_rows_is_neither_written_nor_declared(tmp_path):

@@ -45,10 +45,28 @@ def write_summary(report: LintReport, out: TextIO) -> None:
         ("errors", report.errors),
         ("warnings", report.warnings),
     ]
+    dropped = sum(report.on_dropped.values())
+    if dropped:
+        rows.append(("findings on dropped threads (not gated)", dropped))
     out.write("| | count |\n|---|---:|\n")
     for label, count in rows:
         out.write(f"| {label} | {count:,} |\n")
     out.write("\n")
+    write_gate(report, out)
+
+
+def write_gate(report: LintReport, out: TextIO) -> None:
+    """The gate's verdict at its fail_on level, and the findings that decided it."""
+    level = report.config.fail_on
+    failing = report.gate_findings()
+    if not failing:
+        out.write(f"**Gate** (fail on {level}): passed.\n\n")
+        return
+    decided = ", ".join(
+        f"{code} {severity} x{count} (first at {first.locator or first.source or first.thread_id})"
+        for code, severity, count, first in failing
+    )
+    out.write(f"**Gate** (fail on {level}): **failed** by {inline(decided)}.\n\n")
 
 
 def write_rules_table(report: LintReport, counts: list[tuple[int, Rule]], out: TextIO) -> None:
