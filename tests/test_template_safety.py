@@ -94,6 +94,39 @@ def test_an_endless_render_is_refused_by_the_time_bound():
     assert time.monotonic() - start < 1.5
 
 
+LONG_RENDERS = {
+    "jinja2 parse of a large template": ("jinja2", "ab {{ a }}\n" * 30_000),
+    "liquid loops that print nothing": ("liquid", "{% for i in (1..99999) %}{% endfor %}" * 40),
+    "liquid loops into a capture": (
+        "liquid",
+        "{% capture x %}{% for i in (1..99999) %}a{% endfor %}{% endcapture %}" * 40,
+    ),
+    "liquid parse of a large template": ("liquid", "ab {{ a }}\n" * 100_000),
+    "handlebars parse of a large template": ("handlebars", "ab {{a}}\n" * 300_000),
+    "golang parse of a large template": ("golang", "ab {{.a}}\n" * 300_000),
+    "semantic-kernel parse of a large template": ("semantic-kernel", "ab {{$a}}\n" * 300_000),
+}
+"""Templates each engine spent seconds on without looking at the clock (parsing, loops
+that write nothing to the output): refused only after 5-30 times a 0.2 s limit."""
+
+
+@pytest.mark.parametrize(("engine", "template"), LONG_RENDERS.values(), ids=LONG_RENDERS.keys())
+def test_a_long_render_is_refused_close_to_its_time_limit(engine, template):
+    limits = RenderLimits(max_seconds=0.2, max_iterations=10**12, max_output_chars=10**8)
+    start = time.monotonic()
+    with pytest.raises(UnsafeTemplate, match=r"longer than the 0\.2 s"):
+        render(template, engine, {"a": "x"}, limits=limits)
+    assert time.monotonic() - start < 1.0
+
+
+def test_a_go_range_over_a_number_counts_without_building_a_list():
+    """`{{range n}}` built all n pairs before its first iteration (0.7 s for 5 million,
+    all memory for a trillion); now it makes each as it is visited."""
+    start = time.monotonic()
+    assert render("{{range 5000000}}{{break}}{{end}}ok", "golang", {}).text == "ok"
+    assert time.monotonic() - start < 1.0
+
+
 def test_recursion_is_refused():
     with pytest.raises(UnsafeTemplate, match="recurses too deeply"):
         render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "jinja2", {})

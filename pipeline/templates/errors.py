@@ -32,6 +32,19 @@ class UnsafeTemplate(TemplateError):
     exceeds the output size, time or iteration bounds."""
 
 
+_last_line: tuple[str, int, int] = ("", 0, 1)
+"""The last answer of `line_at` (source, offset, line), where the next one starts counting."""
+
+
 def line_at(source: str, offset: int) -> int:
-    """The 1-based line of `source` holding character `offset`."""
-    return source.count("\n", 0, max(offset, 0)) + 1
+    """The 1-based line of `source` holding character `offset`. Parsers ask it for every
+    tag in order, so it counts on from its last answer for the same source: the lines of
+    all tags cost one pass over the template, not one pass per tag."""
+    global _last_line
+    offset = max(offset, 0)
+    last_source, start, line = _last_line
+    if last_source is not source or start > offset:
+        start, line = 0, 1
+    line += source.count("\n", start, offset)
+    _last_line = (source, offset, line)
+    return line

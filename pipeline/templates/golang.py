@@ -9,6 +9,7 @@ as written (`{{.Name}}`) and is named in `missing` without its leading dot.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pipeline.templates.errors import TemplateError
@@ -53,7 +54,7 @@ class _Scope:
 
 def render(template: str, variables: dict[str, Any], budget: Budget) -> None:
     """Render a Go text/template into `budget`."""
-    nodes = parse(template)
+    nodes = parse(template, budget)
     try:
         _nodes(nodes, _Scope(variables, [{"$": variables}]), budget)
     except (_Break, _Continue) as err:
@@ -102,8 +103,8 @@ def _control(node: Control, scope: _Scope, budget: Budget) -> None:
 
 
 def _range(node: Control, value: Any, scope: _Scope, budget: Budget) -> None:
-    entries = _entries(value, node.operand)
-    if not entries:
+    count, entries = _entries(value, node.operand)
+    if not count:
         _nodes(node.otherwise, scope.inner(scope.dot), budget)
         return
     for key, item in entries:
@@ -120,15 +121,17 @@ def _range(node: Control, value: Any, scope: _Scope, budget: Budget) -> None:
             continue
 
 
-def _entries(value: Any, operand: Operand) -> list[tuple[Any, Any]]:
+def _entries(value: Any, operand: Operand) -> tuple[int, Iterable[tuple[Any, Any]]]:
+    """How many (key, item) pairs `range` visits, and the pairs, made as they are
+    visited: `{{range 1000000000000}}` must meet the loop bounds, not build a list first."""
     if value is _MISSING or value is None:
-        return []
+        return 0, ()
     if isinstance(value, list):
-        return list(enumerate(value))
+        return len(value), enumerate(value)
     if isinstance(value, dict):
-        return [(key, value[key]) for key in sorted(value)]
+        return len(value), ((key, value[key]) for key in sorted(value))
     if isinstance(value, int) and not isinstance(value, bool):
-        return [(index, index) for index in range(value)]
+        return max(value, 0), ((index, index) for index in range(value))
     shown = f"{go_text(value)!r} ({operand.text})"
     raise TemplateError(f"range can't iterate over {shown}", operand.text, operand.line)
 

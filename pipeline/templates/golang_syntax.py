@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.templates.errors import TemplateError, UnrenderableTemplate, line_at
+from pipeline.templates.limits import Budget
 
 _SPACE = " \t\r\n"
 _TOKEN = re.compile(
@@ -23,6 +24,10 @@ _TOKEN = re.compile(
     r"""|\.\w+(?:\.\w+)*|\.|[-+]?\d[\w.+-]*|[A-Za-z_]\w*|\S)"""
 )
 _UNRUN_ACTIONS = ("template", "define", "block")
+_ACTION_MARKS = re.compile(r"""/\*|["'`]|\}\}""")
+"""What matters inside an action: a comment, a string, its closing `}}`."""
+_STRING_MARKS = {quote: re.compile(r"\\.|\n|" + quote, re.DOTALL) for quote in "\"'"}
+"""What matters inside a quoted string: an escape, a line end, the closing quote."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,20 +88,22 @@ class _Action:
     offset: int
 
 
-def parse(source: str) -> list[Node]:
-    """The template's tree; raises TemplateError / UnrenderableTemplate with the line."""
-    pieces = _scan(source)
-    nodes, _, ender = _parse_nodes(pieces, 0, source)
+def parse(source: str, budget: Budget) -> list[Node]:
+    """The template's tree; raises TemplateError / UnrenderableTemplate with the line.
+    Checks the render's clock on every action: parsing a huge template takes time too."""
+    pieces = _scan(source, budget)
+    nodes, _, ender = _parse_nodes(pieces, 0, source, budget)
     if ender is not None:
         raise _error(f"{ender.written} has no action to end", ender, source)
     return nodes
 
 
-def _scan(source: str) -> list[str | _Action]:
+def _scan(source: str, budget: Budget) -> list[str | _Action]:
     pieces: list[str | _Action] = []
     position = 0
     start = source.find("{{")
     while start != -1:
+        budget.tick()
         text = source[position:start]
         inner = start + 2
         if source.startswith("-", inner) and source[inner + 1 : inner + 2] in tuple(_SPACE):
@@ -125,46 +132,43 @@ def _scan(source: str) -> list[str | _Action]:
 
 def _action_end(source: str, index: int) -> int:
     """Where the `}}` closing an action starts, skipping strings and comments."""
-    while index < len(source) - 1:
-        char = source[index]
-        if source.startswith("/*", index):
-            close = source.find("*/", index + 2)
-            if close == -1:
-                return -1
-            index = close + 2
-            continue
-        if char in "\"'`":
-            index = _string_end(source, index)
-            if index == -1:
-                return -1
-            continue
-        if source.startswith("}}", index):
-            return index
-        index += 1
+    while (mark := _ACTION_MARKS.search(source, index)) is not None:
+        if mark.group() == "}}":
+            return mark.start()
+        if mark.group() == "/*":
+            close = source.find("*/", mark.end())
+            index = close + 2 if close != -1 else -1
+        else:
+            index = _string_end(source, mark.start())
+        if index == -1:
+            return -1
     return -1
 
 
 def _string_end(source: str, index: int) -> int:
+    """Just past the string opened at `index`; -1 when the source (or, but for a raw
+    `backquoted` string, the line) ends first."""
     quote = source[index]
+    if quote == "`":
+        close = source.find("`", index + 1)
+        return close + 1 if close != -1 else -1
     index += 1
-    while index < len(source):
-        if source[index] == "\\" and quote != "`":
-            index += 2
-            continue
-        if source[index] == quote:
-            return index + 1
-        if source[index] == "\n" and quote != "`":
+    while (mark := _STRING_MARKS[quote].search(source, index)) is not None:
+        if mark.group() == quote:
+            return mark.end()
+        if mark.group() == "\n":
             return -1
-        index += 1
+        index = mark.end()
     return -1
 
 
 def _parse_nodes(
-    pieces: list[str | _Action], index: int, source: str
+    pieces: list[str | _Action], index: int, source: str, budget: Budget
 ) -> tuple[list[Node], int, _Action | None]:
     """Nodes up to the `{{else ...}}` or `{{end}}` that ends the current branch."""
     nodes: list[Node] = []
     while index < len(pieces):
+        budget.tick()
         piece = pieces[index]
         index += 1
         if isinstance(piece, str):
@@ -175,7 +179,7 @@ def _parse_nodes(
         if keyword in ("end", "else"):
             return nodes, index, piece
         if keyword in ("if", "range", "with"):
-            control, index = _control(keyword, piece, pieces, index, source)
+            control, index = _control(keyword, piece, pieces, index, source, budget)
             nodes.append(control)
         elif piece.body and not piece.body.startswith("/*"):
             nodes.append(_simple(keyword, piece, source))
@@ -183,11 +187,16 @@ def _parse_nodes(
 
 
 def _control(
-    keyword: str, action: _Action, pieces: list[str | _Action], index: int, source: str
+    keyword: str,
+    action: _Action,
+    pieces: list[str | _Action],
+    index: int,
+    source: str,
+    budget: Budget,
 ) -> tuple[Control, int]:
     variables, operand = _header(action.body[len(keyword) :], action, source, keyword)
     control = Control(keyword, operand, variables)
-    control.body, index, ender = _parse_nodes(pieces, index, source)
+    control.body, index, ender = _parse_nodes(pieces, index, source, budget)
     if ender is None:
         raise _error(f"{action.written} has no {{{{end}}}}", action, source)
     if ender.body.startswith("else"):
@@ -195,12 +204,12 @@ def _control(
         chained = rest.split(None, 1)[0] if rest else ""
         if chained in ("if", "with"):
             else_action = _Action(rest, ender.written, ender.offset)
-            inner, index = _control(chained, else_action, pieces, index, source)
+            inner, index = _control(chained, else_action, pieces, index, source, budget)
             control.otherwise = [inner]
             return control, index
         if rest:
             raise _error(f"{ender.written} is not a valid else", ender, source)
-        control.otherwise, index, ender = _parse_nodes(pieces, index, source)
+        control.otherwise, index, ender = _parse_nodes(pieces, index, source, budget)
         if ender is None or ender.body != "end":
             raise _error(f"{action.written} has no {{{{end}}}}", action, source)
     elif ender.body != "end":

@@ -43,7 +43,7 @@ class _Frame:
 def render(template: str, variables: dict[str, Any], budget: Budget) -> None:
     """Render a Handlebars template into `budget`."""
     root = _Frame(variables, data={"root": variables})
-    _nodes(parse(template), root, budget)
+    _nodes(parse(template, budget), root, budget)
 
 
 def _nodes(nodes: list[Node], frame: _Frame, budget: Budget) -> None:

@@ -13,11 +13,13 @@ import re
 from dataclasses import dataclass, field
 
 from pipeline.templates.errors import TemplateError, UnrenderableTemplate, line_at
+from pipeline.templates.limits import Budget
 
 BUILTIN_BLOCKS = ("if", "unless", "each", "with")
 _STANDALONE_KINDS = ("comment", "open", "inverse", "close", "else")
 _BLOCK_PARAMS = re.compile(r"\s+as\s+\|\s*([^|]*?)\s*\|\s*$")
 _TRIPLE_END = re.compile(r"\}(~?)\}\}")
+_TAG_MARKS = re.compile(r"""["']|\}\}""")
 _ARGUMENT = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\S+)""")
 
 
@@ -60,10 +62,12 @@ class Block:
 Node = str | Mustache | Block
 
 
-def parse(source: str) -> list[Node]:
-    """The template's tree; raises TemplateError / UnrenderableTemplate with the line."""
-    pieces = _whitespace_controlled(_standalone_stripped(_scan(source)))
-    nodes, index = _parse_nodes(pieces, 0, source)
+def parse(source: str, budget: Budget) -> list[Node]:
+    """The template's tree; raises TemplateError / UnrenderableTemplate with the line.
+    Checks the render's clock on every tag: parsing a huge template takes time too."""
+    pieces = _whitespace_controlled(_standalone_stripped(_scan(source, budget)))
+    budget.tick()
+    nodes, index = _parse_nodes(pieces, 0, source, budget)
     if index < len(pieces):
         tag = pieces[index]
         assert isinstance(tag, Tag)
@@ -73,12 +77,13 @@ def parse(source: str) -> list[Node]:
     return nodes
 
 
-def _scan(source: str) -> list[str | Tag]:
+def _scan(source: str, budget: Budget) -> list[str | Tag]:
     """Text and tags, alternating (text pieces may be empty)."""
     pieces: list[str | Tag] = []
     text, text_start = "", 0
     index = source.find("{{")
     while index != -1:
+        budget.tick()
         if index > 0 and source[index - 1] == "\\" and not source.startswith("\\\\", index - 2):
             text += source[text_start : index - 1] + "{{"
             text_start = index + 2
@@ -131,16 +136,12 @@ def _comment(source: str, start: int, inner: int, dashes: str, strip: bool, line
 
 def _tag_end(source: str, index: int) -> int:
     """Where the `}}` closing a tag starts, skipping quoted strings inside the tag."""
-    quote = ""
-    while index < len(source) - 1:
-        char = source[index]
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "\"'":
-            quote = char
-        elif source.startswith("}}", index):
-            return index
-        index += 1
+    while (mark := _TAG_MARKS.search(source, index)) is not None:
+        if mark.group() == "}}":
+            return mark.start()
+        index = source.find(mark.group(), mark.end()) + 1
+        if index == 0:
+            return -1
     return -1
 
 
@@ -194,10 +195,13 @@ def _whitespace_controlled(pieces: list[str | Tag]) -> list[str | Tag]:
     return pieces
 
 
-def _parse_nodes(pieces: list[str | Tag], index: int, source: str) -> tuple[list[Node], int]:
+def _parse_nodes(
+    pieces: list[str | Tag], index: int, source: str, budget: Budget
+) -> tuple[list[Node], int]:
     """Nodes up to the `{{else}}` or `{{/...}}` that ends the current branch."""
     nodes: list[Node] = []
     while index < len(pieces):
+        budget.tick()
         piece = pieces[index]
         if isinstance(piece, str):
             if piece:
@@ -207,7 +211,7 @@ def _parse_nodes(pieces: list[str | Tag], index: int, source: str) -> tuple[list
         elif piece.kind == "var":
             nodes.append(_mustache(piece, source))
         elif piece.kind in ("open", "inverse"):
-            block, index = _block(pieces, index, source)
+            block, index = _block(pieces, index, source, budget)
             nodes.append(block)
         elif piece.kind != "comment":
             raise UnrenderableTemplate(
@@ -227,7 +231,7 @@ def _mustache(tag: Tag, source: str) -> Mustache:
 
 
 def _block(
-    pieces: list[str | Tag], index: int, source: str, closed_by: str = ""
+    pieces: list[str | Tag], index: int, source: str, budget: Budget, closed_by: str = ""
 ) -> tuple[Block, int]:
     """The block opened at `pieces[index]`, its branches, and the index of its close tag
     (an `{{else if}}` chain is closed by the tag of the block that opened the chain)."""
@@ -235,15 +239,15 @@ def _block(
     assert isinstance(tag, Tag)
     block = _opened(tag, source)
     closed_by = closed_by or block.name
-    block.program, index = _parse_nodes(pieces, index + 1, source)
+    block.program, index = _parse_nodes(pieces, index + 1, source, budget)
     end = pieces[index] if index < len(pieces) else None
     if isinstance(end, Tag) and end.kind == "else" and end.body:
         pieces[index] = Tag("open", end.body, end.written, end.offset)
-        chained, index = _block(pieces, index, source, closed_by)
+        chained, index = _block(pieces, index, source, budget, closed_by)
         block.inverse = [chained]
         return block, index
     if isinstance(end, Tag) and end.kind == "else":
-        block.inverse, index = _parse_nodes(pieces, index + 1, source)
+        block.inverse, index = _parse_nodes(pieces, index + 1, source, budget)
         end = pieces[index] if index < len(pieces) else None
     if not isinstance(end, Tag) or end.kind != "close":
         raise TemplateError(

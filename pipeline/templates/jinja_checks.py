@@ -12,7 +12,8 @@ as unsafe before anything runs; the sandbox refuses any `_` attribute again at r
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
 
 from jinja2 import Environment, nodes
 
@@ -24,11 +25,12 @@ TEMPLATE_NAMES = frozenset({"loop", "caller", "varargs", "kwargs", "self"})
 _LOADER_TAGS = (nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport)
 
 
-def output_blocks(env: Environment, source: str) -> list[str]:
-    """Each `{{ ... }}` block of `source` as written, in order."""
+def output_blocks(tokens: Iterable[tuple[int, str, str]]) -> list[str]:
+    """Each `{{ ... }}` block as written, in order, from the template's tokens as
+    `Environment.lex` gives them."""
     blocks: list[str] = []
     current: list[str] | None = None
-    for _, kind, value in env.lex(source):
+    for _, kind, value in tokens:
         if kind == "variable_begin":
             current = [value]
         elif kind == "variable_end" and current is not None:
@@ -41,21 +43,26 @@ def output_blocks(env: Environment, source: str) -> list[str]:
 
 
 def check_needs(
-    env: Environment, tree: nodes.Template, source: str, variables: Collection[str]
+    env: Environment,
+    tree: nodes.Template,
+    source: str,
+    variables: Collection[str],
+    tick: Callable[[], None],
 ) -> None:
     """Raise UnsafeTemplate for the first dunder or name-mangled attribute or key (the
     way to interpreter internals), then UnrenderableTemplate for the first loader tag, unknown
     filter or test, or call of something the template cannot get from Jinja, itself or
-    the variables."""
-    _check_private_access(tree)
-    for tag in tree.find_all(_LOADER_TAGS):
+    the variables. `tick` is called on every node, to check the render's clock."""
+    every = _descendants(tree, tick)
+    _check_private_access(every)
+    for tag in _of_type(every, _LOADER_TAGS):
         written = _tag_as_written(source, tag)
         raise UnrenderableTemplate(
             f"{written} needs another template, and no template is ever loaded",
             written,
             tag.lineno,
         )
-    for node in tree.find_all((nodes.Filter, nodes.Test)):
+    for node in _of_type(every, (nodes.Filter, nodes.Test)):
         known = env.filters if isinstance(node, nodes.Filter) else env.tests
         if node.name not in known:
             shown = f"|{node.name}" if isinstance(node, nodes.Filter) else f"is {node.name}"
@@ -63,8 +70,8 @@ def check_needs(
             raise UnrenderableTemplate(
                 f"{shown} is not a Jinja {kind}; custom {kind}s are never run", shown, node.lineno
             )
-    known_names = set(env.globals) | TEMPLATE_NAMES | _bound_names(tree) | set(variables)
-    for call in tree.find_all(nodes.Call):
+    known_names = set(env.globals) | TEMPLATE_NAMES | _bound_names(every) | set(variables)
+    for call in _of_type(every, nodes.Call):
         callee = callee_text(call.node)
         root = _root_name(call.node)
         if callee is not None and root is not None and root not in known_names:
@@ -77,8 +84,25 @@ def check_needs(
             )
 
 
-def _check_private_access(tree: nodes.Template) -> None:
-    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+def _descendants(tree: nodes.Node, tick: Callable[[], None]) -> list[nodes.Node]:
+    """Every node under `tree`, in the order `find_all` visits them, calling `tick` on
+    each: one walk serves every check, however large the template."""
+    found: list[nodes.Node] = []
+    stack = list(reversed(list(tree.iter_child_nodes())))
+    while stack:
+        tick()
+        node = stack.pop()
+        found.append(node)
+        stack.extend(reversed(list(node.iter_child_nodes())))
+    return found
+
+
+def _of_type(every: list[nodes.Node], types: type | tuple[type, ...]) -> list[Any]:
+    return [node for node in every if isinstance(node, types)]
+
+
+def _check_private_access(every: list[nodes.Node]) -> None:
+    for node in _of_type(every, (nodes.Getattr, nodes.Getitem)):
         key = _private_key(node)
         if key is None:
             continue
@@ -102,9 +126,9 @@ def _private_key(node: nodes.Getattr | nodes.Getitem) -> str | None:
     return key if isinstance(key, str) and key.startswith("_") and "__" in key else None
 
 
-def _bound_names(tree: nodes.Template) -> set[str]:
-    names = {node.name for node in tree.find_all(nodes.Name) if node.ctx in ("store", "param")}
-    names |= {macro.name for macro in tree.find_all(nodes.Macro)}
+def _bound_names(every: list[nodes.Node]) -> set[str]:
+    names = {node.name for node in _of_type(every, nodes.Name) if node.ctx in ("store", "param")}
+    names |= {macro.name for macro in _of_type(every, nodes.Macro)}
     return names
 
 

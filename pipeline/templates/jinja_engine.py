@@ -46,8 +46,9 @@ def render_in(
     env = sandbox(budget, template)
     try:
         tree = env.parse(template)
-        check_needs(env, tree, template, variables)
-        _Instrument(output_blocks(env, template)).visit(tree)
+        check_needs(env, tree, template, variables, budget.tick)
+        blocks = output_blocks(budget.ticking(env.lex(template)))
+        _Instrument(blocks, budget).visit(tree)
         compiled = env.from_string(tree)
     except TemplateSyntaxError as err:
         raise _syntax_error(err, template) from err
@@ -59,11 +60,17 @@ def render_in(
 
 
 class _Instrument(NodeTransformer):
-    """Wrap outputs, loop iterables and `~` joins in the sandbox's internal filters."""
+    """Wrap outputs, loop iterables and `~` joins in the sandbox's internal filters,
+    checking the render's clock on every node."""
 
-    def __init__(self, blocks: list[str]) -> None:
+    def __init__(self, blocks: list[str], budget: Budget) -> None:
         self.blocks = blocks
+        self.budget = budget
         self.seen = 0
+
+    def visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> Any:
+        self.budget.tick()
+        return super().visit(node, *args, **kwargs)
 
     def visit_Output(self, node: nodes.Output) -> nodes.Output:
         node.nodes = [self._output(child) for child in node.nodes]

@@ -2,20 +2,25 @@
 
 An ImmutableSandboxedEnvironment (no loader, autoescape off, no `lipsum` or `random`,
 which would make output vary) whose hooks also enforce the render's Budget: an unsafe
-attribute raises UnsafeTemplate at once, every call, filter, attribute and operator
-checks the clock, `range` and loops count against the iteration bound, and operations
-that multiply text (`'x' * n`, `~`, `center`, `indent`, `join`, `replace`, `format`,
-`wordwrap`, `tojson`, `expandtabs`) are refused before they could exceed the output bound.
+attribute raises UnsafeTemplate at once; every token lexed, node compiled, call, filter,
+attribute and operator checks the clock; `range` and loops count against the iteration
+bound; operations that multiply text (`'x' * n`, `~`, `center`, `indent`, `join`,
+`replace`, `format`, `wordwrap`, `tojson`, `expandtabs`) are refused before they could
+exceed the output bound.
 Variables with no value are MissingValue objects that print as their placeholder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import wraps
+from types import CodeType
 from typing import Any, ClassVar
 
 from jinja2 import Undefined, pass_context
+from jinja2.compiler import CodeGenerator
+from jinja2.ext import Extension
+from jinja2.lexer import Token, TokenStream
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import _PassArg
 
@@ -71,10 +76,31 @@ class MissingValue(Undefined):
         )
 
 
+class _TimedLexing(Extension):
+    """Checks the render's clock on every token the lexer makes, as the parser takes
+    them: parsing a huge template takes time too."""
+
+    environment: JinjaSandbox
+
+    def filter_stream(self, stream: TokenStream) -> Iterable[Token]:
+        return self.environment.budget.ticking(stream)
+
+
+class _TimedCodeGenerator(CodeGenerator):
+    """Jinja's compiler to Python source, checking the render's clock on every node."""
+
+    environment: JinjaSandbox
+
+    def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+        self.environment.budget.tick()
+        return super().visit(node, *args, **kwargs)
+
+
 class JinjaSandbox(ImmutableSandboxedEnvironment):
     """The jinja2 engine's environment, bound to one render's budget."""
 
     intercepted_binops = frozenset({"*", "**", "+", "%"})
+    code_generator_class = _TimedCodeGenerator
     missing_class: ClassVar[type[MissingValue]] = MissingValue
     options: ClassVar[dict[str, Any]] = {}
 
@@ -84,7 +110,7 @@ class JinjaSandbox(ImmutableSandboxedEnvironment):
         super().__init__(
             autoescape=False,
             undefined=missing,
-            extensions=["jinja2.ext.loopcontrols"],
+            extensions=["jinja2.ext.loopcontrols", _TimedLexing],
             **self.options,
         )
         self.budget = budget
@@ -95,6 +121,12 @@ class JinjaSandbox(ImmutableSandboxedEnvironment):
         self.filters[OUTPUT_FILTER] = self._output
         self.filters[LOOP_FILTER] = self._loop
         self.filters[CONCAT_FILTER] = self._concat
+
+    def _compile(self, source: str, filename: str) -> CodeType:
+        """Python's compile of the generated source, which nothing can interrupt, starts
+        only while there is time left."""
+        self.budget.tick()
+        return super()._compile(source, filename)
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Undefined:
         raise UnsafeTemplate(

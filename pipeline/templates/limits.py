@@ -4,9 +4,13 @@ enforces them while an engine runs."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pipeline.templates.errors import UnsafeTemplate
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,13 @@ class Budget:
                 f"rendering took longer than the {self.limits.max_seconds:g} s allowed",
                 construct="time limit",
             )
+
+    def ticking(self, items: Iterable[T]) -> Iterator[T]:
+        """`items`, checking the clock before each: for a library's loop (a lexer's
+        tokens, a Liquid for loop) that would otherwise run on past the time limit."""
+        for item in items:
+            self.tick()
+            yield item
 
     def iterate(self) -> None:
         """Count one loop iteration against the template's iteration bound."""

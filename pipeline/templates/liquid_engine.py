@@ -6,22 +6,28 @@ define (custom ones), and `date` of "now"/"today" or of a timestamp (which depen
 clock and the machine's time zone) raise UnrenderableTemplate - found by static analysis,
 even in branches that would not run. Limits: loop iterations (per nest, python-liquid's
 rule) = max_iterations, output stream and local namespace = 4 bytes per allowed character,
-context depth python-liquid's default; filters and output writes check the clock, and
-filters that multiply text are checked first. Values print as python-liquid prints them
+context depth python-liquid's default; the lexer's tokens, parsed nodes, loop iterations,
+filters and output writes (captured ones too) check the clock, and filters that multiply text are
+checked first. Values print as python-liquid prints them
 (true/false, nil as nothing, arrays joined without separator).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import wraps
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TextIO
 
-from liquid import Environment, Undefined
+from liquid import Environment, RenderContext, Undefined
 from liquid import exceptions as liquid_errors
+from liquid.ast import Node
 from liquid.output import LimitedStringIO
+from liquid.stream import TokenStream
+from liquid.tag import Tag
 from liquid.template import BoundTemplate
+from liquid.token import Token
 
 from pipeline.templates.amplify import check_call
 from pipeline.templates.errors import (
@@ -63,16 +69,66 @@ class _TimedBuffer(LimitedStringIO):
         return super().write(text)
 
 
+class _TimedContext(RenderContext):
+    """python-liquid's render context that checks the clock on every loop iteration and
+    on writes to captured text: a loop that prints nothing, or prints into a capture,
+    never reaches the render's buffer, so it would otherwise run on past the limit."""
+
+    __slots__ = ()
+    budget: ClassVar[Budget]
+
+    @contextmanager
+    def loop(self, namespace: Mapping[str, object], forloop: Any) -> Iterator[RenderContext]:
+        forloop.it = self.budget.ticking(forloop.it)
+        with super().loop(namespace, forloop) as context:
+            yield context
+
+    def get_buffer(self, buf: TextIO | None = None) -> _TimedBuffer:
+        return _TimedBuffer(super().get_buffer(buf).limit, self.budget)
+
+
+class _TimedEnvironment(Environment):
+    """An environment whose lexer checks the clock on every token, so the parse of a
+    huge template is bounded by the time limit too."""
+
+    budget: Budget
+
+    def tokenizer(self) -> Callable[[str], Iterator[Token]]:
+        lex = super().tokenizer()
+        return lambda source: self.budget.ticking(lex(source))
+
+
+class _TimedTag:
+    """A tag whose parsing checks the clock first: the parser asks a tag for every node
+    of the template, so this bounds the parse of a huge template too."""
+
+    def __init__(self, tag: Tag, budget: Budget) -> None:
+        self._tag = tag
+        self._budget = budget
+
+    def get_node(self, stream: TokenStream) -> Node:
+        self._budget.tick()
+        return self._tag.get_node(stream)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tag, name)
+
+
 def render(template: str, variables: dict[str, Any], budget: Budget) -> None:
     """Render a Liquid template into `budget`."""
     env = _environment(budget)
     try:
         parsed = env.from_string(template)
+        budget.tick()
         _check_needs(env, parsed, template)
+        budget.tick()
         buffer = _TimedBuffer(env.output_stream_limit or 0, budget)
-        context = parsed.context_class(parsed, globals=parsed.make_globals(variables))
+        timed = type("TimedContext", (_TimedContext,), {"__slots__": (), "budget": budget})
+        context = timed(parsed, globals=parsed.make_globals(variables))
         parsed.render_with_context(context, buffer)
     except liquid_errors.LiquidError as err:
+        if isinstance(err.__cause__, TemplateError):  # a limit hit inside python-liquid's parser
+            raise err.__cause__ from None
         raise _translated(err, env, template) from err
     budget.write(buffer.getvalue())
 
@@ -80,11 +136,13 @@ def render(template: str, variables: dict[str, Any], budget: Budget) -> None:
 def _environment(budget: Budget) -> Environment:
     limits = budget.limits
     missing = type("Missing", (_Missing,), {"__slots__": (), "budget": budget})
-    env = Environment(undefined=missing, strict_filters=True, autoescape=False)
+    env = _TimedEnvironment(undefined=missing, strict_filters=True, autoescape=False)
+    env.budget = budget
     env.loop_iteration_limit = limits.max_iterations
     env.output_stream_limit = 4 * limits.max_output_chars
     env.local_namespace_limit = 4 * limits.max_output_chars
     env.filters = {name: _guarded(name, function, budget) for name, function in env.filters.items()}
+    env.tags = {name: _TimedTag(tag, budget) for name, tag in env.tags.items()}
     return env
 
 

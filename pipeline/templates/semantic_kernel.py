@@ -22,6 +22,10 @@ _QUOTES = "'\""
 _BLANKS = " \t\r\n"
 _ESCAPABLE = "'\"\\"
 _NAME = re.compile(r"[A-Za-z0-9_]+")
+_BLOCK_MARKS = re.compile(r"\{\{|\}\}|['\"]")
+_QUOTED_MARKS = {quote: re.compile(r"\\[\\'\"]|" + quote) for quote in _QUOTES}
+"""What matters inside a block (a restart, its end, a quote) and inside quotes (an
+escape, the closing quote): the scan jumps from one to the next."""
 _FUNCTION_ID = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?")
 
 
@@ -36,7 +40,7 @@ class _Block:
 
 def render(template: str, variables: dict[str, Any], budget: Budget) -> None:
     """Render a Semantic Kernel template into `budget`."""
-    pieces = list(_split(template))
+    pieces = _split(template, budget)
     for piece in pieces:
         if isinstance(piece, _Block) and piece.tokens[0][0] not in "$" + _QUOTES:
             raise UnrenderableTemplate(
@@ -62,11 +66,12 @@ def _block_text(block: _Block, variables: dict[str, Any], budget: Budget) -> str
     return value if isinstance(value, str) else str(value)
 
 
-def _split(template: str) -> list[str | _Block]:
+def _split(template: str, budget: Budget) -> list[str | _Block]:
     """Text and blocks in order, as SK's template tokenizer splits them."""
     pieces: list[str | _Block] = []
     end_of_last = 0
-    for start, stop in _block_spans(template):
+    for start, stop in _block_spans(template, budget):
+        budget.tick()
         written = template[start:stop]
         content = written[2:-2].strip()
         if not content:
@@ -83,30 +88,37 @@ def _split(template: str) -> list[str | _Block]:
     return pieces
 
 
-def _block_spans(template: str) -> list[tuple[int, int]]:
+def _block_spans(template: str, budget: Budget) -> list[tuple[int, int]]:
+    """Where each block starts and stops: the last `{{` before its `}}`, skipping quoted
+    values (a `}}` in quotes ends nothing)."""
     spans = []
-    start = None
-    quote = ""
-    index = 0
-    while index < len(template) - 1:
-        char, following = template[index], template[index + 1]
-        if quote:
-            if char == "\\" and following in _ESCAPABLE:
-                index += 2
-                continue
-            if char == quote:
-                quote = ""
-        elif char == "{" and following == "{":
-            start = index
-        elif start is not None and char in _QUOTES:
-            quote = char
-        elif start is not None and char == "}" and following == "}":
-            spans.append((start, index + 2))
-            start = None
-            index += 2
-            continue
-        index += 1
+    start = template.find("{{")
+    index = start
+    while start != -1:
+        budget.tick()
+        mark = _BLOCK_MARKS.search(template, max(index, start + 1))
+        if mark is None:
+            break
+        if mark.group() == "{{":
+            start = index = mark.start()
+        elif mark.group() == "}}":
+            spans.append((start, mark.end()))
+            start = index = template.find("{{", mark.end())
+        else:
+            index = _quote_end(template, mark.end(), mark.group(), budget)
+            if index == -1:
+                break
     return spans
+
+
+def _quote_end(template: str, index: int, quote: str, budget: Budget) -> int:
+    """Just past the quote closing a value opened before `index`; -1 if none does."""
+    while (mark := _QUOTED_MARKS[quote].search(template, index)) is not None:
+        budget.tick()
+        if mark.group() == quote:
+            return mark.end()
+        index = mark.end()
+    return -1
 
 
 def _tokens(content: str, written: str, line: int) -> list[str]:
