@@ -55,7 +55,7 @@ _DTYPES = {
 """Arrow types and the `datasets` Value dtype each one is declared as."""
 _COLUMNS = {
     "id": "thread id, unique in the dataset",
-    "messages": "the thread's messages: role, content, format, end_turn, name",
+    "messages": "the thread's messages: role, content, format, end_turn, name, weight",
     "settings": "system settings: the formats the thread allows (null when it sets none)",
     "meta": "JSON object: source file, record locator, input format and source metadata",
     "input_ids": "the thread rendered with the MMS special tokens",
@@ -74,6 +74,31 @@ class LintRow(TypedDict):
     summary: str
 
 
+class TrainingFacts(TypedDict):
+    """What a trainer must know about the shipped tokenizer and the labels."""
+
+    policy: str
+    """The labels policy (`assistant` or `last_assistant`)."""
+    pad_token: str | None
+    base_size: int
+    size: int
+    """The vocabulary size before and after the MMS tokens were added."""
+    zero_weight_messages: int
+    """Assistant messages their source weighted 0 (rendered, not trained)."""
+
+
+def training_facts(tokenizer: Mapping[str, Any], zero_weight_messages: int) -> TrainingFacts:
+    """The card's training facts, from the manifest's record of the shipped tokenizer."""
+    vocabulary = tokenizer["vocabulary"]
+    return TrainingFacts(
+        policy=tokenizer["label_policy"],
+        pad_token=tokenizer["pad_token"],
+        base_size=vocabulary["base_size"],
+        size=vocabulary["size"],
+        zero_weight_messages=zero_weight_messages,
+    )
+
+
 class CardStats(TypedDict):
     """The figures the card shows, gathered by the run."""
 
@@ -86,6 +111,8 @@ class CardStats(TypedDict):
     """The tokenizer renderer (`mms-v0`), None when the job did not tokenize."""
     tokens: int | None
     trained_tokens: int | None
+    training: TrainingFacts | None
+    """What a trainer must know, None when the job did not tokenize."""
     formats: dict[str, int]
     """Assistant messages per response format."""
     capabilities: dict[str, dict[str, int]]
@@ -176,6 +203,7 @@ def dataset_card(
         _formats(stats),
         _lint(stats["lint"]),
         _how_to_load(how_to_load, splits),
+        _training(how_to_load, next(iter(splits)), stats["training"]),
     ]
     body = "\n\n".join(section for section in sections if section)
     return f"---\n{front_text}---\n\n{body}\n"
@@ -297,6 +325,60 @@ def _lint(rows: list[LintRow] | None) -> str:
     ]
     table = _table(("code", "severity", "findings", "rule"), cells, right=(2,))
     return "## Lint\n\n" + table + "\n\nThe full report: `reports/lint.md`, `reports/lint.html`."
+
+
+_POLICIES = {
+    "assistant": "every assistant message (its format, content and end of turn, and the "
+    "halt that follows it)",
+    "last_assistant": "only each thread's final assistant turn (its last answer with the "
+    "tool calls before it), halt included",
+}
+
+
+def _training(target: str, split: str, facts: TrainingFacts | None) -> str:
+    """How to train on the tokens: the tokenizer as shipped, the vocabulary growth, the
+    pad token and the labels policy."""
+    if facts is None:
+        return ""
+    added = facts["size"] - facts["base_size"]
+    growth = (
+        f"The five MMS special tokens add {added:,} ids to the base vocabulary "
+        f"({facts['base_size']:,} → {facts['size']:,}): resize the model's embeddings "
+        "before training."
+        if added
+        else "The base vocabulary already had room for the five MMS special tokens: no new ids."
+    )
+    pad = (
+        f"Its pad token is `{facts['pad_token']}`, never a trained id."
+        if facts["pad_token"]
+        else "The base tokenizer names no pad, eos or unk token: pad with any id and mask it."
+    )
+    weighted = facts["zero_weight_messages"]
+    skipped = (
+        f" {weighted:,} assistant messages their source weighted 0 are rendered, not trained."
+        if weighted
+        else ""
+    )
+    resize = "\nmodel.resize_token_embeddings(len(tokenizer))" if added else ""
+    return f"""## Training on this dataset
+
+`tokenizer/` is a complete Hugging Face tokenizer: the base tokenizer with the MMS special
+tokens, and a chat template whose `apply_chat_template` gives exactly the `input_ids` of
+each row and, with `return_assistant_tokens_mask=True`, exactly its trained positions.
+{growth} {pad}
+
+`labels` train {_POLICIES.get(facts["policy"], facts["policy"])} (policy
+`{facts["policy"]}`).{skipped} Train on `input_ids` and `labels` as they are:
+
+```python
+from datasets import load_dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained({_literal(target + "/tokenizer")})
+model = AutoModelForCausalLM.from_pretrained("BASE-MODEL"){resize}
+rows = load_dataset({_literal(target)}, split={_literal(split)})
+rows = rows.select_columns(["input_ids", "labels"])
+```"""
 
 
 def _how_to_load(target: str, splits: Mapping[str, Sequence[str]]) -> str:

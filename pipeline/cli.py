@@ -42,7 +42,7 @@ from pipeline.run import WORK_DIR, RunResult, detected_format, plan, run_pipelin
 from pipeline.run_config import RunConfig, RunConfigError, load_run_config
 from pipeline.shards import SHARD_ROWS
 from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits, Record, is_hf_input, iter_file
-from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
+from pipeline.tokenize import LABEL_POLICIES, Renderer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.inspect import (
     ThreadNotFoundError,
     pick_threads,
@@ -581,13 +581,15 @@ def rules(rule: str | None, output_format: str) -> None:
     "\b\nOutput (OUT/):\n"
     "  data/train-00000-of-0000N.parquet   id, messages, input_ids, labels, num_tokens,\n"
     "                                      num_trained, meta (labels: -100 = not trained)\n"
-    "  tokenizer/tokenizer.json            the tokenizer with the 5 MMS special tokens\n"
-    "  tokenizer/mms_special_tokens.json   their ids, and both tokenizers' sha256\n"
+    "  tokenizer/                          a complete Hugging Face tokenizer: the base with\n"
+    "                                      the 5 MMS special tokens, bos/eos/pad, and a chat\n"
+    "                                      template that renders exactly these ids and labels\n"
+    "  tokenizer/mms_special_tokens.json   their ids, the policy, how the vocabulary grew\n"
     "  quarantine/rejected.jsonl           input records that did not become threads\n"
     "  quarantine/dropped.jsonl            threads left out by --max-tokens, with why\n"
     "\b\nLoad in a trainer:\n"
     "  datasets.load_dataset('parquet', data_files='OUT/data/*.parquet')\n"
-    "  tokenizers.Tokenizer.from_file('OUT/tokenizer/tokenizer.json')",
+    "  transformers.AutoTokenizer.from_pretrained('OUT/tokenizer')",
 )
 @click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
 @click.option(
@@ -628,6 +630,16 @@ def rules(rule: str | None, output_format: str) -> None:
     help="Start every thread with the tokenizer's BOS token (from tokenizer_config.json).",
 )
 @click.option(
+    "--train-on",
+    "policy",
+    type=click.Choice(LABEL_POLICIES),
+    default="assistant",
+    show_default=True,
+    help="Which assistant messages are trained: every one, or only the thread's final turn "
+    "(its last answer with the tool calls before it). Either way a message its source weighted "
+    "0 (OpenAI weight/loss_weight) is not trained, and a trained turn's stop token always is.",
+)
+@click.option(
     "--encoder",
     type=click.Choice(TEXT_ENCODERS),
     default="auto",
@@ -654,6 +666,7 @@ def tokenize_command(
     max_tokens: int | None,
     overlong: str,
     bos: bool,
+    policy: str,
     encoder: str,
     shard_rows: int,
     split: str,
@@ -680,7 +693,7 @@ def tokenize_command(
     except TokenizerLoadError as err:
         raise click.UsageError(f"--tokenizer: {err}") from None
     try:  # the tokenizer suits MMS, has the BOS asked for, and ships as a file trainers load
-        Renderer(tokenizer, bos=bos).check_shipped_tokenizer()
+        Renderer(tokenizer, bos=bos, policy=policy).check_shipped_tokenizer()  # type: ignore[arg-type]
     except ValueError as err:
         raise click.UsageError(f"--tokenizer: {err}") from None
     try:
@@ -690,6 +703,7 @@ def tokenize_command(
                 output,
                 tokenizer,
                 bos=bos,
+                policy=policy,  # type: ignore[arg-type]
                 format=input_format,
                 max_tokens=max_tokens,
                 overlong=overlong,  # type: ignore[arg-type]
@@ -730,7 +744,13 @@ def _print_tokenize_summary(result: TokenizeResult) -> None:
         stderr.print(f"  {stats.truncated:,} truncated at a message boundary (see meta.notes)")
     if stats.untrained:
         stderr.print(
-            f"  {stats.untrained:,} with no trained token (no assistant message): num_trained 0"
+            f"  {stats.untrained:,} with no trained token (no assistant message, or only ones "
+            "weighted 0): num_trained 0"
+        )
+    if stats.zero_weight_messages:
+        stderr.print(
+            f"  {stats.zero_weight_messages:,} assistant messages weighted 0 by their source: "
+            "rendered, not trained"
         )
     stderr.print(
         f"Tokenizer with the MMS special tokens: {result.tokenizer} (text encoded by "
@@ -795,6 +815,15 @@ def _print_tokenize_summary(result: TokenizeResult) -> None:
     help="With --tokenizer: start with the BOS token, as `mms tokenize --bos` does.",
 )
 @click.option(
+    "--train-on",
+    "policy",
+    type=click.Choice(LABEL_POLICIES),
+    default="assistant",
+    show_default=True,
+    help="With --tokenizer: which assistant messages are trained, as `mms tokenize "
+    "--train-on` says.",
+)
+@click.option(
     "--triples",
     is_flag=True,
     help="Print one (offset, id, label, token) line per token instead of the drawing.",
@@ -806,6 +835,7 @@ def inspect_command(
     input_format: str,
     limit: int,
     bos: bool,
+    policy: str,
     triples: bool,
 ) -> None:
     """Show threads of FILE the way the MMS spec draws them, or their tokens.
@@ -821,12 +851,20 @@ def inspect_command(
     if bos and tokenizer_spec is None:
         raise click.UsageError("--bos applies only with --tokenizer")
     if _is_shard(file):
+        if _given("policy"):
+            raise click.UsageError("a shard shows its stored labels; --train-on applies to threads")
         _inspect_shard(file, thread_id, tokenizer_spec, limit, triples)
         return
+    if _given("policy") and tokenizer_spec is None:
+        raise click.UsageError("--train-on applies only with --tokenizer")
     if triples and tokenizer_spec is None:
         raise click.UsageError("--triples shows tokens: give --tokenizer, or inspect a shard")
     try:
-        renderer = Renderer(load_tokenizer(tokenizer_spec), bos=bos) if tokenizer_spec else None
+        renderer = (
+            Renderer(load_tokenizer(tokenizer_spec), bos=bos, policy=policy)  # type: ignore[arg-type]
+            if tokenizer_spec
+            else None
+        )
     except (TokenizerLoadError, ValueError) as err:
         raise click.UsageError(f"--tokenizer: {err}") from None
     stats = ReadStats()
@@ -1115,6 +1153,11 @@ def _print_run_summary(result: RunResult) -> None:
         stderr.print(
             f"Tokens: {counts.tokens:,}, trained {counts.trained_tokens:,} "
             f"(text encoded by {result.text_encoder})"
+        )
+    if counts.zero_weight_messages:
+        stderr.print(
+            f"  {counts.zero_weight_messages:,} assistant messages weighted 0 by their source: "
+            "rendered, not trained"
         )
     report = result.report
     left_out = sum(report.on_dropped.values())

@@ -4,6 +4,7 @@ field at fault, and the JSON and Arrow forms every stage reads and writes."""
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
@@ -17,13 +18,13 @@ SAMPLERS: tuple[str, ...] = ("json", "jsonl")
 DEFAULT_FORMAT = "markdown"
 
 THREAD_FIELDS = ("id", "messages", "settings", "meta")
-MESSAGE_FIELDS = ("role", "name", "format", "content", "end_turn")
+MESSAGE_FIELDS = ("role", "name", "format", "content", "end_turn", "weight")
 FORMAT_FIELDS = ("name", "halt_on_start", "halt_on_completion", "sampler")
 ROLE_FIELDS: dict[str, tuple[str, ...]] = {
     "platform": ("role", "content"),
     "developer": ("role", "content"),
     "user": ("role", "content"),
-    "assistant": ("role", "format", "content", "end_turn"),
+    "assistant": ("role", "format", "content", "end_turn", "weight"),
     "context": ("role", "name", "content"),
 }
 
@@ -155,11 +156,24 @@ def _message_errors(message: Any, path: str) -> list[FieldError]:
             errors.append(FieldError(f"{path}.end_turn", "required field is missing", "missing"))
         elif not isinstance(message["end_turn"], bool):
             errors.append(_type_error(f"{path}.end_turn", "bool", message["end_turn"]))
+        weight = message.get("weight")
+        if weight is not None and not is_weight(weight):
+            errors.append(_type_error(f"{path}.weight", "a number >= 0 or null", weight))
     elif role == "context":
         name = message.get("name")
         if name is not None:
             errors.extend(_name_errors(name, f"{path}.name", expected="string or null"))
     return errors
+
+
+def is_weight(value: Any) -> bool:
+    """Whether `value` is a training weight: a finite number >= 0 (not a bool)."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
 
 
 def _name_errors(value: Any, path: str, expected: str = "string") -> list[FieldError]:
@@ -256,13 +270,16 @@ class SystemSettings:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One message; `format`/`end_turn` exist only on assistant messages, `name` only on context."""
+    """One message; `format`/`end_turn`/`weight` exist only on assistant messages, `name`
+    only on context. `weight` is the source's training weight (None: the default, 1); a
+    weight of 0 means "never train this message"."""
 
     role: Role
     content: str
     format: str | None = None
     end_turn: bool | None = None
     name: str | None = None
+    weight: float | None = None
 
     @classmethod
     def platform(cls, content: str) -> Message:
@@ -278,9 +295,20 @@ class Message:
 
     @classmethod
     def assistant(
-        cls, content: str, format: str = DEFAULT_FORMAT, end_turn: bool = True
+        cls,
+        content: str,
+        format: str = DEFAULT_FORMAT,
+        end_turn: bool = True,
+        weight: float | None = None,
     ) -> Message:
-        return cls("assistant", content, format=format, end_turn=end_turn)
+        return cls(
+            "assistant", content, format=format, end_turn=end_turn, weight=canonical_weight(weight)
+        )
+
+    @property
+    def trained(self) -> bool:
+        """False for an assistant message its source weighted 0 (never to be learned)."""
+        return self.weight is None or self.weight > 0
 
     @classmethod
     def context(cls, content: str, name: str | None = None) -> Message:
@@ -291,14 +319,18 @@ class Message:
         return {key: getattr(self, key) for key in MESSAGE_FIELDS}
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form, fields in the spec's order (role, name, format, content, end_turn)."""
+        """The JSON form, fields in the spec's order (role, name, format, content, end_turn),
+        then `weight` when it is not the default."""
         if self.role == "assistant":
-            return {
+            data: dict[str, Any] = {
                 "role": "assistant",
                 "format": self.format,
                 "content": self.content,
                 "end_turn": self.end_turn,
             }
+            if self.weight is not None:
+                data["weight"] = self.weight
+            return data
         if self.role == "context":
             return {"role": "context", "name": self.name, "content": self.content}
         return {"role": self.role, "content": self.content}
@@ -308,11 +340,11 @@ class Message:
         """Build from an already validated dict, filling the assistant's default format."""
         role = data["role"]
         if role == "assistant":
-            return cls(
-                "assistant",
+            return cls.assistant(
                 data["content"],
                 format=data.get("format", DEFAULT_FORMAT),
                 end_turn=data["end_turn"],
+                weight=data.get("weight"),
             )
         if role == "context":
             return cls("context", data["content"], name=data.get("name"))
@@ -367,6 +399,14 @@ class Thread:
             raise ThreadValidationError(errors)
 
 
+def canonical_weight(weight: Any) -> Any:
+    """A training weight as threads keep it: None for the default 1, else a float (a
+    value that is no weight is left for validation to name)."""
+    if not is_weight(weight):
+        return weight
+    return None if weight == 1 else float(weight)
+
+
 def stable_thread_id(source: str, locator: str) -> str:
     """The id of a thread whose source gave none: a hash of where it came from."""
     digest = hashlib.sha256(f"{source}\n{locator}".encode()).hexdigest()
@@ -382,6 +422,7 @@ MESSAGE_ARROW_TYPE = pa.struct(
         ("format", pa.string()),
         ("end_turn", pa.bool_()),
         ("name", pa.string()),
+        ("weight", pa.float64()),
     ]
 )
 FORMAT_ARROW_TYPE = pa.struct(

@@ -159,6 +159,7 @@ class TokenizeStage:
     overlong: Literal["drop", "truncate", "error"] = "truncate"
     bos: bool = False
     encoder: Literal["auto", "tokenizers"] = "auto"
+    train_on: Literal["assistant", "last_assistant"] = "assistant"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import yaml
 
 from pipeline.mms import Thread, normalize_thread_dict
 from pipeline.output_files import file_sha256
-from pipeline.tokenize import IGNORE, Renderer, TokenizerLoadError, load_tokenizer
+from pipeline.tokenize import IGNORE, LABEL_POLICIES, Renderer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.job import SPECIAL_TOKENS_FILE
 
 ROW_BATCH = 512
@@ -63,8 +63,10 @@ def verify_output(
     """Verify the output folder `out` (see the module docstring); `render` and `template`
     turn the row-by-row checks on."""
     out = Path(out)
-    manifest = _manifest(out)
     result = Verification()
+    if not (out / "manifest.json").exists() and (out / "tokenizer" / SPECIAL_TOKENS_FILE).is_file():
+        return _verify_unlisted(out, result, render=render, template=template, progress=progress)
+    manifest = _manifest(out)
     gate = manifest.get("gate") or {}
     if gate.get("passed") is False:
         result.problems.append(
@@ -80,6 +82,37 @@ def verify_output(
             _check_rows(out, shards, result, progress)
         if template:
             _check_template(out, shards, result)
+    return result
+
+
+def _verify_unlisted(
+    out: Path,
+    result: Verification,
+    *,
+    render: bool,
+    template: bool,
+    progress: Callable[[str, int], None] | None,
+) -> Verification:
+    """An output with no manifest (`mms tokenize` writes none): its rows rendered again
+    and against the chat template; nothing lists the shards to check them against."""
+    result.notes.append(
+        "no manifest.json (an `mms tokenize` output): shard hashes, row counts and the card "
+        "not checked"
+    )
+    shards = []
+    for path in sorted((out / "data").glob("*.parquet")):
+        match = _SHARD_NAME.match(path.name)
+        if match is None:
+            result.problems.append(Problem(f"data/{path.name}", "not named like a shard"))
+            continue
+        shards.append((match["split"], path))
+    if not shards:
+        result.problems.append(Problem("data/", "no shards"))
+        return result
+    if render:
+        _check_rows(out, shards, result, progress)
+    if template:
+        _check_template(out, shards, result)
     return result
 
 
@@ -228,7 +261,13 @@ def _check_rows(
     except TokenizerLoadError as err:
         result.problems.append(Problem("tokenizer/", str(err)))
         return
-    renderer = Renderer(shipped, bos=record.get("bos") is not None)
+    policy = record.get("label_policy", "assistant")
+    if policy not in LABEL_POLICIES:
+        result.problems.append(
+            Problem("tokenizer/", f"mms_special_tokens.json names an unknown policy {policy!r}")
+        )
+        return
+    renderer = Renderer(shipped, bos=record.get("bos") is not None, policy=policy)
     if renderer.special_ids.as_dict() != record["special_tokens"]:
         result.problems.append(
             Problem("tokenizer/", "the MMS token ids differ from mms_special_tokens.json")

@@ -15,12 +15,20 @@ import pytest
 import yaml
 
 import pipeline
-from pipeline.card import CardStats, dataset_card, hf_features, lint_summary, size_category
+from pipeline.card import (
+    CardStats,
+    dataset_card,
+    hf_features,
+    lint_summary,
+    size_category,
+    training_facts,
+)
 from pipeline.lint import lint
 from pipeline.manifest import build_manifest, input_record, write_manifest
 from pipeline.output_files import file_sha256
 from pipeline.shards import Shard, ShardWriter
 from pipeline.tokenize import RENDERER_NAME, Renderer, load_tokenizer, tokenize_threads
+from pipeline.tokenize.hf_files import pad_token, vocabulary
 from pipeline.tokenize.stage import TOKENIZED_SCHEMA, TokenizeStats
 from tests.conftest import REPO
 
@@ -55,6 +63,7 @@ def card_for(out: Path, schema: pa.Schema, shards: dict[str, list[Shard]], **sta
         renderer=None,
         tokens=None,
         trained_tokens=None,
+        training=None,
         formats=dict(profile.formats),
         capabilities=profile.capabilities(),
         lint=lint_summary(report),
@@ -126,11 +135,14 @@ def test_load_dataset_reads_tokenized_shards_with_the_declared_features(
 ):
     import datasets
 
-    renderer = Renderer(load_tokenizer(shared / "tokenizers" / "phi-3-mini"))
+    base = load_tokenizer(shared / "tokenizers" / "phi-3-mini")
+    renderer = Renderer(base)
     stats = TokenizeStats()
     table = pa.concat_tables(tokenize_threads(sample_threads(), renderer, stats=stats))
     out = tmp_path / "out"
     shards = write_splits(out, TOKENIZED_SCHEMA, {"train": table}, shard_rows=3)
+    record = {"label_policy": "assistant", "pad_token": pad_token(base)}
+    record["vocabulary"] = vocabulary(renderer, base)
     card = card_for(
         out,
         TOKENIZED_SCHEMA,
@@ -138,6 +150,7 @@ def test_load_dataset_reads_tokenized_shards_with_the_declared_features(
         renderer=RENDERER_NAME,
         tokens=stats.tokens,
         trained_tokens=stats.trained_tokens,
+        training=training_facts(record, zero_weight_messages=3),
     )
     (out / "README.md").write_text(card, encoding="utf-8")
 
@@ -146,6 +159,11 @@ def test_load_dataset_reads_tokenized_shards_with_the_declared_features(
     assert f"| tokens | {stats.tokens:,} |" in card
     assert f"| trained tokens | {stats.trained_tokens:,} |" in card
     assert "`mms-v0` renderer" in card
+    growth = record["vocabulary"]
+    assert f"({growth['base_size']:,} → {growth['size']:,})" in card
+    assert "model.resize_token_embeddings(len(tokenizer))" in card
+    assert f"Its pad token is `{record['pad_token']}`" in card
+    assert "3 assistant messages their source weighted 0 are rendered, not trained" in card
 
     loaded = datasets.load_dataset(str(out), split="train")
     assert loaded.features == datasets.Features._from_yaml_list(features)
@@ -236,6 +254,7 @@ def test_card_refuses_what_it_cannot_declare():
         renderer=None,
         tokens=None,
         trained_tokens=None,
+        training=None,
         formats={},
         capabilities={},
         lint=None,

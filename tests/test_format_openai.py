@@ -190,7 +190,9 @@ def test_kto_and_dpo_files_carry_preferences(shared):
     dpo, _, _ = read_all(str(shared / "realdata/llamafactory/v1_dpo_demo.jsonl"))
     assert [t.meta["preference"] for t in dpo[:2]] == ["chosen", "rejected"]
     assert dpo[0].id == dpo[0].meta["pair_id"] + ":chosen"
-    assert dpo[0].meta["message_meta"]["2"] == {"loss_weight": 1.0}
+    # the assistant's loss_weight 1.0 is the default weight; the user's 0.0 stays in meta
+    assert dpo[0].messages[2].role == "assistant" and dpo[0].messages[2].weight is None
+    assert dpo[0].meta["message_meta"] == {"0": {"loss_weight": 0.0}, "1": {"loss_weight": 0.0}}
 
 
 # --------------------------------------------------------------------------- samples and shapes
@@ -251,7 +253,8 @@ def test_reasoning_refusal_and_weights():
             ("assistant", "markdown", "no"),
         ][1:]
     )
-    assert thread.meta["message_meta"] == {"2": {"weight": 0}, "3": {"weight": 0}}
+    assert [m.weight for m in thread.messages[2:]] == [0.0, 0.0]  # every message made from it
+    assert "message_meta" not in thread.meta
 
 
 def test_undeclared_tool_calls_are_noted():

@@ -157,6 +157,7 @@ def test_arrow_round_trip_uses_list_of_struct_and_json_meta():
                 ("format", pa.string()),
                 ("end_turn", pa.bool_()),
                 ("name", pa.string()),
+                ("weight", pa.float64()),
             ]
         )
     )

@@ -5,6 +5,7 @@ ships), on real threads and real tokenizers."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -14,7 +15,14 @@ from typing import Any, NamedTuple
 import pytest
 
 from pipeline.mms import Message, Thread
-from pipeline.tokenize import IGNORE, EncodedThread, LoadedTokenizer, Renderer, load_tokenizer
+from pipeline.tokenize import (
+    IGNORE,
+    LABEL_POLICIES,
+    EncodedThread,
+    LoadedTokenizer,
+    Renderer,
+    load_tokenizer,
+)
 from pipeline.tokenize.hf_files import chat_template
 from pipeline.tokenize.job import write_tokenizer
 from tests.conftest import SHARED
@@ -25,7 +33,6 @@ transformers = pytest.importorskip(
 )
 
 TOKENIZERS = ("llama3_from_tiktoken", "qwen2.5_from_tiktoken", "phi-3-mini")
-TEMPLATE = chat_template(bos=False)
 PER_FILE = 40  # plain threads taken from each real file, evenly spaced
 MIN_COMPARED = 1000
 REFERENCE_BATCH = 256
@@ -113,14 +120,16 @@ def _added(renderer: Renderer) -> re.Pattern[str]:
     return _any_of(t.content for t in renderer.tokenizer.get_added_tokens_decoder().values())
 
 
-def _reference(hf: Any, threads: Sequence[Thread]) -> Iterator[tuple[list[int], list[int]]]:
+def _reference(
+    hf: Any, threads: Sequence[Thread], policy: str = "assistant"
+) -> Iterator[tuple[list[int], list[int]]]:
     """input_ids and labels (input_ids where the generation mask is 1, else IGNORE) from
     transformers, the whole rendered string tokenized at once."""
     for start in range(0, len(threads), REFERENCE_BATCH):
         chunk = threads[start : start + REFERENCE_BATCH]
         out = hf.apply_chat_template(
             [[m.to_dict() for m in t.messages] for t in chunk],
-            chat_template=TEMPLATE,
+            chat_template=chat_template(bos=False, policy=policy),
             add_generation_prompt=False,
             tokenize=True,
             return_dict=True,
@@ -161,16 +170,31 @@ def test_selection_covers_every_rule_of_the_labels_policy(selected: list[Thread]
     assert sum(sum(m.role == "assistant" for m in t.messages) >= 2 for t in selected) >= 300
 
 
-def test_renderer_equals_the_transformers_reference(sides: Sides, selected: list[Thread]) -> None:
-    renderer = sides.renderer
-    added = _added(renderer)
-    compared = [t for t in selected if not _literal_tokens(t, added)]
+def _weighted(thread: Thread, index: int) -> Thread:
+    """Every third thread with its first assistant message weighted 0 (as an OpenAI
+    fine-tuning file says "do not learn this answer"); the others as they are."""
+    first = next((i for i, m in enumerate(thread.messages) if m.role == "assistant"), None)
+    if index % 3 or first is None:
+        return thread
+    messages = list(thread.messages)
+    messages[first] = dataclasses.replace(messages[first], weight=0.0)
+    return dataclasses.replace(thread, messages=messages)
+
+
+@pytest.mark.parametrize("policy", LABEL_POLICIES)
+def test_renderer_equals_the_transformers_reference(
+    sides: Sides, selected: list[Thread], policy: str
+) -> None:
+    renderer = Renderer(sides.loaded, policy=policy)
+    added = _added(sides.renderer)
+    plain = [t for t in selected if not _literal_tokens(t, added)]
+    compared = [_weighted(thread, index) for index, thread in enumerate(plain)]
     assert len(compared) >= MIN_COMPARED
     batch = renderer.encode_batch(compared)
     role = renderer.special_ids.role
     differences = []
     trained = 0
-    for index, (ids, labels) in enumerate(_reference(sides.reference, compared)):
+    for index, (ids, labels) in enumerate(_reference(sides.reference, compared, policy)):
         assert ids[0] == role, "the template path added a BOS"
         ours = batch[index]
         if list(ours.input_ids) != ids:

@@ -68,6 +68,8 @@ class _Item:
     meta: dict[str, Any] = field(default_factory=dict)
     answers: int | None = None
     """For a result: the index (in the item list) of the call it answers."""
+    weight: float | None = None
+    """For an assistant item: the source's training weight (None: the default)."""
 
 
 def json_kind(value: Any) -> str:
@@ -184,21 +186,36 @@ class ThreadBuilder:
     def user(self, content: str, **meta: Any) -> None:
         self._items.append(_Item("text", "user", content, meta=meta))
 
-    def assistant(self, content: str, format: str = "markdown", **meta: Any) -> None:
-        """An assistant answer; its `end_turn` is decided by `build()`."""
-        self._items.append(_Item("text", "assistant", content, format=format, meta=meta))
+    def assistant(
+        self, content: str, format: str = "markdown", *, weight: float | None = None, **meta: Any
+    ) -> None:
+        """An assistant answer; its `end_turn` is decided by `build()`. `weight` is the
+        source's training weight (0: never trained)."""
+        self._items.append(
+            _Item("text", "assistant", content, format=format, meta=meta, weight=weight)
+        )
 
     def context(self, content: str, name: str | None = None, **meta: Any) -> None:
         self._items.append(_Item("text", "context", content, name=name, meta=meta))
 
-    def reasoning(self, content: str, **meta: Any) -> None:
+    def reasoning(self, content: str, *, weight: float | None = None, **meta: Any) -> None:
         """The assistant's reasoning before its answer (kept or dropped per options)."""
         if self.options.reasoning == "drop":
             self.note("dropped the assistant's reasoning (--reasoning drop)")
             return
-        self._items.append(_Item("reasoning", "assistant", content, REASONING_FORMAT, meta=meta))
+        self._items.append(
+            _Item("reasoning", "assistant", content, REASONING_FORMAT, meta=meta, weight=weight)
+        )
 
-    def tool_call(self, name: str, arguments: Any, call_id: str | None = None, **meta: Any) -> None:
+    def tool_call(
+        self,
+        name: str,
+        arguments: Any,
+        call_id: str | None = None,
+        *,
+        weight: float | None = None,
+        **meta: Any,
+    ) -> None:
         """A call of tool `name`; `arguments` is a JSON string or a parsed value."""
         if call_id is not None:
             meta = {"tool_call_id": call_id, **meta}
@@ -212,6 +229,7 @@ class ThreadBuilder:
                 name=name,
                 call_id=call_id,
                 meta=meta,
+                weight=weight,
             )
         )
 
@@ -392,7 +410,7 @@ class ThreadBuilder:
         merged: list[_Item] = []
         for call in calls:
             last = merged[-1] if merged else None
-            if last is not None and last.name == call.name:
+            if last is not None and last.name == call.name and last.weight == call.weight:
                 last.content += "\n" + call.content
                 if call.call_id is not None:
                     last.meta.setdefault("tool_call_ids", []).append(call.call_id)
@@ -408,6 +426,7 @@ class ThreadBuilder:
                     tool_format(call.name, "jsonl"),
                     name=call.name,
                     meta=meta,
+                    weight=call.weight,
                 )
             )
         return merged
@@ -419,7 +438,10 @@ class ThreadBuilder:
             else:
                 end_turn = False
             return Message.assistant(
-                item.content, format=item.format or "markdown", end_turn=end_turn
+                item.content,
+                format=item.format or "markdown",
+                end_turn=end_turn,
+                weight=item.weight,
             )
         if item.role == "context":
             if item.name == "":

@@ -36,7 +36,7 @@ from pipeline.formats.builder import (
     tool_specs,
 )
 from pipeline.formats.media_tags import MediaTags
-from pipeline.mms import Thread
+from pipeline.mms import Thread, canonical_weight, is_weight
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
 
@@ -411,7 +411,7 @@ class _Reader:
         weights, first = self._message_meta(message, role)
         self.role, self.media_refs = role, []
         if role == "assistant":
-            self._assistant(where, message, weights, first)
+            self._assistant(where, message, self._weight(where, weights), first)
             return
         text = self._plain_text(message.get("content"), f"{where}.content", role)
         if self.media_refs:
@@ -433,9 +433,27 @@ class _Reader:
         first = {k: v for k, v in message.items() if k not in known and v is not None}
         return weights, first
 
+    def _weight(self, where: str, weights: dict[str, Any]) -> float | None:
+        """An assistant message's training weight (`weight`, else `loss_weight`), as the
+        thread keeps it; RecordRejected when it is not a number >= 0, since then nobody
+        knows whether the answer is to be learned."""
+        for key, value in weights.items():
+            if not is_weight(value):
+                raise RecordRejected(
+                    "missing_field",
+                    f"{where}.{key} is {canonical_json(value)[:40]}, expected a number >= 0 "
+                    "(0: do not train this message)",
+                )
+        values = list(weights.values())
+        if len(set(values)) > 1:
+            self.b.note(f"{where} has weight {values[0]} and loss_weight {values[1]}; kept weight")
+        return canonical_weight(values[0]) if values else None
+
     def _assistant(
-        self, where: str, message: dict[str, Any], weights: dict[str, Any], first: dict[str, Any]
+        self, where: str, message: dict[str, Any], weight: float | None, first: dict[str, Any]
     ) -> None:
+        """The assistant message as MMS messages (reasoning, text, tool calls), each with
+        the message's training weight."""
         pieces = list(self._reasoning_field(where, message, first))
         pieces += self._pieces(message.get("content"), f"{where}.content")
         if self.media_refs:
@@ -453,18 +471,21 @@ class _Reader:
             self.b.note(f"{where} (assistant) has no content; kept as an empty message")
             pieces = [("text", "")]
         for piece in pieces:
-            self._add_piece(piece, {**weights, **first})
+            self._add_piece(piece, weight, first)
             first = {}
 
-    def _add_piece(self, piece: tuple[Any, ...], meta: dict[str, Any]) -> None:
+    def _add_piece(
+        self, piece: tuple[Any, ...], weight: float | None, meta: dict[str, Any]
+    ) -> None:
         kind = piece[0]
         if kind == "reasoning":
-            self.b.reasoning(piece[1], **meta)
+            self.b.reasoning(piece[1], weight=weight, **meta)
         elif kind == "call":
             _, name, arguments, call_id = piece
-            self.b.tool_call(name, self._arguments(name, arguments), call_id, **meta)
+            arguments = self._arguments(name, arguments)
+            self.b.tool_call(name, arguments, call_id, weight=weight, **meta)
         else:
-            self.b.assistant(piece[1], **meta)
+            self.b.assistant(piece[1], weight=weight, **meta)
 
     def _reasoning_field(
         self, where: str, message: dict[str, Any], first: dict[str, Any]

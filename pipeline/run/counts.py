@@ -27,6 +27,8 @@ class RunCounts:
     """threads kept but not written, because the lint gate failed (nothing is published)."""
     tokens: int = 0
     trained_tokens: int = 0
+    zero_weight_messages: int = 0
+    """assistant messages written that their source weighted 0 (rendered, not trained)."""
 
     @property
     def balanced(self) -> bool:
@@ -39,7 +41,7 @@ class RunCounts:
         """The gate failed: what would have been written is withheld instead."""
         self.withheld += sum(self.written.values()) - self.copies
         self.written.clear()
-        self.copies = self.tokens = self.trained_tokens = 0
+        self.copies = self.tokens = self.trained_tokens = self.zero_weight_messages = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,5 +56,6 @@ class RunCounts:
             "threads_withheld_by_gate": self.withheld,
             "tokens": self.tokens,
             "trained_tokens": self.trained_tokens,
+            "zero_weight_messages": self.zero_weight_messages,
             "balanced": self.balanced,
         }

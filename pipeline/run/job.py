@@ -141,8 +141,7 @@ def run_pipeline(
     remove_stale_outputs(out, shards, card=bool(shards), tokenizer=tokenizer is not None)
     write_run_manifest(out, config, units, counts, shards, tokenizer, reports, report)
     if shards:
-        renderer = tokenizer["renderer"] if tokenizer else None
-        write_card(out, config, report, counts, shards, shard_schema(config), renderer)
+        write_card(out, config, report, counts, shards, shard_schema(config), tokenizer)
     # the output is complete: the units' intermediate files are no longer needed
     shutil.rmtree(out / WORK_DIR)
     encoder = tokenizer["text_encoder"] if tokenizer else None

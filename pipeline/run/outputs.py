@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from pipeline.card import SHARD_FILE, CardStats, dataset_card, lint_summary
+from pipeline.card import SHARD_FILE, CardStats, dataset_card, lint_summary, training_facts
 from pipeline.engine.units import WorkUnit
 from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
@@ -47,6 +47,8 @@ def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
         "renderer": record["renderer"],
         "text_encoder": record["text_encoder"],
         "special_tokens": record["special_tokens"],
+        "label_policy": record["label_policy"],
+        "bos": record["bos"],
         "vocabulary": record["vocabulary"],
         "pad_token": record["pad_token"],
         "base": record["base_tokenizer"],
@@ -133,10 +135,12 @@ def write_card(
     counts: RunCounts,
     shards: dict[str, list[Shard]],
     schema: pa.Schema,
-    renderer: str | None,
+    tokenizer: dict[str, Any] | None,
 ) -> None:
     """README.md: the dataset card (front matter with configs and features, the stats,
-    how to load it)."""
+    how to load it and train on it). `tokenizer` is the manifest's record of the shipped
+    tokenizer, None when the run did not tokenize."""
+    renderer = tokenizer["renderer"] if tokenizer else None
     licenses = sorted({spec.license for spec in config.inputs if spec.license})
     tags = sorted({tag for spec in config.inputs for tag in spec.tags} | {"mms"})
     profile = report.profile
@@ -147,6 +151,7 @@ def write_card(
         "renderer": renderer,
         "tokens": counts.tokens if renderer else None,
         "trained_tokens": counts.trained_tokens if renderer else None,
+        "training": training_facts(tokenizer, counts.zero_weight_messages) if tokenizer else None,
         "formats": dict(profile.formats),
         "capabilities": profile.capabilities(),
         "lint": lint_summary(report),

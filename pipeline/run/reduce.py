@@ -49,6 +49,7 @@ from pipeline.run.unit import (
 from pipeline.run_config import RunConfig
 from pipeline.shards import Shard, ShardWriter
 from pipeline.tokenize.overlong import OverlongThreadError
+from pipeline.tokenize.stage import zero_weight_messages
 
 Progress = Callable[[str, int, int], None]
 
@@ -325,6 +326,7 @@ def _write(
         if "num_tokens" in part.column_names:
             counts.tokens += pc.sum(part["num_tokens"]).as_py() * weight
             counts.trained_tokens += pc.sum(part["num_trained"]).as_py() * weight
+            counts.zero_weight_messages += zero_weight_messages(part["messages"]) * weight
 
 
 def _split_rows(

@@ -105,16 +105,16 @@ class _Keyed(NamedTuple):
     group: str
 
 
-_RENDERERS: dict[tuple[str, bool, str], tuple[Renderer, LoadedTokenizer]] = {}
+_RENDERERS: dict[tuple[str, bool, str, str], tuple[Renderer, LoadedTokenizer]] = {}
 
 
 def renderer_for(stage: TokenizeStage) -> tuple[Renderer, LoadedTokenizer]:
     """The stage's renderer and base tokenizer, built once per process (a large
     vocabulary takes a second to load, and a worker runs many units)."""
-    key = (stage.tokenizer, stage.bos, stage.encoder)
+    key = (stage.tokenizer, stage.bos, stage.encoder, stage.train_on)
     if key not in _RENDERERS:
         base = load_tokenizer(stage.tokenizer, allow_tiktoken=stage.encoder == "auto")
-        _RENDERERS[key] = (Renderer(base, bos=stage.bos), base)
+        _RENDERERS[key] = (Renderer(base, bos=stage.bos, policy=stage.train_on), base)
     return _RENDERERS[key]
 
 

@@ -5,9 +5,11 @@ from pipeline.tokenize.job import TokenizeResult, tokenize_dataset
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.renderer import (
     IGNORE,
+    LABEL_POLICIES,
     RENDERER_NAME,
     EncodedBatch,
     EncodedThread,
+    LabelPolicy,
     Renderer,
 )
 from pipeline.tokenize.special import MMS_SPECIAL_TOKENS, SpecialIds
@@ -15,11 +17,13 @@ from pipeline.tokenize.stage import TOKENIZED_SCHEMA, TokenizeStats, tokenize_th
 
 __all__ = [
     "IGNORE",
+    "LABEL_POLICIES",
     "MMS_SPECIAL_TOKENS",
     "RENDERER_NAME",
     "TOKENIZED_SCHEMA",
     "EncodedBatch",
     "EncodedThread",
+    "LabelPolicy",
     "LoadedTokenizer",
     "Renderer",
     "SpecialIds",

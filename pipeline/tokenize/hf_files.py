@@ -9,23 +9,24 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.tokenize.loading import LoadedTokenizer
-from pipeline.tokenize.renderer import Renderer
+from pipeline.tokenize.renderer import LabelPolicy, Renderer
 
 TEMPLATE_FILE = Path(__file__).with_name("mms_v0_chat_template.jinja")
 _BOS_SWITCH = "{%- set mms_bos = false -%}"
+_POLICY_SWITCH = "{%- set mms_train_on = 'assistant' -%}"
 PAD_FALLBACKS = ("pad_token", "eos_token", "unk_token")
 """Where the pad token comes from, in order: the base's own pad, else its eos, else its unk.
 mms-v0 renders none of them (content that spells one is encoded as text), so none is ever a
 trained id, and a loader that masks the pad id masks nothing real."""
 
 
-def chat_template(bos: bool) -> str:
+def chat_template(bos: bool, policy: LabelPolicy = "assistant") -> str:
     """The mms-v0 chat template; with `bos`, it starts with the base's bos_token as the
-    shards do."""
+    shards do, and its generation blocks mark what `policy` trains."""
     text = TEMPLATE_FILE.read_text(encoding="utf-8")
     if bos:
         text = text.replace(_BOS_SWITCH, _BOS_SWITCH.replace("false", "true"), 1)
-    return text
+    return text.replace(_POLICY_SWITCH, _POLICY_SWITCH.replace("assistant", policy), 1)
 
 
 def pad_token(base: LoadedTokenizer) -> str | None:
@@ -59,7 +60,7 @@ def tokenizer_config(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any
         "pad_token": pad_token(base),
         "additional_special_tokens": list(renderer.special_ids.as_dict()),
         "clean_up_tokenization_spaces": False,
-        "chat_template": chat_template(renderer.bos_id is not None),
+        "chat_template": chat_template(renderer.bos_id is not None, renderer.policy),
     }
     limit = base.config.get("model_max_length")
     if isinstance(limit, int) and limit < 2**40:

@@ -20,7 +20,7 @@ from pipeline.sources import DEFAULT_SPLIT
 from pipeline.tokenize.hf_files import pad_token, special_tokens_map, tokenizer_config, vocabulary
 from pipeline.tokenize.loading import LoadedTokenizer
 from pipeline.tokenize.overlong import Drop, OverlongPolicy
-from pipeline.tokenize.renderer import IGNORE, Renderer
+from pipeline.tokenize.renderer import IGNORE, LabelPolicy, Renderer
 from pipeline.tokenize.stage import BATCH_SIZE, TOKENIZED_SCHEMA, TokenizeStats, tokenize_threads
 
 SPECIAL_TOKENS_FILE = "mms_special_tokens.json"
@@ -58,6 +58,7 @@ def tokenize_dataset(
     tokenizer: LoadedTokenizer,
     *,
     bos: bool = False,
+    policy: LabelPolicy = "assistant",
     format: str = AUTO,
     max_tokens: int | None = None,
     overlong: OverlongPolicy = "drop",
@@ -73,7 +74,7 @@ def tokenize_dataset(
     become threads) and `quarantine/dropped.jsonl` (threads left out, with the reason).
     Nothing appears unless the whole run succeeds. `split`/`hf_config` steer hf: inputs."""
     output = Path(output)
-    renderer = Renderer(tokenizer, bos=bos)
+    renderer = Renderer(tokenizer, bos=bos, policy=policy)
     renderer.check_shipped_tokenizer()  # before any text is encoded: fail fast
     earlier = [path for path in output.rglob("*") if path.is_file()] if output.is_dir() else []
     read_stats, stats = ReadStats(), TokenizeStats()

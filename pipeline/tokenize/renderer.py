@@ -30,7 +30,10 @@ RENDERER_NAME = "mms-v0"
 """The rendering contract this module implements (DESIGN §4); manifests record it."""
 IGNORE = -100
 """The label of a token that is not trained (the trainers' convention)."""
-LabelPolicy = Literal["assistant"]
+LabelPolicy = Literal["assistant", "last_assistant"]
+LABEL_POLICIES: tuple[str, ...] = ("assistant", "last_assistant")
+"""Which assistant messages are trained (DESIGN §4): every one, or only the thread's final
+assistant turn. Both leave a message its source weighted 0 untrained, halt included."""
 
 _ROLE, _NAME, _FORMAT, _CONTENT, _END_TURN, _BOS = range(6)
 """Pool slots of the one-token pieces; text pieces follow them."""
@@ -114,8 +117,9 @@ class Renderer:
         bos: bool = False,
         policy: LabelPolicy = "assistant",
     ):
-        if policy != "assistant":
-            raise ValueError(f"unknown label policy {policy!r} (known: assistant)")
+        if policy not in LABEL_POLICIES:
+            known = ", ".join(LABEL_POLICIES)
+            raise ValueError(f"unknown label policy {policy!r} (known: {known})")
         self.policy = policy
         self.name = RENDERER_NAME
         self._shipped_checked = False
@@ -218,28 +222,34 @@ class Renderer:
         return self._text.id_to_token(self.bos_id) if self.bos_id is not None else ""
 
     def _plan(self, thread: Thread, segments: _Segments) -> None:
-        """The segments of one thread, labelled per the `assistant` policy of §4."""
+        """The segments of one thread, labelled per §4: the `assistant` bullets, limited to
+        the final assistant turn under `last_assistant`; a message weighted 0 trains nothing,
+        neither its tokens nor the halt that ends it."""
         if self.bos_id is not None:
             segments.special(_BOS, False)
+        first_trained = final_turn_start(thread.messages) if self.policy == "last_assistant" else 0
         previous: Message | None = None
-        for message in thread.messages:
+        halt_trained = False  # whether the message before, if it halted, trains its halt
+        for index, message in enumerate(thread.messages):
             continuing = (
                 previous is not None and previous.role == "assistant" and previous.end_turn is False
             )
             if message.role == "assistant":
+                trained = message.trained and index >= first_trained
                 # the header is prompt, unless the model chose to continue its own turn
-                segments.special(_ROLE, continuing)
-                segments.text("assistant", continuing)
-                segments.special(_FORMAT, continuing)
-                segments.text(message.format or "markdown", True)
-                segments.special(_CONTENT, True)
-                segments.text(message.content, True)
+                segments.special(_ROLE, continuing and trained)
+                segments.text("assistant", continuing and trained)
+                segments.special(_FORMAT, continuing and trained)
+                segments.text(message.format or "markdown", trained)
+                segments.special(_CONTENT, trained)
+                segments.text(message.content, trained)
                 if message.end_turn:
-                    segments.special(_END_TURN, True)
+                    segments.special(_END_TURN, trained)
+                halt_trained = trained
             else:
                 # after an assistant message that did not end its turn, the <|role|> that
                 # opens the next message is the halt signal the model must learn
-                segments.special(_ROLE, continuing)
+                segments.special(_ROLE, continuing and halt_trained)
                 segments.text(message.role, False)
                 if message.role == "context" and message.name:
                     segments.special(_NAME, False)
@@ -249,7 +259,7 @@ class Renderer:
             segments.end_message()
             previous = message
         if previous is not None and previous.role == "assistant" and previous.end_turn is False:
-            segments.special(_ROLE, True)  # the halt signal at the end of the thread
+            segments.special(_ROLE, halt_trained)  # the halt signal at the end of the thread
         segments.thread_ends.append(len(segments.slot))
 
     # ------------------------------------------------------------------ gathering
@@ -301,6 +311,26 @@ class Renderer:
                 pa.array(message_offsets), pa.array(relative_ends)
             ),
         )
+
+
+def final_turn_start(messages: Sequence[Message]) -> int:
+    """Where the thread's final assistant turn starts: its last assistant message, with the
+    assistant messages before it that did not end the turn (end_turn false: tool calls, a
+    message cut short), across the context messages (tool results) between them. A thread
+    with no assistant message has no final turn: the index past its end."""
+    last = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None
+    )
+    if last is None:
+        return len(messages)
+    start = last
+    for index in range(last - 1, -1, -1):
+        message = messages[index]
+        if message.role == "assistant" and message.end_turn is False:
+            start = index
+        elif message.role != "context":
+            break
+    return start
 
 
 def _return_freed_memory() -> None:

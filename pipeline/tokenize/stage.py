@@ -47,6 +47,8 @@ class TokenizeStats:
     truncated: int = 0
     untrained: int = 0
     """Threads written with no trained token (num_trained 0)."""
+    zero_weight_messages: int = 0
+    """Assistant messages written that their source weighted 0: rendered, never trained."""
     tokens: int = 0
     trained_tokens: int = 0
     longest: int = 0
@@ -136,3 +138,11 @@ def _count_written(table: pa.Table, stats: TokenizeStats) -> None:
     stats.longest = max(stats.longest, pc.max(num_tokens).as_py())
     stats.trained_tokens += pc.sum(num_trained).as_py()
     stats.untrained += pc.sum(pc.equal(num_trained, 0)).as_py()
+    stats.zero_weight_messages += zero_weight_messages(table["messages"])
+
+
+def zero_weight_messages(messages: pa.ChunkedArray | pa.Array) -> int:
+    """How many messages of a `messages` column have weight 0 (their source said: do not
+    train them), counted in Arrow."""
+    weights = pc.struct_field(pc.list_flatten(messages), "weight")
+    return pc.sum(pc.equal(weights, 0)).as_py() or 0
