@@ -79,7 +79,7 @@ class TrainingFacts(TypedDict):
 
     policy: str
     """The labels policy (`assistant` or `last_assistant`)."""
-    pad_token: str | None
+    pad_token: str
     base_size: int
     size: int
     """The vocabulary size before and after the MMS tokens were added."""
@@ -348,11 +348,7 @@ def _training(target: str, split: str, facts: TrainingFacts | None) -> str:
         if added
         else "The base vocabulary already had room for the five MMS special tokens: no new ids."
     )
-    pad = (
-        f"Its pad token is `{facts['pad_token']}`, never a trained id."
-        if facts["pad_token"]
-        else "The base tokenizer names no pad, eos or unk token: pad with any id and mask it."
-    )
+    pad = f"Its pad token is `{facts['pad_token']}`, never a trained id."
     weighted = facts["zero_weight_messages"]
     skipped = (
         f" {weighted:,} assistant messages their source weighted 0 are rendered, not trained."

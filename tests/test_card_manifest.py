@@ -141,7 +141,7 @@ def test_load_dataset_reads_tokenized_shards_with_the_declared_features(
     table = pa.concat_tables(tokenize_threads(sample_threads(), renderer, stats=stats))
     out = tmp_path / "out"
     shards = write_splits(out, TOKENIZED_SCHEMA, {"train": table}, shard_rows=3)
-    record = {"label_policy": "assistant", "pad_token": pad_token(base)}
+    record = {"label_policy": "assistant", "pad_token": pad_token(renderer, base)}
     record["vocabulary"] = vocabulary(renderer, base)
     card = card_for(
         out,

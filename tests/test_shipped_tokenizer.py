@@ -97,6 +97,20 @@ def test_the_sample_tokenizer_ships_complete_and_renders_every_row(tmp_path):
     assert _check_rows(out) > 5
 
 
+def test_a_base_with_no_pad_eos_or_unk_gets_an_added_pad_never_rendered(tmp_path):
+    """The sample tokenizer names no pad, eos or unk: the output adds `<|pad|>` after the
+    MMS tokens, names it the pad, counts it in the vocabulary growth, and no row holds it."""
+    base_config = SAMPLE_TOKENIZER / "tokenizer_config.json"
+    assert not base_config.exists()  # nothing to take a pad from
+    out = _tokenize(tmp_path, SAMPLE_TOKENIZER, REPO / "data_samples" / "openai")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(out / "tokenizer"))
+    record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
+    assert tokenizer.pad_token == record["pad_token"] == "<|pad|>"
+    assert tokenizer.pad_token_id == max(record["special_tokens"].values()) + 1
+    assert record["vocabulary"]["added_ids"] == 6 and len(tokenizer) == record["vocabulary"]["size"]
+    assert all(tokenizer.pad_token_id not in row["input_ids"] for row in _rows(out))
+
+
 def test_add_generation_prompt_opens_an_assistant_turn(tmp_path):
     out = _tokenize(tmp_path, SAMPLE_TOKENIZER, REPO / "data_samples" / "mms")
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(out / "tokenizer"))

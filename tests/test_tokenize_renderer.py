@@ -11,6 +11,7 @@ from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 from pipeline.mms import Message, Thread
 from pipeline.tokenize import IGNORE, MMS_SPECIAL_TOKENS, EncodedThread, Renderer, load_tokenizer
 from pipeline.tokenize.job import write_tokenizer
+from pipeline.tokenize.special import PAD
 from tests.reading import read_all
 
 WORDS = [
@@ -81,14 +82,15 @@ def test_an_mms_token_the_base_already_has_keeps_its_id():
 def test_the_augmented_tokenizer_is_the_base_with_the_mms_tokens_added(tmp_path, present):
     """What tokenizers' own add_special_tokens makes of the base, whichever MMS tokens the
     base already has; written (as text) byte for byte as tokenizers writes it, when the
-    base is a file tokenizers wrote."""
+    base is a file tokenizers wrote. (This base has no config naming a pad, eos or unk
+    token, so `<|pad|>` is added after the MMS tokens.)"""
     base = base_tokenizer()
     base.add_special_tokens([AddedToken(t, special=True) for t in present])
     (tmp_path / "tokenizer.json").write_text(base.to_str(pretty=True))
     loaded = load_tokenizer(tmp_path / "tokenizer.json")
     renderer = Renderer(loaded)
     written = write_tokenizer(tmp_path / "out", renderer, loaded)
-    missing = [t for t in MMS_SPECIAL_TOKENS if t not in present]
+    missing = [t for t in MMS_SPECIAL_TOKENS if t not in present] + [PAD]
     base.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in missing])
     assert renderer.tokenizer.to_str() == base.to_str()
     assert written.read_text() == base.to_str(pretty=True)
@@ -105,7 +107,7 @@ def test_a_tokenizer_json_without_added_tokens_is_written_with_them(tmp_path):
     renderer = Renderer(loaded)
     written = Tokenizer.from_file(str(write_tokenizer(tmp_path / "out", renderer, loaded)))
     base.add_special_tokens(
-        [AddedToken(t, special=True, normalized=False) for t in MMS_SPECIAL_TOKENS]
+        [AddedToken(t, special=True, normalized=False) for t in (*MMS_SPECIAL_TOKENS, PAD)]
     )
     assert written.to_str() == base.to_str()
     assert renderer.special_ids.as_dict() == {

@@ -9,15 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.tokenize.loading import LoadedTokenizer
-from pipeline.tokenize.renderer import LabelPolicy, Renderer
+from pipeline.tokenize.renderer import PAD_SOURCES, LabelPolicy, Renderer
 
 TEMPLATE_FILE = Path(__file__).with_name("mms_v0_chat_template.jinja")
 _BOS_SWITCH = "{%- set mms_bos = false -%}"
 _POLICY_SWITCH = "{%- set mms_train_on = 'assistant' -%}"
-PAD_FALLBACKS = ("pad_token", "eos_token", "unk_token")
-"""Where the pad token comes from, in order: the base's own pad, else its eos, else its unk.
-mms-v0 renders none of them (content that spells one is encoded as text), so none is ever a
-trained id, and a loader that masks the pad id masks nothing real."""
 
 
 def chat_template(bos: bool, policy: LabelPolicy = "assistant") -> str:
@@ -29,9 +25,13 @@ def chat_template(bos: bool, policy: LabelPolicy = "assistant") -> str:
     return text.replace(_POLICY_SWITCH, _POLICY_SWITCH.replace("assistant", policy), 1)
 
 
-def pad_token(base: LoadedTokenizer) -> str | None:
-    """The pad token the output names (PAD_FALLBACKS), or None when the base names none."""
-    return next((t for key in PAD_FALLBACKS if (t := base.named(key))), None)
+def pad_token(renderer: Renderer, base: LoadedTokenizer) -> str:
+    """The pad token the output names (renderer.PAD_SOURCES, else the added `<|pad|>`)."""
+    named = next((t for key in PAD_SOURCES if (t := base.named(key))), None)
+    if named is not None:
+        return named
+    assert renderer.added_pad is not None
+    return renderer.added_pad[0]
 
 
 def vocabulary(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any]:
@@ -39,7 +39,9 @@ def vocabulary(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any]:
     the shipped one's, and what a model needs to use the new ids."""
     encoder = base.text_encoder
     before = max([encoder.base_vocab_size(), *(n + 1 for n in encoder.added_tokens())])
-    after = max([before, *(n + 1 for n in renderer.special_ids.as_dict().values())])
+    pad = renderer.added_pad
+    ids = [*renderer.special_ids.as_dict().values(), *([pad[1]] if pad else [])]
+    after = max([before, *(n + 1 for n in ids)])
     return {
         "base_size": before,
         "size": after,
@@ -57,7 +59,7 @@ def tokenizer_config(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any
         "bos_token": base.named("bos_token"),
         "eos_token": base.named("eos_token"),
         "unk_token": base.named("unk_token"),
-        "pad_token": pad_token(base),
+        "pad_token": pad_token(renderer, base),
         "additional_special_tokens": list(renderer.special_ids.as_dict()),
         "clean_up_tokenization_spaces": False,
         "chat_template": chat_template(renderer.bos_id is not None, renderer.policy),

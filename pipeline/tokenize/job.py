@@ -159,7 +159,7 @@ def write_tokenizer(
         "text_encoder": renderer.text_encoder_name,
         "special_tokens": renderer.special_ids.as_dict(),
         "vocabulary": vocabulary(renderer, base),
-        "pad_token": pad_token(base),
+        "pad_token": pad_token(renderer, base),
         "bos": {"token": base.bos_token, "id": bos_id} if bos_id is not None else None,
         "tokenizer": {"file": file.name, "sha256": hashlib.sha256(augmented).hexdigest()},
         "base_tokenizer": {"path": base_path or str(base.path), "sha256": base.sha256},

@@ -23,7 +23,13 @@ from tokenizers import Tokenizer
 
 from pipeline.mms import Message, Thread
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError
-from pipeline.tokenize.special import MMS_SPECIAL_TOKENS, augmented_json, special_ids, text_encoder
+from pipeline.tokenize.special import (
+    MMS_SPECIAL_TOKENS,
+    PAD,
+    augmented_json,
+    special_ids,
+    text_encoder,
+)
 from pipeline.tokenize.text_encoding import TokenizersTextEncoder
 
 RENDERER_NAME = "mms-v0"
@@ -38,6 +44,10 @@ assistant turn. Both leave a message its source weighted 0 untrained, halt inclu
 _ROLE, _NAME, _FORMAT, _CONTENT, _END_TURN, _BOS = range(6)
 """Pool slots of the one-token pieces; text pieces follow them."""
 _SPECIAL_SLOTS = 6
+PAD_SOURCES = ("pad_token", "eos_token", "unk_token")
+"""Where the shipped pad token comes from, in order: the base's own pad, else its eos, else
+its unk (mms-v0 renders none of them: content that spells one is encoded as text), else an
+added `<|pad|>`. So the pad id is never a trained id, and masking it masks nothing real."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +142,9 @@ class Renderer:
             self._base_json = tokenizer.to_str().encode()
             self._text = TokenizersTextEncoder(text_encoder(orjson.loads(self._base_json)))
         self.special_ids = special_ids(self._text)
+        self.added_pad = self._added_pad(loaded)
+        """The pad token added to the shipped tokenizer (token, id) when the base names none
+        of pad, eos and unk; None otherwise."""
         self.bos_id = self._bos(loaded) if bos else None
         specials = self.special_ids
         self._special_pool = np.array(
@@ -159,6 +172,14 @@ class Renderer:
             )
         return found
 
+    def _added_pad(self, loaded: LoadedTokenizer | None) -> tuple[str, int] | None:
+        if loaded is None or any(loaded.named(key) for key in PAD_SOURCES):
+            return None
+        existing = self._text.token_to_id(PAD)
+        if existing is not None:
+            return PAD, existing
+        return PAD, max(self.special_ids.as_dict().values()) + 1
+
     @cached_property
     def tokenizer(self) -> Tokenizer:
         """The augmented tokenizer (the base with the MMS special tokens), parsed on first use:
@@ -167,7 +188,8 @@ class Renderer:
 
     def tokenizer_json(self) -> bytes:
         """The augmented tokenizer's tokenizer.json, as the dataset ships it (DESIGN §7)."""
-        return augmented_json(self._base_json, self.special_ids)
+        extra = dict([self.added_pad]) if self.added_pad else None
+        return augmented_json(self._base_json, self.special_ids, extra)
 
     @property
     def text_encoder_name(self) -> str:

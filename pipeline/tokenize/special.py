@@ -22,6 +22,9 @@ FORMAT = "<|format|>"
 CONTENT = "<|content|>"
 END_TURN = "<|end_turn|>"
 MMS_SPECIAL_TOKENS: tuple[str, ...] = (ROLE, NAME, FORMAT, CONTENT, END_TURN)
+PAD = "<|pad|>"
+"""The pad token added when the base tokenizer names no pad, eos or unk token to pad with:
+never rendered, so never a trained id (nor any id of a row)."""
 
 _JSON = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -73,15 +76,17 @@ def special_ids(encoder: TextEncoder) -> SpecialIds:
     return SpecialIds(*ids)
 
 
-def augmented_json(base_json: bytes, ids: SpecialIds) -> bytes:
+def augmented_json(base_json: bytes, ids: SpecialIds, extra: dict[str, int] | None = None) -> bytes:
     """The tokenizer.json `base_json` with the MMS tokens it lacks appended to its added
-    tokens as special tokens with `ids` (from `special_ids`); every byte outside the added
-    tokens is kept (parsing and serializing a large vocabulary would take a second)."""
+    tokens as special tokens with `ids` (from `special_ids`), and the `extra` tokens (a pad)
+    with theirs; every byte outside the added tokens is kept (parsing and serializing a
+    large vocabulary would take a second)."""
     text = base_json.decode("utf-8")
     found = _top_level_value(text, "added_tokens")
     added = found[2] if found else []
     present = {entry.get("content") for entry in added}
-    new = [_added_entry(n, token) for token, n in ids.as_dict().items() if token not in present]
+    wanted = {**ids.as_dict(), **(extra or {})}
+    new = [_added_entry(n, token) for token, n in wanted.items() if token not in present]
     entries = orjson.dumps(added + new, option=orjson.OPT_INDENT_2).decode()
     if found:
         start, end, _ = found
@@ -115,7 +120,7 @@ def _skip_space(text: str, at: int) -> int:
 
 
 def _added_entry(number: int, token: str) -> dict[str, object]:
-    """The added_tokens entry of an MMS token: special, matched as written, never stripped
+    """The added_tokens entry of an MMS token (or the pad): special, matched as written, never stripped
     (what `add_special_tokens` records for it)."""
     return {
         "id": number,
