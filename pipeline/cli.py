@@ -165,6 +165,18 @@ def input_format_option(help_text: str) -> Callable[[Callable[..., None]], Calla
     )
 
 
+def train_on_option(help_text: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """`--train-on POLICY` (the labels policy), shared by the commands that render tokens."""
+    return click.option(
+        "--train-on",
+        "policy",
+        type=click.Choice(LABEL_POLICIES),
+        default="assistant",
+        show_default=True,
+        help=help_text,
+    )
+
+
 def _codes_help() -> str:
     return "\n".join(f"  {code:<16} {text}" for code, text in ERROR_CODES.items())
 
@@ -629,15 +641,10 @@ def rules(rule: str | None, output_format: str) -> None:
     is_flag=True,
     help="Start every thread with the tokenizer's BOS token (from tokenizer_config.json).",
 )
-@click.option(
-    "--train-on",
-    "policy",
-    type=click.Choice(LABEL_POLICIES),
-    default="assistant",
-    show_default=True,
-    help="Which assistant messages are trained: every one, or only the thread's final turn "
+@train_on_option(
+    "Which assistant messages are trained: every one, or only the thread's final turn "
     "(its last answer with the tool calls before it). Either way a message its source weighted "
-    "0 (OpenAI weight/loss_weight) is not trained, and a trained turn's stop token always is.",
+    "0 (OpenAI weight/loss_weight) is not trained, and a trained turn's stop token always is."
 )
 @click.option(
     "--encoder",
@@ -814,14 +821,8 @@ def _print_tokenize_summary(result: TokenizeResult) -> None:
     is_flag=True,
     help="With --tokenizer: start with the BOS token, as `mms tokenize --bos` does.",
 )
-@click.option(
-    "--train-on",
-    "policy",
-    type=click.Choice(LABEL_POLICIES),
-    default="assistant",
-    show_default=True,
-    help="With --tokenizer: which assistant messages are trained, as `mms tokenize "
-    "--train-on` says.",
+@train_on_option(
+    "With --tokenizer: which assistant messages are trained, as `mms tokenize --train-on` says."
 )
 @click.option(
     "--triples",
