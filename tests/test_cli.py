@@ -205,12 +205,21 @@ def test_output_inside_an_input_directory_is_not_read_back(tmp_path):
     assert [t["id"] for t in lines_of(data / "out.jsonl")] == ["good-1"]
 
 
-def test_a_reader_that_stops_early_ends_the_command_quietly():
-    """`mms lint ... | head -1`: the closed pipe is no error and no traceback."""
+USER_ONLY = {"role": "user", "content": "hi"}
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
+    """`mms lint ... | head -1`: the closed pipe is no error and no traceback. The findings
+    (about 1 MB) are far more than a pipe holds, so the command is still writing when the
+    reader goes."""
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "pipeline.cli", "lint", "data_samples", "--fail-on", "never"]
+    threads = tmp_path / "threads.jsonl"
+    with threads.open("wb") as out:
+        for number in range(5000):  # a user message and no answer: findings on every one
+            out.write(orjson.dumps({"id": f"t{number}", "messages": [USER_ONLY]}) + b"\n")
+    command = [sys.executable, "-m", "pipeline.cli", "lint", str(threads), "--fail-on", "never"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout is not None and process.stderr is not None
     process.stdout.readline()
