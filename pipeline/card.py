@@ -62,6 +62,9 @@ _COLUMNS = {
     "labels": f"`input_ids` where the assistant is trained, {IGNORE} elsewhere",
     "num_tokens": "length of `input_ids`",
     "num_trained": f"tokens whose label is not {IGNORE} (0: nothing to train on)",
+    "position_ids": "each token's position in its own thread (0 where a thread starts)",
+    "seq_lens": "the lengths of the threads packed in the row, in order",
+    "ids": "the ids of the threads packed in the row, in order",
 }
 
 
@@ -113,6 +116,8 @@ class CardStats(TypedDict):
     trained_tokens: int | None
     training: TrainingFacts | None
     """What a trainer must know, None when the job did not tokenize."""
+    packing: dict[str, Any] | None
+    """How rows were packed (seq_len, sequences, fill ...), None for unpacked rows."""
     formats: dict[str, int]
     """Assistant messages per response format."""
     capabilities: dict[str, dict[str, int]]
@@ -200,7 +205,7 @@ def dataset_card(
         _about(features, stats),
         _columns(features),
         _stats(splits, stats),
-        _formats(stats),
+        _packing(stats["packing"]) if stats["packing"] else _formats(stats),
         _lint(stats["lint"]),
         _how_to_load(how_to_load, splits),
         _training(how_to_load, next(iter(splits)), stats["training"]),
@@ -325,6 +330,26 @@ def _lint(rows: list[LintRow] | None) -> str:
     ]
     table = _table(("code", "severity", "findings", "rule"), cells, right=(2,))
     return "## Lint\n\n" + table + "\n\nThe full report: `reports/lint.md`, `reports/lint.html`."
+
+
+def _packing(facts: Mapping[str, Any]) -> str:
+    """What a packed row is, how full they are, and how attention keeps threads apart."""
+    rows = [
+        ("most tokens in a row", _count(facts["seq_len"])),
+        ("packed rows", _count(facts["sequences"])),
+        ("threads", _count(facts["threads"])),
+        ("threads per row", f"{facts['threads_per_sequence']:.2f}"),
+        ("fill (tokens / rows x most)", f"{facts['fill']:.2%}"),
+        ("padding at full length", _count(facts["padding"])),
+    ]
+    return (
+        "## Packing\n\nEach row is several threads packed best-fit-decreasing: their "
+        "`input_ids` and `labels` concatenated unchanged, `position_ids` restarting at 0 for "
+        "each thread, `seq_lens` their lengths. Give the model `position_ids` (and the "
+        "flash-attention `cu_seq_lens_q/k` from `seq_lens`), or a block-diagonal mask, and "
+        "no `past_key_values` cache (`use_cache=False`): then no thread attends to another.\n\n"
+        + _table(("", "value"), rows, right=(1,))
+    )
 
 
 _POLICIES = {

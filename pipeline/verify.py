@@ -18,8 +18,8 @@ import yaml
 
 from pipeline.mms import Thread, normalize_thread_dict
 from pipeline.output_files import file_sha256
-from pipeline.tokenize import IGNORE, LABEL_POLICIES, Renderer, TokenizerLoadError, load_tokenizer
-from pipeline.tokenize.job import SPECIAL_TOKENS_FILE
+from pipeline.tokenize import IGNORE, TokenizerLoadError
+from pipeline.tokenize.job import SPECIAL_TOKENS_FILE, shipped_renderer
 
 ROW_BATCH = 512
 _SHARD_NAME = re.compile(r"^(?P<split>\w+)-\d{5}-of-\d{5}\.parquet$")
@@ -76,6 +76,15 @@ def verify_output(
     shards = _check_shards(out, manifest, result)
     _check_card(out, manifest, result)
     tokenizer = manifest.get("tokenizer")
+    if shards and "position_ids" in pq.read_schema(shards[0][1]).names:
+        _check_packed(shards, result)
+        result.notes.append(
+            "packed rows: checked as packed (positions, lengths, labels, ids); their threads' "
+            "messages are not in them, so they are not rendered again"
+        )
+        if tokenizer:
+            _check_file(out, tokenizer["path"], tokenizer["sha256"], result)
+        return result
     if tokenizer:
         _check_file(out, tokenizer["path"], tokenizer["sha256"], result)
         if render:
@@ -255,23 +264,10 @@ def _check_rows(
     progress: Callable[[str, int], None] | None,
 ) -> None:
     """Every row's input_ids, labels and counts rendered again from its messages."""
-    record = orjson.loads((out / "tokenizer" / SPECIAL_TOKENS_FILE).read_bytes())
     try:
-        shipped = load_tokenizer(out / "tokenizer")
+        renderer = shipped_renderer(out / "tokenizer")
     except TokenizerLoadError as err:
         result.problems.append(Problem("tokenizer/", str(err)))
-        return
-    policy = record.get("label_policy", "assistant")
-    if policy not in LABEL_POLICIES:
-        result.problems.append(
-            Problem("tokenizer/", f"mms_special_tokens.json names an unknown policy {policy!r}")
-        )
-        return
-    renderer = Renderer(shipped, bos=record.get("bos") is not None, policy=policy)
-    if renderer.special_ids.as_dict() != record["special_tokens"]:
-        result.problems.append(
-            Problem("tokenizer/", "the MMS token ids differ from mms_special_tokens.json")
-        )
         return
     for split, rows in _rows(shards):
         encoded = renderer.encode_batch([_thread(row) for row in rows])
@@ -297,6 +293,40 @@ def _check_rows(
         result.count("rows rendered again", len(rows))
         if progress is not None:
             progress("rendered again", result.checked["rows rendered again"])
+
+
+def _check_packed(shards: list[tuple[str, Path]], result: Verification) -> None:
+    """Every packed row holds whole threads: lengths that add up, positions restarting at
+    0 for each thread, labels that are -100 or the token, each thread id once per split."""
+    seen: dict[str, set[str]] = {}
+    for split, rows in _rows(shards):
+        ids = seen.setdefault(split, set())
+        for index, row in enumerate(rows):
+            where = f"{split} packed row {index} ({', '.join(row['ids'][:2])} ...)"
+            what = _packed_problem(row, ids)
+            if what:
+                result.problems.append(Problem(where, what))
+            ids.update(row["ids"])
+        result.count("packed rows checked", len(rows))
+
+
+def _packed_problem(row: dict[str, Any], earlier: set[str]) -> str | None:
+    lengths, tokens = row["seq_lens"], row["input_ids"]
+    if len(row["ids"]) != len(lengths):
+        return "ids and seq_lens differ in length"
+    if not (sum(lengths) == row["num_tokens"] == len(tokens) == len(row["labels"])):
+        return "seq_lens, num_tokens, input_ids and labels disagree on the length"
+    if row["position_ids"] != [p for n in lengths for p in range(n)]:
+        return "position_ids do not restart at 0 for every thread"
+    trained = [label for label, token in zip(row["labels"], tokens, strict=True) if label != IGNORE]
+    if len(trained) != row["num_trained"] or any(
+        label != token
+        for label, token in zip(row["labels"], tokens, strict=True)
+        if label != IGNORE
+    ):
+        return "labels are not -100 or the token, or num_trained differs"
+    again = earlier.intersection(row["ids"]) or len(set(row["ids"])) != len(row["ids"])
+    return "a thread is packed twice" if again else None
 
 
 def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verification) -> None:

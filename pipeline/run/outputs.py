@@ -152,6 +152,7 @@ def write_card(
         "tokens": counts.tokens if renderer else None,
         "trained_tokens": counts.trained_tokens if renderer else None,
         "training": training_facts(tokenizer, counts.zero_weight_messages) if tokenizer else None,
+        "packing": None,
         "formats": dict(profile.formats),
         "capabilities": profile.capabilities(),
         "lint": lint_summary(report),

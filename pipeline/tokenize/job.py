@@ -18,9 +18,9 @@ from pipeline.quarantine import rejection_line
 from pipeline.shards import SHARD_ROWS, Shard, ShardWriter
 from pipeline.sources import DEFAULT_SPLIT
 from pipeline.tokenize.hf_files import pad_token, special_tokens_map, tokenizer_config, vocabulary
-from pipeline.tokenize.loading import LoadedTokenizer
+from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.overlong import Drop, OverlongPolicy
-from pipeline.tokenize.renderer import IGNORE, LabelPolicy, Renderer
+from pipeline.tokenize.renderer import IGNORE, LABEL_POLICIES, LabelPolicy, Renderer
 from pipeline.tokenize.stage import BATCH_SIZE, TOKENIZED_SCHEMA, TokenizeStats, tokenize_threads
 
 SPECIAL_TOKENS_FILE = "mms_special_tokens.json"
@@ -174,3 +174,23 @@ def write_tokenizer(
         with atomic_output(directory / name) as out:
             out.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     return file
+
+
+def shipped_renderer(directory: Path) -> Renderer:
+    """The Renderer an output's `tokenizer/` records: its tokenizer, BOS setting and labels
+    policy (TokenizerLoadError when the folder does not hold what write_tokenizer wrote)."""
+    try:
+        record = orjson.loads((directory / SPECIAL_TOKENS_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as err:
+        raise TokenizerLoadError(f"{directory / SPECIAL_TOKENS_FILE}: {err}") from None
+    policy = record.get("label_policy", "assistant")
+    if policy not in LABEL_POLICIES:
+        raise TokenizerLoadError(
+            f"{directory / SPECIAL_TOKENS_FILE} names an unknown labels policy {policy!r}"
+        )
+    renderer = Renderer(load_tokenizer(directory), bos=record.get("bos") is not None, policy=policy)
+    if renderer.special_ids.as_dict() != record.get("special_tokens"):
+        raise TokenizerLoadError(
+            f"{directory}: the MMS token ids differ from {SPECIAL_TOKENS_FILE}"
+        )
+    return renderer

@@ -1,0 +1,1 @@
+"""The trainer side: packing threads into sequences, and the rows packed."""

@@ -1,0 +1,205 @@
+"""`mms pack` and the packer under it: every thread that fits lands in exactly one packed
+row with its ids and labels unchanged, positions restart at each thread, rows stay within
+`--seq-len`, threads over it follow the overlong policy, and the bytes are the same twice."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.cli import main
+from pipeline.loader.packing import OverlongRowError, pack_rows
+from tests.conftest import REPO
+
+SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _tokenized(tmp_path: Path, *inputs: Path, name: str = "tokens") -> Path:
+    out = tmp_path / name
+    result = _invoke("tokenize", *inputs, "--tokenizer", SAMPLE_TOKENIZER, "-o", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _rows(out: Path) -> list[dict]:
+    return [
+        r for p in sorted((out / "data").glob("*.parquet")) for r in pq.read_table(p).to_pylist()
+    ]
+
+
+def _digest(out: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(out)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(out.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def real_tokens(tmp_path_factory) -> Path:
+    """Real threads (LLaMA-Factory, OpenAI fine-tuning, ToolBench) tokenized with the sample
+    tokenizer: real lengths and labels, a small vocabulary."""
+    from tests.conftest import SHARED
+
+    if not (SHARED / "DESIGN.md").is_file():
+        pytest.skip(f"real data folder {SHARED} is absent (set MMS_SHARED to point at it)")
+    realdata = SHARED / "realdata"
+    inputs = [
+        realdata / "llamafactory",
+        realdata / "openai_finetune_examples",
+        realdata / "toolbench",
+    ]
+    return _tokenized(tmp_path_factory.mktemp("pack"), *inputs)
+
+
+def test_every_thread_that_fits_is_packed_once_unchanged(real_tokens, tmp_path):
+    source = {row["id"]: row for row in _rows(real_tokens)}
+    seq_len = 2048
+    fitting = {i for i, row in source.items() if row["num_tokens"] <= seq_len}
+    assert len(fitting) < len(source)  # some are over and dropped
+    result = _invoke("pack", real_tokens, "--seq-len", seq_len, "-o", tmp_path / "packed")
+    assert result.exit_code == 0, result.output
+    packed = _rows(tmp_path / "packed")
+    seen = []
+    for row in packed:
+        assert row["num_tokens"] == len(row["input_ids"]) <= seq_len
+        start = 0
+        for thread_id, length in zip(row["ids"], row["seq_lens"], strict=True):
+            original = source[thread_id]
+            assert row["input_ids"][start : start + length] == original["input_ids"]
+            assert row["labels"][start : start + length] == original["labels"]
+            assert row["position_ids"][start : start + length] == list(range(length))
+            start += length
+        assert start == len(row["input_ids"])
+        seen += row["ids"]
+    assert sorted(seen) == sorted(fitting)
+    dropped = [orjson.loads(line) for line in (tmp_path / "packed/quarantine/dropped.jsonl").open()]
+    assert {d["id"] for d in dropped} == set(source) - fitting
+    manifest = orjson.loads((tmp_path / "packed" / "manifest.json").read_bytes())
+    counts = manifest["counts"]
+    assert counts["fill"] >= 0.97 and counts["balanced"] is True
+    assert counts["threads_packed"] + counts["threads_dropped"]["overlong"] == len(source)
+    assert "fill" in result.output and "✓" in result.output
+
+
+def test_packing_gives_the_same_bytes_twice(real_tokens, tmp_path):
+    for name in ("a", "b"):  # the folder's name is in the card: the same in both
+        result = _invoke("pack", real_tokens, "--seq-len", 4096, "-o", tmp_path / name / "p")
+        assert result.exit_code == 0, result.output
+    assert _digest(tmp_path / "a" / "p") == _digest(tmp_path / "b" / "p")
+
+
+def test_a_packed_output_verifies_and_loads_with_datasets(real_tokens, tmp_path, offline_hf):
+    import datasets
+
+    out = tmp_path / "packed"
+    assert _invoke("pack", real_tokens, "--seq-len", 4096, "-o", out).exit_code == 0
+    verified = _invoke("verify", out)
+    assert verified.exit_code == 0, verified.output
+    loaded = datasets.load_dataset(str(out), split="train")
+    assert loaded.column_names[:4] == ["input_ids", "labels", "position_ids", "seq_lens"]
+    assert "## Packing" in (out / "README.md").read_text(encoding="utf-8")
+    shard = next((out / "data").glob("*.parquet"))
+    table = pq.read_table(shard)
+    rows = table.to_pylist()
+    rows[0]["position_ids"] = list(range(len(rows[0]["position_ids"])))  # boundaries lost
+    pq.write_table(table.from_pylist(rows, schema=table.schema), shard)
+    broken = _invoke("verify", out, "--no-render")
+    assert broken.exit_code == 1
+    assert "position_ids do not restart" in broken.output or "sha256" in broken.output
+
+
+def test_overlong_threads_are_truncated_as_the_tokenize_stage_truncates(tmp_path):
+    inputs = [REPO / "data_samples" / "openai", REPO / "data_samples" / "hermes"]
+    tokens = _tokenized(tmp_path, *inputs)
+    seq_len = 60
+    result = _invoke(
+        "pack", tokens, "--seq-len", seq_len, "--overlong", "truncate", "-o", tmp_path / "p"
+    )
+    assert result.exit_code == 0, result.output
+    reference = tmp_path / "reference"
+    made = _invoke(
+        "tokenize",
+        *inputs,
+        "--tokenizer",
+        SAMPLE_TOKENIZER,
+        "--max-tokens",
+        seq_len,
+        "--overlong",
+        "truncate",
+        "-o",
+        reference,
+    )
+    assert made.exit_code == 0, made.output
+    expected = {row["id"]: row for row in _rows(reference)}
+    packed = {}
+    for row in _rows(tmp_path / "p"):
+        start = 0
+        for thread_id, length in zip(row["ids"], row["seq_lens"], strict=True):
+            packed[thread_id] = (
+                row["input_ids"][start : start + length],
+                row["labels"][start : start + length],
+            )
+            start += length
+    assert set(packed) == set(expected)
+    for thread_id, (ids, labels) in packed.items():
+        assert ids == expected[thread_id]["input_ids"]
+        assert labels == expected[thread_id]["labels"]
+
+
+def test_overlong_error_names_the_thread_and_writes_nothing(tmp_path):
+    tokens = _tokenized(tmp_path, REPO / "data_samples" / "openai")
+    result = _invoke("pack", tokens, "--seq-len", 20, "--overlong", "error", "-o", tmp_path / "p")
+    assert result.exit_code == 1
+    assert "more than --seq-len 20" in result.output
+    assert not (tmp_path / "p" / "data").exists()
+
+
+def test_pack_refuses_what_it_cannot_pack(tmp_path):
+    threads = tmp_path / "threads"
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        f"name: t\noutput: {threads}\ninputs: [{{path: {REPO / 'data_samples' / 'mms'}}}]\n"
+        "stages: {lint: {fail_on: never}}\n",
+        encoding="utf-8",
+    )
+    assert _invoke("run", config).exit_code == 0
+    refused = _invoke("pack", threads, "--seq-len", 100, "-o", tmp_path / "p")
+    assert refused.exit_code == 2 and "holds no tokens" in refused.output
+    tokens = _tokenized(tmp_path, REPO / "data_samples" / "mms")
+    same = _invoke("pack", tokens, "--seq-len", 100, "-o", tokens)
+    assert same.exit_code == 2 and "another folder" in same.output
+    assert _invoke("pack", tokens, "--seq-len", 4096, "-o", tmp_path / "p1").exit_code == 0
+    again = _invoke("pack", tmp_path / "p1", "--seq-len", 4096, "-o", tmp_path / "p2")
+    assert again.exit_code == 2 and "packed already" in again.output
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 64), max_size=300),
+    seq_len=st.integers(64, 200),
+    window=st.integers(1, 50),
+    max_open=st.integers(0, 20),
+)
+def test_the_packer_places_every_row_once_within_the_length(lengths, seq_len, window, max_open):
+    sequences = list(pack_rows(lengths, seq_len, window=window, max_open=max_open))
+    assert sorted(row for sequence in sequences for row in sequence) == list(range(len(lengths)))
+    assert all(sum(lengths[row] for row in sequence) <= seq_len for sequence in sequences)
+    assert all(sequence == sorted(sequence) and sequence for sequence in sequences)
+    assert sequences == list(pack_rows(lengths, seq_len, window=window, max_open=max_open))
+
+
+def test_the_packer_refuses_a_row_over_the_length():
+    with pytest.raises(OverlongRowError, match="row 1 has 9 tokens, over 8"):
+        list(pack_rows([3, 9], 8))
