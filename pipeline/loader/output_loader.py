@@ -1,0 +1,223 @@
+"""`OutputLoader`: a split of an output folder as training batches (numpy), for one consumer
+of `world_size x num_workers`: padded rows, sequences packed on the fly, or the rows of a
+packed output as they are. Exactly once per epoch across consumers (pipeline.loader.
+assignment), shuffled from the seed with bounded memory, and resumable: `state_dict()` after
+n batches and `load_state_dict()` give the batches an uninterrupted run gives from n on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import orjson
+import pyarrow.parquet as pq
+
+from pipeline.loader.assignment import Share, epoch_rng, row_groups, share
+from pipeline.loader.batches import packed_batch, padded_batch
+from pipeline.loader.packing import WINDOW, BestFitPacker
+
+Mode = Literal["padded", "packed"]
+SHUFFLE_BUFFER = 10_000
+"""Rows held to shuffle within a consumer's share."""
+_Row = tuple[np.ndarray, np.ndarray, list[int]]
+
+
+class LoaderError(ValueError):
+    """The folder or the settings cannot give batches (no such split, no pad token ...)."""
+
+
+@dataclass
+class OutputLoader:
+    """Batches of `split` of the output folder `source` (see the module docstring)."""
+
+    source: str | Path
+    batch_size: int
+    mode: Mode = "padded"
+    seq_len: int | None = None
+    split: str = "train"
+    rank: int = 0
+    world_size: int = 1
+    worker: int = 0
+    num_workers: int = 1
+    seed: int = 0
+    shuffle: bool = True
+    shuffle_buffer: int = SHUFFLE_BUFFER
+    even: bool = True
+    block_mask: bool = False
+    pad_id: int | None = None
+    epoch: int = 0
+
+    def __post_init__(self) -> None:
+        folder = Path(self.source)
+        paths = sorted((folder / "data").glob(f"{self.split}-*.parquet"))
+        if not paths:
+            raise LoaderError(f"{folder} has no shards of split {self.split!r} in data/")
+        self.groups = row_groups(paths)
+        names = pq.read_schema(paths[0]).names
+        if "input_ids" not in names:
+            raise LoaderError(f"{paths[0]} holds no tokens: load an output made with a tokenizer")
+        self.prepacked = "seq_lens" in names
+        if self.mode == "packed" and self.seq_len is None:
+            raise LoaderError("packed batches need seq_len")
+        if self.prepacked and self.mode != "packed":
+            raise LoaderError(f"{folder} is packed: load it with mode='packed'")
+        if self.pad_id is None:
+            self.pad_id = shipped_pad_id(folder)
+        self._skip = 0
+        self._yielded = 0
+        self.overlong_rows = 0
+        """Rows over seq_len left out by on-the-fly packing (this iteration)."""
+
+    @property
+    def consumers(self) -> int:
+        return self.world_size * self.num_workers
+
+    @property
+    def consumer(self) -> int:
+        return self.rank * self.num_workers + self.worker
+
+    def share(self) -> Share:
+        """This consumer's rows of the current epoch."""
+        return share(
+            self.groups,
+            consumer=self.consumer,
+            consumers=self.consumers,
+            seed=self.seed,
+            epoch=self.epoch,
+            shuffle=self.shuffle,
+            even=self.even,
+        )
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start `epoch` (another shuffle) at its first batch."""
+        self.epoch, self._skip, self._yielded = epoch, 0, 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this consumer is: its epoch and how many batches of it were given."""
+        return {"epoch": self.epoch, "batches": self._yielded, "seed": self.seed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Go on from `state`: the next iteration skips the batches already given."""
+        if state.get("seed", self.seed) != self.seed:
+            raise LoaderError(f"the state was saved with seed {state['seed']}, not {self.seed}")
+        self.epoch, self._skip, self._yielded = state["epoch"], state["batches"], state["batches"]
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        skip, self._yielded = self._skip, self._skip
+        self._skip = self.overlong_rows = 0
+        for number, batch in enumerate(self._batches()):
+            if number < skip:
+                continue
+            self._yielded += 1
+            yield batch
+
+    # ----------------------------------------------------------------- internals
+
+    def _batches(self) -> Iterator[dict[str, np.ndarray]]:
+        rows = self._shuffled(self._rows())
+        assert self.pad_id is not None
+        if self.mode == "padded":
+            for chunk in _chunks(rows, self.batch_size):
+                yield padded_batch([(ids, labels) for ids, labels, _ in chunk], self.pad_id)
+            return
+        assert self.seq_len is not None
+        sequences = rows if self.prepacked else self._packed(rows)
+        for chunk in _chunks(sequences, self.batch_size):
+            yield packed_batch(chunk, self.seq_len, self.pad_id, block_mask=self.block_mask)
+
+    def _rows(self) -> Iterator[_Row]:
+        columns = ["input_ids", "labels", *(["seq_lens"] if self.prepacked else [])]
+        files: dict[Path, pq.ParquetFile] = {}
+        for group, start, stop in self.share().slices:
+            file = files.setdefault(group.path, pq.ParquetFile(group.path))
+            table = file.read_row_group(group.index, columns=columns).slice(start, stop - start)
+            ids = table["input_ids"].combine_chunks()
+            labels = table["labels"].combine_chunks()
+            offsets = ids.offsets.to_numpy()
+            flat_ids = ids.values.to_numpy()
+            flat_labels = labels.values.to_numpy()
+            lengths = table["seq_lens"].to_pylist() if self.prepacked else None
+            for index in range(table.num_rows):
+                a, b = offsets[index], offsets[index + 1]
+                row_lengths = lengths[index] if lengths is not None else [int(b - a)]
+                yield flat_ids[a:b], flat_labels[a:b], row_lengths
+
+    def _shuffled(self, rows: Iterator[_Row]) -> Iterator[_Row]:
+        """`rows` through a bounded buffer: a random held row goes out as each row comes in."""
+        if not self.shuffle:
+            yield from rows
+            return
+        rng = epoch_rng(self.seed, self.epoch, self.consumer)
+        buffer: list[_Row] = []
+        for row in rows:
+            if len(buffer) < self.shuffle_buffer:
+                buffer.append(row)
+                continue
+            index = int(rng.integers(len(buffer)))
+            yield buffer[index]
+            buffer[index] = row
+        for index in rng.permutation(len(buffer)):
+            yield buffer[index]
+
+    def _packed(self, rows: Iterator[_Row]) -> Iterator[_Row]:
+        """Rows packed best-fit-decreasing a window at a time (rows over seq_len are left
+        out: pack with `mms pack --overlong` to truncate or count them)."""
+        assert self.seq_len is not None
+        packer = BestFitPacker(self.seq_len, max_open=WINDOW)
+        held: dict[int, _Row] = {}
+        window: list[_Row] = []
+
+        def emit(closed: list[list[int]]) -> Iterator[_Row]:
+            for sequence in closed:
+                parts = [held.pop(number) for number in sequence]
+                yield (
+                    np.concatenate([p[0] for p in parts]),
+                    np.concatenate([p[1] for p in parts]),
+                    [n for p in parts for n in p[2]],
+                )
+
+        def place() -> Iterator[_Row]:
+            fitting = [row for row in window if len(row[0]) <= self.seq_len]  # type: ignore[operator]
+            self.overlong_rows += len(window) - len(fitting)
+            start = packer.placed
+            held.update(enumerate(fitting, start=start))
+            yield from emit(packer.place(len(row[0]) for row in fitting))
+
+        for row in rows:
+            window.append(row)
+            if len(window) == WINDOW:
+                yield from place()
+                window = []
+        yield from place()
+        yield from emit(packer.finish())
+
+
+def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def shipped_pad_id(folder: Path) -> int:
+    """The id of the pad token the output's tokenizer/ names."""
+    from tokenizers import Tokenizer
+
+    record_file = folder / "tokenizer" / "mms_special_tokens.json"
+    try:
+        pad = orjson.loads(record_file.read_bytes()).get("pad_token")
+    except (OSError, orjson.JSONDecodeError) as err:
+        raise LoaderError(f"{record_file}: {err}") from None
+    if not pad:
+        raise LoaderError(f"{record_file} names no pad token: give pad_id")
+    found = Tokenizer.from_file(str(folder / "tokenizer" / "tokenizer.json")).token_to_id(pad)
+    if found is None:
+        raise LoaderError(f"the pad token {pad!r} is not in {folder / 'tokenizer'}")
+    return found
