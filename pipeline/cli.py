@@ -1250,7 +1250,7 @@ def _print_run_summary(result: RunResult) -> None:
     for reason, count in sorted(counts.dropped.items(), key=lambda kv: (-kv[1], kv[0])):
         stderr.print(f"  {count:>8,}  dropped      {reason}")
     for split, shards in result.shards.items():
-        rows = sum(shard.rows for shard in shards)
+        rows = counts.written[split] if result.packing else sum(s.rows for s in shards)
         stderr.print(f"  {rows:>8,}  written      {split} ({len(shards)} shard(s))")
     for split in result.empty_splits:
         stderr.print(f"  [yellow]split {split} got no rows[/]: not written, not in the card")
@@ -1265,6 +1265,13 @@ def _print_run_summary(result: RunResult) -> None:
         stderr.print(
             f"  {counts.zero_weight_messages:,} assistant messages weighted 0 by their source: "
             "rendered, not trained"
+        )
+    packing = result.packing
+    if packing:
+        stderr.print(
+            f"Packed {packing['threads']:,} threads into {packing['sequences']:,} rows of up to "
+            f"{packing['seq_len']:,} tokens: fill {packing['fill']:.2%}, "
+            f"{packing['threads_per_sequence']:.1f} threads per row"
         )
     report = result.report
     left_out = sum(report.on_dropped.values())

@@ -32,6 +32,7 @@ import yaml
 from pipeline.dedup import NearDedupSettings
 from pipeline.formats import AUTO, FORMATS, ConvertOptions
 from pipeline.lint import LintConfig, UnknownRuleError, select_rules
+from pipeline.loader.packing import WINDOW as PACK_WINDOW
 from pipeline.schemas import json_path, validator
 from pipeline.sources.jsonable import NotTextError, TooLargeError
 from pipeline.sources.paths import HF_PREFIX
@@ -163,6 +164,16 @@ class TokenizeStage:
 
 
 @dataclass(frozen=True, slots=True)
+class PackStage:
+    """Pack the tokenized threads into rows of at most `seq_len` tokens, best-fit-decreasing
+    over a window of `window` threads."""
+
+    seq_len: int
+    strategy: Literal["bfd"] = "bfd"
+    window: int = PACK_WINDOW
+
+
+@dataclass(frozen=True, slots=True)
 class ShardStage:
     """Shard size, splits (name, fraction) in config order, split hash seed, codec."""
 
@@ -183,6 +194,7 @@ class Stages:
     dedup: DedupStage = field(default_factory=DedupStage)
     tokenize: TokenizeStage | None = None
     shard: ShardStage | None = field(default_factory=ShardStage)
+    pack: PackStage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +239,7 @@ class RunConfig:
                 "dedup": _plain(stages.dedup),
                 "tokenize": tokenize,
                 "shard": _shard_plain(stages.shard) if stages.shard else False,
+                **({"pack": _plain(stages.pack)} if stages.pack else {}),
             },
             "output": self.recorded_path(self.output),
             "engine": _plain(self.engine),
@@ -418,6 +431,13 @@ class _Builder:
             raise self.doc.error(
                 ["stages", "tokenize"], "tokenize writes nothing with `shard: false`", key=True
             )
+        pack = PackStage(**stages["pack"]) if "pack" in stages else None
+        if pack is not None and (tokenize is None or shard is None):
+            raise self.doc.error(
+                ["stages", "pack"], "pack needs a tokenize stage and shards", key=True
+            )
+        if pack is not None and tokenize is not None and tokenize.max_tokens > pack.seq_len:
+            tokenize = dataclasses.replace(tokenize, max_tokens=pack.seq_len)
         inputs = tuple(self._input(i, spec) for i, spec in enumerate(self.data["inputs"]))
         return RunConfig(
             name=self.data["name"],
@@ -430,6 +450,7 @@ class _Builder:
                 dedup=DedupStage.from_config(stages.get("dedup", {})),
                 tokenize=tokenize,
                 shard=shard,
+                pack=pack,
             ),
             engine=EngineConfig(**self.data.get("engine", {})),
             source=self.doc.file.resolve(),

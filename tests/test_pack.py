@@ -203,3 +203,48 @@ def test_the_packer_places_every_row_once_within_the_length(lengths, seq_len, wi
 def test_the_packer_refuses_a_row_over_the_length():
     with pytest.raises(OverlongRowError, match="row 1 has 9 tokens, over 8"):
         list(pack_rows([3, 9], 8))
+
+
+def _run_config(path: Path, out: Path, *, pack: bool) -> Path:
+    samples = [REPO / "data_samples" / name for name in ("openai", "hermes", "sharegpt")]
+    inputs = ", ".join(f"{{path: {p}}}" for p in samples)
+    stages = f"  tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, max_tokens: 300, overlong: drop}}\n"
+    stages += "  pack: {seq_len: 300}\n" if pack else ""
+    path.write_text(
+        f"name: packing\noutput: {out}\ninputs: [{inputs}]\nstages:\n"
+        f"  lint: {{fail_on: never}}\n{stages}",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_a_run_with_a_pack_stage_writes_what_mms_pack_makes_of_its_threads(tmp_path):
+    packed_run = tmp_path / "a" / "out"
+    config = _run_config(tmp_path / "packed.yaml", packed_run, pack=True)
+    result = _invoke("run", config)
+    assert result.exit_code == 0, result.output
+    assert "Packed " in result.output and "fill" in result.output
+    plain_run = tmp_path / "b" / "threads"
+    assert (
+        _invoke("run", _run_config(tmp_path / "plain.yaml", plain_run, pack=False)).exit_code == 0
+    )
+    assert _invoke("pack", plain_run, "--seq-len", 300, "-o", tmp_path / "c" / "out").exit_code == 0
+    ran = {name: sha for name, sha in _digest(packed_run).items() if name.startswith("data/")}
+    packed = {n: sha for n, sha in _digest(tmp_path / "c" / "out").items() if n.startswith("data/")}
+    assert ran == packed and ran
+    manifest = orjson.loads((packed_run / "manifest.json").read_bytes())
+    assert manifest["packing"]["seq_len"] == 300 and manifest["counts"]["balanced"] is True
+    assert manifest["packing"]["threads"] == sum(manifest["counts"]["threads_written"].values())
+    verified = _invoke("verify", packed_run)
+    assert verified.exit_code == 0, verified.output
+
+
+def test_a_pack_stage_needs_a_tokenize_stage(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        f"name: t\noutput: {tmp_path / 'o'}\ninputs: [{{path: {REPO / 'data_samples' / 'mms'}}}]\n"
+        "stages: {pack: {seq_len: 100}}\n",
+        encoding="utf-8",
+    )
+    refused = _invoke("run", config)
+    assert refused.exit_code == 2 and "pack needs a tokenize stage" in refused.output

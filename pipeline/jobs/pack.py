@@ -12,6 +12,7 @@ bytes."""
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 import pyarrow as pa
@@ -125,32 +126,67 @@ def pack_output(
     splits = source_shards(source)
     renderer = shipped_renderer(source / "tokenizer") if overlong == "truncate" else None
     result = PackResult(output, seq_len, {}, {})
+    with atomic_output(output / "quarantine" / "dropped.jsonl") as dropped_out:
+        pack_splits(
+            splits,
+            output,
+            result,
+            overlong=overlong,
+            window=window,
+            renderer=renderer,
+            dropped_out=dropped_out,
+            progress=progress,
+        )
+    _ship(source, output, result, overlong, window)
+    return result
+
+
+def pack_run_output(out: Path, seq_len: int, window: int = WINDOW) -> PackResult:
+    """Replace the thread shards of a run's output `out` by their packed rows (the pack
+    stage of a run, whose tokenize stage already kept every thread within `seq_len`)."""
+    result = PackResult(out, seq_len, {}, {})
+    splits = source_shards(out)
+    nothing_dropped = io.BytesIO()  # under `error` a thread over seq_len raises instead
+    pack_splits(splits, out, result, overlong="error", window=window, dropped_out=nothing_dropped)
+    return result
+
+
+def pack_splits(
+    splits: dict[str, list[Path]],
+    output: Path,
+    result: PackResult,
+    *,
+    overlong: OverlongPolicy,
+    window: int,
+    dropped_out: BinaryIO,
+    renderer: Renderer | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Pack every split of `splits` into `output/data` (in `result`); the shards appear,
+    replacing any there, only once every split is packed."""
     staging = output / STAGING_DIR
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        with atomic_output(output / "quarantine" / "dropped.jsonl") as dropped_out:
-            for split, paths in splits.items():
-                counts = SplitPacking()
-                writer = ShardWriter(
-                    staging,
-                    PACKED_SCHEMA,
-                    split=split,
-                    shard_rows=PACK_ROWS_PER_SHARD,
-                    empty_shard=False,
-                )
-                with writer:
-                    packer = _SplitPacker(seq_len, window, overlong, renderer, counts)
-                    for table in packer.pack(_windows(paths, window, counts, progress)):
-                        writer.write(table)
-                    for line in packer.dropped_lines(split):
-                        dropped_out.write(line)
-                result.shards[split] = writer.shards
-                result.splits[split] = counts
+        for split, paths in splits.items():
+            counts = SplitPacking()
+            writer = ShardWriter(
+                staging,
+                PACKED_SCHEMA,
+                split=split,
+                shard_rows=PACK_ROWS_PER_SHARD,
+                empty_shard=False,
+            )
+            with writer:
+                packer = _SplitPacker(result.seq_len, window, overlong, renderer, counts)
+                for table in packer.pack(_windows(paths, window, counts, progress)):
+                    writer.write(table)
+                for line in packer.dropped_lines(split):
+                    dropped_out.write(line)
+            result.shards[split] = writer.shards
+            result.splits[split] = counts
         _publish(staging, output / "data", result.shards)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    _ship(source, output, result, overlong, window)
-    return result
 
 
 def _publish(staging: Path, data: Path, shards: dict[str, list[Shard]]) -> None:

@@ -14,13 +14,16 @@ from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.engine.local import iter_units
 from pipeline.engine.units import WorkUnit, input_files, iter_unit_records, plan_units
 from pipeline.formats import AUTO, get_format
 from pipeline.formats.detect import detect
 from pipeline.ingest import SNIFF_RECORDS
+from pipeline.jobs.pack import pack_run_output
 from pipeline.lint import LintReport
+from pipeline.loader.packed_rows import PACKED_SCHEMA
 from pipeline.output_files import remove_stale_temps
 from pipeline.run.counts import RunCounts
 from pipeline.run.outputs import (
@@ -58,6 +61,8 @@ class RunResult:
     """Configured splits that got no rows: not written, not declared in the card."""
     verification: Verification | None = None
     """The cheap part of `mms verify` (hashes, row counts, the card), run on the output."""
+    packing: dict[str, Any] | None = None
+    """What the pack stage did (seq_len, sequences, fill ...), None without one."""
 
 
 def plan(config: RunConfig, output: Path | None = None) -> list[WorkUnit]:
@@ -137,15 +142,20 @@ def run_pipeline(
     tokenizer = None
     if config.stages.tokenize is not None and not gate_failed:
         tokenizer = ship_tokenizer(reduced.unit_dirs[0] / UNIT_TOKENIZER, out)
+    packing = None
+    if config.stages.pack is not None and shards and not gate_failed:
+        packed = pack_run_output(out, config.stages.pack.seq_len, config.stages.pack.window)
+        shards, packing = packed.shards, packed.stats.to_dict()
     # nothing of an earlier run may pass for this run's output (a failed gate writes none)
     remove_stale_outputs(out, shards, card=bool(shards), tokenizer=tokenizer is not None)
-    write_run_manifest(out, config, units, counts, shards, tokenizer, reports, report)
+    write_run_manifest(out, config, units, counts, shards, tokenizer, reports, report, packing)
     if shards:
-        write_card(out, config, report, counts, shards, shard_schema(config), tokenizer)
+        schema = PACKED_SCHEMA if packing else shard_schema(config)
+        write_card(out, config, report, counts, shards, schema, tokenizer, packing)
     # the output is complete: the units' intermediate files are no longer needed
     shutil.rmtree(out / WORK_DIR)
     encoder = tokenizer["text_encoder"] if tokenizer else None
     configured = [name for name, _ in config.stages.shard.splits] if config.stages.shard else []
     empty = tuple(name for name in configured if name not in shards and not gate_failed)
     checked = verify_output(out, render=False, template=False) if shards else None
-    return RunResult(out, counts, shards, report, gate_failed, encoder, empty, checked)
+    return RunResult(out, counts, shards, report, gate_failed, encoder, empty, checked, packing)

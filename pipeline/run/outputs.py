@@ -85,9 +85,10 @@ def write_run_manifest(
     tokenizer: dict[str, Any] | None,
     reports: list[str],
     report: LintReport,
+    packing: dict[str, Any] | None = None,
 ) -> None:
     """manifest.json: whether the gate passed, inputs with their sha256, the resolved
-    config, versions, counts, shards, tokenizer and reports."""
+    config, versions, counts, shards, tokenizer, reports and (with a pack stage) packing."""
     manifest = build_manifest(
         inputs=[
             input_record(unit.path, unit.format, recorded_as=config.recorded_path(unit.path))
@@ -101,6 +102,8 @@ def write_run_manifest(
         reports=reports,
         gate=gate_record(report, config.stages.lint.fail_on),
     )
+    if packing is not None:
+        manifest["packing"] = packing
     write_manifest(out / "manifest.json", manifest)
 
 
@@ -136,6 +139,7 @@ def write_card(
     shards: dict[str, list[Shard]],
     schema: pa.Schema,
     tokenizer: dict[str, Any] | None,
+    packing: dict[str, Any] | None = None,
 ) -> None:
     """README.md: the dataset card (front matter with configs and features, the stats,
     how to load it and train on it). `tokenizer` is the manifest's record of the shipped
@@ -152,7 +156,7 @@ def write_card(
         "tokens": counts.tokens if renderer else None,
         "trained_tokens": counts.trained_tokens if renderer else None,
         "training": training_facts(tokenizer, counts.zero_weight_messages) if tokenizer else None,
-        "packing": None,
+        "packing": packing,
         "formats": dict(profile.formats),
         "capabilities": profile.capabilities(),
         "lint": lint_summary(report),
