@@ -1,0 +1,174 @@
+"""Packing and the loader, side by side with TRL's `pack_dataset` (bfd) in one run.
+
+1. Lengths: `--threads` (default 1,000,000) thread lengths drawn from the token lengths of a
+   real output (`--lengths-from`, the num_tokens of its shards; else a lognormal with the
+   realdata median), capped at `--seq-len`. The same seed gives the same lengths.
+2. Packing: `mms pack`'s packer and Arrow builder (pipeline.loader) on a table of those
+   threads, then TRL's `pack_dataset(strategy="bfd")` on the same rows as a `datasets`
+   Dataset, each timed in this process, alternated `--repeat` times (best kept): fill =
+   tokens / (rows x seq_len), seconds, threads/s, and whether every thread was kept whole.
+3. Loader: an output folder of the packed rows (written once), iterated by OutputLoader in
+   packed mode, tokens/s per process; and its peak RSS at 1x and 4x the rows (in child
+   processes), which must stay flat.
+
+Reports figures, asserts nothing about time."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def lengths(count: int, seq_len: int, source: Path | None, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if source is not None:
+        real = np.concatenate(
+            [
+                pq.read_table(path, columns=["num_tokens"])["num_tokens"].to_numpy()
+                for path in sorted((source / "data").glob("*.parquet"))
+            ]
+        )
+        drawn = rng.choice(real, size=count)
+    else:
+        drawn = rng.lognormal(np.log(205), 1.0, size=count).astype(np.int64)
+    return np.clip(drawn, 1, seq_len).astype(np.int64)
+
+
+def token_table(sizes: np.ndarray) -> pa.Table:
+    """Threads of `sizes` tokens (ids 1..1000, every other token trained)."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    total = int(offsets[-1])
+    ids = (np.arange(total) % 1000 + 1).astype(np.int32)
+    labels = np.where(np.arange(total) % 2 == 0, ids, -100).astype(np.int32)
+    trained = np.add.reduceat(labels != -100, offsets[:-1]) if total else np.zeros(0)
+    return pa.table(
+        {
+            "id": pa.array([f"t{i}" for i in range(len(sizes))]),
+            "input_ids": pa.LargeListArray.from_arrays(offsets, ids).cast(pa.list_(pa.int32())),
+            "labels": pa.LargeListArray.from_arrays(offsets, labels).cast(pa.list_(pa.int32())),
+            "num_tokens": pa.array(sizes.astype(np.int32)),
+            "num_trained": pa.array(trained.astype(np.int32)),
+        }
+    )
+
+
+def ours(table: pa.Table, seq_len: int) -> tuple[float, pa.Table]:
+    from pipeline.loader.packed_rows import packed_table
+    from pipeline.loader.packing import pack_rows
+
+    start = time.perf_counter()
+    sequences = list(pack_rows(table["num_tokens"].to_numpy().tolist(), seq_len))
+    packed = packed_table(table, sequences)
+    return time.perf_counter() - start, packed
+
+
+def trl(table: pa.Table, seq_len: int) -> tuple[float, pa.Table] | None:
+    try:
+        import datasets
+        from trl.data_utils import pack_dataset
+    except ImportError:
+        return None
+    dataset = datasets.Dataset(table.select(["input_ids", "labels"]))
+    start = time.perf_counter()
+    packed = pack_dataset(dataset, seq_len, strategy="bfd")
+    elapsed = time.perf_counter() - start
+    return elapsed, packed.data.table
+
+
+def fill(packed: pa.Table, seq_len: int) -> float:
+    tokens = pa.compute.sum(pa.compute.list_value_length(packed["input_ids"])).as_py()
+    return tokens / (packed.num_rows * seq_len)
+
+
+def loader_run(folder: Path, seq_len: int) -> None:
+    """Child process: iterate the packed output once, print tokens/s and peak RSS."""
+    from pipeline.loader import OutputLoader
+
+    loader = OutputLoader(folder, batch_size=8, mode="packed", seq_len=seq_len, pad_id=0)
+    start, tokens = time.perf_counter(), 0
+    for batch in loader:
+        tokens += int(batch["input_ids"].size)  # what a training step consumes, padding included
+    elapsed = time.perf_counter() - start
+    peak = _peak_rss_mib()
+    print(json.dumps({"seconds": elapsed, "tokens": tokens, "peak_rss_mib": peak}))
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak resident memory since its exec (VmHWM; ru_maxrss would carry
+    the parent's high-water mark over the fork)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def write_output(packed: pa.Table, folder: Path, copies: int) -> None:
+    data = folder / "data"
+    data.mkdir(parents=True)
+    for copy in range(copies):
+        pq.write_table(
+            packed, data / f"train-{copy:05d}-of-{copies:05d}.parquet", row_group_size=1000
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=1_000_000)
+    parser.add_argument("--seq-len", type=int, default=4096)
+    parser.add_argument("--lengths-from", type=Path, default=None)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--loader-run", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.loader_run is not None:
+        loader_run(args.loader_run, args.seq_len)
+        return
+    sizes = lengths(args.threads, args.seq_len, args.lengths_from, args.seed)
+    table = token_table(sizes)
+    print(f"{len(sizes):,} threads, {int(sizes.sum()):,} tokens, median {int(np.median(sizes))}")
+    best: dict[str, float] = {}
+    results: dict[str, pa.Table] = {}
+    for _ in range(args.repeat):
+        for name, run in (("mms pack", ours), ("trl pack_dataset bfd", trl)):
+            outcome = run(table, args.seq_len)
+            if outcome is None:
+                continue
+            seconds, packed = outcome
+            best[name] = min(best.get(name, float("inf")), seconds)
+            results[name] = packed
+    for name, seconds in best.items():
+        packed = results[name]
+        print(
+            f"{name:<22} {packed.num_rows:>9,} rows  fill {fill(packed, args.seq_len):.4%}  "
+            f"{seconds:6.2f} s  {len(sizes) / seconds:>12,.0f} threads/s"
+        )
+    if len(best) == 2:
+        print(
+            f"mms pack is {best['trl pack_dataset bfd'] / best['mms pack']:.2f}x as fast as TRL's bfd"
+        )
+    with tempfile.TemporaryDirectory() as work:
+        for copies in (1, 4):
+            folder = Path(work) / f"out-{copies}x"
+            write_output(results["mms pack"], folder, copies)
+            command = [sys.executable, __file__, "--loader-run", str(folder)]
+            command += ["--seq-len", str(args.seq_len)]
+            report = json.loads(subprocess.run(command, check=True, capture_output=True).stdout)
+            rate = report["tokens"] / report["seconds"]
+            print(
+                f"loader {copies}x: {report['tokens']:,} tokens in {report['seconds']:.2f} s = "
+                f"{rate:,.0f} tokens/s, peak RSS {report['peak_rss_mib']:.1f} MiB"
+            )
+
+
+if __name__ == "__main__":
+    main()
