@@ -167,6 +167,17 @@ def input_format_option(help_text: str) -> Callable[[Callable[..., None]], Calla
     )
 
 
+def overlong_option(help_text: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """`--overlong POLICY` (drop, truncate or error), shared by tokenize and pack."""
+    return click.option(
+        "--overlong",
+        type=click.Choice(OVERLONG_POLICIES),
+        default="drop",
+        show_default=True,
+        help=help_text,
+    )
+
+
 def train_on_option(help_text: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """`--train-on POLICY` (the labels policy), shared by the commands that render tokens."""
     return click.option(
@@ -630,13 +641,9 @@ def rules(rule: str | None, output_format: str) -> None:
     metavar="N",
     help="Longest thread in tokens; longer ones follow --overlong [default: no limit].",
 )
-@click.option(
-    "--overlong",
-    type=click.Choice(OVERLONG_POLICIES),
-    default="drop",
-    show_default=True,
-    help="Threads over --max-tokens: drop them (counted, listed in quarantine/dropped.jsonl), "
-    "truncate them to the most messages that fit with a trained token, or stop (error).",
+@overlong_option(
+    "Threads over --max-tokens: drop them (counted, listed in quarantine/dropped.jsonl), "
+    "truncate them to the most messages that fit with a trained token, or stop (error)."
 )
 @click.option(
     "--bos",
@@ -1109,13 +1116,9 @@ def verify_command(output: str, no_render: bool, no_template: bool) -> None:
     type=click.Path(file_okay=False),
     help="Folder for the packed output (not OUT itself).",
 )
-@click.option(
-    "--overlong",
-    type=click.Choice(OVERLONG_POLICIES),
-    default="drop",
-    show_default=True,
-    help="Threads over --seq-len: drop them (counted, listed in quarantine/dropped.jsonl), "
-    "truncate them at a message boundary (rendered again with OUT's tokenizer), or stop.",
+@overlong_option(
+    "Threads over --seq-len: drop them (counted, listed in quarantine/dropped.jsonl), "
+    "truncate them at a message boundary (rendered again with OUT's tokenizer), or stop."
 )
 @click.option(
     "--window",

@@ -17,6 +17,7 @@ transformers = pytest.importorskip("transformers", reason="transformers builds t
 from torch.utils.data import DataLoader  # noqa: E402
 
 from pipeline.loader.torch import TorchBatches  # noqa: E402
+from tests.tiny_llama import tiny_llama  # noqa: E402
 
 
 def _rows(batch) -> list[tuple[int, ...]]:
@@ -54,22 +55,9 @@ def test_a_resumed_dataset_gives_the_rest_of_the_epoch(output):  # noqa: F811
 
 @pytest.mark.parametrize("block_mask", [False, True])
 def test_packed_batches_train_with_the_loss_of_their_threads_alone(output, block_mask):  # noqa: F811
-    torch.manual_seed(0)
     batches = TorchBatches(output, batch_size=2, mode="packed", seq_len=256, block_mask=block_mask)
     batch = next(iter(DataLoader(batches, batch_size=None)))
-    vocabulary = int(batch["input_ids"].max()) + 1
-    config = transformers.LlamaConfig(
-        vocab_size=vocabulary,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        initializer_range=0.5,
-        attn_implementation="sdpa",
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
+    model = tiny_llama(int(batch["input_ids"].max()) + 1)
     with torch.no_grad():
         packed = model(**batch, use_cache=False).loss.item()
         total, targets = 0.0, 0

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from tests.conftest import REPO
+from tests.tiny_llama import tiny_llama
 
 torch = pytest.importorskip("torch", reason="torch (the torch extra) runs the tiny model")
 transformers = pytest.importorskip("transformers", reason="transformers builds the tiny model")
@@ -35,20 +36,8 @@ def rows(tmp_path_factory) -> list[dict]:
 
 @pytest.fixture(scope="module", params=["sdpa", "eager"])
 def model(request, rows):
-    torch.manual_seed(0)
     vocabulary = max(max(row["input_ids"]) for row in rows) + 1
-    config = transformers.LlamaConfig(
-        vocab_size=vocabulary,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=4096,
-        attn_implementation=request.param,
-        initializer_range=0.5,  # weights large enough that what a token attends to shows in the loss
-    )
-    return transformers.LlamaForCausalLM(config).double().eval()
+    return tiny_llama(vocabulary, request.param).double()
 
 
 def _one_by_one(model, rows: list[dict]) -> float:
@@ -96,41 +85,41 @@ def test_the_first_target_of_every_thread_is_untrained(rows):
     assert all(row["labels"][0] == -100 for row in rows)
 
 
-def test_position_ids_and_varlen_arguments_keep_threads_apart(model, rows):
-    packed = _packed(rows)
+def _loss(model, packed: dict, **attention) -> float:
+    """The packed sequence's loss, the model told what `attention` says (and no cache
+    unless it says so)."""
     with torch.no_grad():
-        loss = model(
+        return model(
             input_ids=packed["input_ids"],
             labels=packed["labels"],
-            position_ids=packed["position_ids"],
-            cu_seq_lens_q=packed["cu_seq_lens"],
-            cu_seq_lens_k=packed["cu_seq_lens"],
-            max_length_q=packed["max_length"],
-            max_length_k=packed["max_length"],
-            use_cache=False,
+            **{"use_cache": False, **attention},
         ).loss.item()
+
+
+def test_position_ids_and_varlen_arguments_keep_threads_apart(model, rows):
+    packed = _packed(rows)
+    loss = _loss(
+        model,
+        packed,
+        position_ids=packed["position_ids"],
+        cu_seq_lens_q=packed["cu_seq_lens"],
+        cu_seq_lens_k=packed["cu_seq_lens"],
+        max_length_q=packed["max_length"],
+        max_length_k=packed["max_length"],
+    )
     assert loss == pytest.approx(_one_by_one(model, rows), abs=TOLERANCE)
 
 
 def test_a_block_diagonal_mask_keeps_threads_apart(model, rows):
     packed = _packed(rows)
-    with torch.no_grad():
-        loss = model(
-            input_ids=packed["input_ids"],
-            labels=packed["labels"],
-            position_ids=packed["position_ids"],
-            attention_mask=packed["block_mask"],
-            use_cache=False,
-        ).loss.item()
+    loss = _loss(
+        model, packed, position_ids=packed["position_ids"], attention_mask=packed["block_mask"]
+    )
     assert loss == pytest.approx(_one_by_one(model, rows), abs=TOLERANCE)
 
 
 def test_without_the_boundaries_threads_attend_to_each_other(model, rows):
-    packed = _packed(rows)
-    with torch.no_grad():
-        loss = model(
-            input_ids=packed["input_ids"], labels=packed["labels"], use_cache=False
-        ).loss.item()
+    loss = _loss(model, _packed(rows))
     assert abs(loss - _one_by_one(model, rows)) > 100 * TOLERANCE
 
 
@@ -139,20 +128,11 @@ def test_a_cache_hides_the_packing_from_position_ids(model, rows):
     left with `use_cache=True` lets threads attend to each other (hence the loader's
     `use_cache: False`, or the block-diagonal mask, which holds either way)."""
     packed = _packed(rows)
-    with torch.no_grad():
-        cached = model(
-            input_ids=packed["input_ids"],
-            labels=packed["labels"],
-            position_ids=packed["position_ids"],
-            use_cache=True,
-        ).loss.item()
-        masked = model(
-            input_ids=packed["input_ids"],
-            labels=packed["labels"],
-            position_ids=packed["position_ids"],
-            attention_mask=packed["block_mask"],
-            use_cache=True,
-        ).loss.item()
+    positions = packed["position_ids"]
+    cached = _loss(model, packed, position_ids=positions, use_cache=True)
+    masked = _loss(
+        model, packed, position_ids=positions, attention_mask=packed["block_mask"], use_cache=True
+    )
     alone = _one_by_one(model, rows)
     assert abs(cached - alone) > 100 * TOLERANCE
     assert masked == pytest.approx(alone, abs=TOLERANCE)
