@@ -25,6 +25,8 @@ class RowGroup:
     path: Path
     index: int
     rows: int
+    bytes: int = 0
+    """Its uncompressed size, for sizing buffers."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,9 @@ from pipeline.loader.batches import packed_batch, padded_batch
 from pipeline.loader.packing import WINDOW, BestFitPacker
 
 Mode = Literal["padded", "packed"]
-SHUFFLE_BUFFER = 10_000
-"""Rows held to shuffle within a consumer's share."""
+SHUFFLE_TOKENS = 4_000_000
+"""Tokens held to shuffle within a consumer's share, by default (about 32 MB of ids and
+labels): 10,000 threads of 400 tokens, or 1,000 packed rows of 4,096."""
 _Row = tuple[np.ndarray, np.ndarray, list[int]]
 
 
@@ -44,7 +45,8 @@ class OutputLoader:
     num_workers: int = 1
     seed: int = 0
     shuffle: bool = True
-    shuffle_buffer: int = SHUFFLE_BUFFER
+    shuffle_buffer: int | None = None
+    """Rows held to shuffle; None: as many as hold about SHUFFLE_TOKENS tokens."""
     even: bool = True
     block_mask: bool = False
     pad_id: int | None = None
@@ -143,7 +145,8 @@ class OutputLoader:
             for index in range(table.num_rows):
                 a, b = offsets[index], offsets[index + 1]
                 row_lengths = lengths[index] if lengths is not None else [int(b - a)]
-                yield flat_ids[a:b], flat_labels[a:b], row_lengths
+                # copies: a held view would keep its whole row group in memory
+                yield flat_ids[a:b].copy(), flat_labels[a:b].copy(), row_lengths
 
     def _shuffled(self, rows: Iterator[_Row]) -> Iterator[_Row]:
         """`rows` through a bounded buffer: a random held row goes out as each row comes in."""
@@ -151,9 +154,10 @@ class OutputLoader:
             yield from rows
             return
         rng = epoch_rng(self.seed, self.epoch, self.consumer)
+        size = self.shuffle_buffer or self._buffer_rows()
         buffer: list[_Row] = []
         for row in rows:
-            if len(buffer) < self.shuffle_buffer:
+            if len(buffer) < size:
                 buffer.append(row)
                 continue
             index = int(rng.integers(len(buffer)))
@@ -161,6 +165,15 @@ class OutputLoader:
             buffer[index] = row
         for index in rng.permutation(len(buffer)):
             yield buffer[index]
+
+    def _buffer_rows(self) -> int:
+        """Rows of about SHUFFLE_TOKENS tokens: packed rows are seq_len long, threads as long
+        as the split's mean (from the row groups' sizes, without reading them)."""
+        if self.prepacked and self.seq_len:
+            return max(SHUFFLE_TOKENS // self.seq_len, 16)
+        rows = sum(group.rows for group in self.groups) or 1
+        mean = sum(group.bytes for group in self.groups) / rows / 8  # id + label, int32 each
+        return max(int(SHUFFLE_TOKENS // max(mean, 1)), 16)
 
     def _packed(self, rows: Iterator[_Row]) -> Iterator[_Row]:
         """Rows packed best-fit-decreasing a window at a time (rows over seq_len are left
