@@ -182,3 +182,29 @@ def test_clear_errors_for_what_cannot_be_loaded(output, tmp_path):
     loader = OutputLoader(output, batch_size=2)
     with pytest.raises(LoaderError, match="seed 9"):
         loader.load_state_dict({"epoch": 0, "batches": 1, "seed": 9})
+
+
+def test_a_hub_dataset_is_loaded_from_the_hub_cache_offline(output, tmp_path, monkeypatch):
+    """ORG/NAME goes through huggingface_hub: here its cache holds the dataset (as a
+    download leaves it) and HF_HUB_OFFLINE=1 keeps the test off the network."""
+    import shutil
+
+    import huggingface_hub.constants as hub
+
+    cache = tmp_path / "hub"
+    repo = cache / "datasets--someone--threads"
+    shutil.copytree(output / "data", repo / "snapshots" / "abc123" / "data")
+    shutil.copytree(output / "tokenizer", repo / "snapshots" / "abc123" / "tokenizer")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(hub, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", True)
+    from_hub = OutputLoader("someone/threads", batch_size=8, seed=1)
+    local = OutputLoader(output, batch_size=8, seed=1)
+    assert all(
+        np.array_equal(a["input_ids"], b["input_ids"]) for a, b in zip(from_hub, local, strict=True)
+    )
+    with pytest.raises(LoaderError, match="cannot be fetched"):
+        OutputLoader("someone/missing", batch_size=8)
+    with pytest.raises(LoaderError, match="not a folder, nor a Hub dataset"):
+        OutputLoader(tmp_path / "nowhere", batch_size=8)

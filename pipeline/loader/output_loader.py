@@ -53,7 +53,7 @@ class OutputLoader:
     epoch: int = 0
 
     def __post_init__(self) -> None:
-        folder = Path(self.source)
+        folder = output_folder(self.source)
         paths = sorted((folder / "data").glob(f"{self.split}-*.parquet"))
         if not paths:
             raise LoaderError(f"{folder} has no shards of split {self.split!r} in data/")
@@ -206,6 +206,25 @@ class OutputLoader:
                 window = []
         yield from place()
         yield from emit(packer.finish())
+
+
+def output_folder(source: str | Path) -> Path:
+    """A local output folder as it is; otherwise `source` names a Hub dataset (ORG/NAME),
+    whose shards, tokenizer and manifest huggingface_hub fetches, or finds in its cache
+    (offline too, with HF_HUB_OFFLINE=1)."""
+    folder = Path(source)
+    if folder.is_dir():
+        return folder
+    if isinstance(source, Path) or str(source).count("/") != 1 or str(source).startswith("."):
+        raise LoaderError(f"{source} is not a folder, nor a Hub dataset name (ORG/NAME)")
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    patterns = ["data/*", "tokenizer/*", "manifest.json", "README.md"]
+    try:
+        return Path(snapshot_download(str(source), repo_type="dataset", allow_patterns=patterns))
+    except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as err:
+        raise LoaderError(f"the Hub dataset {source} cannot be fetched: {err}") from None
 
 
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
