@@ -1056,13 +1056,15 @@ main.add_command(run_command)
     help="Skip checking the shipped chat template against every row (needs transformers).",
 )
 def verify_command(output: str, no_render: bool, no_template: bool) -> None:
-    """Check an OUTPUT folder of mms run without trusting it (e.g. after a download).
+    """Check an OUTPUT folder of mms run, tokenize or pack without trusting it.
 
     Every shard's sha256 and row count against manifest.json (and no unlisted shard), the
     tokenizer's sha256, the dataset card's splits, files and row counts; then every row's
-    input_ids and labels rendered again from its messages with the shipped tokenizer, and
-    the shipped chat template's ids and generation mask against every row. Problems are
-    listed with the row id. Exit status: 0 all hold, 1 a problem, 2 not an output folder.
+    input_ids and labels rendered again from its messages with the shipped tokenizer and
+    labels policy, and the shipped chat template's ids and generation mask against every
+    row. Packed rows are checked as packed: lengths, positions restarting at every thread,
+    labels, each thread once. Problems are listed with the row id. Exit status: 0 all hold,
+    1 a problem, 2 not an output folder.
     """
     try:
         with stderr.status("verifying", spinner="dots") as status:
