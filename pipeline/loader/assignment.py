@@ -48,7 +48,7 @@ def row_groups(paths: list[Path]) -> list[RowGroup]:
     for path in paths:
         metadata = pq.ParquetFile(path).metadata
         groups += [
-            RowGroup(path, i, metadata.row_group(i).num_rows)
+            RowGroup(path, i, metadata.row_group(i).num_rows, metadata.row_group(i).total_byte_size)
             for i in range(metadata.num_row_groups)
         ]
     return groups

@@ -53,6 +53,11 @@ class OutputLoader:
     epoch: int = 0
 
     def __post_init__(self) -> None:
+        if self.world_size < 1 or self.num_workers < 1 or self.batch_size < 1:
+            raise LoaderError(
+                "world_size, num_workers and batch_size must be at least 1 (a DataLoader's "
+                "num_workers=0 is one worker: the main process)"
+            )
         folder = output_folder(self.source)
         paths = sorted((folder / "data").glob(f"{self.split}-*.parquet"))
         if not paths:
