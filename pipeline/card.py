@@ -5,7 +5,6 @@ features, and whose body gives the stats, the lint summary and how to load the d
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any, TypedDict
@@ -16,6 +15,7 @@ import yaml
 import pipeline
 from pipeline.lint.report import LintReport
 from pipeline.lint.rules import RULES_BY_CODE
+from pipeline.shards import SHARD_FILE
 from pipeline.tokenize.renderer import IGNORE
 
 SPEC = "Modular Model Spec v0.0.0"
@@ -32,8 +32,6 @@ _SIZES = (
     (1_000_000_000_000, "100B<n<1T"),
 )
 """The Hub's size categories below a trillion rows: (bound, category)."""
-SHARD_FILE = re.compile(r"^(?P<split>\w+)-\d{5}-of-\d{5}\.parquet$")
-"""The name of a shard file: `{split}-{i:05d}-of-{n:05d}.parquet`."""
 _DTYPES = {
     pa.string(): "string",
     pa.large_string(): "large_string",

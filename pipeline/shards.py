@@ -55,6 +55,21 @@ class Shard:
         return {"name": self.name, "rows": self.rows, "bytes": self.bytes, "sha256": self.sha256}
 
 
+SHARD_FILE = re.compile(r"^(?P<split>\w+)-\d{5}-of-\d{5}\.parquet$")
+"""The name of a shard file: `{split}-{i:05d}-of-{n:05d}.parquet`."""
+
+
+def split_files(data: Path) -> dict[str, list[Path]]:
+    """The shard files in the folder `data`, per split (in the order splits first appear
+    by name), each split's in name order."""
+    found: dict[str, list[Path]] = {}
+    for path in sorted(data.glob("*.parquet")) if data.is_dir() else []:
+        match = SHARD_FILE.match(path.name)
+        if match is not None:
+            found.setdefault(match["split"], []).append(path)
+    return found
+
+
 def shard_name(split: str, index: int, count: int) -> str:
     """`train-00000-of-00004.parquet`: the name the Hugging Face Hub reads as a split."""
     return f"{split}-{index:05d}-of-{count:05d}.parquet"

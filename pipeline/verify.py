@@ -18,11 +18,11 @@ import yaml
 
 from pipeline.mms import Thread, normalize_thread_dict
 from pipeline.output_files import file_sha256
+from pipeline.shards import split_files
 from pipeline.tokenize import IGNORE, TokenizerLoadError
 from pipeline.tokenize.job import SPECIAL_TOKENS_FILE, shipped_renderer
 
 ROW_BATCH = 512
-_SHARD_NAME = re.compile(r"^(?P<split>\w+)-\d{5}-of-\d{5}\.parquet$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +108,7 @@ def _verify_unlisted(
         "no manifest.json (an `mms tokenize` output): shard hashes, row counts and the card "
         "not checked"
     )
-    shards = []
-    for path in sorted((out / "data").glob("*.parquet")):
-        match = _SHARD_NAME.match(path.name)
-        if match is None:
-            result.problems.append(Problem(f"data/{path.name}", "not named like a shard"))
-            continue
-        shards.append((match["split"], path))
+    shards = [(split, path) for split, paths in split_files(out / "data").items() for path in paths]
     if not shards:
         result.problems.append(Problem("data/", "no shards"))
         return result
@@ -318,12 +312,8 @@ def _packed_problem(row: dict[str, Any], earlier: set[str]) -> str | None:
         return "seq_lens, num_tokens, input_ids and labels disagree on the length"
     if row["position_ids"] != [p for n in lengths for p in range(n)]:
         return "position_ids do not restart at 0 for every thread"
-    trained = [label for label, token in zip(row["labels"], tokens, strict=True) if label != IGNORE]
-    if len(trained) != row["num_trained"] or any(
-        label != token
-        for label, token in zip(row["labels"], tokens, strict=True)
-        if label != IGNORE
-    ):
+    trained = [pair for pair in zip(row["labels"], tokens, strict=True) if pair[0] != IGNORE]
+    if len(trained) != row["num_trained"] or any(label != token for label, token in trained):
         return "labels are not -100 or the token, or num_trained differs"
     again = earlier.intersection(row["ids"]) or len(set(row["ids"])) != len(row["ids"])
     return "a thread is packed twice" if again else None

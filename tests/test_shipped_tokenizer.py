@@ -106,6 +106,7 @@ def test_a_base_with_no_pad_eos_or_unk_gets_an_added_pad_never_rendered(tmp_path
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(out / "tokenizer"))
     record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
     assert tokenizer.pad_token == record["pad_token"] == "<|pad|>"
+    assert record["pad_id"] == tokenizer.pad_token_id
     assert tokenizer.pad_token_id == max(record["special_tokens"].values()) + 1
     assert record["vocabulary"]["added_ids"] == 6 and len(tokenizer) == record["vocabulary"]["size"]
     assert all(tokenizer.pad_token_id not in row["input_ids"] for row in _rows(out))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import re
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -33,12 +32,11 @@ from pipeline.loader.packing import WINDOW, BestFitPacker, PackingStats
 from pipeline.manifest import build_manifest, input_record, write_manifest
 from pipeline.mms import Thread, normalize_thread_dict
 from pipeline.output_files import atomic_output, atomic_text_output, file_sha256
-from pipeline.shards import Shard, ShardWriter
+from pipeline.shards import SHARD_FILE, Shard, ShardWriter, split_files
 from pipeline.tokenize import Renderer
 from pipeline.tokenize.job import shipped_renderer
 from pipeline.tokenize.overlong import OverlongPolicy, fit_batch
 
-SHARD_FILE = re.compile(r"^(?P<split>\w+)-\d{5}-of-\d{5}\.parquet$")
 STAGING_DIR = ".packing"
 """Where shards are written until every split is packed (under the output folder)."""
 PACK_ROWS_PER_SHARD = 10_000
@@ -94,11 +92,7 @@ class PackResult:
 def source_shards(source: Path) -> dict[str, list[Path]]:
     """The shards of a tokenized output per split, in name order (PackError if none, or if
     they hold no tokens)."""
-    found: dict[str, list[Path]] = {}
-    for path in sorted((source / "data").glob("*.parquet")):
-        match = SHARD_FILE.match(path.name)
-        if match is not None:
-            found.setdefault(match["split"], []).append(path)
+    found = split_files(source / "data")
     if not found:
         raise PackError(f"{source} has no shards in data/ (an `mms run` or `mms tokenize` output)")
     for paths in found.values():

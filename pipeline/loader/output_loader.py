@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from pipeline.loader.assignment import Share, epoch_rng, row_groups, share
 from pipeline.loader.batches import packed_batch, padded_batch
 from pipeline.loader.packing import WINDOW, BestFitPacker
+from pipeline.shards import split_files
 
 Mode = Literal["padded", "packed"]
 SHUFFLE_TOKENS = 4_000_000
@@ -59,7 +60,7 @@ class OutputLoader:
                 "num_workers=0 is one worker: the main process)"
             )
         folder = output_folder(self.source)
-        paths = sorted((folder / "data").glob(f"{self.split}-*.parquet"))
+        paths = split_files(folder / "data").get(self.split, [])
         if not paths:
             raise LoaderError(f"{folder} has no shards of split {self.split!r} in data/")
         self.groups = row_groups(paths)
@@ -244,17 +245,13 @@ def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
 
 
 def shipped_pad_id(folder: Path) -> int:
-    """The id of the pad token the output's tokenizer/ names."""
-    from tokenizers import Tokenizer
-
+    """The id of the pad token the output's tokenizer/ names (mms_special_tokens.json)."""
     record_file = folder / "tokenizer" / "mms_special_tokens.json"
     try:
-        pad = orjson.loads(record_file.read_bytes()).get("pad_token")
+        record = orjson.loads(record_file.read_bytes())
     except (OSError, orjson.JSONDecodeError) as err:
         raise LoaderError(f"{record_file}: {err}") from None
-    if not pad:
-        raise LoaderError(f"{record_file} names no pad token: give pad_id")
-    found = Tokenizer.from_file(str(folder / "tokenizer" / "tokenizer.json")).token_to_id(pad)
-    if found is None:
-        raise LoaderError(f"the pad token {pad!r} is not in {folder / 'tokenizer'}")
-    return found
+    pad_id = record.get("pad_id")
+    if not record.get("pad_token") or not isinstance(pad_id, int):
+        raise LoaderError(f"{record_file} names no pad token (and id): give pad_id")
+    return pad_id

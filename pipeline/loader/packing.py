@@ -26,7 +26,6 @@ class OverlongRowError(ValueError):
 @dataclass(slots=True)
 class _Sequence:
     number: int
-    room: int
     rows: list[int] = field(default_factory=list)
 
 
@@ -59,12 +58,11 @@ class BestFitPacker:
                 room, number = self._rooms.pop(at)
                 sequence = self._open[number]
             else:
-                sequence = _Sequence(next(self._numbers), self.seq_len)
+                sequence = _Sequence(next(self._numbers))
                 self._open[sequence.number] = sequence
                 room = self.seq_len
             sequence.rows.append(row)
-            sequence.room = room - length
-            bisect.insort(self._rooms, (sequence.room, sequence.number))
+            bisect.insort(self._rooms, (room - length, sequence.number))
         return self._close(keep=self.max_open)
 
     @property

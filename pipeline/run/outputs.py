@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from pipeline.card import SHARD_FILE, CardStats, dataset_card, lint_summary, training_facts
+from pipeline.card import CardStats, dataset_card, lint_summary, training_facts
 from pipeline.engine.units import WorkUnit
 from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
@@ -18,7 +18,7 @@ from pipeline.manifest import DATA_DIR, build_manifest, input_record, write_mani
 from pipeline.output_files import atomic_output, atomic_text_output, file_sha256
 from pipeline.run.counts import RunCounts
 from pipeline.run_config import RunConfig
-from pipeline.shards import Shard
+from pipeline.shards import SHARD_FILE, Shard
 from pipeline.tokenize.job import SPECIAL_TOKENS_FILE
 
 REPORTS = (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html"))

@@ -152,6 +152,7 @@ def write_tokenizer(
     with atomic_output(file) as out:
         out.write(augmented)
     bos_id = renderer.bos_id
+    pad = pad_token(renderer, base)
     record = {
         "renderer": renderer.name,
         "label_policy": renderer.policy,
@@ -159,7 +160,8 @@ def write_tokenizer(
         "text_encoder": renderer.text_encoder_name,
         "special_tokens": renderer.special_ids.as_dict(),
         "vocabulary": vocabulary(renderer, base),
-        "pad_token": pad_token(renderer, base),
+        "pad_token": pad,
+        "pad_id": renderer.token_id(pad),
         "bos": {"token": base.bos_token, "id": bos_id} if bos_id is not None else None,
         "tokenizer": {"file": file.name, "sha256": hashlib.sha256(augmented).hexdigest()},
         "base_tokenizer": {"path": base_path or str(base.path), "sha256": base.sha256},

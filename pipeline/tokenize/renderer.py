@@ -159,6 +159,12 @@ class Renderer:
             dtype=np.int64,
         )
 
+    def token_id(self, token: str) -> int | None:
+        """The id of `token` in the shipped tokenizer (the added pad included), or None."""
+        if self.added_pad is not None and token == self.added_pad[0]:
+            return self.added_pad[1]
+        return self._text.token_to_id(token)
+
     def _bos(self, loaded: LoadedTokenizer | None) -> int:
         token = loaded.bos_token if loaded else None
         if token is None:
