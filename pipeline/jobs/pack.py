@@ -172,7 +172,8 @@ def pack_splits(
             )
             with writer:
                 packer = _SplitPacker(result.seq_len, window, overlong, renderer, counts)
-                for table in packer.pack(_windows(paths, window, counts, progress)):
+                columns = [*TOKEN_COLUMNS, *(["messages"] if overlong == "truncate" else [])]
+                for table in packer.pack(_windows(paths, columns, window, counts, progress)):
                     writer.write(table)
                 for line in packer.dropped_lines(split):
                     dropped_out.write(line)
@@ -196,12 +197,16 @@ def _publish(staging: Path, data: Path, shards: dict[str, list[Shard]]) -> None:
 
 
 def _windows(
-    paths: list[Path], window: int, counts: SplitPacking, progress: Callable[[int], None] | None
+    paths: list[Path],
+    columns: list[str],
+    window: int,
+    counts: SplitPacking,
+    progress: Callable[[int], None] | None,
 ) -> Iterator[pa.Table]:
-    """The split's rows, `window` at a time, with the columns packing needs (and messages,
-    which truncation renders again)."""
+    """The split's rows, `window` at a time, only `columns` read (the tokens, and the
+    messages when truncation renders them again)."""
     for path in paths:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=window):
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=window, columns=columns):
             counts.rows_in += batch.num_rows
             if progress is not None:
                 progress(counts.rows_in)
@@ -232,7 +237,7 @@ class _SplitPacker:
 
     def pack(self, windows: Iterator[pa.Table]) -> Iterator[pa.Table]:
         for table in windows:
-            rows = self._fitting(table.select([*TOKEN_COLUMNS, "messages"]))
+            rows = self._fitting(table)
             yield from self._place(rows)
         if self.kept is not None:
             yield from self._emit(self.packer.finish())
@@ -267,7 +272,7 @@ class _SplitPacker:
         (or PackError under `error`)."""
         over = pc.greater(table["num_tokens"], self.seq_len)
         if not pc.any(over).as_py():
-            return table.drop_columns(["messages"])
+            return table.select(TOKEN_COLUMNS)
         long = table.filter(over)
         if self.overlong == "error":
             row = long.slice(0, 1).to_pylist()[0]
@@ -275,7 +280,7 @@ class _SplitPacker:
                 f"thread {row['id']} has {row['num_tokens']:,} tokens, more than --seq-len "
                 f"{self.seq_len:,}: use --overlong drop or truncate, or a longer --seq-len"
             )
-        fits = table.filter(pc.invert(over)).drop_columns(["messages"])
+        fits = table.filter(pc.invert(over)).select(TOKEN_COLUMNS)
         if self.overlong == "drop":
             for row in long.select(["id", "num_tokens"]).to_pylist():
                 self.drops.append((row["id"], "overlong", row["num_tokens"]))
@@ -293,7 +298,7 @@ class _SplitPacker:
             self.counts.dropped[drop.code] += 1
         self.counts.truncated += len(fit.truncated)
         if fit.truncated_encoded is None:
-            return long.slice(0, 0).drop_columns(["messages"])
+            return long.slice(0, 0).select(TOKEN_COLUMNS)
         batch = fit.truncated_encoded
         return pa.table(
             {
@@ -303,7 +308,7 @@ class _SplitPacker:
                 "num_tokens": batch.num_tokens,
                 "num_trained": batch.num_trained,
             }
-        ).cast(long.drop_columns(["messages"]).schema)
+        ).cast(long.select(TOKEN_COLUMNS).schema)
 
     def dropped_lines(self, split: str) -> Iterator[bytes]:
         for thread_id, code, tokens in self.drops:
