@@ -8,7 +8,7 @@ files come from ../shared/realdata:
     python benchmarks/lint.py --quick          # smoke run: 300 threads, one run, seconds
     python benchmarks/lint.py --data /tmp/mms-lint-bench --json figures.json
 
-1. build: converts the real files to MMS JSONL with `pipeline.convert` (about 6,900
+1. build: converts the real files to MMS JSONL with `pipeline.jobs.convert` (about 6,900
    threads), then writes --threads of them, cycling through them, each with its own id
    (`bench-0000000` ...): the 1x file. The 4x file holds the 1x threads four times over,
    again with fresh ids. Every thread gets `[copy N]` after its first user message, so
@@ -48,7 +48,8 @@ from ingest import DEFAULT_REALDATA, MIB, Figures, baseline, measure, read_threa
 from table import print_aligned
 
 import pipeline
-from pipeline.lint import LintConfig, LintReport, lint
+from pipeline.jobs.lint import lint
+from pipeline.lint import LintConfig, LintReport
 
 DEFAULT_THREADS = 20_000
 QUICK_THREADS = 300

@@ -80,9 +80,9 @@ from tokenizing import (
 )
 from transformers import PreTrainedTokenizerFast
 
+from pipeline.jobs.run import run_pipeline
+from pipeline.jobs.run.config import load_run_config
 from pipeline.mms import Thread
-from pipeline.run import run_pipeline
-from pipeline.run_config import load_run_config
 
 DEFAULT_THREADS = 20_000
 QUICK_THREADS = 500

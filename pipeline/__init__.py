@@ -6,12 +6,12 @@ the linter (`from pipeline.lint import lint`; `LintConfig`, `LintReport`, `lint_
 here: the function is not re-exported as `pipeline.lint`, which names the package).
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-from pipeline.convert import ConvertResult, convert
+from pipeline.accounting import ReadStats
 from pipeline.formats import FORMATS
-from pipeline.ingest import ReadStats, read
-from pipeline.lint import LintConfig, LintReport, lint_threads
+from pipeline.jobs.convert import ConvertResult, convert
+from pipeline.jobs.lint import lint_threads
+from pipeline.jobs.read import read
+from pipeline.lint import LintConfig, LintReport
 from pipeline.mms import (
     THREAD_ARROW_SCHEMA,
     FieldError,
@@ -26,11 +26,7 @@ from pipeline.mms import (
 )
 from pipeline.quarantine import ERROR_CODES, Rejection
 from pipeline.sources import InputError, ReadLimits
-
-try:
-    __version__ = version("mms-pipeline")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+from pipeline.version import __version__
 
 __all__ = [
     "ERROR_CODES",

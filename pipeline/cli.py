@@ -16,21 +16,25 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from pipeline import __version__
-from pipeline.convert import ConvertResult, check_output_file, convert
+from pipeline.accounting import ReadStats
 from pipeline.engine.local import UnitFailed, WorkdirError, reset_workdir
 from pipeline.formats import AUTO, FORMATS, ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
 from pipeline.formats.detect import detect
-from pipeline.ingest import SNIFF_RECORDS, ReadStats, read
+from pipeline.jobs.convert import ConvertResult, check_output_file, convert
+from pipeline.jobs.lint import lint
 from pipeline.jobs.pack import PackError, PackResult, pack_output
+from pipeline.jobs.read import read
+from pipeline.jobs.run import WORK_DIR, RunResult, detected_format, plan, run_pipeline
+from pipeline.jobs.run.config import RunConfig, RunConfigError, load_run_config
+from pipeline.jobs.tokenize import TokenizeResult, tokenize_dataset
+from pipeline.jobs.verify import OutputError, verify_output
 from pipeline.lint import (
     RULES,
     ConfigError,
     LintReport,
     UnknownRuleError,
     find_rule,
-    lint,
     load_config,
     select_rules,
 )
@@ -38,12 +42,11 @@ from pipeline.lint.config import FAIL_ON
 from pipeline.lint.docs import rule_dict, rule_page, rules_table
 from pipeline.lint.reports import OUTPUT_FORMATS, write_report
 from pipeline.loader.packing import WINDOW
-from pipeline.output_files import OutputPathError, atomic_text_output, check_writable
+from pipeline.output.files import OutputPathError, atomic_text_output, check_writable
+from pipeline.output.shards import SHARD_ROWS
 from pipeline.quarantine import ERROR_CODES
-from pipeline.run import WORK_DIR, RunResult, detected_format, plan, run_pipeline
-from pipeline.run_config import RunConfig, RunConfigError, load_run_config
-from pipeline.shards import SHARD_ROWS
 from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits, Record, is_hf_input, iter_file
+from pipeline.stages.normalize import SNIFF_RECORDS
 from pipeline.tokenize import LABEL_POLICIES, Renderer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.inspect import (
     ThreadNotFoundError,
@@ -53,10 +56,9 @@ from pipeline.tokenize.inspect import (
     stored_encoding,
     token_triples,
 )
-from pipeline.tokenize.job import TokenizeResult, tokenize_dataset
 from pipeline.tokenize.overlong import DROP_CODES, OVERLONG_POLICIES, OverlongThreadError
 from pipeline.tokenize.text_encoding import TEXT_ENCODERS
-from pipeline.verify import OutputError, verify_output
+from pipeline.version import __version__
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pipeline.lint import lint
+from pipeline.jobs.lint import lint
 from pipeline.lint.reports.html import write_html
 
 CHROMIUM_FLAGS: tuple[str, ...] = (

@@ -8,9 +8,9 @@ import os
 import time
 from pathlib import Path
 
-from pipeline.engine import WorkUnit, iter_unit_records
-from pipeline.ingest import read_items
 from pipeline.quarantine import Rejection, rejection_line
+from pipeline.sources.parts import WorkUnit, iter_unit_records
+from pipeline.stages.normalize import read_items
 
 
 def convert_unit(

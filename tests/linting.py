@@ -8,7 +8,8 @@ from typing import Any
 
 import orjson
 
-from pipeline.lint import Diagnostic, LintConfig, lint
+from pipeline.jobs.lint import lint
+from pipeline.lint import Diagnostic, LintConfig
 
 
 def write_lines(tmp_path: Path, records: list[Any], name: str = "threads.jsonl") -> Path:

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 import pipeline
-from pipeline.card import (
+from pipeline.jobs.lint import lint
+from pipeline.output.card import (
     CardStats,
     dataset_card,
     hf_features,
@@ -23,10 +24,9 @@ from pipeline.card import (
     size_category,
     training_facts,
 )
-from pipeline.lint import lint
-from pipeline.manifest import build_manifest, input_record, write_manifest
-from pipeline.output_files import file_sha256
-from pipeline.shards import Shard, ShardWriter
+from pipeline.output.files import file_sha256
+from pipeline.output.manifest import build_manifest, input_record, write_manifest
+from pipeline.output.shards import Shard, ShardWriter
 from pipeline.tokenize import RENDERER_NAME, Renderer, load_tokenizer, tokenize_threads
 from pipeline.tokenize.hf_files import pad_token, vocabulary
 from pipeline.tokenize.stage import TOKENIZED_SCHEMA, TokenizeStats

@@ -16,17 +16,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.engine import (
-    UnitFailed,
-    WorkdirError,
-    iter_unit_records,
-    iter_units,
-    plan_units,
-    reset_workdir,
-    run_units,
-)
-from pipeline.engine.units import line_ranges
+from pipeline.engine import UnitFailed, WorkdirError, iter_units, reset_workdir, run_units
 from pipeline.sources import ReadLimits, iter_file
+from pipeline.sources.parts import iter_unit_records, line_ranges, plan_units
 from tests.conftest import REPO
 from tests.engine_work import convert_unit, tree_bytes
 
@@ -215,7 +207,8 @@ def test_a_changed_input_file_is_refused(tmp_path: Path) -> None:
 KILLED_RUN = """
 import functools, sys
 from pathlib import Path
-from pipeline.engine import plan_units, run_units
+from pipeline.engine import run_units
+from pipeline.sources.parts import plan_units
 from tests.engine_work import convert_unit
 units = plan_units([(sys.argv[1], "openai")], int(sys.argv[2]))
 process = functools.partial(convert_unit, log=sys.argv[4], delay=0.25)

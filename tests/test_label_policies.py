@@ -141,7 +141,7 @@ transformers = pytest.importorskip(
 @pytest.fixture(scope="module")
 def hf_sample(tmp_path_factory) -> object:
     """transformers over the sample tokenizer with the MMS tokens added (as shipped)."""
-    from pipeline.tokenize.job import write_tokenizer
+    from pipeline.output.tokenizer import write_tokenizer
 
     base = load_tokenizer(SAMPLE_TOKENIZER)
     folder = tmp_path_factory.mktemp("sample")

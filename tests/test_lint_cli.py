@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.lint import LintConfig, lint, load_config, select_rules
+from pipeline.jobs.lint import lint
+from pipeline.lint import LintConfig, load_config, select_rules
 from pipeline.lint.config import ConfigError
 from pipeline.lint.rules import UnknownRuleError
 from pipeline.lint.rules.examples import assistant, developer, thread, user

@@ -16,7 +16,8 @@ from xml.etree import ElementTree
 import pytest
 from matplotlib.image import imread
 
-from pipeline.lint import LintConfig, LintReport, lint, lint_threads
+from pipeline.jobs.lint import lint, lint_threads
+from pipeline.lint import LintConfig, LintReport
 from pipeline.lint.reports import charts, write_report
 from pipeline.mms import Thread
 from tests.conftest import REPO, SHARED
@@ -311,7 +312,7 @@ def test_legends_and_notes_carry_the_totals():
 def test_writing_the_page_loads_no_plotting_library():
     script = (
         "import io, sys\n"
-        "from pipeline.lint import lint_threads\n"
+        "from pipeline.jobs.lint import lint_threads\n"
         "from pipeline.lint.reports import write_report\n"
         "write_report(lint_threads([]), 'html', io.StringIO())\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))\n"

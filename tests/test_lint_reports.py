@@ -11,8 +11,9 @@ import pytest
 from markdown_it import MarkdownIt
 
 import pipeline
-from pipeline.ingest import ReadStats
-from pipeline.lint import Diagnostic, LintConfig, LintReport, Rule, lint, lint_threads
+from pipeline.accounting import ReadStats
+from pipeline.jobs.lint import lint, lint_threads
+from pipeline.lint import Diagnostic, LintConfig, LintReport, Rule
 from pipeline.lint.reports import write_report
 from pipeline.lint.rules import RULES_BY_CODE
 from pipeline.lint.store import DiagnosticStore

@@ -62,7 +62,8 @@ def test_unknown_role_in_another_input_format_is_mms101(tmp_path):
     path.write_text(
         '{"messages": [{"role": "user", "content": "Hi"}, {"role": "robot", "content": "x"}]}\n'
     )
-    from pipeline.lint import LintConfig, lint
+    from pipeline.jobs.lint import lint
+    from pipeline.lint import LintConfig
 
     report = lint(str(path), format="openai", config=LintConfig(select=("MMS1",)))
     (d,) = report.diagnostics

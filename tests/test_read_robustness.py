@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.engine.units import iter_unit_records, plan_units
 from pipeline.formats import FORMATS
-from pipeline.lint import lint
+from pipeline.jobs.lint import lint
 from pipeline.quarantine import raw_text
 from pipeline.sources import InputError, ReadLimits, expand_inputs
+from pipeline.sources.parts import iter_unit_records, plan_units
 from tests.reading import read_all
 
 GOOD = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.formats import ConvertOptions
-from pipeline.lint import LintConfig
-from pipeline.lint.config import FAIL_ON
-from pipeline.run_config import (
+from pipeline.jobs.run.config import (
     FilterStage,
     InputSpec,
     LintStage,
@@ -21,8 +19,10 @@ from pipeline.run_config import (
     ShardStage,
     load_run_config,
 )
+from pipeline.lint import LintConfig
+from pipeline.lint.config import FAIL_ON
+from pipeline.output.shards import SHARD_ROWS
 from pipeline.schemas import schema_path
-from pipeline.shards import SHARD_ROWS
 from pipeline.tokenize.overlong import OVERLONG_POLICIES
 
 REPO = Path(__file__).resolve().parent.parent

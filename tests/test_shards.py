@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.shards import SHARD_ROWS, Shard, ShardWriter
+from pipeline.output.shards import SHARD_ROWS, Shard, ShardWriter
 
 SCHEMA = pa.schema([("id", pa.string()), ("tokens", pa.list_(pa.int32()))])
 

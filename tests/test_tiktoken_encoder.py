@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from pipeline.ingest import read
+from pipeline.jobs.read import read
 from pipeline.mms import Thread
+from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import LoadedTokenizer, Renderer, TokenizerLoadError, load_tokenizer
-from pipeline.tokenize.job import write_tokenizer
 from tests.conftest import REPO, SHARED
 
 FAST = ("llama3_from_tiktoken", "qwen2.5_from_tiktoken", "torchtune_test_assets/tokenizer.json")

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from pipeline.mms import Message, Thread
+from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import (
     IGNORE,
     LABEL_POLICIES,
@@ -24,7 +25,6 @@ from pipeline.tokenize import (
     load_tokenizer,
 )
 from pipeline.tokenize.hf_files import chat_template
-from pipeline.tokenize.job import write_tokenizer
 from tests.conftest import SHARED
 from tests.reading import read_all
 

@@ -9,8 +9,8 @@ import pytest
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
 from pipeline.mms import Message, Thread
+from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import IGNORE, MMS_SPECIAL_TOKENS, EncodedThread, Renderer, load_tokenizer
-from pipeline.tokenize.job import write_tokenizer
 from pipeline.tokenize.special import PAD
 from tests.reading import read_all
 

@@ -15,7 +15,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import pipeline
 from pipeline.mms import Message, Thread
-from pipeline.shards import ShardWriter
+from pipeline.output.shards import ShardWriter
 from pipeline.tokenize import IGNORE, Renderer, load_tokenizer
 from pipeline.tokenize.overlong import OverlongThreadError
 from pipeline.tokenize.stage import TOKENIZED_SCHEMA, TokenizeStats, tokenize_threads

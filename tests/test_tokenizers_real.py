@@ -21,6 +21,7 @@ import pytest
 from tokenizers import AddedToken, Tokenizer
 
 from pipeline.mms import Message, Thread
+from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import (
     MMS_SPECIAL_TOKENS,
     EncodedBatch,
@@ -29,7 +30,6 @@ from pipeline.tokenize import (
     TokenizerLoadError,
     load_tokenizer,
 )
-from pipeline.tokenize.job import write_tokenizer
 from tests.conftest import SHARED
 from tests.reading import read_all
 

@@ -1,5 +1,7 @@
-"""Engines that run the stages of `mms run` over work units (DESIGN §8): `local` runs them
-in worker processes on one machine, resumable from its work directory."""
+"""Engines (DESIGN §8): they run a plan of parts through a per-part function and hand back
+each part's results in plan order; they know nothing of inputs, formats, rules or
+tokenizers. `local` runs parts in worker processes on one machine, resumable from its work
+directory."""
 
 from __future__ import annotations
 
@@ -10,21 +12,5 @@ from pipeline.engine.local import (
     reset_workdir,
     run_units,
 )
-from pipeline.engine.units import (
-    DEFAULT_SPLIT_BYTES,
-    WorkUnit,
-    iter_unit_records,
-    plan_units,
-)
 
-__all__ = [
-    "DEFAULT_SPLIT_BYTES",
-    "UnitFailed",
-    "WorkUnit",
-    "WorkdirError",
-    "iter_unit_records",
-    "iter_units",
-    "plan_units",
-    "reset_workdir",
-    "run_units",
-]
+__all__ = ["UnitFailed", "WorkdirError", "iter_units", "reset_workdir", "run_units"]

@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from pipeline.engine.units import WorkUnit
-from pipeline.output_files import atomic_text_output
+from pipeline.output.files import atomic_text_output
 from pipeline.sources import is_hf_input
+from pipeline.sources.parts import WorkUnit
 
 PLAN_FILE = "plan.json"
 UNITS_DIR = "units"

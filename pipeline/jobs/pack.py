@@ -26,15 +26,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.card import CardStats, dataset_card, training_facts
 from pipeline.loader.packed_rows import PACKED_SCHEMA, TOKEN_COLUMNS, packed_table
 from pipeline.loader.packing import WINDOW, BestFitPacker, PackingStats
-from pipeline.manifest import build_manifest, input_record, write_manifest
 from pipeline.mms import Thread, normalize_thread_dict
-from pipeline.output_files import atomic_output, atomic_text_output, file_sha256
-from pipeline.shards import SHARD_FILE, Shard, ShardWriter, split_files
+from pipeline.output.card import CardStats, dataset_card, training_facts
+from pipeline.output.files import atomic_output, atomic_text_output, file_sha256
+from pipeline.output.manifest import build_manifest, input_record, write_manifest
+from pipeline.output.shards import SHARD_FILE, Shard, ShardWriter, split_files
+from pipeline.output.tokenizer import shipped_renderer
 from pipeline.tokenize import Renderer
-from pipeline.tokenize.job import shipped_renderer
 from pipeline.tokenize.overlong import OverlongPolicy, fit_batch
 
 STAGING_DIR = ".packing"

@@ -5,7 +5,7 @@ GitHub annotations)."""
 from pipeline.lint.config import ConfigError, LintConfig, load_config
 from pipeline.lint.diagnostic import Diagnostic
 from pipeline.lint.linter import Linter
-from pipeline.lint.report import LintReport, lint, lint_threads
+from pipeline.lint.report import LintReport
 from pipeline.lint.rule import Rule
 from pipeline.lint.rules import RULES, UnknownRuleError, find_rule, select_rules
 
@@ -19,8 +19,6 @@ __all__ = [
     "Rule",
     "UnknownRuleError",
     "find_rule",
-    "lint",
-    "lint_threads",
     "load_config",
     "select_rules",
 ]

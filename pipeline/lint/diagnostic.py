@@ -4,10 +4,9 @@ file and locator), in the shape of the JSON report's `diagnostics` entries."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Severity = Literal["error", "warning"]
-SEVERITIES: tuple[Severity, ...] = ("error", "warning")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +52,11 @@ def locator_line(locator: str | None) -> int | None:
         return None
     head, sep, tail = locator.rpartition(":")
     return int(tail) if sep and head and tail.isdigit() else None
+
+
+class ThreadRef(NamedTuple):
+    """Where a thread's dataset findings point: its id, source file and locator."""
+
+    id: str
+    source: str | None
+    locator: str | None

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from pipeline.lint.config import LintConfig
-from pipeline.lint.diagnostic import Diagnostic
-from pipeline.lint.rule import DatasetCheck, Finding, Rule, ThreadRef
+from pipeline.lint.diagnostic import Diagnostic, ThreadRef
+from pipeline.lint.rule import DatasetCheck, Finding, Rule
 from pipeline.lint.rules import RULES_BY_CODE, select_rules
 from pipeline.lint.rules.structure import rejection_findings
 from pipeline.lint.thread_view import ThreadView

@@ -5,12 +5,11 @@ human-readable reports)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.formats import AUTO, ConvertOptions
-from pipeline.ingest import ReadStats, read
+from pipeline.accounting import ReadStats
 from pipeline.lint.config import LintConfig
 from pipeline.lint.diagnostic import Diagnostic
 from pipeline.lint.linter import Linter
@@ -21,7 +20,6 @@ from pipeline.lint.store import DiagnosticStore
 from pipeline.lint.thread_view import ThreadView
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
-from pipeline.sources import DEFAULT_SPLIT, ReadLimits
 
 EXAMPLE_CONTENT_CHARS = 2000
 EXAMPLE_WINDOW = 12
@@ -206,72 +204,3 @@ class LintReport:
         for (code, _), count in self.on_dropped.items():
             counts[code] += count
         return dict(sorted(counts.items()))
-
-
-def lint(
-    inputs: str | Iterable[str],
-    *,
-    format: str = AUTO,
-    config: LintConfig | None = None,
-    options: ConvertOptions | None = None,
-    limits: ReadLimits | None = None,
-    split: str = DEFAULT_SPLIT,
-    hf_config: str | None = None,
-    progress: Callable[[ReadStats, LintReport], None] | None = None,
-) -> LintReport:
-    """Lint INPUTS of any input format (normalized to MMS threads first). Every record that
-    cannot become a thread is reported (MMS101/102/105) with its file and position."""
-    config = config or LintConfig()
-    linter = Linter(config)
-    paths = [inputs] if isinstance(inputs, str) else list(inputs)
-    stats = ReadStats()
-    report = LintReport(config, linter.rules, paths, stats, DiagnosticStore())
-
-    def on_reject(rejection: Rejection) -> None:
-        report.check_rejection(linter, rejection)
-
-    threads = read(
-        paths,
-        format=format,
-        on_reject=on_reject,
-        stats=stats,
-        limits=limits,
-        options=options,
-        split=split,
-        hf_config=hf_config,
-    )
-    _run(linter, report, threads, progress)
-    return report
-
-
-def lint_threads(threads: Iterable[Thread], config: LintConfig | None = None) -> LintReport:
-    """Lint threads already in memory (each counts as one record)."""
-    config = config or LintConfig()
-    linter = Linter(config)
-    stats = ReadStats()
-
-    def counted() -> Iterable[Thread]:
-        for thread in threads:
-            stats.records_read += 1
-            stats.records_converted += 1
-            stats.threads += 1
-            yield thread
-
-    report = LintReport(config, linter.rules, [], stats, DiagnosticStore())
-    _run(linter, report, counted(), None)
-    return report
-
-
-def _run(
-    linter: Linter,
-    report: LintReport,
-    threads: Iterable[Thread],
-    progress: Callable[[ReadStats, LintReport], None] | None,
-) -> None:
-    for count, thread in enumerate(threads, 1):
-        report.check(linter, thread)
-        if progress is not None and count % 512 == 0:
-            progress(report.stats, report)
-    report.add(list(linter.finish()))
-    if progress is not None:
-        progress(report.stats, report)

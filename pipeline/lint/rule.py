@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from pipeline.lint.diagnostic import Severity
+from pipeline.lint.diagnostic import Severity, ThreadRef
 
 if TYPE_CHECKING:
     from pipeline.lint.config import LintConfig
@@ -27,14 +27,6 @@ class Finding(NamedTuple):
 
 
 ThreadCheck = Callable[["ThreadView", "LintConfig"], Iterable[Finding]]
-
-
-class ThreadRef(NamedTuple):
-    """Where a thread's dataset findings point: its id, source file and locator."""
-
-    id: str
-    source: str | None
-    locator: str | None
 
 
 class DatasetCheck:

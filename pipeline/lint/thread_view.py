@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import Any
 
 from pipeline.capabilities import ThreadCapabilities, thread_capabilities
-from pipeline.lint.rule import ThreadRef
+from pipeline.lint.diagnostic import ThreadRef
 from pipeline.mms import Format, Thread
 
 

@@ -1,7 +1,6 @@
 """Tokenization (DESIGN §4): the MMS special tokens added to a base tokenizer, and the
 `mms-v0` renderer that turns threads into input_ids and exact loss-mask labels."""
 
-from pipeline.tokenize.job import TokenizeResult, tokenize_dataset
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.renderer import (
     IGNORE,
@@ -27,10 +26,8 @@ __all__ = [
     "LoadedTokenizer",
     "Renderer",
     "SpecialIds",
-    "TokenizeResult",
     "TokenizeStats",
     "TokenizerLoadError",
     "load_tokenizer",
-    "tokenize_dataset",
     "tokenize_threads",
 ]

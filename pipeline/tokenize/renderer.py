@@ -28,9 +28,8 @@ from pipeline.tokenize.special import (
     PAD,
     augmented_json,
     special_ids,
-    text_encoder,
 )
-from pipeline.tokenize.text_encoding import TokenizersTextEncoder
+from pipeline.tokenize.text_encoding import TokenizersTextEncoder, text_encoder
 
 RENDERER_NAME = "mms-v0"
 """The rendering contract this module implements (DESIGN §4); manifests record it."""

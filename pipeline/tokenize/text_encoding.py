@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+import orjson
 from tokenizers import Tokenizer
 
-from pipeline.tokenize.special import text_encoder
 from pipeline.tokenize.tiktoken_encoder import tiktoken_encoder
 
 TEXT_ENCODERS = ("auto", "tokenizers")
@@ -78,3 +78,48 @@ def build_text_encoder(
     controls = tuple(control_tokens)
     found = tiktoken_encoder(data, controls) if fast else None
     return found if found is not None else TokenizersTextEncoder(text_encoder(data, controls))
+
+
+def text_encoder(data: dict[str, Any], control_tokens: Iterable[str] = ()) -> Tokenizer:
+    """The tokenizer of `data` (a parsed tokenizer.json, changed in place), encoding text
+    with no special-token matching: every added token that is special, is one of
+    `control_tokens` (bos/eos/unk/pad from the config), or stands for an entry of the
+    model's own vocabulary (Phi-3's unflagged `</s>`, id 2) is flagged special, and special
+    tokens are encoded as plain text. Ids never move; ordinary added words (Qwen's
+    `<tool_call>`) keep their own id."""
+    controls = set(control_tokens)
+    model = data.get("model") or {}
+    model_vocab = _model_vocab(model)
+    for added in data.get("added_tokens") or []:
+        content = added.get("content")
+        if content in controls or content in model_vocab:
+            added["special"] = True
+    special = {a.get("content") for a in data.get("added_tokens") or [] if a.get("special")}
+    _drop_merges_making(model, special)
+    tokenizer = Tokenizer.from_str(orjson.dumps(data).decode())
+    tokenizer.encode_special_tokens = True
+    return tokenizer
+
+
+def _model_vocab(model: dict[str, object]) -> set[str]:
+    """The pieces of the model's own vocabulary (BPE/WordLevel/WordPiece map, Unigram list)."""
+    vocab = model.get("vocab")
+    if isinstance(vocab, dict):
+        return set(vocab)
+    if isinstance(vocab, list):
+        return {entry[0] for entry in vocab if isinstance(entry, list) and entry}
+    return set()
+
+
+def _drop_merges_making(model: dict[str, object], tokens: set[str]) -> None:
+    """Remove the BPE merges whose result is a special token, so plain text can never be
+    merged into one (a cropped Gemma vocabulary builds `<start_of_turn>` from characters)."""
+    merges = model.get("merges")
+    if not isinstance(merges, list) or not tokens:
+        return
+    kept = []
+    for merge in merges:
+        parts = merge.split(" ", 1) if isinstance(merge, str) else merge
+        if "".join(parts) not in tokens:
+            kept.append(merge)
+    model["merges"] = kept

@@ -8,8 +8,8 @@ from typing import Any, TextIO
 
 import orjson
 
-import pipeline
 from pipeline.lint.report import LintReport
+from pipeline.version import __version__
 
 REPORT_VERSION = 1
 TOOL_NAME = "mms-pipeline"
@@ -29,7 +29,7 @@ def report_head(report: LintReport) -> dict[str, Any]:
     """Everything but the diagnostics: format version, tool, summary and rules."""
     return {
         "version": REPORT_VERSION,
-        "tool": {"name": TOOL_NAME, "version": pipeline.__version__},
+        "tool": {"name": TOOL_NAME, "version": __version__},
         "summary": report.summary(),
         "rules": [
             {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary}

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-import pipeline
 from pipeline.lint.diagnostic import Diagnostic, locator_line
 from pipeline.lint.report import LintReport
 from pipeline.lint.reports.json_report import dumps, write_array
 from pipeline.lint.rule import Rule
+from pipeline.version import __version__
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -35,7 +35,7 @@ def tool(rules: list[Rule]) -> dict[str, Any]:
     return {
         "driver": {
             "name": DRIVER_NAME,
-            "version": pipeline.__version__,
+            "version": __version__,
             "rules": [descriptor(rule) for rule in rules],
         }
     }

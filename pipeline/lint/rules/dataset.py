@@ -15,8 +15,8 @@ from pipeline.capabilities import (
 )
 from pipeline.dedup import content_key
 from pipeline.lint.config import LintConfig
-from pipeline.lint.diagnostic import Diagnostic
-from pipeline.lint.rule import DatasetCheck, Rule, ThreadRef
+from pipeline.lint.diagnostic import Diagnostic, ThreadRef
+from pipeline.lint.rule import DatasetCheck, Rule
 from pipeline.lint.rules.examples import assistant, developer, thread, user
 from pipeline.lint.thread_view import ThreadView
 

@@ -3,9 +3,9 @@ dataset card. job.py drives a run; unit.py is the map over work units (read, nor
 lint, tokenize), reduce.py the ordered pass (dataset rules, gate, filters, dedup, splits,
 shards), outputs.py the files written last."""
 
-from pipeline.run.counts import RunCounts
-from pipeline.run.job import WORK_DIR, RunResult, detected_format, plan, run_pipeline
-from pipeline.run.keys import stable_fraction
+from pipeline.jobs.run.counts import RunCounts
+from pipeline.jobs.run.job import WORK_DIR, RunResult, detected_format, plan, run_pipeline
+from pipeline.jobs.run.keys import stable_fraction
 
 __all__ = [
     "WORK_DIR",

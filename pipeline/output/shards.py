@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.output_files import file_sha256
+from pipeline.output.files import file_sha256
 
 SHARD_ROWS = 50_000
 """Rows per shard when no limit is given (the last one holds the rest)."""

@@ -12,11 +12,11 @@ from typing import Any, TypedDict
 import pyarrow as pa
 import yaml
 
-import pipeline
 from pipeline.lint.report import LintReport
 from pipeline.lint.rules import RULES_BY_CODE
-from pipeline.shards import SHARD_FILE
+from pipeline.output.shards import SHARD_FILE
 from pipeline.tokenize.renderer import IGNORE
+from pipeline.version import __version__
 
 SPEC = "Modular Model Spec v0.0.0"
 _SIZES = (
@@ -259,7 +259,7 @@ def _split_glob(split: str, files: Sequence[str]) -> str:
 def _about(features: pa.Schema, stats: CardStats) -> str:
     text = (
         f"Conversation threads in the {SPEC} (MMS) format, one thread per row, written by "
-        f"mms-pipeline {pipeline.__version__}. `manifest.json` lists the inputs with their "
+        f"mms-pipeline {__version__}. `manifest.json` lists the inputs with their "
         "sha256, the resolved pipeline config, the versions used and every shard's sha256; "
         "`quarantine/rejected.jsonl` holds every input record that did not become a thread, "
         "with the reason."

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-import pipeline
-from pipeline.output_files import atomic_output, file_sha256
-from pipeline.shards import Shard
+from pipeline.output.files import atomic_output, file_sha256
+from pipeline.output.shards import Shard
 from pipeline.sources import is_hf_input
+from pipeline.version import __version__
 
 MANIFEST_FORMAT = "mms-pipeline-manifest/1"
 """Names this layout, for readers that check what they were given."""
@@ -61,7 +61,7 @@ def input_record(
 
 def versions() -> dict[str, str]:
     """The exact versions of mms-pipeline, its byte-shaping dependencies and Python."""
-    found = {"mms-pipeline": pipeline.__version__}
+    found = {"mms-pipeline": __version__}
     for name in _VERSIONED:
         try:
             found[name] = version(name)
@@ -84,7 +84,7 @@ def build_manifest(
 ) -> dict[str, Any]:
     """The manifest as a dict, keys in reading order.
 
-    `shards` maps each split to its shards (pipeline.shards); splits are listed in the
+    `shards` maps each split to its shards (pipeline.output.shards); splits are listed in the
     order given. In `counts`, the top-level keys keep their order (the counting invariant
     reads top to bottom) and nested mappings (counts per reason) are sorted by key, so they
     do not depend on the order work finished in. `reports` are paths relative to the output.

@@ -1,7 +1,7 @@
 """The map side of `mms run`: one work unit's records are read, normalized and sampled,
 then linted (thread rules, the dataset rules' per-thread facts, the profile) and tokenized,
 all in the worker that reads them. The unit's directory holds what the ordered reduce
-(pipeline/run/reduce.py) needs, and nothing it would have to recompute:
+(pipeline/jobs/run/reduce.py) needs, and nothing it would have to recompute:
 
 - `threads.arrow`: one row per thread in reading order (an Arrow IPC file: written and
   read back without encoding): the shard columns (tokenized or not), `settings`, and
@@ -26,21 +26,22 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.accounting import ReadStats
 from pipeline.dedup import content_key, split_group, thread_signature
-from pipeline.engine.units import WorkUnit, iter_unit_records
-from pipeline.ingest import ReadStats, read_items
+from pipeline.jobs.run.config import RunConfig, TokenizeStage
+from pipeline.jobs.run.keys import stable_fraction
 from pipeline.lint import Linter
 from pipeline.lint.profile import DatasetProfile
 from pipeline.lint.report import example_thread
 from pipeline.lint.thread_view import ThreadView
 from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, settings_to_arrow, threads_to_arrow
+from pipeline.output.tokenizer import write_tokenizer
 from pipeline.quarantine import rejection_line
-from pipeline.run.keys import stable_fraction
-from pipeline.run_config import RunConfig, TokenizeStage
 from pipeline.sources import DEFAULT_SPLIT, is_hf_input
+from pipeline.sources.parts import WorkUnit, iter_unit_records
 from pipeline.sources.paths import HF_PREFIX
+from pipeline.stages.normalize import read_items
 from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
-from pipeline.tokenize.job import write_tokenizer
 from pipeline.tokenize.overlong import Drop
 from pipeline.tokenize.stage import TOKENIZED_SCHEMA
 

@@ -1,52 +1,23 @@
-"""`read()`: inputs -> threads. Streams records from the sources, picks each file's format
-(auto-detected from its first records unless named), converts records to threads and
-hands every record that fails to a rejection callback with file, position and reason."""
+"""The normalize stage: records -> MMS threads. Picks a file's (or part's) format, named or
+detected from its first records, converts each record, and hands every record that fails
+to a rejection callback with file, position and reason."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 import traceback
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 
+from pipeline.accounting import ReadStats
 from pipeline.formats import AUTO, FORMATS, ConvertOptions, InputFormat, get_format
 from pipeline.formats.detect import best_for_record, detect
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected, Rejection, raw_text
-from pipeline.sources import DEFAULT_SPLIT, ReadLimits, Record, expand_inputs, iter_file
+from pipeline.sources import Record
 
 SNIFF_RECORDS = 32
 """How many parsed records of a file auto-detection looks at."""
-
-
-@dataclass(slots=True)
-class ReadStats:
-    """Counts kept while reading. Invariant: records_read = records_converted + quarantined."""
-
-    records_read: int = 0
-    records_converted: int = 0
-    threads: int = 0
-    quarantined: Counter[str] = field(default_factory=Counter)
-    files: list[str] = field(default_factory=list)
-    skipped_files: list[str] = field(default_factory=list)
-    companion_files: dict[str, str] = field(default_factory=dict)
-    """Files read as part of another one (config.json -> its skprompt.txt)."""
-    refused_files: dict[str, str] = field(default_factory=dict)
-    """Files of the inputs' folders and globs never opened, and why (not a regular file,
-    a symlink leading outside the folder named)."""
-    formats: dict[str, str] = field(default_factory=dict)
-    """The format each file was read as (`-` when none was detected)."""
-
-    @property
-    def quarantined_total(self) -> int:
-        return sum(self.quarantined.values())
-
-    @property
-    def balanced(self) -> bool:
-        return self.records_read == self.records_converted + self.quarantined_total
 
 
 def _convert(fmt: InputFormat, record: Record, options: ConvertOptions) -> list[Thread] | Rejection:
@@ -77,48 +48,6 @@ def _record_id(value: object) -> str | None:
     if isinstance(source_id, int) and not isinstance(source_id, bool):
         return str(source_id)
     return source_id if isinstance(source_id, str) and source_id else None
-
-
-def read(
-    inputs: str | Iterable[str],
-    *,
-    format: str = AUTO,
-    on_reject: Callable[[Rejection], None] | None = None,
-    stats: ReadStats | None = None,
-    limits: ReadLimits | None = None,
-    exclude: Iterable[str | os.PathLike[str]] = (),
-    options: ConvertOptions | None = None,
-    split: str = DEFAULT_SPLIT,
-    hf_config: str | None = None,
-) -> Iterator[Thread]:
-    """Yield MMS threads from files, directories, globs and `hf:` datasets, in input order.
-
-    `format` is a name from `pipeline.formats.FORMATS` or `auto` (detected per file from
-    its first records; a mixed file is detected record by record). `options` steer the
-    lossy mappings (parallel calls, reasoning, media, OASST paths).
-    Each record that cannot become a thread goes to `on_reject` and is counted in
-    `stats.quarantined`; the reading goes on. Files in `exclude` (e.g. the run's own
-    output inside an input directory) are passed over. `hf:ORG/NAME` or `hf:./dir` inputs
-    stream the `split` (and config `hf_config`) of that Hugging Face dataset, one record
-    per row. Raises InputError for unusable paths and datasets that cannot be opened.
-    """
-    stats = stats if stats is not None else ReadStats()
-    limits = limits or ReadLimits()
-    if format != AUTO:
-        get_format(format)  # an unknown name fails before any file is read
-    found = expand_inputs([inputs] if isinstance(inputs, str) else list(inputs))
-    excluded = {os.path.realpath(path) for path in exclude}
-    found.files = [path for path in found.files if os.path.realpath(path) not in excluded]
-    stats.files.extend(found.files)
-    stats.skipped_files.extend(found.skipped)
-    stats.companion_files.update(found.companions)
-    stats.refused_files.update(found.refused)
-
-    for path in found.files:
-        items = iter_file(path, limits, split=split, config=hf_config)
-        yield from read_items(
-            path, items, format=format, on_reject=on_reject, stats=stats, options=options
-        )
 
 
 def read_items(

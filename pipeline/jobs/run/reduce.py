@@ -17,20 +17,12 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.accounting import ReadStats
 from pipeline.dedup import NearDuplicateIndex
-from pipeline.engine.units import WorkUnit
-from pipeline.ingest import ReadStats
-from pipeline.lint import Diagnostic, Linter, LintReport
-from pipeline.lint.profile import DatasetProfile
-from pipeline.lint.report import example_thread
-from pipeline.lint.rule import ThreadRef
-from pipeline.lint.store import DiagnosticStore
-from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, threads_from_arrow
-from pipeline.output_files import atomic_output
-from pipeline.quarantine import rejection_from_line
-from pipeline.run.counts import RunCounts
-from pipeline.run.keys import stable_fraction
-from pipeline.run.unit import (
+from pipeline.jobs.run.config import RunConfig
+from pipeline.jobs.run.counts import RunCounts
+from pipeline.jobs.run.keys import stable_fraction
+from pipeline.jobs.run.unit import (
     DROP,
     FACTS,
     FINDINGS,
@@ -46,8 +38,16 @@ from pipeline.run.unit import (
     UNIT_THREADS,
     shard_schema,
 )
-from pipeline.run_config import RunConfig
-from pipeline.shards import Shard, ShardWriter
+from pipeline.lint import Diagnostic, Linter, LintReport
+from pipeline.lint.diagnostic import ThreadRef
+from pipeline.lint.profile import DatasetProfile
+from pipeline.lint.report import example_thread
+from pipeline.lint.store import DiagnosticStore
+from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, threads_from_arrow
+from pipeline.output.files import atomic_output
+from pipeline.output.shards import Shard, ShardWriter
+from pipeline.quarantine import rejection_from_line
+from pipeline.sources.parts import WorkUnit
 from pipeline.tokenize.overlong import OverlongThreadError
 from pipeline.tokenize.stage import zero_weight_messages
 

@@ -8,9 +8,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.accounting import ReadStats
 from pipeline.formats import AUTO, ConvertOptions
-from pipeline.ingest import ReadStats, read
-from pipeline.output_files import OutputPathError, atomic_output, check_writable
+from pipeline.jobs.read import read
+from pipeline.output.files import OutputPathError, atomic_output, check_writable
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits
 

@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import yaml
 
 from pipeline.mms import Thread, normalize_thread_dict
-from pipeline.output_files import file_sha256
-from pipeline.shards import split_files
+from pipeline.output.files import file_sha256
+from pipeline.output.shards import split_files
+from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, shipped_renderer
 from pipeline.tokenize import IGNORE, TokenizerLoadError
-from pipeline.tokenize.job import SPECIAL_TOKENS_FILE, shipped_renderer
 
 ROW_BATCH = 512
 

@@ -1,10 +1,10 @@
 """`run_pipeline`: the staged job of a pipeline config (DESIGN §7, §8).
 
 Map, in parallel over work units and resumable (pipeline/engine/local.py): each unit is
-read, normalized, sampled, linted and tokenized by one worker (pipeline/run/unit.py).
-Reduce, as the units become ready, in unit order (pipeline/run/reduce.py): the dataset
+read, normalized, sampled, linted and tokenized by one worker (pipeline/jobs/run/unit.py).
+Reduce, as the units become ready, in unit order (pipeline/jobs/run/reduce.py): the dataset
 rules, the lint gate, filters, dedup, weights, splits and shards. Then the reports, the
-tokenizer, the manifest and the card (pipeline/run/outputs.py)."""
+tokenizer, the manifest and the card (pipeline/jobs/run/outputs.py)."""
 
 from __future__ import annotations
 
@@ -17,29 +17,29 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.engine.local import iter_units
-from pipeline.engine.units import WorkUnit, input_files, iter_unit_records, plan_units
 from pipeline.formats import AUTO, get_format
 from pipeline.formats.detect import detect
-from pipeline.ingest import SNIFF_RECORDS
 from pipeline.jobs.pack import pack_run_output
-from pipeline.lint import LintReport
-from pipeline.loader.packed_rows import PACKED_SCHEMA
-from pipeline.output_files import remove_stale_temps
-from pipeline.run.counts import RunCounts
-from pipeline.run.outputs import (
+from pipeline.jobs.run.config import RunConfig
+from pipeline.jobs.run.counts import RunCounts
+from pipeline.jobs.run.outputs import (
     remove_stale_outputs,
     ship_tokenizer,
     write_card,
     write_reports,
     write_run_manifest,
 )
-from pipeline.run.reduce import reduce_units
-from pipeline.run.unit import UNIT_TOKENIZER, UnitJob, renderer_for, shard_schema
-from pipeline.run_config import RunConfig
-from pipeline.shards import Shard
+from pipeline.jobs.run.reduce import reduce_units
+from pipeline.jobs.run.unit import UNIT_TOKENIZER, UnitJob, renderer_for, shard_schema
+from pipeline.jobs.verify import Verification, verify_output
+from pipeline.lint import LintReport
+from pipeline.loader.packed_rows import PACKED_SCHEMA
+from pipeline.output.files import remove_stale_temps
+from pipeline.output.shards import Shard
 from pipeline.sources import DEFAULT_SPLIT, Record
+from pipeline.sources.parts import WorkUnit, input_files, iter_unit_records, plan_units
+from pipeline.stages.normalize import SNIFF_RECORDS
 from pipeline.tokenize.loading import tokenizer_files
-from pipeline.verify import Verification, verify_output
 
 WORK_DIR = ".work"
 """The engine's work directory inside the output directory, removed once a run succeeds

@@ -10,16 +10,16 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from pipeline.card import CardStats, dataset_card, lint_summary, training_facts
-from pipeline.engine.units import WorkUnit
+from pipeline.jobs.run.config import RunConfig
+from pipeline.jobs.run.counts import RunCounts
 from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
-from pipeline.manifest import DATA_DIR, build_manifest, input_record, write_manifest
-from pipeline.output_files import atomic_output, atomic_text_output, file_sha256
-from pipeline.run.counts import RunCounts
-from pipeline.run_config import RunConfig
-from pipeline.shards import SHARD_FILE, Shard
-from pipeline.tokenize.job import SPECIAL_TOKENS_FILE
+from pipeline.output.card import CardStats, dataset_card, lint_summary, training_facts
+from pipeline.output.files import atomic_output, atomic_text_output, file_sha256
+from pipeline.output.manifest import DATA_DIR, build_manifest, input_record, write_manifest
+from pipeline.output.shards import SHARD_FILE, Shard
+from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE
+from pipeline.sources.parts import WorkUnit
 
 REPORTS = (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html"))
 

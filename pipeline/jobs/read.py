@@ -1,0 +1,57 @@
+"""`read()`: inputs -> threads, the source and normalize stage every job starts with:
+files, directories, globs and `hf:` datasets streamed in input order, each file's
+records normalized, every record that fails handed on with file, position and reason."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+
+from pipeline.accounting import ReadStats
+from pipeline.formats import AUTO, ConvertOptions, get_format
+from pipeline.mms import Thread
+from pipeline.quarantine import Rejection
+from pipeline.sources import DEFAULT_SPLIT, ReadLimits, expand_inputs, iter_file
+from pipeline.stages.normalize import read_items
+
+
+def read(
+    inputs: str | Iterable[str],
+    *,
+    format: str = AUTO,
+    on_reject: Callable[[Rejection], None] | None = None,
+    stats: ReadStats | None = None,
+    limits: ReadLimits | None = None,
+    exclude: Iterable[str | os.PathLike[str]] = (),
+    options: ConvertOptions | None = None,
+    split: str = DEFAULT_SPLIT,
+    hf_config: str | None = None,
+) -> Iterator[Thread]:
+    """Yield MMS threads from files, directories, globs and `hf:` datasets, in input order.
+
+    `format` is a name from `pipeline.formats.FORMATS` or `auto` (detected per file from
+    its first records; a mixed file is detected record by record). `options` steer the
+    lossy mappings (parallel calls, reasoning, media, OASST paths).
+    Each record that cannot become a thread goes to `on_reject` and is counted in
+    `stats.quarantined`; the reading goes on. Files in `exclude` (e.g. the run's own
+    output inside an input directory) are passed over. `hf:ORG/NAME` or `hf:./dir` inputs
+    stream the `split` (and config `hf_config`) of that Hugging Face dataset, one record
+    per row. Raises InputError for unusable paths and datasets that cannot be opened.
+    """
+    stats = stats if stats is not None else ReadStats()
+    limits = limits or ReadLimits()
+    if format != AUTO:
+        get_format(format)  # an unknown name fails before any file is read
+    found = expand_inputs([inputs] if isinstance(inputs, str) else list(inputs))
+    excluded = {os.path.realpath(path) for path in exclude}
+    found.files = [path for path in found.files if os.path.realpath(path) not in excluded]
+    stats.files.extend(found.files)
+    stats.skipped_files.extend(found.skipped)
+    stats.companion_files.update(found.companions)
+    stats.refused_files.update(found.refused)
+
+    for path in found.files:
+        items = iter_file(path, limits, split=split, config=hf_config)
+        yield from read_items(
+            path, items, format=format, on_reject=on_reject, stats=stats, options=options
+        )

@@ -1,0 +1,65 @@
+"""The canonical MMS thread (DESIGN §3), the ground floor every other package builds on:
+the typed model (`model`), validation that names the exact field at fault
+(`validation`), and the Arrow form every stage and shard uses (`arrow`)."""
+
+from pipeline.mms.arrow import (
+    FORMAT_ARROW_TYPE,
+    MESSAGE_ARROW_TYPE,
+    THREAD_ARROW_SCHEMA,
+    normalize_thread_dict,
+    settings_to_arrow,
+    threads_from_arrow,
+    threads_to_arrow,
+)
+from pipeline.mms.model import (
+    Format,
+    Message,
+    Role,
+    SystemSettings,
+    Thread,
+    canonical_weight,
+    stable_thread_id,
+)
+from pipeline.mms.validation import (
+    DEFAULT_FORMAT,
+    FORMAT_FIELDS,
+    MESSAGE_FIELDS,
+    ROLE_FIELDS,
+    ROLES,
+    SAMPLERS,
+    THREAD_FIELDS,
+    FieldError,
+    ThreadValidationError,
+    is_weight,
+    validate_thread_dict,
+    without_foreign_nulls,
+)
+
+__all__ = [
+    "DEFAULT_FORMAT",
+    "FORMAT_ARROW_TYPE",
+    "FORMAT_FIELDS",
+    "MESSAGE_ARROW_TYPE",
+    "MESSAGE_FIELDS",
+    "ROLES",
+    "ROLE_FIELDS",
+    "SAMPLERS",
+    "THREAD_ARROW_SCHEMA",
+    "THREAD_FIELDS",
+    "FieldError",
+    "Format",
+    "Message",
+    "Role",
+    "SystemSettings",
+    "Thread",
+    "ThreadValidationError",
+    "canonical_weight",
+    "is_weight",
+    "normalize_thread_dict",
+    "settings_to_arrow",
+    "stable_thread_id",
+    "threads_from_arrow",
+    "threads_to_arrow",
+    "validate_thread_dict",
+    "without_foreign_nulls",
+]

@@ -1,0 +1,211 @@
+"""What makes a dict an MMS thread (DESIGN §3): the field names per role, and validation
+that names every field at fault (the linter maps the kinds to MMS101/MMS102)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import orjson
+
+ROLES: tuple[str, ...] = ("platform", "developer", "user", "assistant", "context")
+SAMPLERS: tuple[str, ...] = ("json", "jsonl")
+DEFAULT_FORMAT = "markdown"
+
+THREAD_FIELDS = ("id", "messages", "settings", "meta")
+MESSAGE_FIELDS = ("role", "name", "format", "content", "end_turn", "weight")
+FORMAT_FIELDS = ("name", "halt_on_start", "halt_on_completion", "sampler")
+ROLE_FIELDS: dict[str, tuple[str, ...]] = {
+    "platform": ("role", "content"),
+    "developer": ("role", "content"),
+    "user": ("role", "content"),
+    "assistant": ("role", "format", "content", "end_turn", "weight"),
+    "context": ("role", "name", "content"),
+}
+
+
+class FieldError(NamedTuple):
+    """One problem in a thread: where (`messages[3].end_turn`), what, and its kind.
+
+    Kinds: `unknown_role`, `not_allowed` (field on the wrong role or unknown field),
+    `missing`, `type`, `value`. The linter maps them to MMS101/MMS102.
+    """
+
+    path: str
+    message: str
+    kind: str
+
+    def __str__(self) -> str:
+        return f"{self.path or 'thread'}: {self.message}"
+
+
+class ThreadValidationError(ValueError):
+    """Raised when a dict is not a valid MMS thread; `errors` lists every problem found."""
+
+    def __init__(self, errors: list[FieldError]):
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+
+
+def _show(value: Any, limit: int = 40) -> str:
+    """A short JSON rendering of a value for error messages."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _type_error(path: str, expected: str, value: Any) -> FieldError:
+    return FieldError(path, f"expected {expected}, got {_show(value)}", "type")
+
+
+def validate_thread_dict(data: Any) -> list[FieldError]:
+    """Every problem that keeps `data` (a parsed JSON value) from being a canonical thread."""
+    if not isinstance(data, dict):
+        return [_type_error("", "object", data)]
+    errors: list[FieldError] = [
+        FieldError(key, "unknown field", "not_allowed") for key in data if key not in THREAD_FIELDS
+    ]
+    if "id" not in data:
+        errors.append(FieldError("id", "required field is missing", "missing"))
+    elif not isinstance(data["id"], str):
+        errors.append(_type_error("id", "string", data["id"]))
+    elif not data["id"]:
+        errors.append(FieldError("id", "must not be empty", "value"))
+
+    messages = data.get("messages")
+    if "messages" not in data:
+        errors.append(FieldError("messages", "required field is missing", "missing"))
+    elif not isinstance(messages, list):
+        errors.append(_type_error("messages", "array", messages))
+    elif not messages:
+        errors.append(FieldError("messages", "must contain at least one message", "value"))
+    else:
+        for index, message in enumerate(messages):
+            errors.extend(_message_errors(message, f"messages[{index}]"))
+
+    settings = data.get("settings")
+    if settings is not None:
+        errors.extend(_settings_errors(settings, "settings"))
+    if "meta" in data and not isinstance(data["meta"], dict):
+        errors.append(_type_error("meta", "object", data["meta"]))
+    return errors
+
+
+def _message_errors(message: Any, path: str) -> list[FieldError]:
+    if not isinstance(message, dict):
+        return [_type_error(path, "object", message)]
+    role = message.get("role")
+    if "role" not in message:
+        return [FieldError(f"{path}.role", "required field is missing", "missing")]
+    if not isinstance(role, str):
+        return [_type_error(f"{path}.role", "string", role)]
+    if role not in ROLE_FIELDS:
+        expected = ", ".join(ROLES)
+        return [
+            FieldError(
+                f"{path}.role",
+                f"unknown role {_show(role)} (expected one of {expected})",
+                "unknown_role",
+            )
+        ]
+
+    allowed = ROLE_FIELDS[role]
+    errors: list[FieldError] = []
+    for key in message:
+        if key not in allowed:
+            why = f"not allowed on a {role} message" if key in MESSAGE_FIELDS else "unknown field"
+            errors.append(FieldError(f"{path}.{key}", why, "not_allowed"))
+    if "content" not in message:
+        errors.append(FieldError(f"{path}.content", "required field is missing", "missing"))
+    elif not isinstance(message["content"], str):
+        errors.append(_type_error(f"{path}.content", "string", message["content"]))
+
+    if role == "assistant":
+        if "format" in message:
+            errors.extend(_name_errors(message["format"], f"{path}.format"))
+        if "end_turn" not in message:
+            errors.append(FieldError(f"{path}.end_turn", "required field is missing", "missing"))
+        elif not isinstance(message["end_turn"], bool):
+            errors.append(_type_error(f"{path}.end_turn", "bool", message["end_turn"]))
+        weight = message.get("weight")
+        if weight is not None and not is_weight(weight):
+            errors.append(_type_error(f"{path}.weight", "a number >= 0 or null", weight))
+    elif role == "context":
+        name = message.get("name")
+        if name is not None:
+            errors.extend(_name_errors(name, f"{path}.name", expected="string or null"))
+    return errors
+
+
+def is_weight(value: Any) -> bool:
+    """Whether `value` is a training weight: a finite number >= 0 (not a bool)."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _name_errors(value: Any, path: str, expected: str = "string") -> list[FieldError]:
+    if not isinstance(value, str):
+        return [_type_error(path, expected, value)]
+    if not value:
+        return [FieldError(path, "must not be empty", "value")]
+    return []
+
+
+def _settings_errors(settings: Any, path: str) -> list[FieldError]:
+    if not isinstance(settings, dict):
+        return [_type_error(path, "object or null", settings)]
+    errors = [
+        FieldError(f"{path}.{key}", "unknown field", "not_allowed")
+        for key in settings
+        if key != "formats"
+    ]
+    if "formats" not in settings:
+        errors.append(FieldError(f"{path}.formats", "required field is missing", "missing"))
+        return errors
+    formats = settings["formats"]
+    if isinstance(formats, str):
+        errors.extend(_name_errors(formats, f"{path}.formats"))
+    elif isinstance(formats, list):
+        for index, entry in enumerate(formats):
+            errors.extend(_format_errors(entry, f"{path}.formats[{index}]"))
+    else:
+        errors.append(_type_error(f"{path}.formats", "string or array", formats))
+    return errors
+
+
+def _format_errors(entry: Any, path: str) -> list[FieldError]:
+    if isinstance(entry, str):
+        return _name_errors(entry, path)
+    if not isinstance(entry, dict):
+        return [_type_error(path, "string or object", entry)]
+    errors = [
+        FieldError(f"{path}.{key}", "unknown field", "not_allowed")
+        for key in entry
+        if key not in FORMAT_FIELDS
+    ]
+    if "name" not in entry:
+        errors.append(FieldError(f"{path}.name", "required field is missing", "missing"))
+    else:
+        errors.extend(_name_errors(entry["name"], f"{path}.name"))
+    for flag in ("halt_on_start", "halt_on_completion"):
+        if flag in entry and not isinstance(entry[flag], bool):
+            errors.append(_type_error(f"{path}.{flag}", "bool", entry[flag]))
+    sampler = entry.get("sampler")
+    if sampler is not None and not isinstance(sampler, dict) and sampler not in SAMPLERS:
+        errors.append(_type_error(f"{path}.sampler", '"json", "jsonl", an object or null', sampler))
+    return errors
+
+
+def without_foreign_nulls(message: Any) -> Any:
+    """A message dict without the null fields its role does not have (Arrow rows carry
+    every field of every role)."""
+    if not isinstance(message, dict) or None not in message.values():
+        return message
+    allowed = ROLE_FIELDS.get(message.get("role"), MESSAGE_FIELDS)
+    return {k: v for k, v in message.items() if k in allowed or v is not None}

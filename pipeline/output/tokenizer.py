@@ -1,0 +1,80 @@
+"""The augmented tokenizer an output ships (DESIGN §4): tokenizer.json with the MMS
+tokens, the Hugging Face config files that make it complete, mms_special_tokens.json
+recording how it was made, and the Renderer read back from such a folder."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import orjson
+
+from pipeline.output.files import atomic_output
+from pipeline.tokenize.hf_files import pad_token, special_tokens_map, tokenizer_config, vocabulary
+from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError, load_tokenizer
+from pipeline.tokenize.renderer import IGNORE, LABEL_POLICIES, Renderer
+
+SPECIAL_TOKENS_FILE = "mms_special_tokens.json"
+"""Beside tokenizer.json: the MMS special ids, the BOS, the renderer, the text encoder, both
+tokenizers' sha256."""
+
+
+def write_tokenizer(
+    directory: Path, renderer: Renderer, base: LoadedTokenizer, *, base_path: str | None = None
+) -> Path:
+    """The augmented tokenizer.json, the tokenizer_config.json (bos/eos/unk/pad, the MMS
+    tokens, the chat template that renders the shards) and special_tokens_map.json that
+    make it a complete Hugging Face tokenizer, and mms_special_tokens.json recording the
+    special ids, the BOS (if rendered), the text encoder, how the vocabulary grew and both
+    tokenizers' sha256. No Tokenizer is serialized; one is parsed only to check the file
+    when tiktoken encoded the text."""
+    renderer.check_shipped_tokenizer()
+    augmented = renderer.tokenizer_json()
+    file = directory / "tokenizer.json"
+    with atomic_output(file) as out:
+        out.write(augmented)
+    bos_id = renderer.bos_id
+    pad = pad_token(renderer, base)
+    record = {
+        "renderer": renderer.name,
+        "label_policy": renderer.policy,
+        "ignore_index": IGNORE,
+        "text_encoder": renderer.text_encoder_name,
+        "special_tokens": renderer.special_ids.as_dict(),
+        "vocabulary": vocabulary(renderer, base),
+        "pad_token": pad,
+        "pad_id": renderer.token_id(pad),
+        "bos": {"token": base.bos_token, "id": bos_id} if bos_id is not None else None,
+        "tokenizer": {"file": file.name, "sha256": hashlib.sha256(augmented).hexdigest()},
+        "base_tokenizer": {"path": base_path or str(base.path), "sha256": base.sha256},
+    }
+    config = tokenizer_config(renderer, base)
+    files = {
+        SPECIAL_TOKENS_FILE: record,
+        "tokenizer_config.json": config,
+        "special_tokens_map.json": special_tokens_map(config),
+    }
+    for name, data in files.items():
+        with atomic_output(directory / name) as out:
+            out.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    return file
+
+
+def shipped_renderer(directory: Path) -> Renderer:
+    """The Renderer an output's `tokenizer/` records: its tokenizer, BOS setting and labels
+    policy (TokenizerLoadError when the folder does not hold what write_tokenizer wrote)."""
+    try:
+        record = orjson.loads((directory / SPECIAL_TOKENS_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError) as err:
+        raise TokenizerLoadError(f"{directory / SPECIAL_TOKENS_FILE}: {err}") from None
+    policy = record.get("label_policy", "assistant")
+    if policy not in LABEL_POLICIES:
+        raise TokenizerLoadError(
+            f"{directory / SPECIAL_TOKENS_FILE} names an unknown labels policy {policy!r}"
+        )
+    renderer = Renderer(load_tokenizer(directory), bos=record.get("bos") is not None, policy=policy)
+    if renderer.special_ids.as_dict() != record.get("special_tokens"):
+        raise TokenizerLoadError(
+            f"{directory}: the MMS token ids differ from {SPECIAL_TOKENS_FILE}"
+        )
+    return renderer
