@@ -16,7 +16,7 @@ What it does, in one process:
    temporary file, each with its own `id` (`bench-0000001` ...) so no thread repeats;
 2. baseline: reads that file line by line and `orjson.loads` each line: the floor any
    reader pays;
-3. read --from openai: `pipeline.read(path, format="openai")`, every thread consumed;
+3. read --from openai: `pipeline.read(path, pipeline.ReadSpec(format="openai"))`, every thread consumed;
 4. read auto: `pipeline.read(path)`, which also sniffs the file's first records.
 
 The three runs alternate --repeat times and the fastest of each is reported, as
@@ -113,7 +113,7 @@ def baseline(path: Path) -> tuple[int, int]:
 def read_threads(path: Path, fmt: str) -> tuple[int, int]:
     """Every thread `pipeline.read` yields; raises if a record was quarantined."""
     stats = pipeline.ReadStats()
-    threads = sum(1 for _ in pipeline.read(str(path), format=fmt, stats=stats))
+    threads = sum(1 for _ in pipeline.read(str(path), pipeline.ReadSpec(format=fmt), stats=stats))
     if stats.quarantined_total or not stats.balanced:
         raise RuntimeError(f"read --from {fmt} quarantined {dict(stats.quarantined)}")
     return stats.records_read, threads

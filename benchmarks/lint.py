@@ -14,7 +14,7 @@ files come from ../shared/realdata:
    again with fresh ids. Every thread gets `[copy N]` after its first user message, so
    all are distinct, as in a real dataset, and MMS501's hash table grows with the data.
 2. throughput, in this process, the runs alternating --repeat times, fastest kept:
-   baseline (`orjson.loads` per line), `pipeline.read(path, format="mms")`, `lint` with
+   baseline (`orjson.loads` per line), `pipeline.read(path, pipeline.ReadSpec(format="mms"))`, `lint` with
    no rule selected (reading, the thread view and the dataset profile), `lint` with one
    rule family selected (MMS1 ... MMS5), and `lint` with every rule.
 3. memory, each run in a fresh child process: reading and linting the 1x and the 4x
@@ -49,6 +49,7 @@ from table import print_aligned
 
 import pipeline
 from pipeline.jobs.lint import lint
+from pipeline.jobs.read import ReadSpec
 from pipeline.lint import LintConfig, LintReport
 
 DEFAULT_THREADS = 20_000
@@ -120,7 +121,7 @@ def mark_copy(thread: dict[str, Any], number: int) -> None:
 def lint_run(path: Path, select: tuple[str, ...], keep: dict[str, LintReport]) -> tuple[int, int]:
     """`lint` of `path` with the `select`ed rules; raises if a record was quarantined. The
     report is kept under `keep["last"]` for the summary."""
-    report = lint(str(path), format="mms", config=LintConfig(select=select))
+    report = lint(str(path), ReadSpec("mms"), config=LintConfig(select=select))
     stats = report.stats
     if stats.quarantined_total:
         raise RuntimeError(f"lint quarantined {dict(stats.quarantined)}")
@@ -220,7 +221,7 @@ def child(job: str, path: Path, snapshot: Path | None, traced: bool) -> dict[str
     if job == "read":
         records, threads = read_threads(path, "mms")
     else:
-        report = lint(str(path), format="mms", progress=at_end)
+        report = lint(str(path), ReadSpec("mms"), progress=at_end)
         records, threads = report.stats.records_read, report.stats.threads
         findings = len(report.diagnostics)
     traced_peak = tracemalloc.get_traced_memory()[1] if traced else 0

@@ -10,7 +10,7 @@ from pipeline.accounting import ReadStats
 from pipeline.formats import FORMATS
 from pipeline.jobs.convert import ConvertResult, convert
 from pipeline.jobs.lint import lint_threads
-from pipeline.jobs.read import read
+from pipeline.jobs.read import ReadSpec, read
 from pipeline.lint import LintConfig, LintReport
 from pipeline.mms import (
     THREAD_ARROW_SCHEMA,
@@ -40,6 +40,7 @@ __all__ = [
     "LintReport",
     "Message",
     "ReadLimits",
+    "ReadSpec",
     "ReadStats",
     "Rejection",
     "SystemSettings",

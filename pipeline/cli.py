@@ -24,7 +24,7 @@ from pipeline.formats.detect import detect
 from pipeline.jobs.convert import ConvertResult, check_output_file, convert
 from pipeline.jobs.lint import lint
 from pipeline.jobs.pack import PackError, PackResult, pack_output
-from pipeline.jobs.read import read
+from pipeline.jobs.read import ReadSpec, read
 from pipeline.jobs.run import WORK_DIR, RunResult, detected_format, plan, run_pipeline
 from pipeline.jobs.run.config import RunConfig, RunConfigError, load_run_config
 from pipeline.jobs.tokenize import TokenizeResult, tokenize_dataset
@@ -326,17 +326,8 @@ def convert_command(
     )
     try:
         with _progress() as update:
-            result = convert(
-                inputs,
-                output,
-                format=input_format,
-                quarantine=quarantine,
-                limits=limits,
-                progress=update,
-                options=options,
-                split=split,
-                hf_config=hf_config,
-            )
+            spec = ReadSpec(input_format, options, limits, split, hf_config)
+            result = convert(inputs, output, spec, quarantine=quarantine, progress=update)
     except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
     _print_summary(result)
@@ -539,10 +530,8 @@ def lint_command(
         with _progress() as update:
             report = lint(
                 inputs,
-                format=input_format,
+                ReadSpec(input_format, split=split, hf_config=hf_config),
                 config=config,
-                split=split,
-                hf_config=hf_config,
                 progress=(lambda stats, _report: update(stats)) if update else None,
             )
     except (InputError, OutputPathError) as err:
@@ -720,14 +709,12 @@ def tokenize_command(
                 inputs,
                 output,
                 tokenizer,
+                ReadSpec(input_format, split=split, hf_config=hf_config),
                 bos=bos,
                 policy=policy,  # type: ignore[arg-type]
-                format=input_format,
                 max_tokens=max_tokens,
                 overlong=overlong,  # type: ignore[arg-type]
                 shard_rows=shard_rows,
-                split=split,
-                hf_config=hf_config,
                 progress=update,
             )
     except OverlongThreadError as err:
@@ -881,7 +868,7 @@ def inspect_command(
         raise click.UsageError(f"--tokenizer: {err}") from None
     stats = ReadStats()
     try:
-        chosen = pick_threads(read(file, format=input_format, stats=stats), thread_id, limit)
+        chosen = pick_threads(read(file, ReadSpec(input_format), stats=stats), thread_id, limit)
     except ThreadNotFoundError as err:
         raise click.UsageError(f"{file}: {err}") from None
     except InputError as err:

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from pipeline.jobs.lint import lint
+from pipeline.jobs.read import ReadSpec
 from pipeline.lint import Diagnostic, LintConfig
 
 
@@ -22,7 +23,7 @@ def write_lines(tmp_path: Path, records: list[Any], name: str = "threads.jsonl")
 def findings(tmp_path: Path, records: list[Any], *codes: str, **config: Any) -> list[Diagnostic]:
     """The diagnostics of rules `codes` on `records` read as MMS JSONL."""
     path = write_lines(tmp_path, records)
-    report = lint(str(path), format="mms", config=LintConfig(select=codes or ("ALL",), **config))
+    report = lint(str(path), ReadSpec("mms"), config=LintConfig(select=codes or ("ALL",), **config))
     assert report.stats.balanced
     return list(report.diagnostics)
 

@@ -16,11 +16,14 @@ from pipeline.capabilities import thread_capabilities
 def read_all(
     *inputs: str | os.PathLike[str], **kwargs: Any
 ) -> tuple[list[pipeline.Thread], list[pipeline.Rejection], pipeline.ReadStats]:
-    """`pipeline.read` over `inputs`: the threads, the rejections and the counts."""
+    """`pipeline.read` over `inputs`, read as `kwargs` (ReadSpec fields) say: the threads,
+    the rejections and the counts."""
     rejected: list[pipeline.Rejection] = []
     stats = pipeline.ReadStats()
     paths = [os.fspath(i) for i in inputs]
-    threads = list(pipeline.read(paths, on_reject=rejected.append, stats=stats, **kwargs))
+    threads = list(
+        pipeline.read(paths, pipeline.ReadSpec(**kwargs), on_reject=rejected.append, stats=stats)
+    )
     return threads, rejected, stats
 
 

@@ -54,7 +54,7 @@ def _splits_by_key(out: Path, splits: tuple[str, ...]) -> dict[int, set[str]]:
     for split in splits:
         if not list((out / "data").glob(f"{split}-*.parquet")):
             continue
-        for thread in pipeline.read([f"hf:{out}"], split=split):
+        for thread in pipeline.read([f"hf:{out}"], pipeline.ReadSpec(split=split)):
             where[content_key(thread)].add(split)
     return where
 
@@ -109,7 +109,7 @@ def test_both_sides_of_a_preference_pair_land_in_one_split(tmp_path):
     for split in ("a", "b"):
         if not list((out / "data").glob(f"{split}-*.parquet")):
             continue
-        for thread in pipeline.read([f"hf:{out}"], split=split):
+        for thread in pipeline.read([f"hf:{out}"], pipeline.ReadSpec(split=split)):
             if "pair_id" in thread.meta:
                 pairs[thread.meta["pair_id"]].add(split)
     assert len(pairs) >= 2

@@ -18,6 +18,7 @@ import pytest
 
 from pipeline import convert
 from pipeline.formats import ConvertOptions
+from pipeline.jobs.read import ReadSpec
 from tests.conftest import REPO
 
 SAMPLES = REPO / "data_samples"
@@ -32,7 +33,8 @@ def test_sample_converts_to_the_expected_output(name, tmp_path, monkeypatch):
     expected = SAMPLES / "expected" / name
     chosen = expected / "options.json"
     options = ConvertOptions(**json.loads(chosen.read_text())) if chosen.is_file() else None
-    result = convert(f"data_samples/{name}", out, quarantine=rejected, options=options)
+    spec = ReadSpec(options=options) if options else None
+    result = convert(f"data_samples/{name}", out, spec, quarantine=rejected)
     assert result.stats.balanced
     detected = {label for label in result.stats.formats.values() if label != "-"}
     assert detected == {name}, "auto-detection picked another format"

@@ -17,6 +17,7 @@ import pytest
 from matplotlib.image import imread
 
 from pipeline.jobs.lint import lint, lint_threads
+from pipeline.jobs.read import ReadSpec
 from pipeline.lint import LintConfig, LintReport
 from pipeline.lint.reports import charts, write_report
 from pipeline.mms import Thread
@@ -194,7 +195,7 @@ def test_long_thread_shows_a_window_with_notes():
 def test_record_that_never_became_a_thread_shows_its_raw_text(tmp_path: Path):
     path = tmp_path / "data.jsonl"
     path.write_text('{"messages": [<b>not json</b>\n', encoding="utf-8")
-    html = html_of(lint(str(path), format="mms"))
+    html = html_of(lint(str(path), ReadSpec("mms")))
     assert group_codes(html) == ["MMS105"]
     assert "raw record (never became a thread)" in html
     assert "{&#34;messages&#34;: [&lt;b&gt;not json&lt;/b&gt;" in html

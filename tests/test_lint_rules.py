@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.jobs.read import ReadSpec
 from pipeline.lint import RULES
 from pipeline.lint.rules.examples import (
     assistant,
@@ -65,7 +66,7 @@ def test_unknown_role_in_another_input_format_is_mms101(tmp_path):
     from pipeline.jobs.lint import lint
     from pipeline.lint import LintConfig
 
-    report = lint(str(path), format="openai", config=LintConfig(select=("MMS1",)))
+    report = lint(str(path), ReadSpec("openai"), config=LintConfig(select=("MMS1",)))
     (d,) = report.diagnostics
     assert (d.code, d.message_index) == ("MMS101", 1) and "[unknown_role]" in d.message
 

@@ -66,7 +66,7 @@ def run(*args: str):
 def test_rows_become_threads_with_exact_lineage(mms_dataset):
     spec = f"hf:{mms_dataset}"
     stats = pipeline.ReadStats()
-    threads = list(pipeline.read(spec, format="mms", stats=stats))
+    threads = list(pipeline.read(spec, pipeline.ReadSpec(format="mms"), stats=stats))
     assert [t.id for t in threads] == ["t0", "t1", "t2", "t3", "t4"]
     assert [t.messages[0].content for t in threads] == [f"question {n}" for n in range(5)]
     source = f"{spec}[train]"
@@ -78,14 +78,16 @@ def test_rows_become_threads_with_exact_lineage(mms_dataset):
 
 
 def test_split_option_streams_that_split(mms_dataset):
-    threads = list(pipeline.read(f"hf:{mms_dataset}", format="mms", split="test"))
+    threads = list(
+        pipeline.read(f"hf:{mms_dataset}", pipeline.ReadSpec(format="mms", split="test"))
+    )
     assert [t.id for t in threads] == ["t5", "t6"]
     assert threads[1].meta["locator"] == f"hf:{mms_dataset}[test]#1"
 
 
 def test_missing_split_is_an_input_error_naming_the_splits(mms_dataset):
     with pytest.raises(InputError) as caught:
-        list(pipeline.read(f"hf:{mms_dataset}", split="validation"))
+        list(pipeline.read(f"hf:{mms_dataset}", pipeline.ReadSpec(split="validation")))
     message = str(caught.value)
     assert f"hf:{mms_dataset}" in message and "'validation'" in message
     assert "Available splits: ['train', 'test']" in message
@@ -190,7 +192,9 @@ def test_a_row_without_a_json_form_is_quarantined_and_the_rest_read(tmp_path):
     spec = f"hf:{tmp_path / 'ts'}"
     rejected: list[Rejection] = []
     stats = pipeline.ReadStats()
-    threads = list(pipeline.read(spec, format="mms", on_reject=rejected.append, stats=stats))
+    threads = list(
+        pipeline.read(spec, pipeline.ReadSpec(format="mms"), on_reject=rejected.append, stats=stats)
+    )
     assert [t.id for t in threads] == ["t0", "t2"]
     assert threads[1].meta["extra_fields"] == {"when": "1970-01-02T00:00:00"}
     assert [(r.locator, r.code) for r in rejected] == [(f"{spec}[train]#1", "invalid_json")]
@@ -208,7 +212,7 @@ def test_a_stream_that_breaks_ends_in_one_unreadable_rejection(tmp_path):
     assert items[0].code == "unreadable_file" and items[0].locator == f"{spec}[train]#0"
     assert "the rest of the split is lost" in items[0].message
     stats = pipeline.ReadStats()
-    assert list(pipeline.read(spec, format="mms", stats=stats)) == []
+    assert list(pipeline.read(spec, pipeline.ReadSpec(format="mms"), stats=stats)) == []
     assert stats.quarantined == {"unreadable_file": 1} and stats.balanced
 
 
@@ -221,10 +225,10 @@ def test_configs_are_chosen_by_option_and_named_in_the_source(tmp_path):
         "- config_name: alpha\n  data_files:\n  - split: train\n    path: a/*.jsonl\n"
         "- config_name: beta\n  data_files:\n  - split: train\n    path: b/*.jsonl\n---\n"
     )
-    (thread,) = pipeline.read(f"hf:{root}", format="mms", hf_config="beta")
+    (thread,) = pipeline.read(f"hf:{root}", pipeline.ReadSpec(format="mms", hf_config="beta"))
     assert thread.id == "t2" and thread.meta["locator"] == f"hf:{root}[beta/train]#0"
     with pytest.raises(InputError, match=r"'alpha', 'beta'.*choose a config with --hf-config"):
-        list(pipeline.read(f"hf:{root}", format="mms"))
+        list(pipeline.read(f"hf:{root}", pipeline.ReadSpec(format="mms")))
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline import convert, read
 from pipeline.capabilities import enabled_formats
+from pipeline.jobs.read import ReadSpec
 
 REAL_TOOL_FILES = [
     "realdata/llamafactory/glaive_toolcall_en_demo.json",
@@ -28,7 +29,7 @@ def test_every_tool_call_is_enabled_by_an_earlier_developer_message(shared, tmp_
     assert result.stats.balanced and result.stats.threads > 0
     assert result.stats.quarantined_total == 0, relative
     calls = 0
-    for thread in read(str(out), format="mms"):
+    for thread in read(str(out), ReadSpec("mms")):
         enabled: set[str] = set()
         settings = {f.name for f in thread.settings.formats} if thread.settings else set()
         notes = " ".join(thread.meta.get("notes", []))

@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.accounting import ReadStats
-from pipeline.formats import AUTO, ConvertOptions
-from pipeline.jobs.read import read
+from pipeline.jobs.read import ReadSpec, read
 from pipeline.output.files import OutputPathError, atomic_output, check_writable
 from pipeline.quarantine import Rejection, rejection_line
-from pipeline.sources import DEFAULT_SPLIT, InputError, ReadLimits
+from pipeline.sources import InputError
 
 PROGRESS_EVERY = 2000
 """Threads between two progress callbacks."""
@@ -47,18 +46,13 @@ def check_output_file(path: str | Path) -> None:
 def convert(
     inputs: str | Sequence[str],
     output: str | Path,
+    spec: ReadSpec | None = None,
     *,
-    format: str = AUTO,
     quarantine: str | Path | None = None,
-    limits: ReadLimits | None = None,
     progress: Callable[[ReadStats], None] | None = None,
-    options: ConvertOptions | None = None,
-    split: str = DEFAULT_SPLIT,
-    hf_config: str | None = None,
 ) -> ConvertResult:
-    """Convert `inputs` to MMS JSONL at `output`; rejected records go to `quarantine`
-    (default: next to the output). Both files are written atomically, always.
-    `split` and `hf_config` choose what `hf:` dataset inputs stream."""
+    """Convert `inputs`, read as `spec` says, to MMS JSONL at `output`; rejected records go
+    to `quarantine` (default: next to the output). Both files are written atomically."""
     output = Path(output)
     quarantine = Path(quarantine) if quarantine is not None else default_quarantine_path(output)
     if quarantine.resolve() == output.resolve():
@@ -72,17 +66,7 @@ def convert(
             rejected.write(rejection_line(rejection))
 
         for count, thread in enumerate(
-            read(
-                inputs,
-                format=format,
-                on_reject=on_reject,
-                stats=stats,
-                limits=limits,
-                exclude=(output, quarantine),
-                options=options,
-                split=split,
-                hf_config=hf_config,
-            ),
+            read(inputs, spec, on_reject=on_reject, stats=stats, exclude=(output, quarantine)),
             1,
         ):
             out.write(thread.to_json_line())

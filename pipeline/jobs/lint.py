@@ -6,29 +6,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from pipeline.accounting import ReadStats
-from pipeline.formats import AUTO, ConvertOptions
-from pipeline.jobs.read import read
+from pipeline.jobs.read import ReadSpec, read
 from pipeline.lint.config import LintConfig
 from pipeline.lint.linter import Linter
 from pipeline.lint.report import LintReport
 from pipeline.lint.store import DiagnosticStore
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
-from pipeline.sources import DEFAULT_SPLIT, ReadLimits
 
 
 def lint(
     inputs: str | Iterable[str],
+    spec: ReadSpec | None = None,
     *,
-    format: str = AUTO,
     config: LintConfig | None = None,
-    options: ConvertOptions | None = None,
-    limits: ReadLimits | None = None,
-    split: str = DEFAULT_SPLIT,
-    hf_config: str | None = None,
     progress: Callable[[ReadStats, LintReport], None] | None = None,
 ) -> LintReport:
-    """Lint INPUTS of any input format (normalized to MMS threads first). Every record that
+    """Lint INPUTS of any input format, read as `spec` says (normalized to MMS threads first). Every record that
     cannot become a thread is reported (MMS101/102/105) with its file and position."""
     config = config or LintConfig()
     linter = Linter(config)
@@ -39,16 +33,7 @@ def lint(
     def on_reject(rejection: Rejection) -> None:
         report.check_rejection(linter, rejection)
 
-    threads = read(
-        paths,
-        format=format,
-        on_reject=on_reject,
-        stats=stats,
-        limits=limits,
-        options=options,
-        split=split,
-        hf_config=hf_config,
-    )
+    threads = read(paths, spec, on_reject=on_reject, stats=stats)
     _run(linter, report, threads, progress)
     return report
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 from pipeline.accounting import ReadStats
 from pipeline.formats import AUTO, ConvertOptions, get_format
@@ -15,33 +16,41 @@ from pipeline.sources import DEFAULT_SPLIT, ReadLimits, expand_inputs, iter_file
 from pipeline.stages.normalize import read_items
 
 
+@dataclass(frozen=True)
+class ReadSpec:
+    """How a job reads its inputs: the format (a name from `pipeline.formats.FORMATS`, or
+    `auto`: detected per file from its first records, record by record in a mixed file),
+    the options of the lossy mappings (parallel calls, reasoning, media, OASST paths), the
+    limits that guard against hostile files, and which `split` (and config `hf_config`)
+    an `hf:` dataset input streams."""
+
+    format: str = AUTO
+    options: ConvertOptions = field(default_factory=ConvertOptions)
+    limits: ReadLimits = field(default_factory=ReadLimits)
+    split: str = DEFAULT_SPLIT
+    hf_config: str | None = None
+
+
 def read(
     inputs: str | Iterable[str],
+    spec: ReadSpec | None = None,
     *,
-    format: str = AUTO,
     on_reject: Callable[[Rejection], None] | None = None,
     stats: ReadStats | None = None,
-    limits: ReadLimits | None = None,
     exclude: Iterable[str | os.PathLike[str]] = (),
-    options: ConvertOptions | None = None,
-    split: str = DEFAULT_SPLIT,
-    hf_config: str | None = None,
 ) -> Iterator[Thread]:
-    """Yield MMS threads from files, directories, globs and `hf:` datasets, in input order.
+    """Yield MMS threads from files, directories, globs and `hf:` datasets, in input order,
+    read as `spec` says (default: every format detected, default limits).
 
-    `format` is a name from `pipeline.formats.FORMATS` or `auto` (detected per file from
-    its first records; a mixed file is detected record by record). `options` steer the
-    lossy mappings (parallel calls, reasoning, media, OASST paths).
     Each record that cannot become a thread goes to `on_reject` and is counted in
     `stats.quarantined`; the reading goes on. Files in `exclude` (e.g. the run's own
-    output inside an input directory) are passed over. `hf:ORG/NAME` or `hf:./dir` inputs
-    stream the `split` (and config `hf_config`) of that Hugging Face dataset, one record
-    per row. Raises InputError for unusable paths and datasets that cannot be opened.
+    output inside an input directory) are passed over. Raises InputError for unusable
+    paths and datasets that cannot be opened.
     """
+    spec = spec or ReadSpec()
     stats = stats if stats is not None else ReadStats()
-    limits = limits or ReadLimits()
-    if format != AUTO:
-        get_format(format)  # an unknown name fails before any file is read
+    if spec.format != AUTO:
+        get_format(spec.format)  # an unknown name fails before any file is read
     found = expand_inputs([inputs] if isinstance(inputs, str) else list(inputs))
     excluded = {os.path.realpath(path) for path in exclude}
     found.files = [path for path in found.files if os.path.realpath(path) not in excluded]
@@ -51,7 +60,7 @@ def read(
     stats.refused_files.update(found.refused)
 
     for path in found.files:
-        items = iter_file(path, limits, split=split, config=hf_config)
+        items = iter_file(path, spec.limits, split=spec.split, config=spec.hf_config)
         yield from read_items(
-            path, items, format=format, on_reject=on_reject, stats=stats, options=options
+            path, items, format=spec.format, on_reject=on_reject, stats=stats, options=spec.options
         )

@@ -11,13 +11,11 @@ from pathlib import Path
 import orjson
 
 from pipeline.accounting import ReadStats
-from pipeline.formats import AUTO
-from pipeline.jobs.read import read
+from pipeline.jobs.read import ReadSpec, read
 from pipeline.output.files import atomic_output
 from pipeline.output.shards import SHARD_ROWS, Shard, ShardWriter
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.quarantine import rejection_line
-from pipeline.sources import DEFAULT_SPLIT
 from pipeline.tokenize.loading import LoadedTokenizer
 from pipeline.tokenize.overlong import Drop, OverlongPolicy
 from pipeline.tokenize.renderer import LabelPolicy, Renderer
@@ -52,23 +50,21 @@ def tokenize_dataset(
     inputs: str | Sequence[str],
     output: str | Path,
     tokenizer: LoadedTokenizer,
+    spec: ReadSpec | None = None,
     *,
     bos: bool = False,
     policy: LabelPolicy = "assistant",
-    format: str = AUTO,
     max_tokens: int | None = None,
     overlong: OverlongPolicy = "drop",
     shard_rows: int = SHARD_ROWS,
     batch_size: int = BATCH_SIZE,
-    split: str = DEFAULT_SPLIT,
-    hf_config: str | None = None,
     progress: Callable[[ReadStats], None] | None = None,
 ) -> TokenizeResult:
     """Read `inputs`, tokenize every thread and write the dataset under `output` (DESIGN
     §7): `data/train-*.parquet`, `tokenizer/tokenizer.json` (augmented) with
     `tokenizer/mms_special_tokens.json`, `quarantine/rejected.jsonl` (records that did not
     become threads) and `quarantine/dropped.jsonl` (threads left out, with the reason).
-    Nothing appears unless the whole run succeeds. `split`/`hf_config` steer hf: inputs."""
+    Nothing appears unless the whole run succeeds. `spec` says how inputs are read."""
     output = Path(output)
     renderer = Renderer(tokenizer, bos=bos, policy=policy)
     renderer.check_shipped_tokenizer()  # before any text is encoded: fail fast
@@ -85,12 +81,10 @@ def tokenize_dataset(
     ):
         threads = read(
             inputs,
-            format=format,
+            spec,
             on_reject=lambda rejection: rejected_out.write(rejection_line(rejection)),
             stats=read_stats,
             exclude=earlier,
-            split=split,
-            hf_config=hf_config,
         )
         for table in tokenize_threads(
             threads,
