@@ -198,10 +198,11 @@ def test_a_changed_input_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
     path.write_bytes(_chat_lines(5))
     units = plan_units([(str(path), "openai")])
-    run_units(units, convert_unit, tmp_path / "work")
+    run_units(units, convert_unit, tmp_path / "work", watched=[str(path)])
     path.write_bytes(_chat_lines(6))
+    again = plan_units([(str(path), "openai")])
     with pytest.raises(WorkdirError, match=f"input {path} is new or changed"):
-        run_units(plan_units([(str(path), "openai")]), convert_unit, tmp_path / "work")
+        run_units(again, convert_unit, tmp_path / "work", watched=[str(path)])
 
 
 KILLED_RUN = """

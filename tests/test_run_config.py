@@ -10,19 +10,15 @@ from pathlib import Path
 import pytest
 
 from pipeline.formats import ConvertOptions
-from pipeline.jobs.run.config import (
-    FilterStage,
-    InputSpec,
-    LintStage,
-    NormalizeStage,
-    RunConfigError,
-    ShardStage,
-    load_run_config,
-)
+from pipeline.jobs.run.config import InputSpec, RunConfigError, load_run_config
 from pipeline.lint import LintConfig
 from pipeline.lint.config import FAIL_ON
 from pipeline.output.shards import SHARD_ROWS
 from pipeline.schemas import schema_path
+from pipeline.stages.filters import FilterSettings
+from pipeline.stages.lint import LintSettings
+from pipeline.stages.normalize import NormalizeSettings
+from pipeline.stages.split import ShardSettings
 from pipeline.tokenize.overlong import OVERLONG_POLICIES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,12 +94,12 @@ def test_defaults_fill_every_stage(tmp_path: Path) -> None:
     config = load_run_config(write(tmp_path, MINIMAL))
     assert config.inputs == (InputSpec(path=str(tmp_path / "data")),)
     stages = config.stages
-    assert stages.normalize == NormalizeStage()
-    assert stages.lint == LintStage(select=("ALL",), ignore=(), fail_on="error", drop_on=())
-    assert stages.filters == FilterStage(1, None, 1, None)
+    assert stages.normalize == NormalizeSettings()
+    assert stages.lint == LintSettings(select=("ALL",), ignore=(), fail_on="error", drop_on=())
+    assert stages.filters == FilterSettings(1, None, 1, None)
     assert stages.dedup.enabled is True
     assert stages.tokenize is None
-    assert stages.shard == ShardStage(SHARD_ROWS, (("train", 1.0),), 0, "zstd")
+    assert stages.shard == ShardSettings(SHARD_ROWS, (("train", 1.0),), 0, "zstd")
     assert (config.engine.kind, config.engine.workers) == ("local", 2)
     resolved = config.resolved()
     assert resolved["stages"]["tokenize"] is None

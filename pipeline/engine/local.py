@@ -18,11 +18,9 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from pipeline.output.files import atomic_text_output
-from pipeline.sources import is_hf_input
-from pipeline.sources.parts import WorkUnit
 
 PLAN_FILE = "plan.json"
 UNITS_DIR = "units"
@@ -43,7 +41,18 @@ WORKERS_GONE_SECONDS = 60.0
 _HELD: list[TextIO] = []
 """Lock files a worker holds for its lifetime."""
 
-Process = Callable[[WorkUnit, Path], None]
+
+class Part(Protocol):
+    """What the engine knows of a piece of work: a stable id (its directory's name) and a
+    description for messages. A part is a frozen dataclass, recorded in the plan; what it
+    reads is the per-part function's business, never the engine's."""
+
+    id: str
+
+    def describe(self) -> str: ...
+
+
+Process = Callable[[Any, Path], None]
 """Writes the outputs of one unit into the (empty) directory given. With workers > 1 it is
 pickled: a module-level function, or a functools.partial of one with picklable arguments."""
 
@@ -55,7 +64,7 @@ class WorkdirError(RuntimeError):
 class UnitFailed(RuntimeError):
     """A unit's process function raised; the message names the unit and its input."""
 
-    def __init__(self, unit: WorkUnit, error: BaseException, others: int = 0) -> None:
+    def __init__(self, unit: Part, error: BaseException, others: int = 0) -> None:
         more = f" (and {others} other unit(s) failed)" if others else ""
         super().__init__(
             f"work unit {unit.id} ({unit.describe()}) failed: {type(error).__name__}: {error}{more}"
@@ -73,14 +82,14 @@ def reset_workdir(workdir: Path) -> None:
         (workdir / PLAN_FILE).unlink(missing_ok=True)
 
 
-def run_units(units: list[WorkUnit], process: Process, workdir: Path, **options: Any) -> list[Path]:
+def run_units(units: list[Part], process: Process, workdir: Path, **options: Any) -> list[Path]:
     """Run every unit (as `iter_units`, with its keyword `options`) and return the unit
     directories in unit order."""
     return list(iter_units(units, process, workdir, **options))
 
 
 def iter_units(
-    units: list[WorkUnit],
+    units: list[Part],
     process: Process,
     workdir: Path,
     *,
@@ -99,8 +108,8 @@ def iter_units(
     is called as units finish; `on_claimed()` once this run holds the work directory,
     before any unit runs; `prepare_workers()` in this process before it starts worker
     processes (only when it does), to load what every worker needs once. `watched` names
-    files besides the inputs that the units' output depends on (a tokenizer): like the
-    inputs, a change to one refuses the work directory. A failing unit raises UnitFailed once the units already running
+    the files the units' output depends on (the inputs they read, a tokenizer): a change
+    to one refuses the work directory. A failing unit raises UnitFailed once the units already running
     have finished; finished units stay DONE."""
     ids = [unit.id for unit in units]
     if len(set(ids)) != len(ids):
@@ -137,12 +146,12 @@ def iter_units(
 
 
 def _run_pending(
-    pending: list[WorkUnit],
+    pending: list[Part],
     process: Process,
     workdir: Path,
     workers: int,
     prepare_workers: Callable[[], None] | None = None,
-) -> Iterator[WorkUnit]:
+) -> Iterator[Part]:
     """Run the units, yielding each as it is DONE; raise UnitFailed after the pool drains.
     Closing the iterator early cancels the units not yet started."""
     if workers <= 1 or len(pending) <= 1:
@@ -154,7 +163,7 @@ def _run_pending(
                     raise UnitFailed(unit, err) from err
                 yield unit
         return
-    failures: list[tuple[WorkUnit, BaseException]] = []
+    failures: list[tuple[Part, BaseException]] = []
     if prepare_workers is not None:
         prepare_workers()
     context = multiprocessing.get_context(START_METHOD)
@@ -165,7 +174,7 @@ def _run_pending(
         initargs=(os.getpid(), str(workdir)),
     )
     try:
-        futures: dict[Future[None], WorkUnit] = {
+        futures: dict[Future[None], Part] = {
             pool.submit(run_unit, process, unit, workdir): unit for unit in pending
         }
         for future in as_completed(futures):
@@ -186,7 +195,7 @@ def _run_pending(
         raise UnitFailed(unit, error, len(failures) - 1) from error
 
 
-def run_unit(process: Process, unit: WorkUnit, workdir: Path) -> None:
+def run_unit(process: Process, unit: Part, workdir: Path) -> None:
     """Run one unit into a fresh directory under `partial/`, mark it DONE (outputs and
     marker fsync'd) and rename it into `units/`: a unit directory appears whole or not at
     all. A failed unit leaves nothing behind."""
@@ -275,13 +284,13 @@ def _workers_lock(workdir: Path) -> Iterator[None]:
 
 
 def plan_document(
-    units: list[WorkUnit], config_digest: str, watched: Sequence[str] = ()
+    units: list[Part], config_digest: str, watched: Sequence[str] = ()
 ) -> dict[str, Any]:
     """What a work directory was planned for: the units, the config digest, and the size
-    and modification time of every input file and watched file."""
+    and modification time of every watched file (the job names the files its units read
+    and depend on)."""
     files: dict[str, dict[str, int]] = {}
-    paths = [unit.path for unit in units if not is_hf_input(unit.path)] + list(watched)
-    for path in paths:
+    for path in watched:
         if path not in files:
             stat = os.stat(path)
             files[path] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}

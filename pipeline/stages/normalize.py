@@ -8,6 +8,8 @@ import dataclasses
 import itertools
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Literal
 
 from pipeline.accounting import ReadStats
 from pipeline.formats import AUTO, FORMATS, ConvertOptions, InputFormat, get_format
@@ -15,6 +17,23 @@ from pipeline.formats.detect import best_for_record, detect
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected, Rejection, raw_text
 from pipeline.sources import Record
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizeSettings:
+    """The `normalize` slice: converter options (pipeline.formats.ConvertOptions), as the
+    config names them."""
+
+    parallel_calls: Literal["sequence", "jsonl"] = "sequence"
+    reasoning: Literal["keep", "drop"] = "keep"
+    multimodal: Literal["drop", "placeholder"] = "drop"
+    oasst_paths: Literal["all", "top"] = "all"
+    expand_selects: int = 0
+
+    def to_convert_options(self) -> ConvertOptions:
+        """The ConvertOptions the converters take."""
+        return ConvertOptions(**dataclasses.asdict(self))
+
 
 SNIFF_RECORDS = 32
 """How many parsed records of a file auto-detection looks at."""

@@ -29,14 +29,19 @@ from typing import Any, Literal
 import jsonschema
 import yaml
 
-from pipeline.dedup import NearDedupSettings
-from pipeline.formats import AUTO, FORMATS, ConvertOptions
-from pipeline.lint import LintConfig, UnknownRuleError, select_rules
+from pipeline.formats import AUTO, FORMATS
+from pipeline.lint import UnknownRuleError, select_rules
 from pipeline.loader.packing import WINDOW as PACK_WINDOW
 from pipeline.schemas import json_path, validator
 from pipeline.sources.jsonable import NotTextError, TooLargeError
 from pipeline.sources.paths import HF_PREFIX
 from pipeline.sources.yaml_text import DataOnlyLoader, load_yaml
+from pipeline.stages.dedup import DedupSettings
+from pipeline.stages.filters import FilterSettings
+from pipeline.stages.lint import LintSettings
+from pipeline.stages.normalize import NormalizeSettings
+from pipeline.stages.split import ShardSettings
+from pipeline.stages.tokenize import TokenizeSettings
 from pipeline.tokenize.loading import TokenizerLoadError, check_tokenizer
 
 SCHEMA = "pipeline-config"
@@ -81,89 +86,6 @@ class InputSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class NormalizeStage:
-    """Converter options (pipeline.formats.ConvertOptions), as the config names them."""
-
-    parallel_calls: Literal["sequence", "jsonl"] = "sequence"
-    reasoning: Literal["keep", "drop"] = "keep"
-    multimodal: Literal["drop", "placeholder"] = "drop"
-    oasst_paths: Literal["all", "top"] = "all"
-    expand_selects: int = 0
-
-    def to_convert_options(self) -> ConvertOptions:
-        """The ConvertOptions that `pipeline.read` takes."""
-        return ConvertOptions(**dataclasses.asdict(self))
-
-
-@dataclass(frozen=True, slots=True)
-class LintStage:
-    """Which rules run, which findings fail the run (`fail_on`), which threads are dropped."""
-
-    select: tuple[str, ...] = ("ALL",)
-    ignore: tuple[str, ...] = ()
-    fail_on: Literal["error", "warning", "never"] = "error"
-    drop_on: tuple[str, ...] = ()
-    min_phrasings: int = 3
-    dataset_min_threads: int = 10
-    special_tokens: tuple[str, ...] = ()
-    max_examples: int = 20
-
-    def to_lint_config(self, source: str | None = None) -> LintConfig:
-        """The LintConfig of the linter (drop_on is the run's business, not the linter's)."""
-        return LintConfig(
-            select=self.select,
-            ignore=self.ignore,
-            fail_on=self.fail_on,
-            min_phrasings=self.min_phrasings,
-            dataset_min_threads=self.dataset_min_threads,
-            special_tokens=self.special_tokens,
-            max_examples=self.max_examples,
-            source=source,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class FilterStage:
-    """Size filters; the token ones apply after tokenize (None: no limit)."""
-
-    min_messages: int = 1
-    max_messages: int | None = None
-    min_trained_tokens: int = 1
-    max_tokens: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DedupStage:
-    """Dataset-wide dedup: exact on the content key (`enabled`), and near-duplicates by
-    MinHash when `near` is set."""
-
-    enabled: bool = True
-    near: NearDedupSettings | None = None
-
-    @classmethod
-    def from_config(cls, raw: dict[str, Any]) -> DedupStage:
-        """The stage from its (schema-checked) config slice: `near: true` takes the
-        defaults, `near: {...}` overrides them."""
-        near = raw.get("near", False)
-        if near is True:
-            near = {}
-        settings = NearDedupSettings(**near) if isinstance(near, dict) else None
-        return cls(enabled=raw.get("enabled", True), near=settings)
-
-
-@dataclass(frozen=True, slots=True)
-class TokenizeStage:
-    """The base tokenizer (an absolute path, or a Hub name in the local cache) and limits."""
-
-    tokenizer: str
-    max_tokens: int = 4096
-    overlong: Literal["drop", "truncate", "error"] = "truncate"
-    bos: bool = False
-    encoder: Literal["auto", "tokenizers"] = "auto"
-    train_on: Literal["assistant", "last_assistant"] = "assistant"
-
-
-@dataclass(frozen=True, slots=True)
 class PackStage:
     """Pack the tokenized threads into rows of at most `seq_len` tokens, best-fit-decreasing
     over a window of `window` threads."""
@@ -174,26 +96,16 @@ class PackStage:
 
 
 @dataclass(frozen=True, slots=True)
-class ShardStage:
-    """Shard size, splits (name, fraction) in config order, split hash seed, codec."""
-
-    rows_per_shard: int = 50_000
-    splits: tuple[tuple[str, float], ...] = (("train", 1.0),)
-    seed: int = 0
-    compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
-    bytes_per_shard: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Stages:
-    """The stages in run order; `tokenize` None: no tokenization; `shard` None: no shards."""
+    """Each stage's slice of the config (the settings classes live beside their stages in
+    pipeline/stages/); `tokenize` None: no tokenization; `shard` None: no shards."""
 
-    normalize: NormalizeStage = field(default_factory=NormalizeStage)
-    lint: LintStage = field(default_factory=LintStage)
-    filters: FilterStage = field(default_factory=FilterStage)
-    dedup: DedupStage = field(default_factory=DedupStage)
-    tokenize: TokenizeStage | None = None
-    shard: ShardStage | None = field(default_factory=ShardStage)
+    normalize: NormalizeSettings = field(default_factory=NormalizeSettings)
+    lint: LintSettings = field(default_factory=LintSettings)
+    filters: FilterSettings = field(default_factory=FilterSettings)
+    dedup: DedupSettings = field(default_factory=DedupSettings)
+    tokenize: TokenizeSettings | None = None
+    shard: ShardSettings | None = field(default_factory=ShardSettings)
     pack: PackStage | None = None
 
 
@@ -300,7 +212,7 @@ def _plain(part: Any) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(part).items()}
 
 
-def _shard_plain(shard: ShardStage) -> dict[str, Any]:
+def _shard_plain(shard: ShardSettings) -> dict[str, Any]:
     return {**_plain(shard), "splits": dict(shard.splits)}
 
 
@@ -444,10 +356,10 @@ class _Builder:
             inputs=inputs,
             output=self._output(inputs),
             stages=Stages(
-                normalize=NormalizeStage(**stages.get("normalize", {})),
+                normalize=NormalizeSettings(**stages.get("normalize", {})),
                 lint=self._lint(stages.get("lint", {})),
                 filters=self._filters(stages.get("filters", {}), tokenize),
-                dedup=DedupStage.from_config(stages.get("dedup", {})),
+                dedup=DedupSettings.from_config(stages.get("dedup", {})),
                 tokenize=tokenize,
                 shard=shard,
                 pack=pack,
@@ -518,8 +430,8 @@ class _Builder:
             tags=tuple(raw.get("tags", ())),
         )
 
-    def _lint(self, raw: dict[str, Any]) -> LintStage:
-        stage = LintStage(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    def _lint(self, raw: dict[str, Any]) -> LintSettings:
+        stage = LintSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
         for key in ("select", "ignore", "drop_on"):
             for index, selector in enumerate(getattr(stage, key)):
                 try:
@@ -533,8 +445,8 @@ class _Builder:
                 raise self.doc.error(["stages", "lint", "drop_on", index], reason)
         return stage
 
-    def _filters(self, raw: dict[str, Any], tokenize: TokenizeStage | None) -> FilterStage:
-        stage = FilterStage(**raw)
+    def _filters(self, raw: dict[str, Any], tokenize: TokenizeSettings | None) -> FilterSettings:
+        stage = FilterSettings(**raw)
         where = ["stages", "filters"]
         if stage.max_messages is not None and stage.max_messages < stage.min_messages:
             reason = f"max_messages {stage.max_messages} is below min_messages {stage.min_messages}"
@@ -546,7 +458,7 @@ class _Builder:
                     raise self.doc.error([*where, key], reason, key=True)
         return stage
 
-    def _tokenize(self, raw: dict[str, Any]) -> TokenizeStage:
+    def _tokenize(self, raw: dict[str, Any]) -> TokenizeSettings:
         spec = raw["tokenizer"]
         local = self._local(spec)
         where = ["stages", "tokenize", "tokenizer"]
@@ -554,13 +466,13 @@ class _Builder:
             raise self.doc.error(where, f"{local} has no tokenizer.json")
         if os.path.exists(local):
             self._check_tokenizer(local)
-            return TokenizeStage(**{**raw, "tokenizer": local})
+            return TokenizeSettings(**{**raw, "tokenizer": local})
         if _hub_name(spec):
             from huggingface_hub import try_to_load_from_cache
 
             if isinstance(try_to_load_from_cache(spec, "tokenizer.json"), str):
                 self._check_tokenizer(spec)
-                return TokenizeStage(**raw)
+                return TokenizeSettings(**raw)
             reason = f"no such file or directory {local}, and {spec} is not in the local Hub cache"
             raise self.doc.error(where, reason)
         raise self.doc.error(where, f"no such file or directory: {local}")
@@ -575,7 +487,7 @@ class _Builder:
             reason = f"not a usable tokenizer: {err}"
             raise self.doc.error(["stages", "tokenize", "tokenizer"], reason) from None
 
-    def _shard(self, raw: dict[str, Any] | Literal[False]) -> ShardStage | None:
+    def _shard(self, raw: dict[str, Any] | Literal[False]) -> ShardSettings | None:
         if raw is False:
             return None
         splits = tuple((name, float(value)) for name, value in raw.get("splits", {}).items())
@@ -584,7 +496,7 @@ class _Builder:
             shown = " + ".join(f"{name} {value:g}" for name, value in splits)
             reason = f"split fractions must sum to 1, these sum to {total:g} ({shown})"
             raise self.doc.error(["stages", "shard", "splits"], reason, key=True)
-        return ShardStage(**{**raw, **({"splits": splits} if splits else {})})
+        return ShardSettings(**{**raw, **({"splits": splits} if splits else {})})
 
 
 def _hub_name(spec: str) -> bool:

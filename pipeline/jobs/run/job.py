@@ -1,10 +1,12 @@
 """`run_pipeline`: the staged job of a pipeline config (DESIGN §7, §8).
 
-Map, in parallel over work units and resumable (pipeline/engine/local.py): each unit is
-read, normalized, sampled, linted and tokenized by one worker (pipeline/jobs/run/unit.py).
-Reduce, as the units become ready, in unit order (pipeline/jobs/run/reduce.py): the dataset
-rules, the lint gate, filters, dedup, weights, splits and shards. Then the reports, the
-tokenizer, the manifest and the card (pipeline/jobs/run/outputs.py)."""
+A source (the plan of parts: input files, big JSON Lines files as byte ranges), the run's
+stages (pipeline/jobs/run/stages.py) and a sink (shards, reports, tokenizer, manifest, card).
+The engine (pipeline/engine/local.py) runs every part's map side in parallel and resumably
+(pipeline/jobs/run/unit.py); the ordered pass takes the parts in plan order as they become
+ready: every stage's dataset side, then weights, splits and shards
+(pipeline/jobs/run/reduce.py). Then the reports, the tokenizer, the manifest and the card
+(pipeline/jobs/run/outputs.py)."""
 
 from __future__ import annotations
 
@@ -30,15 +32,17 @@ from pipeline.jobs.run.outputs import (
     write_run_manifest,
 )
 from pipeline.jobs.run.reduce import reduce_units
-from pipeline.jobs.run.unit import UNIT_TOKENIZER, UnitJob, renderer_for, shard_schema
+from pipeline.jobs.run.stages import shard_schema
+from pipeline.jobs.run.unit import PART_FORMAT, UNIT_TOKENIZER, UnitJob
 from pipeline.jobs.verify import Verification, verify_output
 from pipeline.lint import LintReport
 from pipeline.loader.packed_rows import PACKED_SCHEMA
 from pipeline.output.files import remove_stale_temps
 from pipeline.output.shards import Shard
-from pipeline.sources import DEFAULT_SPLIT, Record
+from pipeline.sources import DEFAULT_SPLIT, Record, is_hf_input
 from pipeline.sources.parts import WorkUnit, input_files, iter_unit_records, plan_units
 from pipeline.stages.normalize import SNIFF_RECORDS
+from pipeline.stages.tokenize import renderer_for
 from pipeline.tokenize.loading import tokenizer_files
 
 WORK_DIR = ".work"
@@ -102,12 +106,14 @@ def detected_format(config: RunConfig, unit: WorkUnit) -> str:
     return f"auto -> {detect(head).label}"
 
 
-def _tokenizer_files(config: RunConfig) -> list[str]:
-    """The tokenizer files the units' tokens depend on (a resumed run must not mix two)."""
+def _watched_files(units: list[WorkUnit], config: RunConfig) -> list[str]:
+    """The local files the units read, and the tokenizer files their tokens depend on: a
+    resumed run refuses units made from other versions of them."""
+    inputs = [unit.path for unit in units if not is_hf_input(unit.path)]
     if config.stages.tokenize is None:
-        return []
+        return inputs
     files = tokenizer_files(config.stages.tokenize.tokenizer)
-    return [str(file) for file in files if file is not None and file.is_file()]
+    return inputs + [str(file) for file in files if file is not None and file.is_file()]
 
 
 def run_pipeline(
@@ -125,14 +131,14 @@ def run_pipeline(
         units,
         UnitJob(config, ships_tokenizer=units[0].id),
         out / WORK_DIR,
-        config_digest=config.digest(),
+        config_digest=f"{PART_FORMAT}:{config.digest()}",
         workers=workers or config.engine.workers,
         progress=(lambda done, total: progress("read, lint, tokenize", done, total))
         if progress
         else None,
         on_claimed=lambda: remove_stale_temps(out, skip=(WORK_DIR,)),
         prepare_workers=lambda: renderer_for(stage) if stage else None,
-        watched=_tokenizer_files(config),
+        watched=_watched_files(units, config),
     )
     with closing(unit_dirs):  # a failed reduce stops the workers and frees the work dir
         reduced = reduce_units(config, out, units, unit_dirs, progress, *passed_over(config, out))

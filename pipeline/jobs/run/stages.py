@@ -1,0 +1,64 @@
+"""The stages of `mms run`, in order, one line each: adding a stage is a module in
+pipeline/stages/ and a line here. The same list runs on both sides: its map side where each
+part is read, its dataset side in the ordered pass (DESIGN §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from pipeline.jobs.run.config import RunConfig
+from pipeline.lint import LintReport
+from pipeline.mms import THREAD_ARROW_SCHEMA
+from pipeline.stages.contract import Stage
+from pipeline.stages.dedup import Dedup
+from pipeline.stages.filters import MessageFilter, TokenFilter
+from pipeline.stages.lint import Lint
+from pipeline.stages.sample import Sample
+from pipeline.stages.tokenize import Tokenize
+from pipeline.tokenize.stage import TOKENIZED_SCHEMA
+
+
+@dataclass(frozen=True)
+class Side:
+    """What a stage is built for beyond its config slice: the part's input sample fraction
+    (map side), where lint findings point for the config, the run's report (dataset side)."""
+
+    sample: float = 1.0
+    lint_source: str | None = None
+    report: LintReport | None = None
+
+
+RUN_STAGES: tuple[Callable[[RunConfig, Side], Stage | None], ...] = (
+    lambda config, side: Sample(side.sample),
+    lambda config, side: Lint(config.stages.lint, side.lint_source, side.report),
+    lambda config, side: MessageFilter(config.stages.filters),
+    lambda config, side: Dedup(config.stages.dedup),
+    lambda config, side: Tokenize(config.stages.tokenize) if config.stages.tokenize else None,
+    lambda config, side: TokenFilter(config.stages.filters) if config.stages.tokenize else None,
+)
+
+
+def run_stages(config: RunConfig, side: Side) -> list[Stage]:
+    """The stages `config` turns on, in run order."""
+    built = (make(config, side) for make in RUN_STAGES)
+    return [stage for stage in built if stage is not None]
+
+
+def shard_schema(config: RunConfig) -> pa.Schema:
+    """The columns of the run's shards."""
+    return TOKENIZED_SCHEMA if config.stages.tokenize else THREAD_ARROW_SCHEMA
+
+
+def part_schema(config: RunConfig, stages: list[Stage]) -> pa.Schema:
+    """The columns of a part's threads file: the shard columns, settings, and every
+    stage's published columns."""
+    schema = shard_schema(config)
+    if "settings" not in schema.names:
+        schema = schema.append(THREAD_ARROW_SCHEMA.field("settings"))
+    for stage in stages:
+        for column in stage.columns:
+            schema = schema.append(column)
+    return schema

@@ -1,0 +1,90 @@
+"""The stage contract (DESIGN §2): taggers record, mixers decide.
+
+A stage is configured by its own slice of the config. Its map side runs where a part is
+read (any worker, any engine): it tags a batch of threads with the columns it publishes
+(`columns`, part of the part's schema) and may keep a small per-part summary. Its dataset
+side runs in the ordered pass: from those columns it decides which of the rows still kept
+it drops, and why. The job counts what every stage decided; no stage counts for itself."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import orjson
+import pyarrow as pa
+
+from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, threads_from_arrow
+from pipeline.quarantine import Rejection
+
+
+@dataclass
+class Batch:
+    """Threads in flight through the map stages of one part: the threads, the Arrow rows a
+    sink writes (None until a stage builds them: tokenize does), the columns the stages
+    published (one value per thread) and the threads map stages left out, per reason."""
+
+    threads: list[Thread]
+    rows: pa.Table | None = None
+    columns: dict[str, pa.Array] = field(default_factory=dict)
+    dropped: Counter[str] = field(default_factory=Counter)
+
+    def keep(self, mask: list[bool], reason: str) -> Batch:
+        """The batch without the threads `mask` leaves out, counted under `reason`."""
+        left_out = mask.count(False)
+        if not left_out:
+            return self
+        self.dropped[reason] += left_out
+        kept = pa.array(mask, pa.bool_())
+        return Batch(
+            [thread for thread, keep in zip(self.threads, mask, strict=True) if keep],
+            self.rows.filter(kept) if self.rows is not None else None,
+            {name: column.filter(kept) for name, column in self.columns.items()},
+            self.dropped,
+        )
+
+
+class Stage:
+    """One step of a job (see the module docstring). Every hook has a neutral default, so a
+    stage implements only the sides it has."""
+
+    name: ClassVar[str]
+    columns: ClassVar[tuple[pa.Field, ...]] = ()
+    """The columns `map` adds to every batch (their names are the stage's to publish)."""
+
+    def map(self, batch: Batch) -> Batch:
+        """Tag a batch (in the worker that read it)."""
+        return batch
+
+    def part_state(self) -> Any:
+        """What the stage kept of the part it mapped (JSON data), merged by `merge_part`."""
+        return None
+
+    def merge_part(self, state: Any) -> None:
+        """Take one part's `part_state`, in plan order (in the ordered pass)."""
+
+    def decide(self, rows: pa.Table, kept: list[bool]) -> list[str | None]:
+        """Why each row still `kept` is dropped here (a reason), or None to keep it; rows
+        already dropped by an earlier stage are given None."""
+        return [None] * rows.num_rows
+
+    def record(self, rows: pa.Table, reasons: list[str | None]) -> None:
+        """See every row of a batch with the reason it was dropped (None: kept)."""
+
+    def rejected(self, rejection: Rejection) -> None:
+        """See a record that did not become a thread (in the ordered pass)."""
+
+
+ORIGINAL_THREAD = "original_thread"
+"""The published column of a map stage that changes a thread (tokenize's truncation): the
+thread as read (JSON), null for the threads it left as they were."""
+
+
+def thread_as_read(rows: pa.Table, row: int) -> Thread:
+    """The thread of a part's row as it was read (before any truncation)."""
+    if ORIGINAL_THREAD in rows.column_names:
+        original = rows[ORIGINAL_THREAD][row].as_py()
+        if original is not None:
+            return Thread.from_dict(orjson.loads(original))
+    return threads_from_arrow(rows.slice(row, 1).select(THREAD_ARROW_SCHEMA.names))[0]

@@ -1,0 +1,165 @@
+"""The lint stage, configured by the `lint` slice. Map side: each thread's findings of the
+thread rules, what each dataset rule keeps of it, the dataset profile and the example
+threads of the part's first findings. Dataset side, in plan order: the dataset rules see
+every thread, the gate drops the threads with a finding in `drop_on`, and every finding is
+recorded in the run's LintReport with whether its thread was kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import orjson
+import pyarrow as pa
+
+from pipeline.lint import Diagnostic, LintConfig, Linter, LintReport
+from pipeline.lint.diagnostic import ThreadRef
+from pipeline.lint.profile import DatasetProfile
+from pipeline.lint.report import example_thread
+from pipeline.lint.thread_view import ThreadView
+from pipeline.quarantine import Rejection
+from pipeline.stages.contract import Batch, Stage, thread_as_read
+
+FINDINGS = "lint_findings"
+"""The thread rules' findings (a JSON list of diagnostics), null when there are none."""
+FACTS = "lint_facts"
+"""JSON [source, locator, facts of each dataset rule]."""
+
+
+@dataclass(frozen=True, slots=True)
+class LintSettings:
+    """Which rules run, which findings fail the run (`fail_on`), which threads are dropped."""
+
+    select: tuple[str, ...] = ("ALL",)
+    ignore: tuple[str, ...] = ()
+    fail_on: Literal["error", "warning", "never"] = "error"
+    drop_on: tuple[str, ...] = ()
+    min_phrasings: int = 3
+    dataset_min_threads: int = 10
+    special_tokens: tuple[str, ...] = ()
+    max_examples: int = 20
+
+    def to_lint_config(self, source: str | None = None) -> LintConfig:
+        """The LintConfig of the linter (drop_on is the stage's business, not the linter's)."""
+        return LintConfig(
+            select=self.select,
+            ignore=self.ignore,
+            fail_on=self.fail_on,
+            min_phrasings=self.min_phrasings,
+            dataset_min_threads=self.dataset_min_threads,
+            special_tokens=self.special_tokens,
+            max_examples=self.max_examples,
+            source=source,
+        )
+
+
+class Lint(Stage):
+    """See the module docstring. `report` is given on the dataset side only."""
+
+    name = "lint"
+    columns: ClassVar[tuple[pa.Field, ...]] = (
+        pa.field(FINDINGS, pa.binary()),
+        pa.field(FACTS, pa.binary()),
+    )
+
+    def __init__(
+        self, settings: LintSettings, source: str | None, report: LintReport | None = None
+    ):
+        self.linter = Linter(settings.to_lint_config(source))
+        self.drop_on = frozenset(settings.drop_on)
+        self.report = report
+        self.profile = DatasetProfile()
+        self.examples: dict[str, dict[str, Any]] = {}
+        self.example_counts: dict[str, int] = {}
+        self.rows = 0
+        self.found: list[tuple[list[Diagnostic], int]] = []
+
+    def map(self, batch: Batch) -> Batch:
+        findings, facts = [], []
+        for thread in batch.threads:
+            view = ThreadView(thread)
+            found = self.linter.thread_findings(view)
+            self._keep_examples(thread, found)
+            findings.append(orjson.dumps([d.to_dict() for d in found]) if found else None)
+            facts.append(
+                orjson.dumps([view.source, view.locator, *self.linter.dataset_facts(view)])
+            )
+            self.profile.observe(view)
+            self.rows += 1
+        batch.columns[FINDINGS] = pa.array(findings, pa.binary())
+        batch.columns[FACTS] = pa.array(facts, pa.binary())
+        return batch
+
+    def _keep_examples(self, thread: Any, found: list[Diagnostic]) -> None:
+        """The example threads of the part's first `max_examples` findings per rule, keyed
+        `row:position`: the dataset side keeps the dataset's first ones, a subset of these."""
+        for position, diagnostic in enumerate(found):
+            seen = self.example_counts.get(diagnostic.code, 0)
+            if seen < self.linter.config.max_examples:
+                self.example_counts[diagnostic.code] = seen + 1
+                self.examples[f"{self.rows}:{position}"] = example_thread(
+                    thread, diagnostic.message_index
+                )
+
+    def part_state(self) -> dict[str, Any]:
+        return {"profile": self.profile.state(), "examples": self.examples}
+
+    def merge_part(self, state: dict[str, Any]) -> None:
+        self._required_report().profile.merge(DatasetProfile.from_state(state["profile"]))
+        self.examples = state["examples"]
+        self.rows = 0
+
+    def rejected(self, rejection: Rejection) -> None:
+        """Record the findings of a record that never became a thread (MMS101/102/105)."""
+        self._required_report().check_rejection(self.linter, rejection, self.drop_on)
+
+    def decide(self, rows: pa.Table, kept: list[bool]) -> list[str | None]:
+        ids = rows["id"].to_pylist()
+        findings = rows[FINDINGS].to_pylist()
+        facts = rows[FACTS].to_pylist()
+        self.found = []
+        reasons: list[str | None] = []
+        for row, thread_id in enumerate(ids):
+            found = [Diagnostic.from_dict(d) for d in orjson.loads(findings[row] or b"[]")]
+            source, locator, *rule_facts = orjson.loads(facts[row])
+            mapped = len(found)
+            found += self.linter.observe(rule_facts, ThreadRef(thread_id, source, locator))
+            self.found.append((found, mapped))
+            codes = sorted({d.code for d in found if d.code in self.drop_on})
+            reasons.append(f"lint:{codes[0]}" if codes and kept[row] else None)
+        return reasons
+
+    def record(self, rows: pa.Table, reasons: list[str | None]) -> None:
+        report = self._required_report()
+        ids = rows["id"].to_pylist()
+        for row, (found, mapped) in enumerate(self.found):
+            if found:
+                shown = self._examples_of(rows, row, self.rows + row, mapped)
+                report.add_shown(found, ids[row], shown, dropped=reasons[row] is not None)
+        self.rows += rows.num_rows
+
+    def _examples_of(
+        self, rows: pa.Table, row: int, part_row: int, mapped: int
+    ) -> Callable[[int, Diagnostic], dict[str, Any]]:
+        """The example threads of a row's findings: the part's (taken by the map side, which
+        had the thread) for the first `mapped`, the thread rebuilt from its row for the
+        dataset rules' findings."""
+
+        def shown(position: int, diagnostic: Diagnostic) -> dict[str, Any]:
+            if position < mapped:
+                return self.examples[f"{part_row}:{position}"]
+            return example_thread(thread_as_read(rows, row), diagnostic.message_index)
+
+        return shown
+
+    def finish(self) -> LintReport:
+        """The report, with the dataset rules' findings at the end of the data."""
+        report = self._required_report()
+        report.add(list(self.linter.finish()))
+        return report
+
+    def _required_report(self) -> LintReport:
+        if self.report is None:
+            raise RuntimeError("the lint stage's dataset side needs the run's LintReport")
+        return self.report

@@ -1,0 +1,39 @@
+"""The split stage, configured by the `shard` slice: each kept thread goes to the split
+whose band of [0, 1) the stable hash of its split group (and the seed) falls in, so a
+thread and its duplicates or preference pair always land in the same split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pyarrow as pa
+
+from pipeline.stages.fractions import stable_fraction
+from pipeline.stages.sample import SPLIT_GROUP
+
+
+@dataclass(frozen=True, slots=True)
+class ShardSettings:
+    """Shard size, splits (name, fraction) in config order, split hash seed, codec."""
+
+    rows_per_shard: int = 50_000
+    splits: tuple[tuple[str, float], ...] = (("train", 1.0),)
+    seed: int = 0
+    compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
+    bytes_per_shard: int | None = None
+
+
+def split_rows(rows: pa.Table, settings: ShardSettings) -> dict[str, list[int]]:
+    """Row indices per split, every split named (in config order), empty ones included."""
+    bounds = []
+    total = 0.0
+    for name, share in settings.splits:
+        total += share
+        bounds.append((name, total))
+    chosen: dict[str, list[int]] = {name: [] for name, _ in settings.splits}
+    for row, group in enumerate(rows[SPLIT_GROUP].to_pylist()):
+        fraction = stable_fraction(group, settings.seed)
+        name = next((n for n, bound in bounds if fraction < bound), bounds[-1][0])
+        chosen[name].append(row)
+    return chosen

@@ -1,0 +1,138 @@
+"""The tokenize stage, configured by the `tokenize` slice. Map side: every thread rendered
+(DESIGN §4) into the shard rows with their token columns, an overlong thread truncated or
+tagged with why it is left out. Dataset side: the tagged threads still kept are dropped
+with that reason, or, under `overlong: error`, end the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.mms import Thread, settings_to_arrow, threads_to_arrow
+from pipeline.stages.contract import ORIGINAL_THREAD, Batch, Stage, thread_as_read
+from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
+from pipeline.tokenize.overlong import Drop, OverlongThreadError
+from pipeline.tokenize.stage import TOKENIZED_SCHEMA
+
+DROP_REASON = "tokenize_drop"
+"""Why the stage leaves the thread out (an overlong code), else null; token columns are
+null then."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenizeSettings:
+    """The base tokenizer (an absolute path, or a Hub name in the local cache) and limits."""
+
+    tokenizer: str
+    max_tokens: int = 4096
+    overlong: Literal["drop", "truncate", "error"] = "truncate"
+    bos: bool = False
+    encoder: Literal["auto", "tokenizers"] = "auto"
+    train_on: Literal["assistant", "last_assistant"] = "assistant"
+
+
+_RENDERERS: dict[TokenizeSettings, tuple[Renderer, LoadedTokenizer]] = {}
+
+
+def renderer_for(settings: TokenizeSettings) -> tuple[Renderer, LoadedTokenizer]:
+    """The renderer and base tokenizer of `settings`, built once per process (a large
+    vocabulary takes a second to load, and a worker maps many parts)."""
+    key = TokenizeSettings(
+        settings.tokenizer, bos=settings.bos, encoder=settings.encoder, train_on=settings.train_on
+    )
+    if key not in _RENDERERS:
+        base = load_tokenizer(settings.tokenizer, allow_tiktoken=settings.encoder == "auto")
+        _RENDERERS[key] = (Renderer(base, bos=settings.bos, policy=settings.train_on), base)
+    return _RENDERERS[key]
+
+
+class Tokenize(Stage):
+    """See the module docstring."""
+
+    name = "tokenize"
+    columns: ClassVar[tuple[pa.Field, ...]] = (
+        pa.field(DROP_REASON, pa.string()),
+        pa.field(ORIGINAL_THREAD, pa.binary()),
+    )
+
+    def __init__(self, settings: TokenizeSettings):
+        self.settings = settings
+
+    def map(self, batch: Batch) -> Batch:
+        """Token columns for every thread: null where the overlong policy drops it (its
+        code in DROP_REASON). Under `overlong: error` an overlong thread is only tagged
+        here; `decide` raises if it is still kept by then (a thread the gate, filters or
+        dedup leave out does not stop the run)."""
+        threads, settings = batch.threads, self.settings
+        renderer = renderer_for(settings)[0]
+        policy = "drop" if settings.overlong == "error" else settings.overlong
+        dropped: dict[int, Drop] = {}
+        tables = list(
+            tokenize_threads(
+                threads,
+                renderer,
+                max_tokens=settings.max_tokens,
+                overlong=policy,
+                batch_size=max(len(threads), 1),
+                on_drop=lambda drop: dropped.__setitem__(id(drop.thread), drop),
+            )
+        )
+        kept = pa.concat_tables(tables) if tables else TOKENIZED_SCHEMA.empty_table()
+        drops = [dropped.get(id(thread)) for thread in threads]
+        rows = _with_dropped(kept, drops) if dropped else kept
+        batch.rows = rows.append_column("settings", settings_to_arrow(threads))
+        counts = pc.list_value_length(rows["messages"]).to_pylist()
+        batch.columns[DROP_REASON] = pa.array(
+            [drop.code if drop else None for drop in drops], pa.string()
+        )
+        batch.columns[ORIGINAL_THREAD] = pa.array(
+            [
+                _as_read(thread) if drop is None and len(thread.messages) != count else None
+                for thread, drop, count in zip(threads, drops, counts, strict=True)
+            ],
+            pa.binary(),
+        )
+        return batch
+
+    def decide(self, rows: pa.Table, kept: list[bool]) -> list[str | None]:
+        reasons = [
+            code if keep else None
+            for code, keep in zip(rows[DROP_REASON].to_pylist(), kept, strict=True)
+        ]
+        if self.settings.overlong == "error" and "overlong" in reasons:
+            row = reasons.index("overlong")
+            tokens = rows["num_tokens"][row].as_py()
+            raise OverlongThreadError(thread_as_read(rows, row), tokens, self.settings.max_tokens)
+        return reasons
+
+
+def _as_read(thread: Thread) -> bytes:
+    return orjson.dumps(thread.to_dict())
+
+
+def _with_dropped(kept: pa.Table, drops: list[Drop | None]) -> pa.Table:
+    """The tokenized rows with the dropped threads put back in their places: thread
+    columns as read, `num_tokens` the whole thread's, the other token columns null."""
+    dropped = [drop for drop in drops if drop is not None]
+    arrow = threads_to_arrow([drop.thread for drop in dropped])
+    arrow = arrow.append_column(
+        "num_tokens", pa.array([drop.num_tokens for drop in dropped], pa.int32())
+    )
+    columns = [
+        arrow[name] if name in arrow.column_names else pa.nulls(len(dropped), field.type)
+        for name, field in zip(TOKENIZED_SCHEMA.names, TOKENIZED_SCHEMA, strict=True)
+    ]
+    both = pa.concat_tables([kept, pa.Table.from_arrays(columns, schema=TOKENIZED_SCHEMA)])
+    order, next_kept, next_dropped = [], 0, kept.num_rows
+    for drop in drops:
+        if drop is None:
+            order.append(next_kept)
+            next_kept += 1
+        else:
+            order.append(next_dropped)
+            next_dropped += 1
+    return both.take(pa.array(order, pa.int64()))
