@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
-import pipeline.formats as package
 from pipeline.formats.base import InputFormat
 
 AUTO = "auto"
@@ -16,10 +16,12 @@ SHARED_MODULES = frozenset({"base", "builder", "detect", "media_tags", "registry
 
 def _discover() -> dict[str, InputFormat]:
     found: dict[str, InputFormat] = {}
-    for module_info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+    for module_info in sorted(
+        pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name
+    ):
         if module_info.name in SHARED_MODULES:
             continue
-        module = importlib.import_module(f"{package.__name__}.{module_info.name}")
+        module = importlib.import_module(f"{__package__}.{module_info.name}")
         fmt = getattr(module, "FORMAT", None)
         if isinstance(fmt, InputFormat):
             found[fmt.name] = fmt

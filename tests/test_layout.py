@@ -1,0 +1,191 @@
+"""The package's floors (DESIGN §2), kept true by reading every module's imports: no import
+loop, nothing below the package root imports the root, and each package imports only the
+floors beneath it (the engine nothing of inputs, formats, rules or tokenizers; stages no
+engine, job or CLI; lint and tokenize nothing that reads files)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "pipeline"
+
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "pipeline.mms": ("pipeline.",),
+    "pipeline.sources": (
+        "pipeline.formats",
+        "pipeline.lint",
+        "pipeline.tokenize",
+        "pipeline.stages",
+        "pipeline.jobs",
+        "pipeline.engine",
+        "pipeline.cli",
+        "pipeline.output",
+        "pipeline.loader",
+    ),
+    "pipeline.formats": (
+        "pipeline.lint",
+        "pipeline.tokenize",
+        "pipeline.stages",
+        "pipeline.jobs",
+        "pipeline.engine",
+        "pipeline.cli",
+        "pipeline.output",
+        "pipeline.loader",
+    ),
+    "pipeline.lint": (
+        "pipeline.sources",
+        "pipeline.formats",
+        "pipeline.tokenize",
+        "pipeline.stages",
+        "pipeline.jobs",
+        "pipeline.engine",
+        "pipeline.cli",
+        "pipeline.output",
+        "pipeline.loader",
+    ),
+    "pipeline.tokenize": (
+        "pipeline.sources",
+        "pipeline.formats",
+        "pipeline.lint",
+        "pipeline.stages",
+        "pipeline.jobs",
+        "pipeline.engine",
+        "pipeline.cli",
+        "pipeline.output",
+        "pipeline.loader",
+    ),
+    "pipeline.stages": (
+        "pipeline.jobs",
+        "pipeline.engine",
+        "pipeline.cli",
+        "pipeline.output",
+        "pipeline.loader",
+    ),
+    "pipeline.engine": (
+        "pipeline.sources",
+        "pipeline.formats",
+        "pipeline.lint",
+        "pipeline.tokenize",
+        "pipeline.stages",
+        "pipeline.jobs",
+        "pipeline.cli",
+        "pipeline.loader",
+    ),
+    "pipeline.output": ("pipeline.jobs", "pipeline.engine", "pipeline.cli", "pipeline.stages"),
+    "pipeline.loader": ("pipeline.jobs", "pipeline.engine", "pipeline.cli", "pipeline.stages"),
+    "pipeline.jobs": ("pipeline.cli",),
+    "pipeline.dedup": (
+        "pipeline.lint",
+        "pipeline.tokenize",
+        "pipeline.stages",
+        "pipeline.jobs",
+        "pipeline.engine",
+        "pipeline.cli",
+        "pipeline.output",
+        "pipeline.loader",
+    ),
+    "pipeline.templates": (
+        "pipeline.formats",
+        "pipeline.lint",
+        "pipeline.tokenize",
+        "pipeline.stages",
+        "pipeline.jobs",
+        "pipeline.engine",
+        "pipeline.cli",
+        "pipeline.output",
+        "pipeline.loader",
+    ),
+}
+"""What each package may never import (a prefix of a module name)."""
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """The pipeline modules a module imports (anywhere in it, type-checking imports too):
+    `from a.b import c` names `a.b.c` when that is a module, else `a.b`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module_name(path) if path.name == "__init__.py" else module_name(path.parent)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base)
+    return {name for name in found if name == "pipeline" or name.startswith("pipeline.")}
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+GRAPH = {name: imports_of(path) for name, path in MODULES.items()}
+
+
+def test_no_module_below_the_root_imports_the_root() -> None:
+    upward = sorted(
+        name for name, found in GRAPH.items() if name != "pipeline" and "pipeline" in found
+    )
+    assert upward == []
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_each_floor_imports_only_what_is_beneath_it(package: str) -> None:
+    crossings = sorted(
+        f"{name} imports {target}"
+        for name, found in GRAPH.items()
+        if name == package or name.startswith(package + ".")
+        for target in found
+        if not target.startswith(package)
+        and any(target == banned or target.startswith(banned) for banned in FORBIDDEN[package])
+    )
+    assert crossings == []
+
+
+def test_no_import_loop() -> None:
+    """Tarjan's strongly connected components over the module graph: none has two members."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    loops: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in GRAPH.get(node, ()):
+            if target not in MODULES:
+                continue
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                loops.append(sorted(component))
+
+    for name in sorted(MODULES):
+        if name not in index:
+            visit(name)
+    assert loops == []
