@@ -14,92 +14,33 @@ from tests.conftest import REPO
 
 PACKAGE = REPO / "pipeline"
 
+DRIVERS = ("pipeline.jobs", "pipeline.engine", "pipeline.cli")
+"""The top floors: what runs stages (jobs, engines) and what calls them (the CLI)."""
+SIDES = ("pipeline.stages", "pipeline.output", "pipeline.loader")
+"""The floor beneath them: stages, sinks, and the trainer side."""
+DOMAIN = ("pipeline.formats", "pipeline.lint", "pipeline.tokenize")
+"""The domain packages, which never import each other."""
+
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "pipeline.mms": ("pipeline.",),
-    "pipeline.sources": (
-        "pipeline.formats",
-        "pipeline.lint",
-        "pipeline.tokenize",
-        "pipeline.stages",
-        "pipeline.jobs",
-        "pipeline.engine",
-        "pipeline.cli",
-        "pipeline.output",
-        "pipeline.loader",
-    ),
-    "pipeline.formats": (
-        "pipeline.lint",
-        "pipeline.tokenize",
-        "pipeline.stages",
-        "pipeline.jobs",
-        "pipeline.engine",
-        "pipeline.cli",
-        "pipeline.output",
-        "pipeline.loader",
-    ),
-    "pipeline.lint": (
-        "pipeline.sources",
-        "pipeline.formats",
-        "pipeline.tokenize",
-        "pipeline.stages",
-        "pipeline.jobs",
-        "pipeline.engine",
-        "pipeline.cli",
-        "pipeline.output",
-        "pipeline.loader",
-    ),
-    "pipeline.tokenize": (
-        "pipeline.sources",
-        "pipeline.formats",
-        "pipeline.lint",
-        "pipeline.stages",
-        "pipeline.jobs",
-        "pipeline.engine",
-        "pipeline.cli",
-        "pipeline.output",
-        "pipeline.loader",
-    ),
-    "pipeline.stages": (
-        "pipeline.jobs",
-        "pipeline.engine",
-        "pipeline.cli",
-        "pipeline.output",
-        "pipeline.loader",
-    ),
+    "pipeline.sources": (*DRIVERS, *SIDES, *DOMAIN),
+    "pipeline.templates": (*DRIVERS, *SIDES, *DOMAIN),
+    "pipeline.dedup": (*DRIVERS, *SIDES, *DOMAIN),
+    "pipeline.formats": (*DRIVERS, *SIDES, *DOMAIN),
+    "pipeline.lint": (*DRIVERS, *SIDES, *DOMAIN, "pipeline.sources"),
+    "pipeline.tokenize": (*DRIVERS, *SIDES, *DOMAIN, "pipeline.sources"),
+    "pipeline.stages": (*DRIVERS, "pipeline.output", "pipeline.loader"),
+    "pipeline.output": (*DRIVERS, "pipeline.stages"),
+    "pipeline.loader": (*DRIVERS, "pipeline.stages"),
     "pipeline.engine": (
+        "pipeline.jobs",
+        "pipeline.cli",
         "pipeline.sources",
-        "pipeline.formats",
-        "pipeline.lint",
-        "pipeline.tokenize",
         "pipeline.stages",
-        "pipeline.jobs",
-        "pipeline.cli",
         "pipeline.loader",
+        *DOMAIN,
     ),
-    "pipeline.output": ("pipeline.jobs", "pipeline.engine", "pipeline.cli", "pipeline.stages"),
-    "pipeline.loader": ("pipeline.jobs", "pipeline.engine", "pipeline.cli", "pipeline.stages"),
     "pipeline.jobs": ("pipeline.cli",),
-    "pipeline.dedup": (
-        "pipeline.lint",
-        "pipeline.tokenize",
-        "pipeline.stages",
-        "pipeline.jobs",
-        "pipeline.engine",
-        "pipeline.cli",
-        "pipeline.output",
-        "pipeline.loader",
-    ),
-    "pipeline.templates": (
-        "pipeline.formats",
-        "pipeline.lint",
-        "pipeline.tokenize",
-        "pipeline.stages",
-        "pipeline.jobs",
-        "pipeline.engine",
-        "pipeline.cli",
-        "pipeline.output",
-        "pipeline.loader",
-    ),
 }
 """What each package may never import (a prefix of a module name)."""
 

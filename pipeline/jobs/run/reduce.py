@@ -118,24 +118,6 @@ def _shard_writers(config: RunConfig, out: Path) -> dict[str, ShardWriter]:
     }
 
 
-def _shard_writers(config: RunConfig, out: Path) -> dict[str, ShardWriter]:
-    shard = config.stages.shard
-    if shard is None:
-        return {}
-    return {
-        name: ShardWriter(
-            out / "data",
-            shard_schema(config),
-            split=name,
-            shard_rows=shard.rows_per_shard,
-            shard_bytes=shard.bytes_per_shard,
-            compression=shard.compression,
-            empty_shard=False,
-        )
-        for name, _ in shard.splits
-    }
-
-
 class _Reducer:
     """The state of the ordered pass: the run's stages (their dataset side), the lint
     report, the counts."""
