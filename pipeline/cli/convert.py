@@ -1,0 +1,181 @@
+"""`mms convert`: any supported input to MMS JSONL, with every rejected record quarantined."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from pipeline.cli.options import hf_config_option, input_format_option, read_spec, split_option
+from pipeline.cli.output import (
+    check_mark,
+    exit_unbalanced,
+    print_inputs,
+    print_quarantine,
+    read_progress,
+    stderr,
+)
+from pipeline.formats import ConvertOptions
+from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
+from pipeline.jobs.convert import ConvertResult, convert
+from pipeline.output.files import OutputPathError
+from pipeline.quarantine import ERROR_CODES
+from pipeline.sources import InputError, ReadLimits
+
+
+def _codes_help() -> str:
+    return "\n".join(f"  {code:<16} {text}" for code, text in ERROR_CODES.items())
+
+
+@click.command(
+    "convert",
+    epilog="\b\nExamples:\n"
+    "  mms convert data_samples/mms -o out/threads.jsonl\n"
+    "  mms convert 'raw/**/*.jsonl.gz' --from mms -o out/threads.jsonl.zst --strict\n"
+    "  mms convert hf:HuggingFaceH4/ultrachat_200k --split train_sft -o out/ultrachat.jsonl\n"
+    "  mms convert hf:HuggingFaceTB/smoltalk --hf-config all --split test -o out/smoltalk.jsonl\n"
+    "  mms convert hf:./my_dataset --split validation -o out/valid.jsonl\n"
+    "\b\nQuarantine codes (the `code` field of each rejected record):\n" + _codes_help(),
+)
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="MMS JSONL file to write (.gz or .zst to compress).",
+)
+@input_format_option("Input format; `auto` detects it per file.")
+@click.option(
+    "--quarantine",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where rejected records go (JSONL) [default: OUTPUT's name + .rejected.jsonl].",
+)
+@click.option("--strict", is_flag=True, help="Exit 1 if any record was quarantined.")
+@click.option(
+    "--max-record-bytes",
+    type=click.IntRange(min=1),
+    default=ReadLimits().max_record_bytes,
+    show_default=True,
+    help="Longest line or row accepted; longer ones are quarantined as oversize_record.",
+)
+@click.option(
+    "--max-depth",
+    type=click.IntRange(min=1, max=200),
+    default=ReadLimits().max_depth,
+    show_default=True,
+    help="Deepest nesting of lists and objects accepted in a record; deeper ones are "
+    "quarantined as too_deep.",
+)
+@click.option(
+    "--max-decompression-ratio",
+    type=click.IntRange(min=1),
+    default=ReadLimits().max_decompression_ratio,
+    show_default=True,
+    metavar="N",
+    help="A compressed file may decompress to N times its size plus 64 MiB; past that the "
+    "rest of it is one unreadable_file line (a decompression bomb).",
+)
+@click.option(
+    "--parallel-calls",
+    type=click.Choice(PARALLEL_CALLS),
+    default="sequence",
+    show_default=True,
+    help="Parallel tool calls as call1, result1, call2, result2 (`sequence`) or one "
+    "`tool:jsonl` message per tool (`jsonl`).",
+)
+@click.option(
+    "--reasoning",
+    type=click.Choice(REASONING),
+    default="keep",
+    show_default=True,
+    help="Keep the assistant's reasoning as a `reasoning` message, or drop it.",
+)
+@click.option(
+    "--multimodal",
+    type=click.Choice(MULTIMODAL),
+    default="drop",
+    show_default=True,
+    help="Drop image/audio/file parts (noted in meta) or write a `[image]`-style placeholder.",
+)
+@split_option
+@hf_config_option
+@click.option(
+    "--oasst-paths",
+    type=click.Choice(OASST_PATHS),
+    default="all",
+    show_default=True,
+    help="OpenAssistant trees: one thread per root-to-leaf path, or only the top-ranked path.",
+)
+@click.option(
+    "--expand-selects",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Prompt templates with select variables (prompt-json): up to N threads per prompt, "
+    "one per allowed value; 0 renders only the defaults.",
+)
+def convert_command(
+    inputs: tuple[str, ...],
+    output: str,
+    input_format: str,
+    quarantine: str | None,
+    strict: bool,
+    max_record_bytes: int,
+    max_depth: int,
+    max_decompression_ratio: int,
+    parallel_calls: str,
+    reasoning: str,
+    multimodal: str,
+    oasst_paths: str,
+    split: str,
+    hf_config: str | None,
+    expand_selects: int,
+) -> None:
+    """Convert INPUT files, directories, globs or Hugging Face datasets to MMS JSONL.
+
+    Reads .jsonl/.json/.yaml/.parquet/.csv (optionally .gz/.zst/.bz2/.xz compressed),
+    prompt scripts read whole (PPE *.ai.yaml; Semantic Kernel skprompt.txt with the
+    config.json beside it; templates are rendered in a sandbox, never run), and Hugging Face datasets as hf:ORG/NAME (the Hub) or hf:./local/dir, streamed one
+    row at a time (--split, --hf-config choose what). Every record becomes a thread or a
+    quarantined entry with its file, line (or dataset row) and a stable code; the summary
+    checks that records read = converted + quarantined.
+    """
+    limits = ReadLimits(
+        max_record_bytes=max_record_bytes,
+        max_depth=max_depth,
+        max_decompression_ratio=max_decompression_ratio,
+    )
+    options = ConvertOptions(
+        parallel_calls=parallel_calls,  # type: ignore[arg-type]
+        reasoning=reasoning,  # type: ignore[arg-type]
+        multimodal=multimodal,  # type: ignore[arg-type]
+        oasst_paths=oasst_paths,  # type: ignore[arg-type]
+        expand_selects=expand_selects,
+    )
+    spec = read_spec(inputs, input_format, split, hf_config, options, limits)
+    try:
+        with read_progress() as update:
+            result = convert(inputs, output, spec, quarantine=quarantine, progress=update)
+    except (InputError, OutputPathError) as err:
+        raise click.UsageError(str(err)) from None
+    _print_summary(result)
+    stats = result.stats
+    if not stats.balanced:
+        exit_unbalanced()
+    if strict and stats.quarantined_total:
+        stderr.print(f"[red]--strict:[/] {stats.quarantined_total} record(s) quarantined")
+        sys.exit(1)
+
+
+def _print_summary(result: ConvertResult) -> None:
+    stats = result.stats
+    print_inputs(stats)
+    stderr.print(f"Wrote {stats.threads:,} threads to {result.output}")
+    print_quarantine(stats, result.quarantine)
+    stderr.print(
+        f"Check: {stats.records_read:,} read = {stats.records_converted:,} converted "
+        f"+ {stats.quarantined_total:,} quarantined {check_mark(stats.balanced)}"
+    )

@@ -1,0 +1,178 @@
+"""`mms inspect`: threads drawn the way the MMS spec draws them, or their tokens, from any
+input or from a tokenized shard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pyarrow.parquet as pq
+from rich.console import Console
+
+from pipeline.accounting import ReadStats
+from pipeline.cli.options import given, input_format_option, train_on_option
+from pipeline.cli.output import stderr
+from pipeline.jobs.read import ReadSpec, read
+from pipeline.sources import InputError
+from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
+from pipeline.tokenize.inspect import (
+    ThreadNotFoundError,
+    pick_threads,
+    read_stored,
+    show,
+    stored_encoding,
+    token_triples,
+)
+
+
+@click.command(
+    "inspect",
+    epilog="\b\nExamples:\n"
+    "  mms inspect out/threads.jsonl                     the first thread, message by message\n"
+    "  mms inspect out/threads.jsonl --limit 3           the first three\n"
+    "  mms inspect out/threads.jsonl --id oasst-42       the thread with that id\n"
+    "  mms inspect raw/chat.json --from sharegpt         any input format, normalized first\n"
+    "  mms inspect out/threads.jsonl --tokenizer tokenizers/llama3 --bos\n"
+    "                                                    its tokens, trained ones marked\n"
+    "  mms inspect out/threads.jsonl --tokenizer tokenizers/llama3 > tokens.txt\n"
+    "  mms inspect out/run/data/train-00000-of-00001.parquet   a shard's STORED tokens\n"
+    "  mms inspect out/run/data/train-00000-of-00001.parquet --triples\n"
+    "                                                    (offset, id, label, token) lines\n"
+    "\b\nWithout a terminal (a pipe or a file) the output is plain text:\n"
+    "  'Hello' ' world'   prompt tokens, repr-escaped (spaces and \\n show)\n"
+    "  [['Hello']]        trained tokens (their labels are their ids)\n"
+    "  <|role|>           special tokens, as is ([[<|role|>]] when trained)\n"
+    "  '😀'{4}            several byte tokens that together make one character",
+)
+@click.argument("file", metavar="FILE")
+@click.option("--id", "thread_id", default=None, metavar="ID", help="Show the thread with this id.")
+@click.option(
+    "--tokenizer",
+    "tokenizer_spec",
+    default=None,
+    metavar="PATH",
+    help="Show the tokens `mms tokenize` makes with this base tokenizer (a tokenizer.json, "
+    "a directory holding one, or a Hub name in the local cache).",
+)
+@input_format_option("Input format; `auto` detects it from the first records.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="How many threads to show, from the first one.",
+)
+@click.option(
+    "--bos",
+    is_flag=True,
+    help="With --tokenizer: start with the BOS token, as `mms tokenize --bos` does.",
+)
+@train_on_option(
+    "With --tokenizer: which assistant messages are trained, as `mms tokenize --train-on` says."
+)
+@click.option(
+    "--triples",
+    is_flag=True,
+    help="Print one (offset, id, label, token) line per token instead of the drawing.",
+)
+def inspect_command(
+    file: str,
+    thread_id: str | None,
+    tokenizer_spec: str | None,
+    input_format: str,
+    limit: int,
+    bos: bool,
+    policy: str,
+    triples: bool,
+) -> None:
+    """Show threads of FILE the way the MMS spec draws them, or their tokens.
+
+    One block per message: role, context name, assistant format, content and end_turn.
+    With --tokenizer, the tokens the model sees instead, rendered as `mms tokenize` does
+    (mms-v0): trained tokens highlighted, special tokens marked, counts per message and
+    in total, so you can check exactly what is learned. Exit status: 0 shown, 2 usage error
+    (e.g. no thread with that --id).
+    """
+    if thread_id is not None and given("limit"):
+        raise click.UsageError("--id shows one thread; --limit applies without it")
+    if bos and tokenizer_spec is None:
+        raise click.UsageError("--bos applies only with --tokenizer")
+    if _is_shard(file):
+        if given("policy"):
+            raise click.UsageError("a shard shows its stored labels; --train-on applies to threads")
+        _inspect_shard(file, thread_id, tokenizer_spec, limit, triples)
+        return
+    if given("policy") and tokenizer_spec is None:
+        raise click.UsageError("--train-on applies only with --tokenizer")
+    if triples and tokenizer_spec is None:
+        raise click.UsageError("--triples shows tokens: give --tokenizer, or inspect a shard")
+    try:
+        renderer = (
+            Renderer(load_tokenizer(tokenizer_spec), bos=bos, policy=policy)  # type: ignore[arg-type]
+            if tokenizer_spec
+            else None
+        )
+    except (TokenizerLoadError, ValueError) as err:
+        raise click.UsageError(f"--tokenizer: {err}") from None
+    stats = ReadStats()
+    try:
+        chosen = pick_threads(read(file, ReadSpec(input_format), stats=stats), thread_id, limit)
+    except ThreadNotFoundError as err:
+        raise click.UsageError(f"{file}: {err}") from None
+    except InputError as err:
+        raise click.UsageError(str(err)) from None
+    skipped = (
+        f"{stats.quarantined_total:,} record(s) read could not become threads "
+        "(`mms convert` quarantines them with the reason)"
+        if stats.quarantined_total
+        else ""
+    )
+    if not chosen:
+        raise click.UsageError(f"{file}: no threads to show" + (f"; {skipped}" if skipped else ""))
+    if triples and renderer is not None:
+        for thread in chosen:
+            click.echo(
+                f"# {thread.id}\n" + token_triples(renderer, renderer.encode(thread)), nl=False
+            )
+    else:
+        show(Console(highlight=False), chosen, renderer)
+    if skipped:
+        stderr.print(f"[yellow]note:[/] {skipped}")
+
+
+def _is_shard(file: str) -> bool:
+    """Whether FILE is a tokenized Parquet shard (it has input_ids and labels columns)."""
+    if not file.endswith(".parquet") or not Path(file).is_file():
+        return False
+    try:
+        names = pq.ParquetFile(file).schema_arrow.names
+    except Exception:  # pyarrow raises several types for a file that is not Parquet
+        return False
+    return "input_ids" in names and "labels" in names
+
+
+def _inspect_shard(
+    file: str, thread_id: str | None, tokenizer_spec: str | None, limit: int, triples: bool
+) -> None:
+    """A shard's stored tokens, drawn with the output's own tokenizer (beside data/)."""
+    spec = tokenizer_spec or str(Path(file).resolve().parent.parent / "tokenizer")
+    try:
+        renderer = Renderer(load_tokenizer(spec))
+    except (TokenizerLoadError, ValueError) as err:
+        raise click.UsageError(
+            f"--tokenizer: {err} (a shard is drawn with its output's tokenizer)"
+        ) from None
+    try:
+        rows = read_stored(file, thread_id, limit)
+    except ThreadNotFoundError as err:
+        raise click.UsageError(f"{file}: {err}") from None
+    stored = {
+        thread.id: stored_encoding(renderer, thread, ids, labels) for thread, ids, labels in rows
+    }
+    if triples:
+        for thread, _, _ in rows:
+            click.echo(f"# {thread.id}\n" + token_triples(renderer, stored[thread.id]), nl=False)
+        return
+    show(Console(highlight=False), [thread for thread, _, _ in rows], renderer, stored)
+    stderr.print("[dim]the tokens stored in the shard, not rendered again[/]")

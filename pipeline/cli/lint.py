@@ -1,0 +1,143 @@
+"""`mms lint`: check inputs against the MMS rules and write the report."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from pipeline.cli.options import hf_config_option, input_format_option, read_spec, split_option
+from pipeline.cli.output import print_refused, read_progress, stderr
+from pipeline.jobs.convert import check_output_file
+from pipeline.jobs.lint import lint
+from pipeline.lint import ConfigError, LintReport, UnknownRuleError, load_config, select_rules
+from pipeline.lint.config import FAIL_ON
+from pipeline.lint.reports import OUTPUT_FORMATS, write_report
+from pipeline.output.files import OutputPathError, atomic_text_output
+from pipeline.sources import InputError
+
+
+@click.command(
+    "lint",
+    epilog="\b\nExamples:\n"
+    "  mms lint data/train.jsonl\n"
+    "  mms lint raw/ --from sharegpt --select MMS2,MMS4 --statistics\n"
+    "  mms lint out/threads.jsonl --output-format html -o reports/lint.html\n"
+    "  mms lint out/threads.jsonl --output-format sarif -o lint.sarif --fail-on warning\n"
+    "  mms lint out/threads.jsonl --output-format github   # annotations in GitHub Actions\n"
+    "\b\nRules: `mms rules` lists them, `mms rules MMS201` explains one.\n"
+    "Settings also come from [tool.mms.lint] in pyproject.toml (select, ignore, fail-on,\n"
+    "min-phrasings, dataset-min-threads, special-tokens, max-examples); the options win.",
+)
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@input_format_option(
+    "Input format; `auto` detects it per file. Inputs are normalized to MMS first."
+)
+@click.option(
+    "--select",
+    multiple=True,
+    metavar="CODES",
+    help="Rules to run: codes (MMS201), families (MMS2), names or ALL; comma-separated.",
+)
+@click.option("--ignore", multiple=True, metavar="CODES", help="Rules not to run (as --select).")
+@click.option(
+    "--output-format",
+    type=click.Choice(OUTPUT_FORMATS),
+    default="text",
+    show_default=True,
+    help="Report format: text (grouped, for people), json (schemas/lint-report.schema.json), "
+    "markdown, html (self-contained page with charts), sarif (code scanning), github "
+    "(Actions annotations).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the report to this file instead of standard output.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(FAIL_ON),
+    default=None,
+    help="Exit 1 when findings reach this severity [default: error].",
+)
+@click.option("--statistics", is_flag=True, help="Show the count per rule instead of findings.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="TOML settings file ([tool.mms.lint] of a pyproject.toml, or top-level keys) "
+    "[default: the nearest pyproject.toml with [tool.mms.lint]].",
+)
+@split_option
+@hf_config_option
+def lint_command(
+    inputs: tuple[str, ...],
+    input_format: str,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    output_format: str,
+    output: str | None,
+    fail_on: str | None,
+    statistics: bool,
+    config_file: str | None,
+    split: str,
+    hf_config: str | None,
+) -> None:
+    """Check INPUT files, directories, globs or hf: datasets against the MMS rules.
+
+    Every record is normalized to MMS threads first (any input format), then checked:
+    structure (MMS1xx), capabilities enabled by developer messages (MMS2xx), halting
+    (MMS3xx), content syntax and leftovers (MMS4xx), dataset-wide duplicates and variety
+    (MMS5xx). Records that cannot become threads are findings too (MMS101/102/105), so
+    nothing is skipped silently. Each finding points at its source file and line.
+    Exit status: 0 clean, 1 findings at --fail-on severity, 2 usage error.
+    """
+    spec = read_spec(inputs, input_format, split, hf_config)
+    try:
+        config = load_config(config_file).replace(
+            select=_codes(select), ignore=_codes(ignore), fail_on=fail_on
+        )
+        select_rules(config.select, config.ignore)
+    except (ConfigError, UnknownRuleError) as err:
+        raise click.UsageError(str(err)) from None
+    try:
+        if output is not None:
+            check_output_file(output)
+        with read_progress() as update:
+            report = lint(
+                inputs,
+                spec,
+                config=config,
+                progress=(lambda stats, _report: update(stats)) if update else None,
+            )
+    except (InputError, OutputPathError) as err:
+        raise click.UsageError(str(err)) from None
+    print_refused(report.stats.refused_files)
+    _write_report(report, output_format, output, statistics)
+    if report.failed():
+        sys.exit(1)
+
+
+def _codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
+    """Repeatable, comma-separated rule selectors; None when not given."""
+    codes = tuple(code.strip() for value in values for code in value.split(",") if code.strip())
+    return codes or None
+
+
+def _write_report(
+    report: LintReport, output_format: str, output: str | None, statistics: bool
+) -> None:
+    if output is None:
+        write_report(report, output_format, sys.stdout, statistics=statistics)
+        return
+    with atomic_text_output(output) as out:
+        write_report(report, output_format, out, statistics=statistics)
+    summary = report.summary()
+    stderr.print(
+        f"Wrote the {output_format} report to {output}: {summary['findings']:,} findings "
+        f"({report.errors:,} errors, {report.warnings:,} warnings) in {summary['threads']:,} "
+        f"threads from {summary['records']:,} records"
+    )

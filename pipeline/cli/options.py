@@ -1,0 +1,101 @@
+"""Options more than one command takes, and the `ReadSpec` built from the read options,
+so every command that reads inputs spells and checks them the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+
+from pipeline.formats import AUTO, FORMATS, ConvertOptions
+from pipeline.jobs.read import ReadSpec
+from pipeline.sources import DEFAULT_SPLIT, ReadLimits, is_hf_input
+from pipeline.tokenize import LABEL_POLICIES
+from pipeline.tokenize.overlong import OVERLONG_POLICIES
+
+Decorator = Callable[[Callable[..., None]], Callable[..., None]]
+
+split_option: Decorator = click.option(
+    "--split",
+    default=DEFAULT_SPLIT,
+    show_default=True,
+    metavar="NAME",
+    help="Split of the hf: dataset inputs to stream (e.g. test, train_sft; train+test joins "
+    "splits).",
+)
+hf_config_option: Decorator = click.option(
+    "--hf-config",
+    default=None,
+    metavar="NAME",
+    help="Config (subset) of the hf: dataset inputs, for datasets that have several (e.g. all).",
+)
+
+
+def input_format_option(help_text: str) -> Decorator:
+    """`--from FORMAT` (auto-detection by default), shared by the commands that read inputs."""
+    return click.option(
+        "--from",
+        "input_format",
+        default=AUTO,
+        show_default=True,
+        type=click.Choice([AUTO, *FORMATS]),
+        help=help_text,
+    )
+
+
+def overlong_option(help_text: str) -> Decorator:
+    """`--overlong POLICY` (drop, truncate or error), shared by tokenize and pack."""
+    return click.option(
+        "--overlong",
+        type=click.Choice(OVERLONG_POLICIES),
+        default="drop",
+        show_default=True,
+        help=help_text,
+    )
+
+
+def train_on_option(help_text: str) -> Decorator:
+    """`--train-on POLICY` (the labels policy), shared by the commands that render tokens."""
+    return click.option(
+        "--train-on",
+        "policy",
+        type=click.Choice(LABEL_POLICIES),
+        default="assistant",
+        show_default=True,
+        help=help_text,
+    )
+
+
+def given(parameter: str) -> bool:
+    """Whether the current command's `parameter` was given, not left at its default."""
+    source = click.get_current_context().get_parameter_source(parameter)
+    return source is not click.core.ParameterSource.DEFAULT
+
+
+def _check_hf_options(inputs: tuple[str, ...], hf_config: str | None) -> None:
+    """--split and --hf-config only steer hf: inputs: given without one, they are a mistake."""
+    if (given("split") or hf_config is not None) and not any(is_hf_input(i) for i in inputs):
+        raise click.UsageError(
+            "--split and --hf-config apply to Hugging Face datasets only; "
+            "name one as hf:ORG/NAME or hf:./local/dir"
+        )
+
+
+def read_spec(
+    inputs: tuple[str, ...],
+    input_format: str,
+    split: str,
+    hf_config: str | None,
+    options: ConvertOptions | None = None,
+    limits: ReadLimits | None = None,
+) -> ReadSpec:
+    """How a command reads INPUTS, from its --from, --split and --hf-config (checked
+    against the inputs) and, for convert, its normalize options and limits."""
+    _check_hf_options(inputs, hf_config)
+    return ReadSpec(
+        input_format,
+        ConvertOptions() if options is None else options,
+        ReadLimits() if limits is None else limits,
+        split,
+        hf_config,
+    )

@@ -1,0 +1,116 @@
+"""What the commands print on standard error: the console, live progress, and the summary
+pieces more than one command shows."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NoReturn
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from pipeline.accounting import ReadStats
+from pipeline.quarantine import ERROR_CODES
+
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _live() -> Progress:
+    """A transient spinner, description and elapsed time on standard error."""
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    return Progress(*columns, console=stderr, transient=True)
+
+
+@contextmanager
+def read_progress() -> Iterator[Callable[[ReadStats], None] | None]:
+    """A live records/threads counter on a terminal; nothing when output is redirected."""
+    if not stderr.is_terminal:
+        yield None
+        return
+    with _live() as progress:
+        task = progress.add_task("reading")
+
+        def update(stats: ReadStats) -> None:
+            progress.update(
+                task,
+                description=f"{stats.records_read:,} records read, {stats.threads:,} threads, "
+                f"{stats.quarantined_total:,} quarantined",
+            )
+
+        yield update
+
+
+@contextmanager
+def stage_progress() -> Iterator[Callable[[str, int, int], None] | None]:
+    """A live units counter on a terminal; nothing when output is redirected."""
+    if not stderr.is_terminal:
+        yield None
+        return
+    with _live() as progress:
+        task = progress.add_task("planning")
+
+        def update(stage: str, done: int, total: int) -> None:
+            progress.update(task, description=f"{stage}: {done:,} of {total:,} work units")
+
+        yield update
+
+
+def some(paths: list[str], shown: int = 3) -> str:
+    """The first `shown` paths, and how many more."""
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
+def check_mark(balanced: bool) -> str:
+    """The mark ending a `Check:` line."""
+    return "[green]✓[/]" if balanced else "[red]✗ MISMATCH[/]"
+
+
+def exit_unbalanced() -> NoReturn:
+    """Counts that do not balance are a bug: say so and exit 1."""
+    stderr.print("[red]error:[/] the counts do not balance; this is a bug, please report it")
+    sys.exit(1)
+
+
+def print_inputs(stats: ReadStats) -> None:
+    """Records read per format, and the files skipped, read as companions or undetected."""
+    by_format = Counter(stats.formats.values())
+    formats = ", ".join(f"{name}: {count}" for name, count in sorted(by_format.items()))
+    stderr.print(
+        f"Read {stats.records_read:,} records from {len(stats.files):,} file(s) ({formats})"
+    )
+    if stats.skipped_files:
+        stderr.print(
+            f"  skipped {len(stats.skipped_files)} unsupported file(s): {some(stats.skipped_files)}"
+        )
+    for companion, main in sorted(stats.companion_files.items()):
+        stderr.print(f"  read {companion} as part of {main}")
+    print_refused(stats.refused_files)
+    undetected = [path for path, name in stats.formats.items() if name == "-"]
+    if undetected:
+        stderr.print(
+            f"  [yellow]no format detected[/] in {len(undetected)} file(s), "
+            f"e.g. {some(undetected)}: name it with --from"
+        )
+
+
+def print_refused(refused: dict[str, str]) -> None:
+    """Files of the inputs' folders and globs that were never opened, and why."""
+    if refused:
+        stderr.print(f"  [yellow]refused {len(refused)} file(s)[/], never opened:")
+        for path, why in sorted(refused.items()):
+            stderr.print(f"    {path}: {why}")
+
+
+def print_quarantine(stats: ReadStats, path: Path) -> None:
+    """Records quarantined, per code."""
+    if stats.quarantined_total:
+        stderr.print(f"Quarantined {stats.quarantined_total:,} records to {path}:")
+        for code, count in sorted(stats.quarantined.items(), key=lambda kv: (-kv[1], kv[0])):
+            stderr.print(f"  {count:>8,}  {code:<16} {ERROR_CODES[code]}")
+    else:
+        stderr.print("Quarantined 0 records")

@@ -1,0 +1,219 @@
+"""`mms run`: a pipeline config to a training-ready output folder, resumably."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from pipeline.cli.output import (
+    check_mark,
+    exit_unbalanced,
+    print_refused,
+    some,
+    stage_progress,
+    stderr,
+)
+from pipeline.engine.local import UnitFailed, WorkdirError, reset_workdir
+from pipeline.jobs.run import WORK_DIR, RunResult, detected_format, plan, run_pipeline
+from pipeline.jobs.run.config import RunConfig, RunConfigError, load_run_config
+from pipeline.output.files import OutputPathError, check_writable
+from pipeline.sources import InputError
+from pipeline.tokenize.overlong import OverlongThreadError
+
+
+@click.command(
+    "run",
+    epilog="\b\nExamples:\n"
+    "  mms run configs/quickstart.yaml\n"
+    "  mms run configs/tool_calling.yaml -o out/tools --workers 2\n"
+    "  mms run configs/mix.yaml --fresh\n"
+    "  mms run configs/quickstart.yaml --dry-run",
+)
+@click.argument("config_file", type=click.Path(exists=True, dir_okay=False), metavar="CONFIG")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Output directory [default: the config's `output`].",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local"]),
+    default=None,
+    help="Where the stages run [default: the config's engine.kind]; `local` is processes on "
+    "this machine.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Parallel work units [default: the config's engine.workers]; the output is the "
+    "same for any number.",
+)
+@click.option(
+    "--resume/--fresh",
+    default=True,
+    show_default=True,
+    help="Reuse the finished work units of an interrupted run, or start over.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Print the plan (inputs, units, stages); write nothing."
+)
+def run_command(
+    config_file: str,
+    output: str | None,
+    engine: str | None,
+    workers: int | None,
+    resume: bool,
+    dry_run: bool,
+) -> None:
+    """Run a pipeline CONFIG: ingest, normalize, lint, filter, dedup, tokenize, shard.
+
+    Writes the output directory: data/ shards per split, tokenizer/,
+    reports/lint.{json,md,html}, quarantine/rejected.jsonl, manifest.json and a Hugging
+    Face dataset card (README.md). Work units are resumable: a run that is stopped and
+    started again finishes with the same bytes. When the lint gate (stages.lint.fail_on,
+    judged on the threads kept) fails, no shards, card or tokenizer are written and the
+    manifest says why. Exit status: 0 done, 1 the lint gate failed, 2 a usage or config
+    error.
+    """
+    try:
+        config = load_run_config(config_file)
+    except RunConfigError as err:
+        raise click.UsageError(str(err)) from None
+    out = Path(output) if output else config.output
+    try:
+        check_writable(out, directory=True)
+    except OutputPathError as err:
+        raise click.UsageError(f"{'-o' if output else 'output'}: {err}") from None
+    if dry_run:
+        try:
+            _print_plan(config, out)
+        except InputError as err:
+            raise click.UsageError(str(err)) from None
+        kind, count = engine or config.engine.kind, workers or config.engine.workers
+        click.echo(f"engine: {kind}, {count} worker(s)")
+        return
+    if not resume:
+        reset_workdir(out / WORK_DIR)
+    try:
+        with stage_progress() as update:
+            result = run_pipeline(config, output=out, workers=workers, progress=update)
+    except (InputError, WorkdirError, ValueError) as err:
+        raise click.UsageError(str(err)) from None
+    except UnitFailed as err:
+        stderr.print(f"[red]error:[/] {err}; finished units are kept: run again to resume")
+        sys.exit(1)
+    except OverlongThreadError as err:
+        stderr.print(f"[red]error:[/] {err}; nothing was written (overlong: error)")
+        sys.exit(1)
+    _print_summary(result)
+    if result.verification is not None and not result.verification.passed:
+        for problem in result.verification.problems:
+            stderr.print(f"  [red]✗[/] {problem.where}: {problem.what}")
+        stderr.print("[red]error:[/] the output does not match its manifest; this is a bug")
+        sys.exit(1)
+    if not result.counts.balanced:
+        exit_unbalanced()
+    if result.gate_failed:
+        _print_gate_failure(result, config)
+        sys.exit(1)
+
+
+def _print_plan(config: RunConfig, out: Path) -> None:
+    units = plan(config, out)
+    click.echo(f"{config.name}: {len(config.inputs)} input(s), {len(units)} work unit(s) -> {out}")
+    for unit in units:
+        click.echo(f"  {unit.id}  {detected_format(config, unit):<20} {unit.describe()}")
+    stages = config.stages
+    names = ["normalize", "lint", "filters"]
+    names += ["dedup"] if stages.dedup.enabled else []
+    names += [f"tokenize ({stages.tokenize.tokenizer})"] if stages.tokenize else []
+    names += (
+        ["shard (" + ", ".join(f"{n} {f:g}" for n, f in stages.shard.splits) + ")"]
+        if stages.shard
+        else []
+    )
+    click.echo("stages: " + " -> ".join(names))
+
+
+def _print_gate_failure(result: RunResult, config: RunConfig) -> None:
+    """Which findings on kept threads failed the gate, and where the first of each is."""
+    fail_on = config.stages.lint.fail_on
+    withheld = "no shards, card or tokenizer written; " if config.stages.shard else ""
+    stderr.print(
+        f"[red]lint gate failed[/] (fail_on: {fail_on}): {withheld}manifest.json says "
+        "gate.passed: false"
+    )
+    for code, severity, count, first in result.report.gate_findings(fail_on):
+        where = first.locator or first.source or first.thread_id or ""
+        stderr.print(f"  {count:>8,}  {code} {severity:<7} first at {where}")
+    stderr.print(
+        f"Fix them, drop them (stages.lint.drop_on) or relax fail_on; details in "
+        f"{result.output / 'reports' / 'lint.md'}"
+    )
+
+
+def _print_summary(result: RunResult) -> None:
+    counts = result.counts
+    stderr.print(
+        f"Read {counts.records_read:,} records: {counts.records_converted:,} converted into "
+        f"{counts.threads:,} threads, {sum(counts.quarantined.values()):,} quarantined"
+    )
+    skipped = result.report.stats.skipped_files
+    if skipped:
+        stderr.print(f"  skipped {len(skipped)} unsupported file(s): {some(skipped)}")
+    print_refused(result.report.stats.refused_files)
+    for code, count in sorted(counts.quarantined.items(), key=lambda kv: (-kv[1], kv[0])):
+        stderr.print(f"  {count:>8,}  quarantined  {code}")
+    for reason, count in sorted(counts.dropped.items(), key=lambda kv: (-kv[1], kv[0])):
+        stderr.print(f"  {count:>8,}  dropped      {reason}")
+    for split, shards in result.shards.items():
+        rows = counts.written[split] if result.packing else sum(s.rows for s in shards)
+        stderr.print(f"  {rows:>8,}  written      {split} ({len(shards)} shard(s))")
+    for split in result.empty_splits:
+        stderr.print(f"  [yellow]split {split} got no rows[/]: not written, not in the card")
+    if counts.withheld:
+        stderr.print(f"  {counts.withheld:>8,}  withheld     the lint gate failed")
+    if counts.tokens:
+        stderr.print(
+            f"Tokens: {counts.tokens:,}, trained {counts.trained_tokens:,} "
+            f"(text encoded by {result.text_encoder})"
+        )
+    if counts.zero_weight_messages:
+        stderr.print(
+            f"  {counts.zero_weight_messages:,} assistant messages weighted 0 by their source: "
+            "rendered, not trained"
+        )
+    packing = result.packing
+    if packing:
+        stderr.print(
+            f"Packed {packing['threads']:,} threads into {packing['sequences']:,} rows of up to "
+            f"{packing['seq_len']:,} tokens: fill {packing['fill']:.2%}, "
+            f"{packing['threads_per_sequence']:.1f} threads per row"
+        )
+    report = result.report
+    left_out = sum(report.on_dropped.values())
+    not_gated = f", {left_out:,} of them on what was dropped (not gated)" if left_out else ""
+    stderr.print(
+        f"Lint: {len(report.diagnostics):,} findings ({report.errors:,} errors, "
+        f"{report.warnings:,} warnings){not_gated}; reports in {result.output / 'reports'}"
+    )
+    checked = result.verification.checked if result.verification else None
+    if checked:
+        stderr.print(
+            f"Verified: {checked.get('files', 0)} file(s) and {checked.get('rows', 0):,} rows "
+            "against manifest.json, and the card (hashes only; `mms verify` renders every row)"
+        )
+    kept = sum(counts.written.values()) - counts.copies
+    unsharded = f" + {counts.not_sharded:,} linted only" if counts.not_sharded else ""
+    unsharded += f" + {counts.withheld:,} withheld" if counts.withheld else ""
+    stderr.print(
+        f"Check: {counts.records_read:,} read = {counts.records_converted:,} converted + "
+        f"{sum(counts.quarantined.values()):,} quarantined; {counts.threads:,} threads = "
+        f"{kept:,} written{unsharded} + {sum(counts.dropped.values()):,} dropped "
+        f"{check_mark(counts.balanced)}"
+    )

@@ -1,0 +1,58 @@
+"""`mms verify`: check an output folder against its manifest and its rows, trusting nothing."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from pipeline.cli.output import stderr
+from pipeline.jobs.verify import OutputError, verify_output
+
+_SHOWN = 50  # problems listed one by one; the rest are counted
+
+
+@click.command(
+    "verify",
+    epilog="\b\nExamples:\n  mms verify out/quickstart\n  mms verify out/big --no-render",
+)
+@click.argument("output", type=click.Path(exists=True, file_okay=False))
+@click.option("--no-render", is_flag=True, help="Skip rendering every row again (hashes only).")
+@click.option(
+    "--no-template",
+    is_flag=True,
+    help="Skip checking the shipped chat template against every row (needs transformers).",
+)
+def verify_command(output: str, no_render: bool, no_template: bool) -> None:
+    """Check an OUTPUT folder of mms run, tokenize or pack without trusting it.
+
+    Every shard's sha256 and row count against manifest.json (and no unlisted shard), the
+    tokenizer's sha256, the dataset card's splits, files and row counts; then every row's
+    input_ids and labels rendered again from its messages with the shipped tokenizer and
+    labels policy, and the shipped chat template's ids and generation mask against every
+    row. Packed rows are checked as packed: lengths, positions restarting at every thread,
+    labels, each thread once. Problems are listed with the row id. Exit status: 0 all hold,
+    1 a problem, 2 not an output folder.
+    """
+    try:
+        with stderr.status("verifying", spinner="dots") as status:
+            result = verify_output(
+                output,
+                render=not no_render,
+                template=not no_template,
+                progress=lambda what, done: status.update(f"{what}: {done:,} rows"),
+            )
+    except OutputError as err:
+        raise click.UsageError(str(err)) from None
+    for check, count in result.checked.items():
+        stderr.print(f"  {count:>8,}  {check}")
+    for note in result.notes:
+        stderr.print(f"  [yellow]note:[/] {note}")
+    for problem in result.problems[:_SHOWN]:
+        stderr.print(f"  [red]✗[/] {problem.where}: {problem.what}")
+    if len(result.problems) > _SHOWN:
+        stderr.print(f"  ... and {len(result.problems) - _SHOWN} more")
+    if result.problems:
+        stderr.print(f"[red]verify failed:[/] {len(result.problems)} problem(s) in {output}")
+        sys.exit(1)
+    stderr.print(f"[green]✓[/] {output} verified")
