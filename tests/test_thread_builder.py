@@ -179,6 +179,23 @@ def test_lineage_and_kept_fields_land_in_meta():
     assert meta["message_meta"] == {"0": {"weight": 0}}
 
 
+def test_unread_fields_are_kept_in_their_order_under_their_path():
+    b = builder()
+    b.user("q")
+    record = {"zeta": 1, "messages": [], "alpha": None, "id": "r-1"}
+    message = {"role": "user", "name": "ann", "content": "q"}
+    b.keep_unread(record, ("messages", "id"))
+    b.keep_unread(message, ("role", "content"), "messages[0]")
+    b.keep_unread({"wrapper": True})
+    extra = b.build().meta["extra_fields"]
+    assert list(extra.items()) == [
+        ("zeta", 1),
+        ("alpha", None),
+        ("messages[0].name", "ann"),
+        ("wrapper", True),
+    ]
+
+
 def test_calls_of_undeclared_tools_are_noted():
     b = builder()
     b.declare_tools([WEATHER])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.typescript import schema_to_typescript, type_name
+from pipeline.formats.typescript import schema_to_typescript, type_name
 
 WEATHER = {
     "type": "object",

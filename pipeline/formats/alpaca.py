@@ -147,9 +147,8 @@ def _thread(
     )
     if slots:
         builder.note(f"holds unfilled template placeholders: {', '.join(slots)}")
-    for field, value in data.items():
-        if field not in READ_KEYS and not (field == "id" and _is_source_id(value)):
-            builder.keep(field, value)
+    read = (READ_KEYS | {"id"}) if _is_source_id(data.get("id")) else READ_KEYS
+    builder.keep_unread(data, read)
     return builder.build()
 
 

@@ -284,9 +284,7 @@ def _messages(builder: ThreadBuilder, messages: list[Any]) -> None:
                 f"{where}.content is {a_json_kind(content)} (expected a string or a list of blocks)",
             )
         _Message(builder, role, where).read(content)
-        for key, value in message.items():
-            if key not in ("role", "content"):
-                builder.keep(f"{where}.{key}", value)
+        builder.keep_unread(message, ("role", "content"), where)
 
 
 def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
@@ -304,11 +302,8 @@ def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
     _tools(builder, body.get("tools"))
     _messages(builder, messages)
     used = ("system", "tools", "messages") if wrapper_id is not None else BODY_FIELDS
-    for key, field in body.items():
-        if key not in used:
-            builder.keep(key, field)
-    for key, field in wrapper.items():
-        builder.keep(key, field)
+    builder.keep_unread(body, used)
+    builder.keep_unread(wrapper)
     return [builder.build()]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,6 +160,16 @@ class ThreadBuilder:
     def keep(self, key: str, value: Any) -> None:
         """Keep an input field MMS has no place for in `meta.extra_fields[key]`."""
         self.extra_fields[key] = value
+
+    def keep_unread(
+        self, fields: Mapping[str, Any], read: Collection[str] = (), where: str = ""
+    ) -> None:
+        """Keep the fields the adapter did not read (keys not in `read`; by default none
+        was) in `meta.extra_fields`, in their order: under their own key, or as `where.key`
+        when `fields` is the object at path `where` inside the record."""
+        for key, value in fields.items():
+            if key not in read:
+                self.keep(f"{where}.{key}" if where else key, value)
 
     def prompt_only(self, reason: str) -> None:
         """The thread ends with the prompt: its assistant turn is absent or to be generated."""

@@ -218,9 +218,7 @@ class _Content:
         kind, payload = _part_kind(part, where)
         signature = _get(part, "thoughtSignature", "thought_signature")
         meta = {"thought_signature": signature} if isinstance(signature, str) else {}
-        for key, value in part.items():
-            if key not in PART_FLAGS and key not in PAYLOAD_KEYS:
-                self.builder.keep(f"{where}.{key}", value)
+        self.builder.keep_unread(part, PART_FLAGS | PAYLOAD_KEYS, where)
         if kind == "text":
             self._text(payload, part.get("thought") is True, meta, where)
         elif kind in ("inlineData", "fileData"):
@@ -345,11 +343,8 @@ def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
     _system(builder, _get(body, "systemInstruction", "system_instruction"))
     _tools(builder, body.get("tools"))
     _contents(builder, contents)
-    for name, field in body.items():
-        if name not in CONSUMED or (name == "id" and key is not None):
-            builder.keep(name, field)
-    for name, field in wrapper.items():
-        builder.keep(name, field)
+    builder.keep_unread(body, CONSUMED if key is None else CONSUMED - {"id"})
+    builder.keep_unread(wrapper)
     return [builder.build()]
 
 

@@ -131,9 +131,7 @@ def _list_turns(builder: ThreadBuilder, turns: list[Any], key: str) -> list[tupl
                 "missing_field", f"{where}.{text_key} is {a_json_kind(text)}, not a string"
             )
         out.append((_role(turn.get(speaker), f"{where}.{speaker}"), text, where))
-        for name, field in turn.items():
-            if name not in (speaker, text_key):
-                builder.keep(f"{where}.{name}", field)
+        builder.keep_unread(turn, (speaker, text_key), where)
     return out
 
 
@@ -200,9 +198,7 @@ def _record_turns(builder: ThreadBuilder, value: Any) -> list[tuple[str, str, st
                 "the record has no conversations/messages list and no text/example transcript",
             )
         turns = _transcript_turns(value[key], key)
-    for name, field in value.items():
-        if name not in (key, "id"):
-            builder.keep(name, field)
+    builder.keep_unread(value, (key, "id"))
     return turns
 
 

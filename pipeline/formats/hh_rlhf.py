@@ -99,9 +99,9 @@ def _thread(
         else:
             builder.assistant(content)
         previous = speaker
-    for key, value in data.items():
-        if key not in read and key not in SIDES and not (key == "id" and _is_source_id(value)):
-            builder.keep(key, value)
+    if _is_source_id(data.get("id")):
+        read.add("id")
+    builder.keep_unread(data, read | set(SIDES))
     return builder.build()
 
 

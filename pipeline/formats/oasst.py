@@ -356,8 +356,7 @@ def _thread(
     for message in path:
         add = builder.user if message["role"] == "prompter" else builder.assistant
         add(message["text"], **_message_meta(message, lang))
-    for key, item in extras.items():
-        builder.keep(key, item)
+    builder.keep_unread(extras)
     for note in notes:
         builder.note(note)
     if path[-1]["role"] == "prompter":

@@ -258,12 +258,8 @@ def _prompt_meta(builder: ThreadBuilder, data: dict[str, Any]) -> dict[str, Any]
 
 
 def _keep_unknown(builder: ThreadBuilder, data: dict[str, Any]) -> None:
-    for key, value in data.items():
-        if key not in READ_TOP:
-            builder.keep(key, value)
-    for key, value in data.get("metadata", {}).items():
-        if key not in READ_METADATA:
-            builder.keep(f"metadata.{key}", value)
+    builder.keep_unread(data, READ_TOP)
+    builder.keep_unread(data.get("metadata", {}), READ_METADATA, "metadata")
 
 
 # ----------------------------------------------------------------------------- threads

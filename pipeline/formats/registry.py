@@ -10,7 +10,9 @@ from pathlib import Path
 from pipeline.formats.base import InputFormat
 
 AUTO = "auto"
-SHARED_MODULES = frozenset({"base", "builder", "detect", "media_tags", "registry", "tool_prompt"})
+SHARED_MODULES = frozenset(
+    {"base", "builder", "detect", "media_tags", "registry", "tool_prompt", "typescript"}
+)
 """Modules of this package that serve the adapters rather than being one."""
 
 

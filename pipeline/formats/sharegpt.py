@@ -158,9 +158,8 @@ def _thread(
     for turn, where in turns:
         conversation.add(turn, where)
     media.note_mismatches()
-    for field, value in data.items():
-        if field not in READ_KEYS and not _is_read(field, value):
-            builder.keep(field, value)
+    shaped = {field for field in ("id", "label") if field in data and _is_read(field, data[field])}
+    builder.keep_unread(data, READ_KEYS | shaped)
     return builder.build()
 
 

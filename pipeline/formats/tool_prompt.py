@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from pipeline.capabilities import ToolSpec, tool_format
-from pipeline.typescript import schema_to_typescript
+from pipeline.formats.typescript import schema_to_typescript
 
 INTROS = (
     "You can use the following tools.",

@@ -224,9 +224,18 @@ def _keep_fields(builder: ThreadBuilder, value: dict[str, Any], converter: _Conv
     """Keep every field MMS has no place for, except the search state and what the
     thread already holds (the query, the Finish answer)."""
     answer = value["answer_generation"]
-    for key, item in value.items():
-        if key not in (*LEFT_OUT, *IN_META, "answer_generation"):
-            builder.keep(key, item)
+    builder.keep_unread(value, (*LEFT_OUT, *IN_META, "answer_generation"))
+    builder.keep_unread(answer, _answer_read(answer, converter))
+    left_out = [key for key in LEFT_OUT if key in value]
+    if left_out:
+        names = " and ".join(f"`{key}`" for key in left_out)
+        builder.note(f"left out ToolBench's DFS search state {names} (not the conversation)")
+
+
+def _answer_read(answer: dict[str, Any], converter: _Converter) -> set[str]:
+    """The answer_generation fields the thread holds: the messages, the meta, and the
+    query and final answer where its user message and Finish call repeat them."""
+    read = {*ANSWER_IN_META, "train_messages", "function"}
     first_user = next(
         (
             m.get("content")
@@ -235,18 +244,12 @@ def _keep_fields(builder: ThreadBuilder, value: dict[str, Any], converter: _Conv
         ),
         None,
     )
-    for key, item in answer.items():
-        if key in (*ANSWER_IN_META, "train_messages", "function"):
-            continue
-        if key == "query" and isinstance(first_user, str) and str(item).strip() in first_user:
-            continue
-        if key == "final_answer" and _parsed(item) in converter.finish_arguments:
-            continue
-        builder.keep(key, item)
-    left_out = [key for key in LEFT_OUT if key in value]
-    if left_out:
-        names = " and ".join(f"`{key}`" for key in left_out)
-        builder.note(f"left out ToolBench's DFS search state {names} (not the conversation)")
+    query = answer.get("query")
+    if "query" in answer and isinstance(first_user, str) and str(query).strip() in first_user:
+        read.add("query")
+    if "final_answer" in answer and _parsed(answer["final_answer"]) in converter.finish_arguments:
+        read.add("final_answer")
+    return read
 
 
 def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:

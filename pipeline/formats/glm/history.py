@@ -42,9 +42,7 @@ def history_thread(builder: ThreadBuilder, data: dict[str, Any]) -> None:
         builder.meta["chat"] = data["meta"]
     if settings:
         builder.meta["chat_settings"] = settings
-    for key, value in data.items():
-        if key not in ("history", "meta", "settings", "system", "id"):
-            builder.keep(key, value)
+    builder.keep_unread(data, ("history", "meta", "settings", "system", "id"))
 
 
 def _entry(entry: dict[str, Any], where: str) -> tuple[str, dict[str, Any], str]:
@@ -75,8 +73,7 @@ def _history_entry(
     }
     if role == "user_interaction" and not content and rest:
         content, rest = yaml_text(rest), {}
-    for key, value in rest.items():
-        builder.keep(f"{field_where}.{key}", value)
+    builder.keep_unread(rest, where=field_where)
     if role == "assistant":
         pieces = text_pieces(builder, calls, content, f"{field_where}.content")
         pieces += without_repeats(builder, pieces, listed, calls_where)

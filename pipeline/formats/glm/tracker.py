@@ -52,15 +52,8 @@ def tracker_thread(builder: ThreadBuilder, data: dict[str, Any]) -> None:
     builder.meta["glm_shape"] = "tracker"
     if data.get("metadata"):
         builder.meta["chat"] = data["metadata"]
-    for key, value in data.items():
-        if key not in (
-            "tracker",
-            "system_message",
-            "user_info",
-            "metadata",
-            "id",
-        ) and value not in (None, {}, []):
-            builder.keep(key, value)
+    filled = {key: value for key, value in data.items() if value not in (None, {}, [])}
+    builder.keep_unread(filled, ("tracker", "system_message", "user_info", "metadata", "id"))
 
 
 def _included_functions(calls: CallSettings, tracker: list[dict[str, Any]]) -> list[ToolSpec]:
@@ -85,9 +78,8 @@ def _tracker_entry(
     where = f"tracker[{index}]"
     role = TRACKER_ROLES[entry["role"].lower()]
     meta = {key: entry[key] for key in TRACKER_META if entry.get(key) is not None}
-    for key, value in entry.items():
-        if key not in TRACKER_READ or (key == "index" and value != index):
-            builder.keep(f"{where}.{key}", value)
+    read = TRACKER_READ if entry.get("index") == index else TRACKER_READ - {"index"}
+    builder.keep_unread(entry, read, where)
     content = entry.get("content") or ""
     if role == "assistant":
         pieces = text_pieces(builder, calls, content, f"{where}.content")

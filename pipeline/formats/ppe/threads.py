@@ -303,8 +303,7 @@ def _dialogue_builder(
     if isinstance(context.front.get("parameters"), dict):
         meta["parameters"] = context.front["parameters"]
     builder = ThreadBuilder(record, NAME, options, thread_id=thread_id, meta=meta)
-    for key, value in extra.items():
-        builder.keep(key, value)
+    builder.keep_unread(extra)
     for note in inheritance_notes(context):
         builder.note(note)
     for function in context.functions:

@@ -1,0 +1,142 @@
+"""OpenAI chat messages as input: Chat Completions / fine-tuning JSONL, Hugging Face
+`messages` columns, preference pairs and KTO labels built from such message lists,
+OpenAI evals samples, and LLaMA-Factory's OpenAI-shaped files (content parts with
+`value`, `reasoning` and `tool_call` parts, `loss_weight`, `<image>` tags).
+
+Record shapes read (first match wins):
+- `{"input": {"messages", "tools"}, "preferred_output", "non_preferred_output"}`
+  (OpenAI preference fine-tuning) -> a chosen and a rejected thread;
+- `chosen_messages` / `rejected_messages` (LLaMA-Factory v1 DPO) or `chosen` / `rejected`
+  message lists (full conversations, or completions after `prompt` / `messages`);
+- `{"input": [messages] | "text", "ideal": ...}` (OpenAI evals) -> input plus the ideal
+  answer as the final assistant message;
+- `{"messages": [...]}` or TRL's `prompt` + `completion` message lists, with a boolean
+  `label` (KTO) -> one thread.
+
+Tool calls, tool results, reasoning and refusals follow the shared mapping (builder.py);
+fields MMS has no place for go to `meta.extra_fields` (record) or `meta.message_meta`
+(message: `weight`, `loss_weight`, `name`, media references ...).
+
+Layout: layout.py reads the record's shape into the threads to build; tools.py reads its
+tool definitions; messages.py adds each message to a thread, with content.py reading
+content parts and calls.py tool calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
+from pipeline.formats.builder import ThreadBuilder
+from pipeline.formats.openai.layout import PAIRS, PREFERENCE_OUTPUTS, read_layout
+from pipeline.formats.openai.messages import ROLES, TOOL_ROLES, MessageReader
+from pipeline.formats.openai.tools import TOOL_KEYS, read_tools
+from pipeline.mms import Thread
+from pipeline.sources import Record
+
+NAME = "openai"
+FOREIGN_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+"""Anthropic content block types: a message holding one is not an OpenAI message."""
+
+
+def _as_list(value: Any) -> list[Any] | None:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict) and "role" in value:
+        return [value]
+    return None
+
+
+def _message_lists(value: dict[str, Any]) -> list[list[Any]]:
+    """Every OpenAI message list the record carries, whatever its shape."""
+    lists = [_as_list(value.get(key)) for key in ("messages", "prompt", "completion")]
+    lists += [_as_list(value.get(key)) for pair in PAIRS for key in pair]
+    inputs = value.get("input")
+    if isinstance(inputs, list):
+        lists.append(inputs)
+    elif isinstance(inputs, dict):
+        lists.append(_as_list(inputs.get("messages")))
+        lists += [_as_list(value.get(key)) for key in PREFERENCE_OUTPUTS]
+    return [found for found in lists if found]
+
+
+def _foreign_shape(message: Any) -> str | None:
+    """Why a message is not an OpenAI message, or None if it is one."""
+    if not isinstance(message, dict):
+        return "a message is not an object"
+    if "role" not in message:
+        if "from" in message or "value" in message:
+            return "messages use from/value (ShareGPT)"
+        return "a message has no role"
+    if message["role"] not in ROLES:
+        return f"role {message['role']!r} is not an OpenAI role"
+    content = message.get("content")
+    if isinstance(content, list) and any(
+        isinstance(part, dict)
+        and isinstance(part.get("type"), str)
+        and part["type"] in FOREIGN_BLOCKS
+        for part in content
+    ):
+        return "content blocks of Anthropic types (tool_use, tool_result, thinking)"
+    return None
+
+
+def _uses_tools(value: dict[str, Any], messages: list[Any]) -> bool:
+    inputs = value.get("input")
+    holders = [value, inputs] if isinstance(inputs, dict) else [value]
+    if any(holder.get(key) for holder in holders for key in TOOL_KEYS):
+        return True
+    return any(
+        message.get("tool_calls") or message.get("function_call") or message["role"] in TOOL_ROLES
+        for message in messages
+    )
+
+
+def sniff(value: object) -> Sniff:
+    """Sure with tool calls, tool results or tool definitions; typical for role/content
+    message lists; unlikely with a top-level `system` (Anthropic); not for ShareGPT
+    from/value turns or Anthropic content blocks."""
+    if not isinstance(value, dict):
+        return Sniff(0.0, "not a JSON object")
+    lists = _message_lists(value)
+    if not lists:
+        return Sniff(0.0, "no OpenAI message list (messages, chosen/rejected, input + ideal)")
+    messages = [message for found in lists for message in found]
+    for message in messages:
+        reason = _foreign_shape(message)
+        if reason is not None:
+            return Sniff(0.0, reason)
+    if isinstance(value.get("system"), (str, list)):
+        return Sniff(0.3, "role/content messages with a top-level system (Anthropic-like)")
+    if _uses_tools(value, messages):
+        return Sniff(1.0, "OpenAI messages with tool calls, tool results or tool definitions")
+    return Sniff(0.8, "role/content message list (OpenAI chat)")
+
+
+def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
+    """One thread per record; two (chosen, rejected) for preference pairs."""
+    layout = read_layout(record)
+    tools = read_tools(layout.tools)
+    threads = []
+    for side in layout.sides:
+        builder = ThreadBuilder(record, NAME, options, thread_id=side.thread_id, meta=side.meta)
+        builder.declare_tools(tools.specs)
+        reader = MessageReader(builder, record.value, tools)
+        for where, message in side.turns:
+            reader.message(where, message)
+        reader.finish()
+        builder.keep_unread(layout.extras)
+        for note in layout.notes:
+            builder.note(note)
+        threads.append(builder.build())
+    return threads
+
+
+FORMAT = InputFormat(
+    name=NAME,
+    summary="OpenAI chat messages: fine-tuning JSONL, HF messages columns, tools and tool "
+    "calls (also legacy functions), reasoning, preference pairs, KTO labels, evals samples, "
+    "LLaMA-Factory's OpenAI-shaped files",
+    sniff=sniff,
+    to_threads=to_threads,
+)
