@@ -73,7 +73,8 @@ class Lint(Stage):
         self.examples: dict[str, dict[str, Any]] = {}
         self.example_counts: dict[str, int] = {}
         self.rows = 0
-        self.found: list[tuple[list[Diagnostic], int]] = []
+        self.found: list[tuple[str, list[Diagnostic], int]] = []
+        """Per row of the batch `decide` saw: its id, its findings, how many the map side had."""
 
     def map(self, batch: Batch) -> Batch:
         findings, facts = [], []
@@ -125,18 +126,17 @@ class Lint(Stage):
             source, locator, *rule_facts = orjson.loads(facts[row])
             mapped = len(found)
             found += self.linter.observe(rule_facts, ThreadRef(thread_id, source, locator))
-            self.found.append((found, mapped))
+            self.found.append((thread_id, found, mapped))
             codes = sorted({d.code for d in found if d.code in self.drop_on})
             reasons.append(f"lint:{codes[0]}" if codes and kept[row] else None)
         return reasons
 
     def record(self, rows: pa.Table, reasons: list[str | None]) -> None:
         report = self._required_report()
-        ids = rows["id"].to_pylist()
-        for row, (found, mapped) in enumerate(self.found):
+        for row, (thread_id, found, mapped) in enumerate(self.found):
             if found:
                 shown = self._examples_of(rows, row, self.rows + row, mapped)
-                report.add_shown(found, ids[row], shown, dropped=reasons[row] is not None)
+                report.add_shown(found, thread_id, shown, dropped=reasons[row] is not None)
         self.rows += rows.num_rows
 
     def _examples_of(

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.accounting import RunCounts
 from pipeline.engine.local import iter_units
 from pipeline.formats import AUTO, get_format
 from pipeline.formats.detect import detect
 from pipeline.jobs.pack import pack_run_output
 from pipeline.jobs.run.config import RunConfig
-from pipeline.jobs.run.counts import RunCounts
 from pipeline.jobs.run.outputs import (
     remove_stale_outputs,
     ship_tokenizer,

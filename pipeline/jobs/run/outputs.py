@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from pipeline.accounting import RunCounts
 from pipeline.jobs.run.config import RunConfig
-from pipeline.jobs.run.counts import RunCounts
 from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
 from pipeline.output.card import CardStats, dataset_card, lint_summary, training_facts

@@ -16,12 +16,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.accounting import ReadStats
+from pipeline.accounting import ReadStats, RunCounts
 from pipeline.jobs.run.config import RunConfig
-from pipeline.jobs.run.counts import RunCounts
 from pipeline.jobs.run.stages import Side, run_stages, shard_schema
 from pipeline.jobs.run.unit import UNIT_REJECTED, UNIT_STATS, UNIT_THREADS, stage_file
-from pipeline.lint import LintReport
+from pipeline.lint import LintReport, select_rules
 from pipeline.lint.store import DiagnosticStore
 from pipeline.output.files import atomic_output
 from pipeline.output.shards import Shard, ShardWriter
@@ -128,14 +127,13 @@ class _Reducer:
         lint_config = config.stages.lint.to_lint_config(source)
         self.report = LintReport(
             lint_config,
-            [],
+            select_rules(lint_config.select, lint_config.ignore),
             [config.recorded_path(spec.path) for spec in config.inputs],
             ReadStats(skipped_files=list(skipped), refused_files=dict(refused)),
             DiagnosticStore(),
         )
         self.stages = run_stages(config, Side(lint_source=source, report=self.report))
         self.lint = next(stage for stage in self.stages if isinstance(stage, Lint))
-        self.report.rules = self.lint.linter.rules
         self.counts = RunCounts()
         self.columns = shard_schema(config).names
 
