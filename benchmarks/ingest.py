@@ -112,7 +112,7 @@ def baseline(path: Path) -> tuple[int, int]:
 
 def read_threads(path: Path, fmt: str) -> tuple[int, int]:
     """Every thread `pipeline.read` yields; raises if a record was quarantined."""
-    stats = pipeline.ReadStats()
+    stats = pipeline.Account()
     threads = sum(1 for _ in pipeline.read(str(path), pipeline.ReadSpec(format=fmt), stats=stats))
     if stats.quarantined_total or not stats.balanced:
         raise RuntimeError(f"read --from {fmt} quarantined {dict(stats.quarantined)}")

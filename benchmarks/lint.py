@@ -209,7 +209,7 @@ def child(job: str, path: Path, snapshot: Path | None, traced: bool) -> dict[str
     if traced:
         tracemalloc.start(TRACE_FRAMES)
 
-    def at_end(stats: pipeline.ReadStats, report: LintReport) -> None:
+    def at_end(stats: pipeline.Account, report: LintReport) -> None:
         if snapshot is not None and stats.threads == expected:  # the last call wins
             untraced = (tracemalloc.__file__, "<frozen importlib._bootstrap>", "<unknown>")
             taken = tracemalloc.take_snapshot()

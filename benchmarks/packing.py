@@ -63,8 +63,8 @@ def token_table(sizes: np.ndarray) -> pa.Table:
 
 
 def ours(table: pa.Table, seq_len: int) -> tuple[float, pa.Table]:
-    from pipeline.loader.packed_rows import packed_table
-    from pipeline.loader.packing import pack_rows
+    from pipeline.packing.best_fit import pack_rows
+    from pipeline.packing.rows import packed_table
 
     start = time.perf_counter()
     sequences = list(pack_rows(table["num_tokens"].to_numpy().tolist(), seq_len))

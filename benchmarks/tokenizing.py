@@ -118,10 +118,10 @@ unended assistant message)."""
 # --------------------------------------------------------------------------- data
 
 
-def real_threads(realdata: Path) -> tuple[list[Thread], pipeline.ReadStats]:
+def real_threads(realdata: Path) -> tuple[list[Thread], pipeline.Account]:
     """Every thread of the real files (records that are not conversations are skipped), in
     a seeded shuffle: any prefix, and every batch, mixes the sources."""
-    stats = pipeline.ReadStats()
+    stats = pipeline.Account()
     threads = list(pipeline.read(str(realdata), stats=stats))
     random.Random(DEFAULT_SEED).shuffle(threads)
     return threads, stats

@@ -6,7 +6,7 @@ the linter (`from pipeline.lint import lint`; `LintConfig`, `LintReport`, `lint_
 here: the function is not re-exported as `pipeline.lint`, which names the package).
 """
 
-from pipeline.accounting import ReadStats
+from pipeline.accounting import Account
 from pipeline.formats import FORMATS
 from pipeline.jobs.convert import ConvertResult, convert
 from pipeline.jobs.lint import lint_threads
@@ -32,6 +32,7 @@ __all__ = [
     "ERROR_CODES",
     "FORMATS",
     "THREAD_ARROW_SCHEMA",
+    "Account",
     "ConvertResult",
     "FieldError",
     "Format",
@@ -41,7 +42,6 @@ __all__ = [
     "Message",
     "ReadLimits",
     "ReadSpec",
-    "ReadStats",
     "Rejection",
     "SystemSettings",
     "Thread",

@@ -1,6 +1,7 @@
-"""The account of a job: every record read becomes threads or is quarantined (ReadStats),
-and every thread is written or dropped with a named reason (RunCounts). The stages report
-what they did; the job adds it up here, once."""
+"""The account of a job (DESIGN §2): every record read becomes threads or is quarantined, and
+every thread is written, kept unwritten (linted only, withheld by the gate) or dropped with a
+named reason. Stages publish what they decide; the job's driver adds it up here, once, for
+every job alike (convert, lint, tokenize, run)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+TOKEN_FIGURES = ("num_tokens", "num_trained", "messages")
+"""The columns written rows carry when they are tokenized (their token figures are counted)."""
+
 
 @dataclass(slots=True)
-class ReadStats:
-    """Counts kept while reading. Invariant: records_read = records_converted + quarantined."""
+class Account:
+    """What a job read, quarantined, dropped (by reason) and wrote (per split).
+
+    Invariants (`balanced`): records_read = records_converted + quarantined, and threads =
+    written (weighted copies aside) + not_sharded + withheld + dropped."""
 
     records_read: int = 0
     records_converted: int = 0
@@ -26,52 +36,71 @@ class ReadStats:
     a symlink leading outside the folder named)."""
     formats: dict[str, str] = field(default_factory=dict)
     """The format each file was read as (`-` when none was detected)."""
+    dropped: Counter[str] = field(default_factory=Counter)
+    written: Counter[str] = field(default_factory=Counter)
+    """Threads written per split (weighted copies included)."""
+    copies: int = 0
+    """Extra rows written by mixing weights above 1."""
+    not_sharded: int = 0
+    """Threads kept but not written: the job has no shards (lint)."""
+    withheld: int = 0
+    """Threads kept but not written, because the lint gate failed (nothing is published)."""
+    truncated: int = 0
+    """Threads written shorter than read (cut at a message boundary to fit max_tokens)."""
+    tokens: int = 0
+    trained_tokens: int = 0
+    untrained: int = 0
+    """Threads written with no trained token (num_trained 0)."""
+    longest: int = 0
+    """The most tokens of a written thread."""
+    zero_weight_messages: int = 0
+    """Assistant messages written that their source weighted 0 (rendered, not trained)."""
 
     @property
     def quarantined_total(self) -> int:
         return sum(self.quarantined.values())
 
     @property
-    def balanced(self) -> bool:
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+    @property
+    def kept(self) -> int:
+        """Threads written, each counted once (weighted copies aside)."""
+        return sum(self.written.values()) - self.copies
+
+    @property
+    def read_balanced(self) -> bool:
         return self.records_read == self.records_converted + self.quarantined_total
-
-
-@dataclass
-class RunCounts:
-    """What a run read, quarantined, dropped (by reason) and wrote (per split)."""
-
-    records_read: int = 0
-    records_converted: int = 0
-    quarantined: Counter[str] = field(default_factory=Counter)
-    threads: int = 0
-    dropped: Counter[str] = field(default_factory=Counter)
-    written: Counter[str] = field(default_factory=Counter)
-    """threads written per split (weighted copies included)."""
-    copies: int = 0
-    """extra rows written by mixing weights above 1."""
-    not_sharded: int = 0
-    """threads kept but not written, because the run has no shard stage (lint only)."""
-    withheld: int = 0
-    """threads kept but not written, because the lint gate failed (nothing is published)."""
-    tokens: int = 0
-    trained_tokens: int = 0
-    zero_weight_messages: int = 0
-    """assistant messages written that their source weighted 0 (rendered, not trained)."""
 
     @property
     def balanced(self) -> bool:
-        kept = sum(self.written.values()) - self.copies
-        return self.records_read == self.records_converted + sum(
-            self.quarantined.values()
-        ) and self.threads == kept + self.not_sharded + self.withheld + sum(self.dropped.values())
+        return self.read_balanced and self.threads == (
+            self.kept + self.not_sharded + self.withheld + self.dropped_total
+        )
+
+    def count_written(self, split: str, rows: pa.Table, weight: int = 1) -> None:
+        """Rows written to `split`, `weight` times each, with their token figures."""
+        self.written[split] += rows.num_rows * weight
+        self.copies += rows.num_rows * (weight - 1)
+        if not rows.num_rows or not set(TOKEN_FIGURES) <= set(rows.column_names):
+            return
+        num_tokens, num_trained = rows["num_tokens"], rows["num_trained"]
+        self.tokens += pc.sum(num_tokens).as_py() * weight
+        self.trained_tokens += pc.sum(num_trained).as_py() * weight
+        self.untrained += pc.sum(pc.equal(num_trained, 0)).as_py() * weight
+        self.longest = max(self.longest, pc.max(num_tokens).as_py())
+        self.zero_weight_messages += zero_weight_messages(rows["messages"]) * weight
 
     def withhold(self) -> None:
         """The gate failed: what would have been written is withheld instead."""
-        self.withheld += sum(self.written.values()) - self.copies
+        self.withheld += self.kept
         self.written.clear()
         self.copies = self.tokens = self.trained_tokens = self.zero_weight_messages = 0
+        self.truncated = self.untrained = self.longest = 0
 
     def to_dict(self) -> dict[str, Any]:
+        """The counts of a run's manifest (DESIGN §7)."""
         return {
             "records_read": self.records_read,
             "records_converted": self.records_converted,
@@ -87,3 +116,10 @@ class RunCounts:
             "zero_weight_messages": self.zero_weight_messages,
             "balanced": self.balanced,
         }
+
+
+def zero_weight_messages(messages: pa.ChunkedArray | pa.Array) -> int:
+    """How many messages of a `messages` column have weight 0 (their source said: do not
+    train them), counted in Arrow."""
+    weights = pc.struct_field(pc.list_flatten(messages), "weight")
+    return pc.sum(pc.equal(weights, 0)).as_py() or 0

@@ -15,11 +15,11 @@ from pipeline.capabilities import thread_capabilities
 
 def read_all(
     *inputs: str | os.PathLike[str], **kwargs: Any
-) -> tuple[list[pipeline.Thread], list[pipeline.Rejection], pipeline.ReadStats]:
+) -> tuple[list[pipeline.Thread], list[pipeline.Rejection], pipeline.Account]:
     """`pipeline.read` over `inputs`, read as `kwargs` (ReadSpec fields) say: the threads,
     the rejections and the counts."""
     rejected: list[pipeline.Rejection] = []
-    stats = pipeline.ReadStats()
+    stats = pipeline.Account()
     paths = [os.fspath(i) for i in inputs]
     threads = list(
         pipeline.read(paths, pipeline.ReadSpec(**kwargs), on_reject=rejected.append, stats=stats)

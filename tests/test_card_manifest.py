@@ -29,7 +29,7 @@ from pipeline.output.manifest import build_manifest, input_record, write_manifes
 from pipeline.output.shards import Shard, ShardWriter
 from pipeline.tokenize import RENDERER_NAME, Renderer, load_tokenizer, tokenize_threads
 from pipeline.tokenize.hf_files import pad_token, vocabulary
-from pipeline.tokenize.stage import TOKENIZED_SCHEMA, TokenizeStats
+from pipeline.tokenize.tables import TOKENIZED_SCHEMA
 from tests.conftest import REPO
 
 SAMPLES = REPO / "data_samples" / "openai"
@@ -138,8 +138,9 @@ def test_load_dataset_reads_tokenized_shards_with_the_declared_features(
 
     base = load_tokenizer(shared / "tokenizers" / "phi-3-mini")
     renderer = Renderer(base)
-    stats = TokenizeStats()
-    table = pa.concat_tables(tokenize_threads(sample_threads(), renderer, stats=stats))
+    table = pa.concat_tables(tokenize_threads(sample_threads(), renderer))
+    stats = pipeline.Account()
+    stats.count_written("train", table)
     out = tmp_path / "out"
     shards = write_splits(out, TOKENIZED_SCHEMA, {"train": table}, shard_rows=3)
     record = {"label_policy": "assistant", "pad_token": pad_token(renderer, base)}

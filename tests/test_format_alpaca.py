@@ -148,7 +148,7 @@ def test_empty_output_keeps_the_prompt_and_says_so(tmp_path):
 )
 def test_bad_rows_are_quarantined_with_a_specific_reason(tmp_path, record, message):
     threads, rejected, stats = read_records(tmp_path, record, format="alpaca")
-    assert threads == [] and stats.balanced
+    assert threads == [] and stats.read_balanced
     assert (rejected[0].code, rejected[0].message) == ("missing_field", message)
 
 

@@ -43,7 +43,7 @@ def roles(thread):
 
 def test_samples_convert_with_the_expected_quarantine_codes():
     threads, rejected, stats = read_all(SAMPLES)
-    assert stats.balanced and stats.records_read == 9
+    assert stats.read_balanced and stats.records_read == 9
     assert set(stats.formats.values()) == {"anthropic"}
     assert len(threads) == 7
     assert Counter(r.code for r in rejected) == {"unknown_tool_call": 1, "invalid_tool_call": 1}

@@ -165,8 +165,8 @@ def test_a_mistyped_field_costs_only_its_record(tmp_path: Path):
         path = tmp_path / "mixed.jsonl"
         path.write_bytes(orjson.dumps(bad) + b"\n" + orjson.dumps(good) + b"\n")
         rejected: list[pipeline.Rejection] = []
-        stats = pipeline.ReadStats()
+        stats = pipeline.Account()
         threads = list(pipeline.read([str(path)], on_reject=rejected.append, stats=stats))
-        assert len(threads) == 1 and stats.balanced
+        assert len(threads) == 1 and stats.read_balanced
         assert [r.locator.rsplit(":", 1)[1] for r in rejected] == ["1"]
         assert rejected[0].code in ("missing_field", "invalid_thread", "unknown_role")

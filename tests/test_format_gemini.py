@@ -39,7 +39,7 @@ def user(text):
 
 def test_samples_convert_with_the_expected_quarantine_codes():
     threads, rejected, stats = read_all(SAMPLES)
-    assert stats.balanced and stats.records_read == 9 and len(threads) == 8
+    assert stats.read_balanced and stats.records_read == 9 and len(threads) == 8
     assert set(stats.formats.values()) == {"gemini"}
     assert Counter(r.code for r in rejected) == {"unknown_role": 1}
     assert {"request-1", "request-2", "request-3"} <= {t.id for t in threads}

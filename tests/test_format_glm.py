@@ -120,7 +120,7 @@ def test_real_tracker_dump_reads_the_conversation_role_tags(shared, tmp_path):
 
 def test_samples_convert_with_the_expected_quarantine_codes():
     threads, rejected, stats = read_all(SAMPLES)
-    assert stats.balanced and stats.records_read == 10 and len(threads) == 6
+    assert stats.read_balanced and stats.records_read == 10 and len(threads) == 6
     assert set(stats.formats.values()) == {"glm"}
     assert Counter(r.code for r in rejected) == {
         "unknown_role": 2,

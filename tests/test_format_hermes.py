@@ -54,7 +54,7 @@ def sharegpt(*turns):
 
 def test_samples_convert_with_the_expected_quarantine_codes():
     threads, rejected, stats = read_all(SAMPLES)
-    assert stats.balanced and stats.records_read == 6 and len(threads) == 4
+    assert stats.read_balanced and stats.records_read == 6 and len(threads) == 4
     assert set(stats.formats.values()) == {"hermes"}
     assert Counter(r.code for r in rejected) == {"invalid_tool_call": 1, "unknown_role": 1}
     for thread in threads:

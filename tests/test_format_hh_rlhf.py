@@ -95,7 +95,7 @@ def test_lone_side_text_and_prompt_splits(tmp_path):
 )
 def test_transcripts_that_are_not_conversations_are_quarantined(tmp_path, record, message):
     threads, rejected, stats = read_records(tmp_path, record, format="hh-rlhf")
-    assert threads == [] and stats.balanced
+    assert threads == [] and stats.read_balanced
     assert (rejected[0].code, rejected[0].message) == ("missing_field", message)
 
 

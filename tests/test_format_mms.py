@@ -14,7 +14,7 @@ from tests.reading import read_all
 
 def test_samples_cover_every_role_settings_and_multi_message_turns():
     threads, rejected, stats = read_all(str(REPO / "data_samples" / "mms"))
-    assert rejected == [] and stats.balanced and stats.threads == len(threads) == 8
+    assert rejected == [] and stats.read_balanced and stats.threads == len(threads) == 8
     roles = {m.role for t in threads for m in t.messages}
     assert roles == {"platform", "developer", "user", "assistant", "context"}
     assert any(m.name for t in threads for m in t.messages if m.role == "context")
@@ -107,7 +107,7 @@ def test_invalid_threads_are_rejected_with_every_field(tmp_path):
         "messages[1].end_turn",
     ]
     assert rejected[0].stage == "normalize:mms"
-    assert stats.balanced and stats.records_read == 4
+    assert stats.read_balanced and stats.records_read == 4
 
 
 def test_thread_built_in_python_round_trips_through_read(tmp_path):

@@ -20,7 +20,10 @@ def msg(message_id, parent, role, text, **fields):
 
 def test_every_root_to_leaf_path_is_a_thread_with_ids_in_meta():
     threads, rejected, stats = read_all(str(SAMPLES / "trees.jsonl"))
-    assert stats.balanced and [r.code for r in rejected] == ["empty_conversation", "unknown_role"]
+    assert stats.read_balanced and [r.code for r in rejected] == [
+        "empty_conversation",
+        "unknown_role",
+    ]
     assert [t.id for t in threads] == ["t1-a", "t1-b-p-a", "t1-b-q"]
     deep = threads[1]
     assert [m.role for m in deep.messages] == ["user", "assistant", "user", "assistant"]
@@ -68,7 +71,7 @@ def test_unranked_replies_come_after_ranked_ones(tmp_path):
 
 def test_flat_export_is_merged_per_tree_and_every_record_counted():
     threads, rejected, stats = read_all(str(SAMPLES / "backend_seed.json"))
-    assert stats.records_read == 8 and stats.records_converted == 7 and stats.balanced
+    assert stats.records_read == 8 and stats.records_converted == 7 and stats.read_balanced
     assert [t.id for t in threads] == ["m4", "m5", "n2"]
     assert threads[0].meta["message_ids"] == ["m1", "m2", "m3", "m4"]
     assert threads[0].meta["message_meta"]["3"] == {"task_message_id": "k4"}
@@ -79,7 +82,7 @@ def test_flat_export_is_merged_per_tree_and_every_record_counted():
 
 def test_a_tree_split_across_the_file_is_quarantined_with_the_reason():
     threads, rejected, stats = read_all(str(SAMPLES / "message_export.jsonl"))
-    assert [t.id for t in threads] == ["r1-a", "s1-a"] and stats.balanced
+    assert [t.id for t in threads] == ["r1-a", "s1-a"] and stats.read_balanced
     [split] = rejected
     assert split.locator.endswith(":5") and "not contiguous" in split.message
 
@@ -94,7 +97,9 @@ def test_a_failing_merged_tree_quarantines_each_of_its_records(tmp_path):
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     threads, rejected, stats = read_all(str(path), format="oasst")
     assert [t.id for t in threads] == ["z"]
-    assert stats.records_read == 3 and stats.quarantined["unknown_role"] == 2 and stats.balanced
+    assert (
+        stats.records_read == 3 and stats.quarantined["unknown_role"] == 2 and stats.read_balanced
+    )
     assert [r.locator.rsplit(":", 1)[1] for r in rejected] == ["1", "2"]
     assert all("'robot'" in r.message and "2 records were merged" in r.message for r in rejected)
     assert orjson.loads(rejected[0].raw)["text"] == "hi"

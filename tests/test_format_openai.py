@@ -79,7 +79,7 @@ def test_real_files_are_detected_and_convert_without_loss(shared, path, records,
     converted, rejected, stats = read_all(source)
     assert stats.formats[source] == "openai"
     assert (stats.records_read, stats.threads, rejected) == (records, threads, [])
-    assert stats.balanced
+    assert stats.read_balanced
     for thread in converted:
         thread.validate()
         assert thread.meta["source_format"] == "openai"
@@ -200,7 +200,7 @@ def test_kto_and_dpo_files_carry_preferences(shared):
 
 def test_samples_cover_the_features():
     threads, rejected, stats = read_all(str(SAMPLES))
-    assert stats.balanced and {r.code for r in rejected} == {
+    assert stats.read_balanced and {r.code for r in rejected} == {
         "unknown_tool_call",
         "unknown_role",
         "missing_field",

@@ -180,7 +180,7 @@ def test_alias_bombs_are_refused_across_items():
 
 def test_samples_convert_with_the_expected_quarantine_codes():
     threads, rejected, stats = read_all(SAMPLES)
-    assert stats.balanced and stats.records_read == 8
+    assert stats.read_balanced and stats.records_read == 8
     assert set(stats.formats.values()) == {"ppe"}
     assert Counter(r.code for r in rejected) == {
         "invalid_yaml": 1,
@@ -420,7 +420,7 @@ def test_sniff(value, score):
 
 def real(shared):
     threads, rejected, stats = read_all(shared / PPE)
-    assert stats.balanced and stats.records_read == 9
+    assert stats.read_balanced and stats.records_read == 9
     assert set(stats.formats.values()) == {"ppe"}
     files: dict[str, list] = {}
     for thread in threads:

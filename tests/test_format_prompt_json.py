@@ -56,7 +56,7 @@ def prompt(**metadata):
 
 def test_samples_convert_with_the_expected_quarantine_codes():
     threads, rejected, stats = read_all(SAMPLES)
-    assert stats.balanced and stats.records_read == 8 and len(threads) == 5
+    assert stats.read_balanced and stats.records_read == 8 and len(threads) == 5
     assert Counter(r.code for r in rejected) == {
         "invalid_json": 1,
         "invalid_thread": 1,

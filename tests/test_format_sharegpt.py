@@ -272,7 +272,7 @@ def test_kto_tag_marks_desirable_and_undesirable(tmp_path):
 )
 def test_bad_records_are_quarantined_with_a_specific_reason(tmp_path, record, code, message):
     threads, rejected, stats = read_records(tmp_path, record, format="sharegpt")
-    assert threads == [] and stats.balanced
+    assert threads == [] and stats.read_balanced
     assert rejected[0].code == code
     assert rejected[0].message.startswith(message)
 

@@ -77,7 +77,7 @@ def test_a_plugin_call_makes_the_prompt_unrenderable_naming_it(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("template_format: semantic-kernel\ntemplate: 'Now: {{time.now}}'\n")
     threads, (rejected,), stats = read_all(path)
-    assert threads == [] and stats.balanced
+    assert threads == [] and stats.read_balanced
     assert rejected.code == "unrenderable_template" and "{{time.now}}" in rejected.message
 
 
@@ -90,7 +90,7 @@ def test_sandbox_escape_in_a_jinja2_prompt_is_refused(tmp_path):
 
 def test_real_semantic_kernel_files(shared):
     threads, rejected, stats = read_all(shared / SK)
-    assert stats.balanced and stats.records_read == 10
+    assert stats.read_balanced and stats.records_read == 10
     assert set(stats.formats.values()) == {"sk-prompt"}
     assert list(stats.companion_files) == [
         f"{shared / SK}/prompt_template_samples__ChatPlugin__Chat__config.json"

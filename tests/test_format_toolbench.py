@@ -56,7 +56,7 @@ def test_give_up_keeps_a_declared_finish_call():
 
 def test_files_without_a_conversation_and_unknown_roles_are_quarantined():
     _, rejected, stats = read_all(str(SAMPLES))
-    assert stats.balanced and stats.records_read == 4 and stats.threads == 2
+    assert stats.read_balanced and stats.records_read == 4 and stats.threads == 2
     codes = {r.locator.rsplit("/", 1)[1]: (r.code, r.message) for r in rejected}
     code, message = codes["3_ChatGPT_DFS_woFilter_w2.json"]
     assert code == "empty_conversation" and "valid_data is false" in message
@@ -79,7 +79,7 @@ def test_an_undefined_function_is_called_with_a_note(tmp_path):
 
 def test_real_answer_files(shared):
     threads, rejected, stats = read_all(str(shared / "realdata" / "toolbench" / "answer"))
-    assert stats.records_read == 15 and len(threads) == 13 and stats.balanced
+    assert stats.records_read == 15 and len(threads) == 13 and stats.read_balanced
     assert sorted(r.locator.rsplit("/", 2)[1] for r in rejected) == ["G1_answer", "G3_answer"]
     assert {r.code for r in rejected} == {"empty_conversation"}
     finish = {}

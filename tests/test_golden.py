@@ -35,8 +35,8 @@ def test_sample_converts_to_the_expected_output(name, tmp_path, monkeypatch):
     options = ConvertOptions(**json.loads(chosen.read_text())) if chosen.is_file() else None
     spec = ReadSpec(options=options) if options else None
     result = convert(f"data_samples/{name}", out, spec, quarantine=rejected)
-    assert result.stats.balanced
-    detected = {label for label in result.stats.formats.values() if label != "-"}
+    assert result.account.balanced
+    detected = {label for label in result.account.formats.values() if label != "-"}
     assert detected == {name}, "auto-detection picked another format"
     if UPDATE:
         expected.mkdir(parents=True, exist_ok=True)

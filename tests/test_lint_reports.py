@@ -11,7 +11,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 import pipeline
-from pipeline.accounting import ReadStats
+from pipeline.accounting import Account
 from pipeline.jobs.lint import lint, lint_threads
 from pipeline.lint import Diagnostic, LintConfig, LintReport, Rule
 from pipeline.lint.reports import write_report
@@ -70,7 +70,7 @@ def file_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LintReport:
 
 def hand_report(rules: list[Rule], diagnostics: list[Diagnostic]) -> LintReport:
     """A report with exactly these findings, for texts no rule writes (newlines, pipes)."""
-    stats = ReadStats(records_read=1, records_converted=1, threads=1)
+    stats = Account(records_read=1, records_converted=1, threads=1)
     report = LintReport(LintConfig(), rules, ["in.jsonl"], stats, DiagnosticStore())
     report.add(diagnostics)
     return report

@@ -1,4 +1,4 @@
-"""Packing for the trainer (pipeline.loader.packing) and the batches built from it
+"""Packing for the trainer (pipeline.packing.best_fit) and the batches built from it
 (pipeline.loader.batches): bins within seq_len holding every row once, ties kept in row order,
 open bins bounded, fill at 4,096 on realistic lengths; packed batches whose threads keep
 their tokens and labels, restart their positions and carry exact varlen bounds."""
@@ -13,7 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.loader.batches import IGNORE, packed_batch, padded_batch
-from pipeline.loader.packing import WINDOW, BestFitPacker, OverlongRowError, PackingStats, pack_rows
+from pipeline.packing.best_fit import (
+    WINDOW,
+    BestFitPacker,
+    OverlongRowError,
+    PackingStats,
+    pack_rows,
+)
 
 
 @given(

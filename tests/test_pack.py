@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.cli import main
-from pipeline.loader.packing import OverlongRowError, pack_rows
+from pipeline.packing.best_fit import OverlongRowError, pack_rows
 from tests.conftest import REPO
 
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
@@ -98,6 +98,32 @@ def test_packing_gives_the_same_bytes_twice(real_tokens, tmp_path):
         result = _invoke("pack", real_tokens, "--seq-len", 4096, "-o", tmp_path / name / "p")
         assert result.exit_code == 0, result.output
     assert _digest(tmp_path / "a" / "p") == _digest(tmp_path / "b" / "p")
+
+
+def test_packing_does_not_depend_on_where_the_source_shard_files_break(tmp_path):
+    """Windows run over a split's rows in order, across its shard files: the same threads
+    in one shard or in shards of 7 rows (not a multiple of the window) pack alike."""
+    inputs = [REPO / "data_samples" / "sharegpt", REPO / "data_samples" / "openai"]
+    packed = {}
+    for shard_rows in ("50000", "7"):
+        source = tmp_path / f"tokens-{shard_rows}"
+        tokenized = _invoke(
+            "tokenize",
+            *inputs,
+            "--tokenizer",
+            SAMPLE_TOKENIZER,
+            "--shard-rows",
+            shard_rows,
+            "-o",
+            source,
+        )
+        assert tokenized.exit_code == 0, tokenized.output
+        out = tmp_path / f"packed-{shard_rows}" / "p"
+        result = _invoke("pack", source, "--seq-len", 512, "--window", 5, "-o", out)
+        assert result.exit_code == 0, result.output
+        packed[shard_rows] = {n: sha for n, sha in _digest(out).items() if n.startswith("data/")}
+    assert len(list((tmp_path / "tokens-7" / "data").glob("*.parquet"))) > 1
+    assert packed["7"] == packed["50000"] and packed["7"]
 
 
 def test_a_packed_output_verifies_and_loads_with_datasets(real_tokens, tmp_path, offline_hf):

@@ -44,7 +44,7 @@ def test_a_record_nested_too_deep_is_quarantined_and_the_next_is_read(tmp_path, 
     source.write_bytes(b"[" * 1000 + b"]" * 1000 + b"\n" + deep_object + b"\n")
     source.write_bytes(source.read_bytes() + orjson.dumps(GOOD) + b"\n")
     threads, rejected, stats = read_all(source, format=name)
-    assert stats.balanced and stats.records_read == 3
+    assert stats.read_balanced and stats.records_read == 3
     assert [r.code for r in rejected[:2]] == ["too_deep", "too_deep"]
     assert all(r.code != "internal_error" for r in rejected)
     if name == "openai":
@@ -55,7 +55,7 @@ def test_a_record_just_within_the_depth_limit_is_never_an_internal_error(tmp_pat
     source = _jsonl(tmp_path / "deep.jsonl", _nested(ReadLimits().max_depth), GOOD)
     for name in FORMATS:
         _, rejected, stats = read_all(source, format=name)
-        assert stats.balanced
+        assert stats.read_balanced
         assert all(r.code not in ("internal_error", "too_deep") for r in rejected), name
 
 
@@ -122,7 +122,7 @@ def test_a_decompression_bomb_is_stopped_with_one_line(tmp_path):
     _jsonl(tmp_path / "good.jsonl", GOOD)
     limits = ReadLimits(max_decompression_ratio=10)
     threads, rejected, stats = read_all(bomb, tmp_path / "good.jsonl", limits=limits)
-    assert len(threads) == 2 and stats.balanced
+    assert len(threads) == 2 and stats.read_balanced
     (bombed,) = rejected
     assert bombed.code == "unreadable_file" and "decompression bomb" in bombed.message
     command = ["convert", str(bomb), "-o", str(tmp_path / "o.jsonl"), "--max-decompression-ratio"]
@@ -200,7 +200,7 @@ def test_an_empty_context_name_is_no_name_with_a_note(tmp_path):
         ]
     }
     _, rejected, stats = read_all(_jsonl(tmp_path / "o.jsonl", tool_chat), format="openai")
-    assert stats.balanced
+    assert stats.read_balanced
     assert all("must not be empty" not in r.message for r in rejected)
 
 
@@ -212,7 +212,7 @@ def test_a_line_deeper_than_json_parses_is_too_deep_and_linted_as_unreadable(tmp
     assert [r.code for r in rejected] == ["too_deep", "too_deep"]
     assert "more than 1024 levels" in rejected[0].message
     assert "more than 128 levels" in rejected[1].message
-    assert len(threads) == 1 and stats.balanced
+    assert len(threads) == 1 and stats.read_balanced
     findings = [(d.code, d.message) for d in lint(str(source)).diagnostics]
     assert [code for code, _ in findings] == ["MMS105", "MMS105"]
     assert all("[too_deep]" in message for _, message in findings)
@@ -223,7 +223,7 @@ def test_yaml_too_deep_to_load_is_too_deep_with_its_depth(tmp_path):
     source.write_text("- {messages: " + "[" * 500 + "]" * 500 + "}\n")
     threads, rejected, stats = read_all(source, _jsonl(tmp_path / "good.jsonl", GOOD))
     assert [r.code for r in rejected] == ["too_deep"] and len(threads) == 1
-    assert "502 levels deep" in rejected[0].message and stats.balanced
+    assert "502 levels deep" in rejected[0].message and stats.read_balanced
 
 
 def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -240,7 +240,7 @@ def test_a_deep_skprompt_config_is_too_deep_and_a_device_config_is_never_read(tm
         (tmp_path / name / "skprompt.txt").write_text("Hello {{$input}}")
     (tmp_path / "deep" / "config.json").write_bytes(b'{"a":' + b"[" * 300 + b"]" * 300 + b"}")
     _, rejected, stats = read_all(tmp_path / "deep" / "skprompt.txt")
-    assert [r.code for r in rejected] == ["too_deep"] and stats.balanced
+    assert [r.code for r in rejected] == ["too_deep"] and stats.read_balanced
     os.symlink("/dev/zero", tmp_path / "device" / "config.json")
     code = (
         "import sys, pipeline; rejected = []\n"
@@ -300,7 +300,7 @@ def test_a_line_too_long_to_skip_gives_up_the_rest_of_the_file(tmp_path):
     assert [r.code for r in rejected] == ["oversize_record", "oversize_record"]
     assert "502 bytes" in rejected[0].message
     assert "the rest of the file is not read" in rejected[1].message
-    assert threads == [] and stats.records_read == 2 and stats.balanced
+    assert threads == [] and stats.records_read == 2 and stats.read_balanced
     (unit,) = plan_units([(str(source), "auto")], split_bytes=10**6)
     assert [r.code for r in iter_unit_records(unit, limits)] == ["oversize_record"] * 2
 

@@ -65,7 +65,7 @@ def run(*args: str):
 
 def test_rows_become_threads_with_exact_lineage(mms_dataset):
     spec = f"hf:{mms_dataset}"
-    stats = pipeline.ReadStats()
+    stats = pipeline.Account()
     threads = list(pipeline.read(spec, pipeline.ReadSpec(format="mms"), stats=stats))
     assert [t.id for t in threads] == ["t0", "t1", "t2", "t3", "t4"]
     assert [t.messages[0].content for t in threads] == [f"question {n}" for n in range(5)]
@@ -74,7 +74,7 @@ def test_rows_become_threads_with_exact_lineage(mms_dataset):
     assert [t.meta["locator"] for t in threads] == [f"{source}#{n}" for n in range(5)]
     assert stats.files == [spec] and stats.formats == {spec: "mms"}
     assert (stats.records_read, stats.records_converted, stats.threads) == (5, 5, 5)
-    assert stats.balanced
+    assert stats.read_balanced
 
 
 def test_split_option_streams_that_split(mms_dataset):
@@ -153,13 +153,13 @@ def test_openai_messages_rows_in_jsonl_are_detected_and_converted(tmp_path):
         for n in range(4)
     ]
     write_jsonl(tmp_path / "chat" / "train.jsonl", rows)
-    stats = pipeline.ReadStats()
+    stats = pipeline.Account()
     threads = list(pipeline.read(f"hf:{tmp_path / 'chat'}", stats=stats))
     assert stats.formats == {f"hf:{tmp_path / 'chat'}": "openai"}
     assert [[m.role for m in t.messages] for t in threads] == [
         ["developer", "user", "assistant"]
     ] * 4
-    assert threads[3].messages[2].content == "6" and stats.balanced
+    assert threads[3].messages[2].content == "6" and stats.read_balanced
 
 
 def test_objects_of_mixed_shapes_come_back_as_written(tmp_path):
@@ -191,7 +191,7 @@ def test_a_row_without_a_json_form_is_quarantined_and_the_rest_read(tmp_path):
     pq.write_table(table, tmp_path / "ts" / "train.parquet")
     spec = f"hf:{tmp_path / 'ts'}"
     rejected: list[Rejection] = []
-    stats = pipeline.ReadStats()
+    stats = pipeline.Account()
     threads = list(
         pipeline.read(spec, pipeline.ReadSpec(format="mms"), on_reject=rejected.append, stats=stats)
     )
@@ -211,9 +211,9 @@ def test_a_stream_that_breaks_ends_in_one_unreadable_rejection(tmp_path):
     assert len(items) == 1 and isinstance(items[0], Rejection)
     assert items[0].code == "unreadable_file" and items[0].locator == f"{spec}[train]#0"
     assert "the rest of the split is lost" in items[0].message
-    stats = pipeline.ReadStats()
+    stats = pipeline.Account()
     assert list(pipeline.read(spec, pipeline.ReadSpec(format="mms"), stats=stats)) == []
-    assert stats.quarantined == {"unreadable_file": 1} and stats.balanced
+    assert stats.quarantined == {"unreadable_file": 1} and stats.read_balanced
 
 
 def test_configs_are_chosen_by_option_and_named_in_the_source(tmp_path):
@@ -291,13 +291,13 @@ def test_real_files_as_a_dataset_give_the_same_records(shared, tmp_path, name):
     items = list(iter_file(spec))
     assert all(isinstance(item, Record) for item in items)
     assert [without_nulls(item.value) for item in items] == direct
-    stats = pipeline.ReadStats()
-    file_stats = pipeline.ReadStats()
+    stats = pipeline.Account()
+    file_stats = pipeline.Account()
     assert len(list(pipeline.read(spec, stats=stats))) == len(
         list(pipeline.read(str(real), stats=file_stats))
     )
     assert stats.formats[spec] == file_stats.formats[str(real)] != "-"
-    assert stats.quarantined == file_stats.quarantined and stats.balanced
+    assert stats.quarantined == file_stats.quarantined and stats.read_balanced
 
 
 def test_timestamps_and_dates_become_iso_text(tmp_path):

@@ -1,4 +1,4 @@
-"""The tokenize stage (batches of input_ids/labels, overlong policies, counts) and the
+"""Threads to token tables (batches of input_ids/labels, overlong policies, counts) and the
 deterministic Parquet shard writer."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 import pipeline
+from pipeline.accounting import Account
 from pipeline.mms import Message, Thread
 from pipeline.output.shards import ShardWriter
 from pipeline.tokenize import IGNORE, Renderer, load_tokenizer
 from pipeline.tokenize.overlong import OverlongThreadError
-from pipeline.tokenize.stage import TOKENIZED_SCHEMA, TokenizeStats, tokenize_threads
+from pipeline.tokenize.tables import TOKENIZED_SCHEMA, tokenize_threads
 
 WORDS = ["[UNK]", "user", "assistant", "context", "markdown", *"abcdefghijk"]
 """A word-level vocabulary: every word is one token, so token counts are read off a thread."""
@@ -39,9 +40,16 @@ def thread(id: str, *messages: Message) -> Thread:
 
 
 def run(threads: list[Thread], renderer: Renderer, **kwargs):
-    stats, drops = TokenizeStats(), []
-    tables = list(tokenize_threads(threads, renderer, stats=stats, on_drop=drops.append, **kwargs))
+    """The tables, the account a job keeps of them, and the drops."""
+    drops = []
+    tables = list(tokenize_threads(threads, renderer, on_drop=drops.append, **kwargs))
     table = pa.concat_tables(tables) if tables else TOKENIZED_SCHEMA.empty_table()
+    stats = Account(threads=len(threads))
+    stats.dropped.update(drop.code for drop in drops)
+    stats.count_written("train", table)
+    read_lengths = {thread.id: len(thread.messages) for thread in threads}
+    written = zip(table["id"].to_pylist(), table["messages"].to_pylist(), strict=True)
+    stats.truncated = sum(len(messages) < read_lengths[id] for id, messages in written)
     return table, stats, drops
 
 
@@ -77,7 +85,7 @@ def test_rows_hold_the_thread_and_its_exact_tokens(renderer):
             "settings", pa.nulls(1, pipeline.THREAD_ARROW_SCHEMA.field("settings").type)
         )
     ) == [FOUR]
-    assert (stats.threads_in, stats.threads_written, stats.tokens, stats.trained_tokens) == (
+    assert (stats.threads, stats.kept, stats.tokens, stats.trained_tokens) == (
         1,
         1,
         26,
@@ -113,7 +121,7 @@ def test_truncate_keeps_the_longest_prefix_that_fits(renderer, max_tokens, kept)
     note = row["meta"].split('"notes":["')[1]
     assert note.startswith(f"truncated by mms tokenize to its first {kept} of 4 messages")
     assert "max_tokens" in note and "26 tokens" in note
-    assert stats.truncated == 1 and stats.threads_written == 1 and not drops
+    assert stats.truncated == 1 and stats.kept == 1 and not drops
     assert "notes" not in FOUR.meta  # the input thread is left as it was
 
 
@@ -181,7 +189,7 @@ def test_batches_keep_input_order_and_every_thread_is_counted(renderer):
     assert whole["num_trained"].to_pylist() == [4, 5, 0] * 3
     assert [d.thread.id for d in drops] == ["hopeless"] * 3
     assert stats == batched_stats
-    assert (stats.threads_in, stats.threads_written, stats.truncated, stats.untrained) == (
+    assert (stats.threads, stats.kept, stats.truncated, stats.untrained) == (
         12,
         9,
         3,

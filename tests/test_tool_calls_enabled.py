@@ -26,8 +26,8 @@ REAL_TOOL_FILES = [
 def test_every_tool_call_is_enabled_by_an_earlier_developer_message(shared, tmp_path, relative):
     out = tmp_path / "threads.jsonl"
     result = convert(str(shared / relative), out)
-    assert result.stats.balanced and result.stats.threads > 0
-    assert result.stats.quarantined_total == 0, relative
+    assert result.account.balanced and result.account.threads > 0
+    assert result.account.quarantined_total == 0, relative
     calls = 0
     for thread in read(str(out), ReadSpec("mms")):
         enabled: set[str] = set()

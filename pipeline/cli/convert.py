@@ -162,7 +162,7 @@ def convert_command(
     except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
     _print_summary(result)
-    stats = result.stats
+    stats = result.account
     if not stats.balanced:
         exit_unbalanced()
     if strict and stats.quarantined_total:
@@ -171,7 +171,7 @@ def convert_command(
 
 
 def _print_summary(result: ConvertResult) -> None:
-    stats = result.stats
+    stats = result.account
     print_inputs(stats)
     stderr.print(f"Wrote {stats.threads:,} threads to {result.output}")
     print_quarantine(stats, result.quarantine)

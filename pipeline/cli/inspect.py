@@ -9,7 +9,7 @@ import click
 import pyarrow.parquet as pq
 from rich.console import Console
 
-from pipeline.accounting import ReadStats
+from pipeline.accounting import Account
 from pipeline.cli.options import given, input_format_option, train_on_option
 from pipeline.cli.output import stderr
 from pipeline.jobs.read import ReadSpec, read
@@ -115,7 +115,7 @@ def inspect_command(
         )
     except (TokenizerLoadError, ValueError) as err:
         raise click.UsageError(f"--tokenizer: {err}") from None
-    stats = ReadStats()
+    stats = Account()
     try:
         chosen = pick_threads(read(file, ReadSpec(input_format), stats=stats), thread_id, limit)
     except ThreadNotFoundError as err:

@@ -13,7 +13,7 @@ from typing import NoReturn
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from pipeline.accounting import ReadStats
+from pipeline.accounting import Account
 from pipeline.quarantine import ERROR_CODES
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -26,7 +26,7 @@ def _live() -> Progress:
 
 
 @contextmanager
-def read_progress() -> Iterator[Callable[[ReadStats], None] | None]:
+def read_progress() -> Iterator[Callable[[Account], None] | None]:
     """A live records/threads counter on a terminal; nothing when output is redirected."""
     if not stderr.is_terminal:
         yield None
@@ -34,7 +34,7 @@ def read_progress() -> Iterator[Callable[[ReadStats], None] | None]:
     with _live() as progress:
         task = progress.add_task("reading")
 
-        def update(stats: ReadStats) -> None:
+        def update(stats: Account) -> None:
             progress.update(
                 task,
                 description=f"{stats.records_read:,} records read, {stats.threads:,} threads, "
@@ -76,7 +76,7 @@ def exit_unbalanced() -> NoReturn:
     sys.exit(1)
 
 
-def print_inputs(stats: ReadStats) -> None:
+def print_inputs(stats: Account) -> None:
     """Records read per format, and the files skipped, read as companions or undetected."""
     by_format = Counter(stats.formats.values())
     formats = ", ".join(f"{name}: {count}" for name, count in sorted(by_format.items()))
@@ -106,7 +106,7 @@ def print_refused(refused: dict[str, str]) -> None:
             stderr.print(f"    {path}: {why}")
 
 
-def print_quarantine(stats: ReadStats, path: Path) -> None:
+def print_quarantine(stats: Account, path: Path) -> None:
     """Records quarantined, per code."""
     if stats.quarantined_total:
         stderr.print(f"Quarantined {stats.quarantined_total:,} records to {path}:")

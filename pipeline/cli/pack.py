@@ -9,8 +9,8 @@ import click
 from pipeline.cli.options import overlong_option
 from pipeline.cli.output import check_mark, exit_unbalanced, stderr
 from pipeline.jobs.pack import PackError, PackResult, pack_output
-from pipeline.loader.packing import WINDOW
 from pipeline.output.files import OutputPathError, check_writable
+from pipeline.packing.best_fit import WINDOW
 from pipeline.tokenize import TokenizerLoadError
 from pipeline.tokenize.overlong import DROP_CODES
 

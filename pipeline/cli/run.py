@@ -161,7 +161,7 @@ def _print_summary(result: RunResult) -> None:
     counts = result.counts
     stderr.print(
         f"Read {counts.records_read:,} records: {counts.records_converted:,} converted into "
-        f"{counts.threads:,} threads, {sum(counts.quarantined.values()):,} quarantined"
+        f"{counts.threads:,} threads, {counts.quarantined_total:,} quarantined"
     )
     skipped = result.report.stats.skipped_files
     if skipped:
@@ -208,12 +208,11 @@ def _print_summary(result: RunResult) -> None:
             f"Verified: {checked.get('files', 0)} file(s) and {checked.get('rows', 0):,} rows "
             "against manifest.json, and the card (hashes only; `mms verify` renders every row)"
         )
-    kept = sum(counts.written.values()) - counts.copies
     unsharded = f" + {counts.not_sharded:,} linted only" if counts.not_sharded else ""
     unsharded += f" + {counts.withheld:,} withheld" if counts.withheld else ""
     stderr.print(
         f"Check: {counts.records_read:,} read = {counts.records_converted:,} converted + "
-        f"{sum(counts.quarantined.values()):,} quarantined; {counts.threads:,} threads = "
-        f"{kept:,} written{unsharded} + {sum(counts.dropped.values()):,} dropped "
+        f"{counts.quarantined_total:,} quarantined; {counts.threads:,} threads = "
+        f"{counts.kept:,} written{unsharded} + {counts.dropped_total:,} dropped "
         f"{check_mark(counts.balanced)}"
     )

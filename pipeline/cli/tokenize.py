@@ -178,11 +178,11 @@ def tokenize_command(
 
 
 def _print_summary(result: TokenizeResult) -> None:
-    read, stats = result.read, result.stats
-    print_inputs(read)
+    stats = result.account
+    print_inputs(stats)
     trained_share = stats.trained_tokens / stats.tokens if stats.tokens else 0.0
     stderr.print(
-        f"Wrote {stats.threads_written:,} threads to {result.output / 'data'} in "
+        f"Wrote {stats.kept:,} threads to {result.output / 'data'} in "
         f"{len(result.shards)} shard(s): {stats.tokens:,} tokens, "
         f"{stats.trained_tokens:,} trained ({trained_share:.1%}), longest {stats.longest:,}"
     )
@@ -208,10 +208,10 @@ def _print_summary(result: TokenizeResult) -> None:
             stderr.print(f"  {count:>8,}  {code:<20} {DROP_CODES[code]}")
     else:
         stderr.print("Dropped 0 threads")
-    print_quarantine(read, result.quarantine)
+    print_quarantine(stats, result.quarantine)
     stderr.print(
-        f"Check: {read.records_read:,} records read = {read.records_converted:,} converted "
-        f"+ {read.quarantined_total:,} quarantined; {read.threads:,} threads = "
-        f"{stats.threads_written:,} written + {stats.dropped_total:,} dropped "
+        f"Check: {stats.records_read:,} records read = {stats.records_converted:,} converted "
+        f"+ {stats.quarantined_total:,} quarantined; {stats.threads:,} threads = "
+        f"{stats.kept:,} written + {stats.dropped_total:,} dropped "
         f"{check_mark(result.balanced)}"
     )

@@ -1,5 +1,5 @@
-"""The convert job: inputs in any known format -> one MMS JSONL file plus a quarantine
-file, with the counts that prove nothing was lost."""
+"""The convert job: a source (inputs in any known format), no stage, and a sink writing one
+MMS JSONL file plus a quarantine file, with the counts that prove nothing was lost."""
 
 from __future__ import annotations
 
@@ -7,22 +7,27 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-from pipeline.accounting import ReadStats
+import pyarrow as pa
+
+from pipeline.accounting import Account
+from pipeline.jobs.driver import StreamDriver
 from pipeline.jobs.read import ReadSpec, read
 from pipeline.output.files import OutputPathError, atomic_output, check_writable
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.sources import InputError
+from pipeline.stages.contract import Batch
 
-PROGRESS_EVERY = 2000
-"""Threads between two progress callbacks."""
+WRITTEN = "threads"
+"""The one split a convert job writes (its Account's `written` key)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ConvertResult:
     output: Path
     quarantine: Path
-    stats: ReadStats
+    account: Account
 
 
 def default_quarantine_path(output: str | Path) -> Path:
@@ -49,7 +54,7 @@ def convert(
     spec: ReadSpec | None = None,
     *,
     quarantine: str | Path | None = None,
-    progress: Callable[[ReadStats], None] | None = None,
+    progress: Callable[[Account], None] | None = None,
 ) -> ConvertResult:
     """Convert `inputs`, read as `spec` says, to MMS JSONL at `output`; rejected records go
     to `quarantine` (default: next to the output). Both files are written atomically."""
@@ -59,19 +64,31 @@ def convert(
         raise InputError("the quarantine file must differ from the output file")
     check_output_file(output)
     check_output_file(quarantine)
-    stats = ReadStats()
+    account = Account()
     with atomic_output(output) as out, atomic_output(quarantine) as rejected:
-
-        def on_reject(rejection: Rejection) -> None:
-            rejected.write(rejection_line(rejection))
-
-        for count, thread in enumerate(
-            read(inputs, spec, on_reject=on_reject, stats=stats, exclude=(output, quarantine)),
-            1,
-        ):
-            out.write(thread.to_json_line())
-            if progress is not None and count % PROGRESS_EVERY == 0:
-                progress(stats)
+        driver = StreamDriver(
+            [],
+            _JsonlSink(out, rejected, account),
+            account,
+            progress=(lambda: progress(account)) if progress is not None else None,
+        )
+        exclude = (output, quarantine)
+        driver.run(read(inputs, spec, on_reject=driver.rejected, stats=account, exclude=exclude))
     if progress is not None:
-        progress(stats)
-    return ConvertResult(output, quarantine, stats)
+        progress(account)
+    return ConvertResult(output, quarantine, account)
+
+
+class _JsonlSink:
+    """Threads to MMS JSON Lines, rejected records to the quarantine file."""
+
+    def __init__(self, out: BinaryIO, quarantine: BinaryIO, account: Account):
+        self.out, self.quarantine, self.account = out, quarantine, account
+
+    def rejected(self, rejection: Rejection) -> None:
+        self.quarantine.write(rejection_line(rejection))
+
+    def write(self, batch: Batch, rows: pa.Table | None, reasons: list[str | None]) -> None:
+        kept = [t for t, reason in zip(batch.threads, reasons, strict=True) if reason is None]
+        self.out.write(b"".join(thread.to_json_line() for thread in kept))
+        self.account.written[WRITTEN] += len(kept)

@@ -1,18 +1,27 @@
-"""The lint job: read inputs in any format, run the rules over every thread (and every
-record that did not become one), and gather a LintReport."""
+"""The lint job: a source (inputs in any format, or threads in memory), the lint stage, and
+no sink: every thread is linted, none written (DESIGN §2). Its LintReport holds the
+findings of every thread and of every record that did not become one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
-from pipeline.accounting import ReadStats
+import pyarrow as pa
+
+from pipeline.accounting import Account
+from pipeline.jobs.driver import StreamDriver
 from pipeline.jobs.read import ReadSpec, read
 from pipeline.lint.config import LintConfig
-from pipeline.lint.linter import Linter
 from pipeline.lint.report import LintReport
+from pipeline.lint.rules import select_rules
 from pipeline.lint.store import DiagnosticStore
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
+from pipeline.stages.contract import Batch
+from pipeline.stages.lint import Lint
+
+PROGRESS_BATCH = 512
+"""Threads per batch of a lint job (one progress update each)."""
 
 
 def lint(
@@ -20,52 +29,70 @@ def lint(
     spec: ReadSpec | None = None,
     *,
     config: LintConfig | None = None,
-    progress: Callable[[ReadStats, LintReport], None] | None = None,
+    progress: Callable[[Account, LintReport], None] | None = None,
 ) -> LintReport:
-    """Lint INPUTS of any input format, read as `spec` says (normalized to MMS threads first). Every record that
-    cannot become a thread is reported (MMS101/102/105) with its file and position."""
-    config = config or LintConfig()
-    linter = Linter(config)
+    """Lint INPUTS of any input format, read as `spec` says (normalized to MMS threads
+    first). Every record that cannot become a thread is reported (MMS101/102/105) with its
+    file and position."""
     paths = [inputs] if isinstance(inputs, str) else list(inputs)
-    stats = ReadStats()
-    report = LintReport(config, linter.rules, paths, stats, DiagnosticStore())
-
-    def on_reject(rejection: Rejection) -> None:
-        report.check_rejection(linter, rejection)
-
-    threads = read(paths, spec, on_reject=on_reject, stats=stats)
-    _run(linter, report, threads, progress)
-    return report
+    stage, driver = _lint_job(paths, config, progress)
+    driver.run(read(paths, spec, on_reject=driver.rejected, stats=driver.account))
+    return _finished(stage, progress)
 
 
 def lint_threads(threads: Iterable[Thread], config: LintConfig | None = None) -> LintReport:
     """Lint threads already in memory (each counts as one record)."""
-    config = config or LintConfig()
-    linter = Linter(config)
-    stats = ReadStats()
+    stage, driver = _lint_job([], config, None)
+    account = driver.account
 
-    def counted() -> Iterable[Thread]:
+    def counted() -> Iterator[Thread]:
         for thread in threads:
-            stats.records_read += 1
-            stats.records_converted += 1
-            stats.threads += 1
+            account.records_read += 1
+            account.records_converted += 1
+            account.threads += 1
             yield thread
 
-    report = LintReport(config, linter.rules, [], stats, DiagnosticStore())
-    _run(linter, report, counted(), None)
-    return report
+    driver.run(counted())
+    return _finished(stage, None)
 
 
-def _run(
-    linter: Linter,
-    report: LintReport,
-    threads: Iterable[Thread],
-    progress: Callable[[ReadStats, LintReport], None] | None,
-) -> None:
-    for count, thread in enumerate(threads, 1):
-        report.check(linter, thread)
-        if progress is not None and count % 512 == 0:
-            progress(report.stats, report)
-    report.add(list(linter.finish()))
+class _Linted:
+    """The lint job's sink: threads are linted only, never written."""
+
+    def __init__(self, account: Account):
+        self.account = account
+
+    def rejected(self, rejection: Rejection) -> None:
+        """The lint stage reports it."""
+
+    def write(self, batch: Batch, rows: pa.Table | None, reasons: list[str | None]) -> None:
+        self.account.not_sharded += reasons.count(None)
+
+
+def _lint_job(
+    paths: list[str],
+    config: LintConfig | None,
+    progress: Callable[[Account, LintReport], None] | None,
+) -> tuple[Lint, StreamDriver]:
+    config = config or LintConfig()
+    account = Account()
+    report = LintReport(
+        config, select_rules(config.select, config.ignore), paths, account, DiagnosticStore()
+    )
+    stage = Lint(config, report)
+    driver = StreamDriver(
+        [stage],
+        _Linted(account),
+        account,
+        batch_size=PROGRESS_BATCH,
+        progress=(lambda: progress(account, report)) if progress is not None else None,
+    )
+    return stage, driver
+
+
+def _finished(stage: Lint, progress: Callable[[Account, LintReport], None] | None) -> LintReport:
+    """The report, with the dataset rules' findings at the end of the data."""
+    report = stage.finish()
     if progress is not None:
         progress(report.stats, report)
+    return report

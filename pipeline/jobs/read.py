@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from pipeline.accounting import ReadStats
+from pipeline.accounting import Account
 from pipeline.formats import AUTO, ConvertOptions, get_format
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
@@ -36,7 +36,7 @@ def read(
     spec: ReadSpec | None = None,
     *,
     on_reject: Callable[[Rejection], None] | None = None,
-    stats: ReadStats | None = None,
+    stats: Account | None = None,
     exclude: Iterable[str | os.PathLike[str]] = (),
 ) -> Iterator[Thread]:
     """Yield MMS threads from files, directories, globs and `hf:` datasets, in input order,
@@ -48,7 +48,7 @@ def read(
     paths and datasets that cannot be opened.
     """
     spec = spec or ReadSpec()
-    stats = stats if stats is not None else ReadStats()
+    stats = stats if stats is not None else Account()
     if spec.format != AUTO:
         get_format(spec.format)  # an unknown name fails before any file is read
     found = expand_inputs([inputs] if isinstance(inputs, str) else list(inputs))

@@ -7,19 +7,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
+import pyarrow as pa
 
-from pipeline.accounting import ReadStats
+from pipeline.accounting import Account
+from pipeline.jobs.driver import StreamDriver
 from pipeline.jobs.read import ReadSpec, read
 from pipeline.output.files import atomic_output
 from pipeline.output.shards import SHARD_ROWS, Shard, ShardWriter
 from pipeline.output.tokenizer import write_tokenizer
-from pipeline.quarantine import rejection_line
+from pipeline.quarantine import Rejection, rejection_line
+from pipeline.stages.contract import ORIGINAL_THREAD, Batch
+from pipeline.stages.tokenize import Tokenize
 from pipeline.tokenize.loading import LoadedTokenizer
-from pipeline.tokenize.overlong import Drop, OverlongPolicy
+from pipeline.tokenize.overlong import OverlongPolicy, drop_reason
 from pipeline.tokenize.renderer import LabelPolicy, Renderer
-from pipeline.tokenize.stage import BATCH_SIZE, TOKENIZED_SCHEMA, TokenizeStats, tokenize_threads
+from pipeline.tokenize.tables import BATCH_SIZE, TOKENIZED_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -28,8 +33,7 @@ class TokenizeResult:
 
     output: Path
     shards: list[Shard]
-    read: ReadStats
-    stats: TokenizeStats
+    account: Account
     quarantine: Path
     dropped: Path
     tokenizer: Path
@@ -39,11 +43,7 @@ class TokenizeResult:
     @property
     def balanced(self) -> bool:
         """records read = converted + quarantined, and threads = written + dropped."""
-        return (
-            self.read.balanced
-            and self.stats.balanced
-            and self.read.threads == self.stats.threads_in
-        )
+        return self.account.balanced
 
 
 def tokenize_dataset(
@@ -58,18 +58,21 @@ def tokenize_dataset(
     overlong: OverlongPolicy = "drop",
     shard_rows: int = SHARD_ROWS,
     batch_size: int = BATCH_SIZE,
-    progress: Callable[[ReadStats], None] | None = None,
+    progress: Callable[[Account], None] | None = None,
 ) -> TokenizeResult:
     """Read `inputs`, tokenize every thread and write the dataset under `output` (DESIGN
     §7): `data/train-*.parquet`, `tokenizer/tokenizer.json` (augmented) with
     `tokenizer/mms_special_tokens.json`, `quarantine/rejected.jsonl` (records that did not
     become threads) and `quarantine/dropped.jsonl` (threads left out, with the reason).
-    Nothing appears unless the whole run succeeds. `spec` says how inputs are read."""
+    Nothing appears unless the whole run succeeds. `spec` says how inputs are read.
+
+    The job is a source (`read`), one stage (Tokenize) and a sink (the shards and the
+    quarantine files)."""
     output = Path(output)
     renderer = Renderer(tokenizer, bos=bos, policy=policy)
     renderer.check_shipped_tokenizer()  # before any text is encoded: fail fast
     earlier = [path for path in output.rglob("*") if path.is_file()] if output.is_dir() else []
-    read_stats, stats = ReadStats(), TokenizeStats()
+    account = Account()
     quarantine, dropped = (
         output / "quarantine" / "rejected.jsonl",
         output / "quarantine" / "dropped.jsonl",
@@ -79,31 +82,20 @@ def tokenize_dataset(
         atomic_output(dropped) as dropped_out,
         ShardWriter(output / "data", TOKENIZED_SCHEMA, shard_rows=shard_rows) as shards,
     ):
-        threads = read(
-            inputs,
-            spec,
-            on_reject=lambda rejection: rejected_out.write(rejection_line(rejection)),
-            stats=read_stats,
-            exclude=earlier,
-        )
-        for table in tokenize_threads(
-            threads,
-            renderer,
-            max_tokens=max_tokens,
-            overlong=overlong,
+        sink = _TokenizedSink(shards, rejected_out, dropped_out, account, max_tokens)
+        driver = StreamDriver(
+            [Tokenize(lambda: renderer, max_tokens, overlong)],
+            sink,
+            account,
             batch_size=batch_size,
-            stats=stats,
-            on_drop=lambda drop: dropped_out.write(drop_line(drop)),
-        ):
-            shards.write(table)
-            if progress is not None:
-                progress(read_stats)
+            progress=(lambda: progress(account)) if progress is not None else None,
+        )
+        driver.run(read(inputs, spec, on_reject=driver.rejected, stats=account, exclude=earlier))
         tokenizer_file = write_tokenizer(output / "tokenizer", renderer, tokenizer)
     return TokenizeResult(
         output,
         shards.shards,
-        read_stats,
-        stats,
+        account,
         quarantine,
         dropped,
         tokenizer_file,
@@ -111,17 +103,48 @@ def tokenize_dataset(
     )
 
 
-def drop_line(drop: Drop) -> bytes:
-    """One line of `quarantine/dropped.jsonl`."""
-    meta = drop.thread.meta
-    return orjson.dumps(
-        {
-            "id": drop.thread.id,
-            "source": meta.get("source"),
-            "locator": meta.get("locator"),
-            "stage": "tokenize",
-            "code": drop.code,
-            "reason": drop.reason,
-        },
-        option=orjson.OPT_APPEND_NEWLINE,
-    )
+class _TokenizedSink:
+    """Kept rows to the shards (one split, `train`), dropped threads to
+    quarantine/dropped.jsonl with why, rejected records to quarantine/rejected.jsonl."""
+
+    def __init__(
+        self,
+        shards: ShardWriter,
+        rejected: BinaryIO,
+        dropped: BinaryIO,
+        account: Account,
+        max_tokens: int | None,
+    ):
+        self.shards, self.rejected_out, self.dropped_out = shards, rejected, dropped
+        self.account, self.max_tokens = account, max_tokens
+
+    def rejected(self, rejection: Rejection) -> None:
+        self.rejected_out.write(rejection_line(rejection))
+
+    def write(self, batch: Batch, rows: pa.Table | None, reasons: list[str | None]) -> None:
+        assert rows is not None  # the tokenize stage built them
+        for row, reason in enumerate(reasons):
+            if reason is not None:
+                self.dropped_out.write(self._drop_line(rows, row, reason))
+        kept = rows.filter(pa.array([reason is None for reason in reasons], pa.bool_()))
+        self.account.truncated += kept.num_rows - kept[ORIGINAL_THREAD].null_count
+        kept = kept.select(TOKENIZED_SCHEMA.names)
+        self.account.count_written(self.shards.split, kept)
+        if kept.num_rows:
+            self.shards.write(kept)
+
+    def _drop_line(self, rows: pa.Table, row: int, code: str) -> bytes:
+        """One line of `quarantine/dropped.jsonl`."""
+        meta = orjson.loads(rows["meta"][row].as_py())
+        assert self.max_tokens is not None  # only a limit drops threads here
+        return orjson.dumps(
+            {
+                "id": rows["id"][row].as_py(),
+                "source": meta.get("source"),
+                "locator": meta.get("locator"),
+                "stage": "tokenize",
+                "code": code,
+                "reason": drop_reason(code, rows["num_tokens"][row].as_py(), self.max_tokens),
+            },
+            option=orjson.OPT_APPEND_NEWLINE,
+        )

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.accounting import ReadStats
+from pipeline.accounting import Account
 from pipeline.lint.config import LintConfig
 from pipeline.lint.diagnostic import Diagnostic
 from pipeline.lint.linter import Linter
@@ -68,7 +68,7 @@ class LintReport:
     config: LintConfig
     rules: list[Rule]
     inputs: list[str]
-    stats: ReadStats
+    stats: Account
     diagnostics: DiagnosticStore
     profile: DatasetProfile = field(default_factory=DatasetProfile)
     by_code: Counter[str] = field(default_factory=Counter)

@@ -2,6 +2,6 @@
 training loop (numpy; `pipeline.loader.torch` wraps them for torch)."""
 
 from pipeline.loader.output_loader import LoaderError, OutputLoader
-from pipeline.loader.packing import BestFitPacker, pack_rows
+from pipeline.packing.best_fit import BestFitPacker, pack_rows
 
 __all__ = ["BestFitPacker", "LoaderError", "OutputLoader", "pack_rows"]

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 
 from pipeline.loader.assignment import Share, epoch_rng, row_groups, share
 from pipeline.loader.batches import packed_batch, padded_batch
-from pipeline.loader.packing import WINDOW, BestFitPacker
 from pipeline.output.shards import split_files
+from pipeline.packing.best_fit import WINDOW, BestFitPacker
 
 Mode = Literal["padded", "packed"]
 SHUFFLE_TOKENS = 4_000_000

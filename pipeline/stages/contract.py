@@ -4,11 +4,13 @@ A stage is configured by its own slice of the config. Its map side runs where a 
 read (any worker, any engine): it tags a batch of threads with the columns it publishes
 (`columns`, part of the part's schema) and may keep a small per-part summary. Its dataset
 side runs in the ordered pass: from those columns it decides which of the rows still kept
-it drops, and why. The job counts what every stage decided; no stage counts for itself."""
+it drops, and why, and may reshape the rows a split keeps before they are written (pack).
+The job counts what every stage decided; no stage counts for itself."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -52,17 +54,23 @@ class Stage:
     name: ClassVar[str]
     columns: ClassVar[tuple[pa.Field, ...]] = ()
     """The columns `map` adds to every batch (their names are the stage's to publish)."""
+    reshaped_schema: ClassVar[pa.Schema | None] = None
+    """The columns of the rows `reshape` yields (None: those of the rows it is given)."""
+    sees_rejections: ClassVar[bool] = False
+    """Whether `rejected` must see each record in reading order among the threads (a
+    streaming job then finishes the batch read so far before handing one on)."""
 
     def map(self, batch: Batch) -> Batch:
         """Tag a batch (in the worker that read it)."""
         return batch
 
     def part_state(self) -> Any:
-        """What the stage kept of the part it mapped (JSON data), merged by `merge_part`."""
+        """What the stage kept of the threads it mapped since the last call (JSON data; a
+        run asks once per part), handed to `merge_part`."""
         return None
 
     def merge_part(self, state: Any) -> None:
-        """Take one part's `part_state`, in plan order (in the ordered pass)."""
+        """Take a `part_state`, in reading order, before deciding on those threads."""
 
     def decide(self, rows: pa.Table, kept: list[bool]) -> list[str | None]:
         """Why each row still `kept` is dropped here (a reason), or None to keep it; rows
@@ -74,6 +82,15 @@ class Stage:
 
     def rejected(self, rejection: Rejection) -> None:
         """See a record that did not become a thread (in the ordered pass)."""
+
+    def reshape(self, split: str, rows: pa.Table) -> Iterator[pa.Table]:
+        """The rows kept for `split` (in order, after the split and the weights) as the sink
+        writes them: pack turns many threads into one row. By default unchanged."""
+        yield rows
+
+    def flush(self, split: str) -> Iterator[pa.Table]:
+        """What `reshape` still holds of `split` once every row was given."""
+        return iter(())
 
 
 ORIGINAL_THREAD = "original_thread"

@@ -58,23 +58,37 @@ class Lint(Stage):
     """See the module docstring. `report` is given on the dataset side only."""
 
     name = "lint"
+    sees_rejections = True
     columns: ClassVar[tuple[pa.Field, ...]] = (
         pa.field(FINDINGS, pa.binary()),
         pa.field(FACTS, pa.binary()),
     )
 
     def __init__(
-        self, settings: LintSettings, source: str | None, report: LintReport | None = None
+        self,
+        config: LintConfig,
+        report: LintReport | None = None,
+        drop_on: frozenset[str] = frozenset(),
     ):
-        self.linter = Linter(settings.to_lint_config(source))
-        self.drop_on = frozenset(settings.drop_on)
+        self.linter = Linter(config)
+        self.drop_on = drop_on
         self.report = report
         self.profile = DatasetProfile()
         self.examples: dict[str, dict[str, Any]] = {}
         self.example_counts: dict[str, int] = {}
-        self.rows = 0
+        self.mapped = 0
+        """Rows mapped since the last part_state (the map side's examples are keyed by it)."""
+        self.recorded = 0
+        """Rows recorded since the last merge_part (the dataset side's key to those examples)."""
         self.found: list[tuple[str, list[Diagnostic], int]] = []
         """Per row of the batch `decide` saw: its id, its findings, how many the map side had."""
+
+    @classmethod
+    def from_settings(
+        cls, settings: LintSettings, source: str | None, report: LintReport | None = None
+    ) -> Lint:
+        """The stage of a run's `lint` slice; findings point at the config `source`."""
+        return cls(settings.to_lint_config(source), report, frozenset(settings.drop_on))
 
     def map(self, batch: Batch) -> Batch:
         findings, facts = [], []
@@ -87,7 +101,7 @@ class Lint(Stage):
                 orjson.dumps([view.source, view.locator, *self.linter.dataset_facts(view)])
             )
             self.profile.observe(view)
-            self.rows += 1
+            self.mapped += 1
         batch.columns[FINDINGS] = pa.array(findings, pa.binary())
         batch.columns[FACTS] = pa.array(facts, pa.binary())
         return batch
@@ -99,17 +113,19 @@ class Lint(Stage):
             seen = self.example_counts.get(diagnostic.code, 0)
             if seen < self.linter.config.max_examples:
                 self.example_counts[diagnostic.code] = seen + 1
-                self.examples[f"{self.rows}:{position}"] = example_thread(
+                self.examples[f"{self.mapped}:{position}"] = example_thread(
                     thread, diagnostic.message_index
                 )
 
     def part_state(self) -> dict[str, Any]:
-        return {"profile": self.profile.state(), "examples": self.examples}
+        state = {"profile": self.profile.state(), "examples": self.examples}
+        self.profile, self.examples, self.mapped = DatasetProfile(), {}, 0
+        return state
 
     def merge_part(self, state: dict[str, Any]) -> None:
         self._required_report().profile.merge(DatasetProfile.from_state(state["profile"]))
         self.examples = state["examples"]
-        self.rows = 0
+        self.recorded = 0
 
     def rejected(self, rejection: Rejection) -> None:
         """Record the findings of a record that never became a thread (MMS101/102/105)."""
@@ -135,9 +151,9 @@ class Lint(Stage):
         report = self._required_report()
         for row, (thread_id, found, mapped) in enumerate(self.found):
             if found:
-                shown = self._examples_of(rows, row, self.rows + row, mapped)
+                shown = self._examples_of(rows, row, self.recorded + row, mapped)
                 report.add_shown(found, thread_id, shown, dropped=reasons[row] is not None)
-        self.rows += rows.num_rows
+        self.recorded += rows.num_rows
 
     def _examples_of(
         self, rows: pa.Table, row: int, part_row: int, mapped: int

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.accounting import ReadStats
+from pipeline.accounting import Account
 from pipeline.formats import AUTO, FORMATS, ConvertOptions, InputFormat, get_format
 from pipeline.formats.detect import best_for_record, detect
 from pipeline.mms import Thread
@@ -75,14 +75,14 @@ def read_items(
     *,
     format: str = AUTO,
     on_reject: Callable[[Rejection], None] | None = None,
-    stats: ReadStats | None = None,
+    stats: Account | None = None,
     options: ConvertOptions | None = None,
 ) -> Iterator[Thread]:
     """Threads from the records (and read rejections) of one file, or of one part of it:
     its format named or detected from its first records, each record converted or
     handed to `on_reject`. `read` does this for every file; engines that split a big
     file into parts call it for each part."""
-    stats = stats if stats is not None else ReadStats()
+    stats = stats if stats is not None else Account()
     options = options or ConvertOptions()
 
     def reject(rejection: Rejection) -> None:

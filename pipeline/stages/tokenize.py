@@ -5,6 +5,7 @@ with that reason, or, under `overlong: error`, end the run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -15,8 +16,8 @@ import pyarrow.compute as pc
 from pipeline.mms import Thread, settings_to_arrow, threads_to_arrow
 from pipeline.stages.contract import ORIGINAL_THREAD, Batch, Stage, thread_as_read
 from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
-from pipeline.tokenize.overlong import Drop, OverlongThreadError
-from pipeline.tokenize.stage import TOKENIZED_SCHEMA
+from pipeline.tokenize.overlong import Drop, OverlongPolicy, OverlongThreadError
+from pipeline.tokenize.tables import TOKENIZED_SCHEMA
 
 DROP_REASON = "tokenize_drop"
 """Why the stage leaves the thread out (an overlong code), else null; token columns are
@@ -59,23 +60,34 @@ class Tokenize(Stage):
         pa.field(ORIGINAL_THREAD, pa.binary()),
     )
 
-    def __init__(self, settings: TokenizeSettings):
-        self.settings = settings
+    def __init__(
+        self,
+        renderer: Callable[[], Renderer],
+        max_tokens: int | None,
+        overlong: OverlongPolicy,
+    ):
+        """`renderer` gives the renderer when the map side first needs it (the dataset
+        side never loads the tokenizer)."""
+        self.renderer, self.max_tokens, self.overlong = renderer, max_tokens, overlong
+
+    @classmethod
+    def from_settings(cls, settings: TokenizeSettings) -> Tokenize:
+        """The stage of a run's `tokenize` slice."""
+        return cls(lambda: renderer_for(settings)[0], settings.max_tokens, settings.overlong)
 
     def map(self, batch: Batch) -> Batch:
         """Token columns for every thread: null where the overlong policy drops it (its
         code in DROP_REASON). Under `overlong: error` an overlong thread is only tagged
         here; `decide` raises if it is still kept by then (a thread the gate, filters or
         dedup leave out does not stop the run)."""
-        threads, settings = batch.threads, self.settings
-        renderer = renderer_for(settings)[0]
-        policy = "drop" if settings.overlong == "error" else settings.overlong
+        threads = batch.threads
+        policy = "drop" if self.overlong == "error" else self.overlong
         dropped: dict[int, Drop] = {}
         tables = list(
             tokenize_threads(
                 threads,
-                renderer,
-                max_tokens=settings.max_tokens,
+                self.renderer(),
+                max_tokens=self.max_tokens,
                 overlong=policy,
                 batch_size=max(len(threads), 1),
                 on_drop=lambda drop: dropped.__setitem__(id(drop.thread), drop),
@@ -103,10 +115,11 @@ class Tokenize(Stage):
             code if keep else None
             for code, keep in zip(rows[DROP_REASON].to_pylist(), kept, strict=True)
         ]
-        if self.settings.overlong == "error" and "overlong" in reasons:
+        if self.overlong == "error" and "overlong" in reasons:
             row = reasons.index("overlong")
             tokens = rows["num_tokens"][row].as_py()
-            raise OverlongThreadError(thread_as_read(rows, row), tokens, self.settings.max_tokens)
+            assert self.max_tokens is not None  # only a limit tags threads overlong
+            raise OverlongThreadError(thread_as_read(rows, row), tokens, self.max_tokens)
         return reasons
 
 

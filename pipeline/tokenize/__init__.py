@@ -12,7 +12,7 @@ from pipeline.tokenize.renderer import (
     Renderer,
 )
 from pipeline.tokenize.special import MMS_SPECIAL_TOKENS, SpecialIds
-from pipeline.tokenize.stage import TOKENIZED_SCHEMA, TokenizeStats, tokenize_threads
+from pipeline.tokenize.tables import TOKENIZED_SCHEMA, tokenize_threads
 
 __all__ = [
     "IGNORE",
@@ -26,7 +26,6 @@ __all__ = [
     "LoadedTokenizer",
     "Renderer",
     "SpecialIds",
-    "TokenizeStats",
     "TokenizerLoadError",
     "load_tokenizer",
     "tokenize_threads",

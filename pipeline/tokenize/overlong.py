@@ -133,17 +133,16 @@ def truncate(thread: Thread, kept: int, num_tokens: int, max_tokens: int) -> Thr
 
 
 def _drop(thread: Thread, policy: OverlongPolicy, num_tokens: int, max_tokens: int) -> Drop:
-    if policy == "drop":
-        return Drop(
-            thread, "overlong", f"overlong: {num_tokens} tokens > max {max_tokens}", num_tokens
-        )
-    return Drop(
-        thread,
-        "overlong_untrainable",
-        f"overlong: {num_tokens} tokens > max {max_tokens}, and no message boundary under "
-        f"max {max_tokens} keeps a trained token",
-        num_tokens,
-    )
+    code = "overlong" if policy == "drop" else "overlong_untrainable"
+    return Drop(thread, code, drop_reason(code, num_tokens, max_tokens), num_tokens)
+
+
+def drop_reason(code: str, num_tokens: int, max_tokens: int) -> str:
+    """Why a thread of `num_tokens` was left out under the code `code` (DROP_CODES)."""
+    reason = f"overlong: {num_tokens} tokens > max {max_tokens}"
+    if code == "overlong_untrainable":
+        reason += f", and no message boundary under max {max_tokens} keeps a trained token"
+    return reason
 
 
 def _check_fits(threads: list[Thread], encoded: EncodedBatch, max_tokens: int) -> None:

@@ -3,13 +3,11 @@ dataset card. job.py drives a run; stages.py lists its stages; unit.py is the ma
 over the parts (read, normalize, every stage's map), reduce.py the ordered pass (every
 stage's decisions, weights, splits, shards); outputs.py the files written last."""
 
-from pipeline.accounting import RunCounts
 from pipeline.jobs.run.job import WORK_DIR, RunResult, detected_format, plan, run_pipeline
 from pipeline.stages.fractions import stable_fraction
 
 __all__ = [
     "WORK_DIR",
-    "RunCounts",
     "RunResult",
     "detected_format",
     "plan",

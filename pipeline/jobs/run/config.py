@@ -31,7 +31,6 @@ import yaml
 
 from pipeline.formats import AUTO, FORMATS
 from pipeline.lint import UnknownRuleError, select_rules
-from pipeline.loader.packing import WINDOW as PACK_WINDOW
 from pipeline.schemas import json_path, validator
 from pipeline.sources.jsonable import NotTextError, TooLargeError
 from pipeline.sources.paths import HF_PREFIX
@@ -40,6 +39,7 @@ from pipeline.stages.dedup import DedupSettings
 from pipeline.stages.filters import FilterSettings
 from pipeline.stages.lint import LintSettings
 from pipeline.stages.normalize import NormalizeSettings
+from pipeline.stages.pack import PackSettings
 from pipeline.stages.split import ShardSettings
 from pipeline.stages.tokenize import TokenizeSettings
 from pipeline.tokenize.loading import TokenizerLoadError, check_tokenizer
@@ -86,16 +86,6 @@ class InputSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class PackStage:
-    """Pack the tokenized threads into rows of at most `seq_len` tokens, best-fit-decreasing
-    over a window of `window` threads."""
-
-    seq_len: int
-    strategy: Literal["bfd"] = "bfd"
-    window: int = PACK_WINDOW
-
-
-@dataclass(frozen=True, slots=True)
 class Stages:
     """Each stage's slice of the config (the settings classes live beside their stages in
     pipeline/stages/); `tokenize` None: no tokenization; `shard` None: no shards."""
@@ -106,7 +96,7 @@ class Stages:
     dedup: DedupSettings = field(default_factory=DedupSettings)
     tokenize: TokenizeSettings | None = None
     shard: ShardSettings | None = field(default_factory=ShardSettings)
-    pack: PackStage | None = None
+    pack: PackSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +333,7 @@ class _Builder:
             raise self.doc.error(
                 ["stages", "tokenize"], "tokenize writes nothing with `shard: false`", key=True
             )
-        pack = PackStage(**stages["pack"]) if "pack" in stages else None
+        pack = PackSettings(**stages["pack"]) if "pack" in stages else None
         if pack is not None and (tokenize is None or shard is None):
             raise self.doc.error(
                 ["stages", "pack"], "pack needs a tokenize stage and shards", key=True

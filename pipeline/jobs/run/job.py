@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.accounting import RunCounts
+from pipeline.accounting import Account
 from pipeline.engine.local import iter_units
 from pipeline.formats import AUTO, get_format
 from pipeline.formats.detect import detect
-from pipeline.jobs.pack import pack_run_output
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.outputs import (
     remove_stale_outputs,
@@ -36,7 +35,6 @@ from pipeline.jobs.run.stages import shard_schema
 from pipeline.jobs.run.unit import PART_FORMAT, UNIT_TOKENIZER, UnitJob
 from pipeline.jobs.verify import Verification, verify_output
 from pipeline.lint import LintReport
-from pipeline.loader.packed_rows import PACKED_SCHEMA
 from pipeline.output.files import remove_stale_temps
 from pipeline.output.shards import Shard
 from pipeline.sources import DEFAULT_SPLIT, Record, is_hf_input
@@ -55,7 +53,7 @@ class RunResult:
     """What a run wrote, and its lint report (for the gate and the summary)."""
 
     output: Path
-    counts: RunCounts
+    counts: Account
     shards: dict[str, list[Shard]]
     report: LintReport
     gate_failed: bool
@@ -148,16 +146,12 @@ def run_pipeline(
     tokenizer = None
     if config.stages.tokenize is not None and not gate_failed:
         tokenizer = ship_tokenizer(reduced.unit_dirs[0] / UNIT_TOKENIZER, out)
-    packing = None
-    if config.stages.pack is not None and shards and not gate_failed:
-        packed = pack_run_output(out, config.stages.pack.seq_len, config.stages.pack.window)
-        shards, packing = packed.shards, packed.stats.to_dict()
+    packing = reduced.packing
     # nothing of an earlier run may pass for this run's output (a failed gate writes none)
     remove_stale_outputs(out, shards, card=bool(shards), tokenizer=tokenizer is not None)
     write_run_manifest(out, config, units, counts, shards, tokenizer, reports, report, packing)
     if shards:
-        schema = PACKED_SCHEMA if packing else shard_schema(config)
-        write_card(out, config, report, counts, shards, schema, tokenizer, packing)
+        write_card(out, config, report, counts, shards, shard_schema(config), tokenizer, packing)
     # the output is complete: the units' intermediate files are no longer needed
     shutil.rmtree(out / WORK_DIR)
     encoder = tokenizer["text_encoder"] if tokenizer else None

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from pipeline.accounting import RunCounts
+from pipeline.accounting import Account
 from pipeline.jobs.run.config import RunConfig
 from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
@@ -80,7 +80,7 @@ def write_run_manifest(
     out: Path,
     config: RunConfig,
     units: list[WorkUnit],
-    counts: RunCounts,
+    counts: Account,
     shards: dict[str, list[Shard]],
     tokenizer: dict[str, Any] | None,
     reports: list[str],
@@ -135,7 +135,7 @@ def write_card(
     out: Path,
     config: RunConfig,
     report: LintReport,
-    counts: RunCounts,
+    counts: Account,
     shards: dict[str, list[Shard]],
     schema: pa.Schema,
     tokenizer: dict[str, Any] | None,

@@ -14,23 +14,24 @@ from typing import Any, BinaryIO
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from pipeline.accounting import ReadStats, RunCounts
+from pipeline.accounting import Account
+from pipeline.jobs.driver import decide
 from pipeline.jobs.run.config import RunConfig
-from pipeline.jobs.run.stages import Side, run_stages, shard_schema
+from pipeline.jobs.run.stages import Side, row_schema, run_stages
 from pipeline.jobs.run.unit import UNIT_REJECTED, UNIT_STATS, UNIT_THREADS, stage_file
 from pipeline.lint import LintReport, select_rules
 from pipeline.lint.store import DiagnosticStore
 from pipeline.output.files import atomic_output
 from pipeline.output.shards import Shard, ShardWriter
+from pipeline.packing import PACKED_SCHEMA, SEQUENCES_PER_SHARD
 from pipeline.quarantine import rejection_from_line
 from pipeline.sources.parts import WorkUnit
 from pipeline.stages.contract import Stage
 from pipeline.stages.lint import Lint
+from pipeline.stages.pack import Pack
 from pipeline.stages.sample import SPLIT_GROUP
 from pipeline.stages.split import split_rows
-from pipeline.tokenize.stage import zero_weight_messages
 
 Progress = Callable[[str, int, int], None]
 
@@ -41,11 +42,13 @@ class Reduced:
     none when the gate failed), the lint report, whether the gate failed, and the unit
     directories it read (in unit order)."""
 
-    counts: RunCounts
+    counts: Account
     shards: dict[str, list[Shard]]
     report: LintReport
     unit_dirs: list[Path]
     gate_failed: bool = False
+    packing: dict[str, Any] | None = None
+    """What the pack stage did (seq_len, sequences, fill ...), None without one."""
 
 
 def reduce_units(
@@ -78,13 +81,19 @@ def reduce_units(
         gate_failed = report.failed(config.stages.lint.fail_on)
         if gate_failed:
             reducer.counts.withhold()
-        for writer in writers.values():
+        for name, writer in writers.items():
             if gate_failed:
                 writer.discard()  # no normal-looking output from a failed gate
-            else:
-                writer.commit()
+                continue
+            for table in _reshaped(reducer.stages, name, None):
+                writer.write(table)
+            writer.commit()
     shards = {name: writer.shards for name, writer in writers.items() if writer.shards}
-    return Reduced(reducer.counts, shards, report, read, gate_failed)
+    pack = next((stage for stage in reducer.stages if isinstance(stage, Pack)), None)
+    packing = pack.stats().to_dict() if pack is not None and shards else None
+    if packing is not None:  # a packed output lists its splits by name, as `mms pack` does
+        shards = dict(sorted(shards.items()))
+    return Reduced(reducer.counts, shards, report, read, gate_failed, packing)
 
 
 def _discard_on_error(writers: dict[str, ShardWriter]) -> Callable[..., bool]:
@@ -103,10 +112,21 @@ def _shard_writers(config: RunConfig, out: Path) -> dict[str, ShardWriter]:
     shard = config.stages.shard
     if shard is None:
         return {}
+    if config.stages.pack is not None:
+        return {
+            name: ShardWriter(
+                out / "data",
+                PACKED_SCHEMA,
+                split=name,
+                shard_rows=SEQUENCES_PER_SHARD,
+                empty_shard=False,
+            )
+            for name, _ in shard.splits
+        }
     return {
         name: ShardWriter(
             out / "data",
-            shard_schema(config),
+            row_schema(config),
             split=name,
             shard_rows=shard.rows_per_shard,
             shard_bytes=shard.bytes_per_shard,
@@ -129,13 +149,13 @@ class _Reducer:
             lint_config,
             select_rules(lint_config.select, lint_config.ignore),
             [config.recorded_path(spec.path) for spec in config.inputs],
-            ReadStats(skipped_files=list(skipped), refused_files=dict(refused)),
+            Account(skipped_files=list(skipped), refused_files=dict(refused)),
             DiagnosticStore(),
         )
         self.stages = run_stages(config, Side(lint_source=source, report=self.report))
         self.lint = next(stage for stage in self.stages if isinstance(stage, Lint))
-        self.counts = RunCounts()
-        self.columns = shard_schema(config).names
+        self.counts = self.report.stats
+        self.columns = row_schema(config).names
 
     def unit(
         self, unit: WorkUnit, unit_dir: Path, quarantine: BinaryIO, writers: dict[str, ShardWriter]
@@ -157,40 +177,22 @@ class _Reducer:
             threads = pa.ipc.open_file(source)
             for index in range(threads.num_record_batches):
                 table = pa.Table.from_batches([threads.get_batch(index)])
-                keep = _decide(self.stages, table, self.counts)
+                reasons = decide(self.stages, table, self.counts)
+                keep = [reason is None for reason in reasons]
                 kept = table.filter(pa.array(keep, pa.bool_())).select([*self.columns, SPLIT_GROUP])
                 if kept.num_rows:
-                    _write(kept, self.config, weight, writers, self.counts)
+                    _write(kept, self.config, weight, writers, self.counts, self.stages)
 
     def _account(self, unit: WorkUnit, unit_counts: dict[str, Any]) -> None:
-        stats, counts = self.report.stats, self.counts
-        stats.records_read += unit_counts["records_read"]
-        stats.records_converted += unit_counts["records_converted"]
-        stats.threads += unit_counts["threads"]
-        stats.quarantined.update(unit_counts["quarantined"])
-        stats.formats.update(unit_counts["formats"])
-        if unit.path not in stats.files:
-            stats.files.append(unit.path)
+        counts = self.counts
         counts.records_read += unit_counts["records_read"]
         counts.records_converted += unit_counts["records_converted"]
-        counts.quarantined.update(unit_counts["quarantined"])
         counts.threads += unit_counts["threads"]
+        counts.quarantined.update(unit_counts["quarantined"])
+        counts.formats.update(unit_counts["formats"])
+        if unit.path not in counts.files:
+            counts.files.append(unit.path)
         counts.dropped.update(unit_counts["dropped"])
-
-
-def _decide(stages: list[Stage], table: pa.Table, counts: RunCounts) -> list[bool]:
-    """Each stage decides in turn on the rows the earlier ones kept; every stage then sees
-    the final reasons; each drop is counted once, under the first stage's reason."""
-    kept = [True] * table.num_rows
-    reasons: list[str | None] = [None] * table.num_rows
-    for stage in stages:
-        for row, reason in enumerate(stage.decide(table, kept)):
-            if reason is not None and kept[row]:
-                reasons[row], kept[row] = reason, False
-    for stage in stages:
-        stage.record(table, reasons)
-    counts.dropped.update(reason for reason in reasons if reason is not None)
-    return kept
 
 
 def _write(
@@ -198,9 +200,10 @@ def _write(
     config: RunConfig,
     weight: int,
     writers: dict[str, ShardWriter],
-    counts: RunCounts,
+    counts: Account,
+    stages: list[Stage],
 ) -> None:
-    """Split a batch of kept rows, weight it, then write it."""
+    """Split a batch of kept rows, weight it, reshape it (pack), then write it."""
     if not writers:
         counts.not_sharded += table.num_rows
         return
@@ -213,13 +216,21 @@ def _write(
             continue
         part = table.take(pa.array(rows, type=pa.int64()))
         for copy in range(weight):
-            writers[name].write(part if copy == 0 else _copy_ids(part, copy))
-        counts.written[name] += part.num_rows * weight
-        counts.copies += part.num_rows * (weight - 1)
-        if "num_tokens" in part.column_names:
-            counts.tokens += pc.sum(part["num_tokens"]).as_py() * weight
-            counts.trained_tokens += pc.sum(part["num_trained"]).as_py() * weight
-            counts.zero_weight_messages += zero_weight_messages(part["messages"]) * weight
+            rows_of_copy = part if copy == 0 else _copy_ids(part, copy)
+            for written in _reshaped(stages, name, rows_of_copy):
+                writers[name].write(written)
+        counts.count_written(name, part, weight)
+
+
+def _reshaped(stages: list[Stage], split: str, rows: pa.Table | None) -> list[pa.Table]:
+    """Rows kept for `split` through every stage's `reshape`, in order; None: what the
+    stages still hold at the end of the split (each stage's `flush`)."""
+    tables = [rows] if rows is not None else []
+    for stage in stages:
+        tables = [out for table in tables for out in stage.reshape(split, table)]
+        if rows is None:
+            tables += stage.flush(split)
+    return tables
 
 
 def _copy_ids(table: pa.Table, copy: int) -> pa.Table:

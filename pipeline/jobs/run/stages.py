@@ -12,13 +12,15 @@ import pyarrow as pa
 from pipeline.jobs.run.config import RunConfig
 from pipeline.lint import LintReport
 from pipeline.mms import THREAD_ARROW_SCHEMA
+from pipeline.packing import PACKED_SCHEMA
 from pipeline.stages.contract import Stage
 from pipeline.stages.dedup import Dedup
 from pipeline.stages.filters import MessageFilter, TokenFilter
 from pipeline.stages.lint import Lint
+from pipeline.stages.pack import Pack
 from pipeline.stages.sample import Sample
 from pipeline.stages.tokenize import Tokenize
-from pipeline.tokenize.stage import TOKENIZED_SCHEMA
+from pipeline.tokenize.tables import TOKENIZED_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -33,11 +35,14 @@ class Side:
 
 RUN_STAGES: tuple[Callable[[RunConfig, Side], Stage | None], ...] = (
     lambda config, side: Sample(side.sample),
-    lambda config, side: Lint(config.stages.lint, side.lint_source, side.report),
+    lambda config, side: Lint.from_settings(config.stages.lint, side.lint_source, side.report),
     lambda config, side: MessageFilter(config.stages.filters),
     lambda config, side: Dedup(config.stages.dedup),
-    lambda config, side: Tokenize(config.stages.tokenize) if config.stages.tokenize else None,
+    lambda config, side: (
+        Tokenize.from_settings(config.stages.tokenize) if config.stages.tokenize else None
+    ),
     lambda config, side: TokenFilter(config.stages.filters) if config.stages.tokenize else None,
+    lambda config, side: Pack.from_settings(config.stages.pack) if config.stages.pack else None,
 )
 
 
@@ -47,15 +52,20 @@ def run_stages(config: RunConfig, side: Side) -> list[Stage]:
     return [stage for stage in built if stage is not None]
 
 
-def shard_schema(config: RunConfig) -> pa.Schema:
-    """The columns of the run's shards."""
+def row_schema(config: RunConfig) -> pa.Schema:
+    """The columns of the threads a run keeps (tokenized or not)."""
     return TOKENIZED_SCHEMA if config.stages.tokenize else THREAD_ARROW_SCHEMA
+
+
+def shard_schema(config: RunConfig) -> pa.Schema:
+    """The columns of the run's shards: its kept threads' or, packed, the sequences'."""
+    return PACKED_SCHEMA if config.stages.pack else row_schema(config)
 
 
 def part_schema(config: RunConfig, stages: list[Stage]) -> pa.Schema:
     """The columns of a part's threads file: the shard columns, settings, and every
     stage's published columns."""
-    schema = shard_schema(config)
+    schema = row_schema(config)
     if "settings" not in schema.names:
         schema = schema.append(THREAD_ARROW_SCHEMA.field("settings"))
     for stage in stages:

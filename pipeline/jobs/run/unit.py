@@ -14,7 +14,6 @@ needs, and nothing it would have to recompute:
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -26,10 +25,11 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from pipeline.accounting import ReadStats
+from pipeline.accounting import Account
+from pipeline.jobs.driver import batch_rows, map_batches
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.stages import Side, part_schema, run_stages
-from pipeline.mms import settings_to_arrow, threads_to_arrow
+from pipeline.mms import settings_to_arrow
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.quarantine import rejection_line
 from pipeline.sources import DEFAULT_SPLIT, is_hf_input
@@ -45,8 +45,6 @@ UNIT_STATS = "stats.json"
 UNIT_TOKENIZER = "tokenizer"
 PART_FORMAT = "mms-run-part-2"
 """The layout of a part's directory: a work directory of another layout is not resumed."""
-BATCH = 1024
-"""Threads per batch: one pass of every map stage (one tokenizer call) each."""
 
 
 def stage_file(name: str) -> str:
@@ -114,7 +112,7 @@ class _UnitWriter:
     def process(self, unit: WorkUnit, read_as: WorkUnit) -> None:
         spec = self.config.inputs[unit.input_index]
         options = self.config.stages.normalize.to_convert_options()
-        stats = ReadStats()
+        stats = Account()
         dropped: Counter[str] = Counter()
         with (self.out / UNIT_REJECTED).open("wb") as rejected:
             items = iter_unit_records(
@@ -129,10 +127,7 @@ class _UnitWriter:
                 options=options,
             )
             with pa.ipc.new_file(self.out / UNIT_THREADS, self.schema) as writer:
-                while chunk := list(itertools.islice(threads, BATCH)):
-                    batch = Batch(chunk)
-                    for stage in self.stages:
-                        batch = stage.map(batch)
+                for batch in map_batches(threads, self.stages):
                     dropped.update(batch.dropped)
                     writer.write_table(self._table(batch))
         counts = {
@@ -153,11 +148,9 @@ class _UnitWriter:
         (self.out / name).write_bytes(orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
 
     def _table(self, batch: Batch) -> pa.Table:
-        """The batch's rows: the shard columns (as a stage built them, or the threads'),
-        settings, and every stage's columns, in the part's schema."""
-        table = batch.rows if batch.rows is not None else threads_to_arrow(batch.threads)
+        """The batch's rows (shard columns, every stage's columns) and settings, in the
+        part's schema."""
+        table = batch_rows(batch)
         if "settings" not in table.column_names:
             table = table.append_column("settings", settings_to_arrow(batch.threads))
-        for name, column in batch.columns.items():
-            table = table.append_column(name, column)
         return table.select(self.schema.names).cast(self.schema)

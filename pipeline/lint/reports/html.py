@@ -22,7 +22,7 @@ TEMPLATE = "report.html.j2"
 RAW_CHARS = 4000
 """Characters of a raw record shown for a record that never became a thread."""
 NO_FORMAT = "no format detected"
-"""How the files table names ReadStats.formats' `-` (no input format recognised the file)."""
+"""How the files table names Account.formats' `-` (no input format recognised the file)."""
 OPEN_EXAMPLES = 3
 """Examples per rule whose thread is shown expanded; the others start collapsed."""
 

@@ -22,6 +22,8 @@ PACKED_SCHEMA = pa.schema(
     ]
 )
 """The columns of a packed shard: one row per packed sequence."""
+SEQUENCES_PER_SHARD = 10_000
+"""Packed rows per shard (a packed row holds many threads)."""
 TOKEN_COLUMNS = ("id", "input_ids", "labels", "num_tokens", "num_trained")
 """What packing reads of a tokenized row."""
 

@@ -1,6 +1,6 @@
-"""The tokenize stage: threads in, Arrow batches out with the thread, its `input_ids`,
-`labels` (DESIGN §4), token counts and `meta`; overlong threads are handled by policy and
-every thread is counted as written or dropped with a reason.
+"""Threads to token tables: Arrow batches with the thread, its `input_ids`, `labels`
+(DESIGN §4), token counts and `meta`; overlong threads are handled by policy, every one left
+out handed on with its reason (the tokenize stage, pipeline/stages/tokenize.py, runs this).
 
 Threads with no trained token (no assistant message) are written, with `num_trained` 0:
 the labels policy, not this stage, decides what is trained, and a trainer filters on
@@ -10,12 +10,9 @@ a count, and `mms lint` already reports threads without an assistant message (MM
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipeline.mms import MESSAGE_ARROW_TYPE, Thread, threads_to_arrow
 from pipeline.tokenize.overlong import Drop, Fit, OverlongPolicy, fit_batch
@@ -38,33 +35,6 @@ TOKENIZED_SCHEMA = pa.schema(
 _TOKEN_COLUMNS = ("input_ids", "labels", "num_tokens", "num_trained")
 
 
-@dataclass(slots=True)
-class TokenizeStats:
-    """Counts kept by the stage. Invariant: threads_in = threads_written + dropped."""
-
-    threads_in: int = 0
-    threads_written: int = 0
-    truncated: int = 0
-    untrained: int = 0
-    """Threads written with no trained token (num_trained 0)."""
-    zero_weight_messages: int = 0
-    """Assistant messages written that their source weighted 0: rendered, never trained."""
-    tokens: int = 0
-    trained_tokens: int = 0
-    longest: int = 0
-    """The most tokens of a written thread."""
-    dropped: Counter[str] = field(default_factory=Counter)
-    """Dropped threads per code (pipeline.tokenize.overlong.DROP_CODES)."""
-
-    @property
-    def dropped_total(self) -> int:
-        return sum(self.dropped.values())
-
-    @property
-    def balanced(self) -> bool:
-        return self.threads_in == self.threads_written + self.dropped_total
-
-
 def tokenize_threads(
     threads: Iterable[Thread],
     renderer: Renderer,
@@ -72,28 +42,26 @@ def tokenize_threads(
     max_tokens: int | None = None,
     overlong: OverlongPolicy = "drop",
     batch_size: int = BATCH_SIZE,
-    stats: TokenizeStats | None = None,
     on_drop: Callable[[Drop], None] | None = None,
 ) -> Iterator[pa.Table]:
     """Yield one TOKENIZED_SCHEMA table per `batch_size` threads, in input order.
 
     With `max_tokens`, longer threads are dropped, truncated at a message boundary or
-    raise OverlongThreadError (`overlong`); each drop goes to `on_drop` and is counted in
-    `stats.dropped`. A batch whose threads were all dropped yields nothing."""
+    raise OverlongThreadError (`overlong`); each drop goes to `on_drop`. A batch whose
+    threads were all dropped yields nothing."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
-    stats = stats if stats is not None else TokenizeStats()
     iterator = iter(threads)
     while batch := list(itertools.islice(iterator, batch_size)):
-        stats.threads_in += len(batch)
         encoded = renderer.encode_batch(batch)
         if max_tokens is None:
             table = _table(batch, _token_columns(encoded))
         else:
             fit = fit_batch(batch, encoded, renderer, max_tokens=max_tokens, policy=overlong)
             table = _fitted_table(batch, encoded, fit)
-            _count_fit(fit, stats, on_drop)
-        _count_written(table, stats)
+            if on_drop is not None:
+                for drop in fit.drops:
+                    on_drop(drop)
         if table.num_rows:
             yield table
 
@@ -119,30 +87,3 @@ def _fitted_table(batch: list[Thread], encoded: EncodedBatch, fit: Fit) -> pa.Ta
     if fit.truncated_encoded is not None:
         tokens = pa.concat_tables([tokens, _token_columns(fit.truncated_encoded)])
     return _table([candidates[row] for row in fit.rows.tolist()], tokens.take(fit.rows))
-
-
-def _count_fit(fit: Fit, stats: TokenizeStats, on_drop: Callable[[Drop], None] | None) -> None:
-    stats.truncated += len(fit.truncated)
-    for drop in fit.drops:
-        stats.dropped[drop.code] += 1
-        if on_drop is not None:
-            on_drop(drop)
-
-
-def _count_written(table: pa.Table, stats: TokenizeStats) -> None:
-    stats.threads_written += table.num_rows
-    if not table.num_rows:
-        return
-    num_tokens, num_trained = table["num_tokens"], table["num_trained"]
-    stats.tokens += pc.sum(num_tokens).as_py()
-    stats.longest = max(stats.longest, pc.max(num_tokens).as_py())
-    stats.trained_tokens += pc.sum(num_trained).as_py()
-    stats.untrained += pc.sum(pc.equal(num_trained, 0)).as_py()
-    stats.zero_weight_messages += zero_weight_messages(table["messages"])
-
-
-def zero_weight_messages(messages: pa.ChunkedArray | pa.Array) -> int:
-    """How many messages of a `messages` column have weight 0 (their source said: do not
-    train them), counted in Arrow."""
-    weights = pc.struct_field(pc.list_flatten(messages), "weight")
-    return pc.sum(pc.equal(weights, 0)).as_py() or 0
