@@ -114,7 +114,7 @@ def read_threads(path: Path, fmt: str) -> tuple[int, int]:
     """Every thread `pipeline.read` yields; raises if a record was quarantined."""
     stats = pipeline.Account()
     threads = sum(1 for _ in pipeline.read(str(path), pipeline.ReadSpec(format=fmt), stats=stats))
-    if stats.quarantined_total or not stats.balanced:
+    if stats.quarantined_total or not stats.read_balanced:
         raise RuntimeError(f"read --from {fmt} quarantined {dict(stats.quarantined)}")
     return stats.records_read, threads
 

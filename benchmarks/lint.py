@@ -76,7 +76,7 @@ def convert_realdata(realdata: Path, workdir: Path) -> dict[str, Any]:
     result = pipeline.convert(
         str(realdata), workdir / "realdata.jsonl", quarantine=workdir / "realdata.rejected.jsonl"
     )
-    stats = result.stats
+    stats = result.account
     return {
         "path": str(result.output),
         "files": len(stats.files),

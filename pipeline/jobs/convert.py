@@ -21,6 +21,8 @@ from pipeline.stages.contract import Batch
 
 WRITTEN = "threads"
 """The one split a convert job writes (its Account's `written` key)."""
+BATCH = 64
+"""Threads per batch: no stage gains from larger ones, and memory stays small."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,7 @@ def convert(
             [],
             _JsonlSink(out, rejected, account),
             account,
+            batch_size=BATCH,
             progress=(lambda: progress(account)) if progress is not None else None,
         )
         exclude = (output, quarantine)

@@ -61,6 +61,18 @@ def batch_rows(batch: Batch) -> pa.Table:
     return table
 
 
+def _decision_rows(batch: Batch) -> pa.Table:
+    """What a streaming job's stages decide from: the rows a stage built, else only the
+    threads' ids (the threads themselves are in the batch, in memory), and every column
+    the stages published. Unlike a run's parts, nothing is written, so the threads are not
+    turned into Arrow for nothing."""
+    if batch.rows is not None:
+        return batch_rows(batch)
+    return batch_rows(
+        Batch(batch.threads, pa.table({"id": [t.id for t in batch.threads]}), batch.columns)
+    )
+
+
 def decide(stages: Sequence[Stage], rows: pa.Table, account: Account) -> list[str | None]:
     """Each stage decides in turn on the rows the earlier ones kept; every stage then sees
     the final reasons; each drop is counted once, under the first stage's reason."""
@@ -128,7 +140,7 @@ class StreamDriver:
         if not self.stages:  # nothing decides: the rows are not built
             self.sink.write(batch, None, [None] * len(batch.threads))
         else:
-            rows = batch_rows(batch)
+            rows = _decision_rows(batch)
             self.sink.write(batch, rows, decide(self.stages, rows, self.account))
         if self.progress is not None:
             self.progress()

@@ -18,6 +18,7 @@ from pipeline.lint.diagnostic import ThreadRef
 from pipeline.lint.profile import DatasetProfile
 from pipeline.lint.report import example_thread
 from pipeline.lint.thread_view import ThreadView
+from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
 from pipeline.stages.contract import Batch, Stage, thread_as_read
 
@@ -80,6 +81,9 @@ class Lint(Stage):
         """Rows mapped since the last part_state (the map side's examples are keyed by it)."""
         self.recorded = 0
         """Rows recorded since the last merge_part (the dataset side's key to those examples)."""
+        self.last_mapped: list[Thread] = []
+        """The threads of the batch mapped last: a streaming job records that batch next,
+        in the same process, and takes the dataset rules' example threads from here."""
         self.found: list[tuple[str, list[Diagnostic], int]] = []
         """Per row of the batch `decide` saw: its id, its findings, how many the map side had."""
 
@@ -91,6 +95,7 @@ class Lint(Stage):
         return cls(settings.to_lint_config(source), report, frozenset(settings.drop_on))
 
     def map(self, batch: Batch) -> Batch:
+        self.last_mapped = batch.threads
         findings, facts = [], []
         for thread in batch.threads:
             view = ThreadView(thread)
@@ -165,6 +170,9 @@ class Lint(Stage):
         def shown(position: int, diagnostic: Diagnostic) -> dict[str, Any]:
             if position < mapped:
                 return self.examples[f"{part_row}:{position}"]
+            last = self.last_mapped
+            if len(last) == rows.num_rows and last[row].id == rows["id"][row].as_py():
+                return example_thread(last[row], diagnostic.message_index)
             return example_thread(thread_as_read(rows, row), diagnostic.message_index)
 
         return shown
