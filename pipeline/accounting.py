@@ -6,6 +6,7 @@ every job alike (convert, lint, tokenize, run)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +117,12 @@ class Account:
             "zero_weight_messages": self.zero_weight_messages,
             "balanced": self.balanced,
         }
+
+
+def most_first(counts: Mapping[str, int]) -> list[tuple[str, int]]:
+    """Counts per code or reason, the largest first (ties by name): how every summary,
+    report and card lists them."""
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
 def zero_weight_messages(messages: pa.ChunkedArray | pa.Array) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
@@ -13,7 +13,7 @@ from typing import NoReturn
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from pipeline.accounting import Account
+from pipeline.accounting import Account, most_first
 from pipeline.quarantine import ERROR_CODES
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -108,9 +108,23 @@ def print_refused(refused: dict[str, str]) -> None:
 
 def print_quarantine(stats: Account, path: Path) -> None:
     """Records quarantined, per code."""
-    if stats.quarantined_total:
-        stderr.print(f"Quarantined {stats.quarantined_total:,} records to {path}:")
-        for code, count in sorted(stats.quarantined.items(), key=lambda kv: (-kv[1], kv[0])):
-            stderr.print(f"  {count:>8,}  {code:<16} {ERROR_CODES[code]}")
-    else:
-        stderr.print("Quarantined 0 records")
+    print_left_out("Quarantined", "records", stats.quarantined, path, ERROR_CODES, width=16)
+
+
+def print_left_out(
+    verb: str,
+    noun: str,
+    counts: Mapping[str, int],
+    path: Path,
+    meanings: Mapping[str, str],
+    *,
+    width: int,
+) -> None:
+    """What a job left out (to the file `path`), per code with what the code means."""
+    total = sum(counts.values())
+    if not total:
+        stderr.print(f"{verb} 0 {noun}")
+        return
+    stderr.print(f"{verb} {total:,} {noun} to {path}:")
+    for code, count in most_first(counts):
+        stderr.print(f"  {count:>8,}  {code:<{width}} {meanings[code]}")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from pipeline.accounting import most_first
 from pipeline.cli.output import (
     check_mark,
     exit_unbalanced,
@@ -167,9 +168,9 @@ def _print_summary(result: RunResult) -> None:
     if skipped:
         stderr.print(f"  skipped {len(skipped)} unsupported file(s): {some(skipped)}")
     print_refused(result.report.stats.refused_files)
-    for code, count in sorted(counts.quarantined.items(), key=lambda kv: (-kv[1], kv[0])):
+    for code, count in most_first(counts.quarantined):
         stderr.print(f"  {count:>8,}  quarantined  {code}")
-    for reason, count in sorted(counts.dropped.items(), key=lambda kv: (-kv[1], kv[0])):
+    for reason, count in most_first(counts.dropped):
         stderr.print(f"  {count:>8,}  dropped      {reason}")
     for split, shards in result.shards.items():
         rows = counts.written[split] if result.packing else sum(s.rows for s in shards)

@@ -20,6 +20,7 @@ from pipeline.cli.output import (
     check_mark,
     exit_unbalanced,
     print_inputs,
+    print_left_out,
     print_quarantine,
     read_progress,
     stderr,
@@ -202,12 +203,7 @@ def _print_summary(result: TokenizeResult) -> None:
         f"Tokenizer with the MMS special tokens: {result.tokenizer} (text encoded by "
         f"{result.text_encoder})"
     )
-    if stats.dropped_total:
-        stderr.print(f"Dropped {stats.dropped_total:,} threads to {result.dropped}:")
-        for code, count in sorted(stats.dropped.items(), key=lambda kv: (-kv[1], kv[0])):
-            stderr.print(f"  {count:>8,}  {code:<20} {DROP_CODES[code]}")
-    else:
-        stderr.print("Dropped 0 threads")
+    print_left_out("Dropped", "threads", stats.dropped, result.dropped, DROP_CODES, width=20)
     print_quarantine(stats, result.quarantine)
     stderr.print(
         f"Check: {stats.records_read:,} records read = {stats.records_converted:,} converted "

@@ -52,25 +52,18 @@ def map_batches(
         yield map_batch(Batch(chunk), stages)
 
 
-def batch_rows(batch: Batch) -> pa.Table:
-    """A mapped batch as rows: the shard columns (as a stage built them, else the threads')
-    and every column the stages published."""
-    table = batch.rows if batch.rows is not None else threads_to_arrow(batch.threads)
+def batch_rows(batch: Batch, *, threads: bool = True) -> pa.Table:
+    """A mapped batch as rows: the shard columns (as a stage built them, else the threads',
+    or only their ids when `threads` is False) and every column the stages published."""
+    if batch.rows is not None:
+        table = batch.rows
+    elif threads:
+        table = threads_to_arrow(batch.threads)
+    else:
+        table = pa.table({"id": [thread.id for thread in batch.threads]})
     for name, column in batch.columns.items():
         table = table.append_column(name, column)
     return table
-
-
-def _decision_rows(batch: Batch) -> pa.Table:
-    """What a streaming job's stages decide from: the rows a stage built, else only the
-    threads' ids (the threads themselves are in the batch, in memory), and every column
-    the stages published. Unlike a run's parts, nothing is written, so the threads are not
-    turned into Arrow for nothing."""
-    if batch.rows is not None:
-        return batch_rows(batch)
-    return batch_rows(
-        Batch(batch.threads, pa.table({"id": [t.id for t in batch.threads]}), batch.columns)
-    )
 
 
 def decide(stages: Sequence[Stage], rows: pa.Table, account: Account) -> list[str | None]:
@@ -140,7 +133,8 @@ class StreamDriver:
         if not self.stages:  # nothing decides: the rows are not built
             self.sink.write(batch, None, [None] * len(batch.threads))
         else:
-            rows = _decision_rows(batch)
+            # nothing is written from these rows: the threads stay objects, not Arrow
+            rows = batch_rows(batch, threads=False)
             self.sink.write(batch, rows, decide(self.stages, rows, self.account))
         if self.progress is not None:
             self.progress()

@@ -14,7 +14,7 @@ import hashlib
 import os
 import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,32 +88,12 @@ def pack_output(
     shards: dict[str, list[Shard]] = {}
     staging = output / STAGING_DIR
     shutil.rmtree(staging, ignore_errors=True)
-    read = 0
     try:
         with atomic_output(output / "quarantine" / "dropped.jsonl") as dropped_out:
             for split, paths in splits.items():
-                writer = ShardWriter(
-                    staging,
-                    PACKED_SCHEMA,
-                    split=split,
-                    shard_rows=SEQUENCES_PER_SHARD,
-                    empty_shard=False,
-                )
-                with writer:
-                    for path in paths:
-                        for batch in pq.ParquetFile(path).iter_batches(
-                            batch_size=window, columns=columns
-                        ):
-                            for table in stage.reshape(split, pa.Table.from_batches([batch])):
-                                writer.write(table)
-                            read += batch.num_rows
-                            if progress is not None:
-                                progress(read)
-                    for table in stage.flush(split):
-                        writer.write(table)
-                for line in stage.dropped_lines(split):
-                    dropped_out.write(line)
-                shards[split] = writer.shards
+                rows = _source_rows(paths, columns, window)
+                shards[split] = _pack_split(stage, split, rows, staging, progress)
+                dropped_out.writelines(stage.dropped_lines(split))
             _publish(staging, output / "data", shards)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -121,6 +101,36 @@ def pack_output(
     result = PackResult(output, seq_len, shards, counts, stage.stats())
     _ship(source, output, result, overlong, window)
     return result
+
+
+def _source_rows(paths: list[Path], columns: list[str], window: int) -> Iterator[pa.Table]:
+    """A split's rows in order, at most `window` at a time, only `columns` read (the
+    tokens, and the messages when truncation renders them again)."""
+    for path in paths:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=window, columns=columns):
+            yield pa.Table.from_batches([batch])
+
+
+def _pack_split(
+    stage: Pack,
+    split: str,
+    rows: Iterator[pa.Table],
+    staging: Path,
+    progress: Callable[[int], None] | None,
+) -> list[Shard]:
+    """One split through the pack stage into shards under `staging`."""
+    writer = ShardWriter(
+        staging, PACKED_SCHEMA, split=split, shard_rows=SEQUENCES_PER_SHARD, empty_shard=False
+    )
+    with writer:
+        for table in rows:
+            for packed in stage.reshape(split, table):
+                writer.write(packed)
+            if progress is not None:
+                progress(stage.rows_read())
+        for packed in stage.flush(split):
+            writer.write(packed)
+    return writer.shards
 
 
 def _publish(staging: Path, data: Path, shards: dict[str, list[Shard]]) -> None:

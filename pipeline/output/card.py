@@ -12,6 +12,7 @@ from typing import Any, TypedDict
 import pyarrow as pa
 import yaml
 
+from pipeline.accounting import most_first
 from pipeline.lint.report import LintReport
 from pipeline.lint.rules import RULES_BY_CODE
 from pipeline.output.shards import SHARD_FILE
@@ -295,7 +296,7 @@ def _stats(splits: Mapping[str, Sequence[str]], stats: CardStats) -> str:
 def _formats(stats: CardStats) -> str:
     parts = ["## Formats and capabilities"]
     if stats["formats"]:
-        rows = [(f"`{name}`", _count(n)) for name, n in _by_count(stats["formats"])]
+        rows = [(f"`{name}`", _count(n)) for name, n in most_first(stats["formats"])]
         parts.append(_table(("response format", "assistant messages"), rows, right=(1,)))
     else:
         parts.append("No assistant messages were profiled.")
@@ -450,7 +451,3 @@ def _literal(text: str) -> str:
 
 def _count(number: int) -> str:
     return f"{number:,}"
-
-
-def _by_count(counts: Mapping[str, int]) -> list[tuple[str, int]]:
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))

@@ -103,6 +103,10 @@ class Pack(Stage):
         """What packing `split` did (empty for a split that got no rows)."""
         return self.splits[split].counts if split in self.splits else SplitPacking()
 
+    def rows_read(self) -> int:
+        """The rows given to `reshape` so far, over every split."""
+        return sum(packer.counts.rows_in for packer in self.splits.values())
+
     def stats(self) -> PackingStats:
         """How well the sequences of every split were filled."""
         done = [packer.counts for packer in self.splits.values()]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from pipeline.accounting import most_first
 from pipeline.lint.profile import LENGTH_BUCKETS
 from pipeline.lint.reports.plot import Bar, Chart, Note, columns, rows, rows_height
 
@@ -187,7 +188,7 @@ def role_distribution(roles: Mapping[str, int]) -> str | None:
 
 def _top(counts: Mapping[str, int], limit: int) -> list[tuple[str, int]]:
     """The `limit` largest counts (ties by name), the rest summed as "other"."""
-    ranked = sorted(((name, n) for name, n in counts.items() if n), key=lambda c: (-c[1], c[0]))
+    ranked = most_first({name: n for name, n in counts.items() if n})
     if len(ranked) <= limit:
         return ranked
     rest = ranked[limit - 1 :]

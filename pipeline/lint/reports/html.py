@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
 from markupsafe import Markup
 
+from pipeline.accounting import most_first
 from pipeline.lint.report import Example, LintReport
 from pipeline.lint.reports import charts
 from pipeline.lint.rule import Rule
@@ -57,7 +58,7 @@ def _page(report: LintReport) -> dict[str, Any]:
         "config": report.config,
         "cards": _cards(report),
         "files": _files(report),
-        "quarantined": sorted(report.stats.quarantined.items(), key=lambda r: (-r[1], r[0])),
+        "quarantined": most_first(report.stats.quarantined),
         "charts": _charts(report, groups),
         "rules": [
             {"rule": rule, "count": report.by_code[rule.code]}
