@@ -8,14 +8,21 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import orjson
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 import pipeline
 from pipeline.cli import main
 from pipeline.dedup import NearDedupSettings, NearDuplicateIndex, content_key, thread_signature
 from pipeline.mms import Message, Thread
+from pipeline.stages.contract import repeated_column
+from pipeline.stages.dedup import NEAR_SIGNATURE, Dedup, DedupSettings
+from pipeline.stages.sample import CONTENT_KEY
 from tests.conftest import REPO
 
 TOOLS_SAMPLE = REPO / "data_samples" / "sharegpt" / "llamafactory_tools.jsonl"
@@ -210,3 +217,57 @@ def test_estimated_similarity_tracks_the_true_one(threshold):
         index.check(thread_signature(Thread("a", [Message.user(base)]), settings))
         found = index.check(thread_signature(Thread("b", [Message.user(other)]), settings))
         assert (found is not None) == (true >= threshold), (shared_words, true)
+
+
+def _decisions(rows, kept, settings, partitioned: bool) -> list[str | None]:
+    """The dedup stage's decisions on `rows` in batches of 7; with `partitioned`, each batch
+    carries the `repeated` column an engine that partitions by key would add (a key of the
+    row shared with another row anywhere), computed here from the stage's own keys."""
+    stage = Dedup(settings)
+    keys = stage.partition_keys(rows)
+    owners: dict[bytes, set[int]] = defaultdict(set)
+    for row, key in zip(keys["row"].to_pylist(), keys["key"].to_pylist(), strict=True):
+        owners[key].add(row)
+    repeated = [False] * rows.num_rows
+    for rows_of_key in owners.values():
+        if len(rows_of_key) > 1:
+            for row in rows_of_key:
+                repeated[row] = True
+    decided: list[str | None] = []
+    for start in range(0, rows.num_rows, 7):
+        batch = rows.slice(start, 7)
+        if partitioned:
+            flags = pa.array(repeated[start : start + 7], pa.bool_())
+            batch = batch.append_column(repeated_column(stage.name), flags)
+        decided += Dedup.decide(stage, batch, kept[start : start + 7])
+    return decided
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 5), st.lists(st.integers(0, 2), min_size=8, max_size=8), st.booleans()
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+def test_deciding_only_rows_whose_keys_repeat_gives_the_same_decisions(rows, exact, near):
+    """The Ray engine's partition pass: a row none of whose keys (content key, LSH bands)
+    another row has is decided without state, and every decision is the same as when the
+    stage sees every row."""
+    signatures = [np.array(slots, dtype="<u4").tobytes() for _, slots, _ in rows]
+    table = pa.table(
+        {
+            CONTENT_KEY: pa.array([key for key, _, _ in rows], pa.uint64()),
+            NEAR_SIGNATURE: pa.array(signatures if near else [None] * len(rows), pa.binary()),
+        }
+    )
+    kept = [keep for _, _, keep in rows]
+    settings = DedupSettings(
+        enabled=exact, near=NearDedupSettings(threshold=0.5, permutations=8) if near else None
+    )
+    whole = _decisions(table, kept, settings, partitioned=False)
+    assert _decisions(table, kept, settings, partitioned=True) == whole

@@ -201,7 +201,7 @@ def test_a_changed_input_file_is_refused(tmp_path: Path) -> None:
     run_units(units, convert_unit, tmp_path / "work", watched=[str(path)])
     path.write_bytes(_chat_lines(6))
     again = plan_units([(str(path), "openai")])
-    with pytest.raises(WorkdirError, match=f"input {path} is new or changed"):
+    with pytest.raises(WorkdirError, match=f"{path} is new or changed"):
         run_units(again, convert_unit, tmp_path / "work", watched=[str(path)])
 
 

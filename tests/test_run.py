@@ -288,7 +288,7 @@ def test_a_changed_tokenizer_refuses_to_resume_the_units_it_tokenized(tmp_path):
     file.write_text(file.read_text() + "\n")
     resumed = run_cli(str(config), "-o", str(out))
     assert resumed.exit_code == 2
-    assert f"input {file} is new or changed since" in resumed.output
+    assert f"{file} is new or changed since" in resumed.output
 
 
 def test_tiktoken_and_tokenizers_write_the_same_dataset(shared, tmp_path):

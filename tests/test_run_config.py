@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.engine import LocalRunner
 from pipeline.formats import ConvertOptions
-from pipeline.jobs.run.config import InputSpec, RunConfigError, load_run_config
+from pipeline.jobs.run import engine_runner
+from pipeline.jobs.run.config import EngineConfig, InputSpec, RunConfigError, load_run_config
 from pipeline.lint import LintConfig
 from pipeline.lint.config import FAIL_ON
 from pipeline.output.shards import SHARD_ROWS
@@ -100,7 +102,8 @@ def test_defaults_fill_every_stage(tmp_path: Path) -> None:
     assert stages.dedup.enabled is True
     assert stages.tokenize is None
     assert stages.shard == ShardSettings(SHARD_ROWS, (("train", 1.0),), 0, "zstd")
-    assert (config.engine.kind, config.engine.workers) == ("local", 2)
+    assert config.engine == EngineConfig(kind="local", workers=None)
+    assert engine_runner(config) == LocalRunner(workers=2)  # the local engine's default
     resolved = config.resolved()
     assert resolved["stages"]["tokenize"] is None
     assert resolved["stages"]["shard"]["splits"] == {"train": 1.0}
@@ -326,6 +329,8 @@ def test_digest_is_stable_and_tracks_every_value(tmp_path: Path) -> None:
     assert len(first.digest()) == 64
     explicit = MINIMAL + "stages:\n  dedup: {enabled: true}\nengine: {workers: 2}\n"
     assert load_run_config(write(tmp_path, explicit)).digest() == first.digest()
+    on_ray = MINIMAL + "engine: {kind: ray, workers: 8, address: auto}\n"
+    assert load_run_config(write(tmp_path, on_ray)).digest() == first.digest()  # same output
     changed = MINIMAL + "stages:\n  shard: {seed: 1}\n"
     assert load_run_config(write(tmp_path, changed)).digest() != first.digest()
     weighted = MINIMAL.replace("path: data", "path: data\n    weight: 2")
@@ -343,3 +348,11 @@ def test_schema_enums_match_the_stage_apis() -> None:
     assert tuple(stages["lint"]["properties"]["fail_on"]["enum"]) == FAIL_ON
     shard = stages["shard"]["oneOf"][1]["properties"]
     assert shard["rows_per_shard"]["default"] == SHARD_ROWS
+
+
+def test_ray_settings_apply_only_to_the_ray_engine(tmp_path: Path) -> None:
+    err = error_of(tmp_path, MINIMAL + "engine:\n  workers: 2\n  address: auto\n")
+    assert err.reason == "applies only with `kind: ray`" and err.line == 7
+    config = load_run_config(write(tmp_path, MINIMAL + "engine: {kind: ray, num_cpus: 2}\n"))
+    assert config.engine == EngineConfig(kind="ray", num_cpus=2)
+    assert config.resolved()["engine"] == {"kind": "ray", "num_cpus": 2}

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipeline.accounting import Account, most_first
@@ -68,6 +69,12 @@ def some(paths: list[str], shown: int = 3) -> str:
 def check_mark(balanced: bool) -> str:
     """The mark ending a `Check:` line."""
     return "[green]✓[/]" if balanced else "[red]✗ MISMATCH[/]"
+
+
+def print_error(message: object, after: str = "") -> None:
+    """`error: MESSAGE` on stderr, the message shown as it is (no rich markup: a path or an
+    install hint like `mms-pipeline[ray]` keeps its brackets), then `after` (markup)."""
+    stderr.print(f"[red]error:[/] {escape(str(message))}{after}")
 
 
 def exit_unbalanced() -> NoReturn:

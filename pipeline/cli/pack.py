@@ -7,7 +7,7 @@ import sys
 import click
 
 from pipeline.cli.options import overlong_option
-from pipeline.cli.output import check_mark, exit_unbalanced, stderr
+from pipeline.cli.output import check_mark, exit_unbalanced, print_error, stderr
 from pipeline.jobs.pack import PackError, PackResult, pack_output
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.packing.best_fit import WINDOW
@@ -81,7 +81,7 @@ def pack_command(source: str, seq_len: int, output: str, overlong: str, window: 
             )
     except PackError as err:
         if "more than --seq-len" in str(err):
-            stderr.print(f"[red]error:[/] {err}; nothing was written")
+            print_error(err, "; nothing was written")
             sys.exit(1)
         raise click.UsageError(str(err)) from None
     except TokenizerLoadError as err:

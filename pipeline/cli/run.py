@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -11,13 +14,22 @@ from pipeline.accounting import most_first
 from pipeline.cli.output import (
     check_mark,
     exit_unbalanced,
+    print_error,
     print_refused,
     some,
     stage_progress,
     stderr,
 )
-from pipeline.engine.local import UnitFailed, WorkdirError, reset_workdir
-from pipeline.jobs.run import WORK_DIR, RunResult, detected_format, plan, run_pipeline
+from pipeline.engine import UnitFailed, WorkdirError, reset_workdir
+from pipeline.engine.ray import RayUnavailable
+from pipeline.jobs.run import (
+    LOCAL_WORKERS,
+    WORK_DIR,
+    RunResult,
+    detected_format,
+    plan,
+    run_pipeline,
+)
 from pipeline.jobs.run.config import RunConfig, RunConfigError, load_run_config
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.sources import InputError
@@ -42,10 +54,18 @@ from pipeline.tokenize.overlong import OverlongThreadError
 )
 @click.option(
     "--engine",
-    type=click.Choice(["local"]),
+    type=click.Choice(["local", "ray"]),
     default=None,
-    help="Where the stages run [default: the config's engine.kind]; `local` is processes on "
-    "this machine.",
+    help="Where the stages run [default: the config's engine.kind]: `local` is processes on "
+    "this machine; `ray` is a Ray cluster (pip install 'mms-pipeline[ray]'), started here "
+    "unless --ray-address or RAY_ADDRESS names one. Same output bytes either way.",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    metavar="ADDRESS",
+    help="With --engine ray: `local` (start Ray here), `auto` (the cluster this machine "
+    "joined with `ray start`) or ray://HOST:PORT [default: the config's engine.address].",
 )
 @click.option(
     "--workers",
@@ -67,6 +87,7 @@ def run_command(
     config_file: str,
     output: str | None,
     engine: str | None,
+    ray_address: str | None,
     workers: int | None,
     resume: bool,
     dry_run: bool,
@@ -85,6 +106,7 @@ def run_command(
         config = load_run_config(config_file)
     except RunConfigError as err:
         raise click.UsageError(str(err)) from None
+    config = _with_engine(config, engine, ray_address)
     out = Path(output) if output else config.output
     try:
         check_writable(out, directory=True)
@@ -95,8 +117,7 @@ def run_command(
             _print_plan(config, out)
         except InputError as err:
             raise click.UsageError(str(err)) from None
-        kind, count = engine or config.engine.kind, workers or config.engine.workers
-        click.echo(f"engine: {kind}, {count} worker(s)")
+        click.echo(f"engine: {_describe_engine(config, workers)}")
         return
     if not resume:
         reset_workdir(out / WORK_DIR)
@@ -105,11 +126,14 @@ def run_command(
             result = run_pipeline(config, output=out, workers=workers, progress=update)
     except (InputError, WorkdirError, ValueError) as err:
         raise click.UsageError(str(err)) from None
+    except RayUnavailable as err:
+        print_error(err)
+        sys.exit(2)
     except UnitFailed as err:
-        stderr.print(f"[red]error:[/] {err}; finished units are kept: run again to resume")
+        print_error(err, "; finished units are kept: run again to resume")
         sys.exit(1)
     except OverlongThreadError as err:
-        stderr.print(f"[red]error:[/] {err}; nothing was written (overlong: error)")
+        print_error(err, "; nothing was written (overlong: error)")
         sys.exit(1)
     _print_summary(result)
     if result.verification is not None and not result.verification.passed:
@@ -122,6 +146,32 @@ def run_command(
     if result.gate_failed:
         _print_gate_failure(result, config)
         sys.exit(1)
+
+
+def _with_engine(config: RunConfig, engine: str | None, address: str | None) -> RunConfig:
+    """The config with the engine the command line names."""
+    if address is not None and (engine or config.engine.kind) != "ray":
+        raise click.UsageError("--ray-address applies only with --engine ray")
+    changes: dict[str, Any] = {}
+    if engine is not None:
+        changes["kind"] = engine
+    if address is not None:
+        changes["address"] = address
+    if engine == "local":
+        changes.update(address=None, num_cpus=None)
+    if not changes:
+        return config
+    return dataclasses.replace(config, engine=dataclasses.replace(config.engine, **changes))
+
+
+def _describe_engine(config: RunConfig, workers: int | None) -> str:
+    engine = config.engine
+    count = workers or engine.workers
+    if engine.kind == "ray":
+        where = engine.address or ("RAY_ADDRESS" if os.environ.get("RAY_ADDRESS") else "local")
+        parallel = f"{count} worker(s)" if count else "a worker per CPU"
+        return f"ray at {where}, {parallel}"
+    return f"local, {count or LOCAL_WORKERS} worker(s)"
 
 
 def _print_plan(config: RunConfig, out: Path) -> None:

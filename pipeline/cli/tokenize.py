@@ -19,6 +19,7 @@ from pipeline.cli.options import (
 from pipeline.cli.output import (
     check_mark,
     exit_unbalanced,
+    print_error,
     print_inputs,
     print_left_out,
     print_quarantine,
@@ -166,9 +167,9 @@ def tokenize_command(
                 progress=update,
             )
     except OverlongThreadError as err:
-        stderr.print(
-            f"[red]error:[/] {err} (--max-tokens {err.max_tokens}); nothing was written. "
-            "Raise --max-tokens, or use --overlong drop or truncate."
+        print_error(
+            f"{err} (--max-tokens {err.max_tokens})",
+            "; nothing was written. Raise --max-tokens, or use --overlong drop or truncate.",
         )
         sys.exit(1)
     except InputError as err:

@@ -135,6 +135,12 @@ class NearDuplicateIndex:
         self.buckets: list[dict[bytes, int]] = [{} for _ in range(self.bands)]
         self.signatures: list[np.ndarray] = []
 
+    def band_keys(self, packed: bytes) -> list[bytes]:
+        """The signature's slots, band by band: two signatures are compared only when they
+        share one (in the same band)."""
+        width = self.rows * 4
+        return [packed[band * width : (band + 1) * width] for band in range(self.bands)]
+
     def check(self, packed: bytes) -> int | None:
         sig = np.frombuffer(packed, dtype="<u4")
         if len(sig) != self.settings.permutations:
@@ -142,9 +148,7 @@ class NearDuplicateIndex:
                 f"a signature of {len(sig)} slots does not fit an index of "
                 f"{self.settings.permutations}"
             )
-        band_keys = [
-            packed[band * self.rows * 4 : (band + 1) * self.rows * 4] for band in range(self.bands)
-        ]
+        band_keys = self.band_keys(packed)
         needed = self.settings.threshold * len(sig)
         for band, key in enumerate(band_keys):
             earlier = self.buckets[band].get(key)

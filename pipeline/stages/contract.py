@@ -56,6 +56,8 @@ class Stage:
     """The columns `map` adds to every batch (their names are the stage's to publish)."""
     reshaped_schema: ClassVar[pa.Schema | None] = None
     """The columns of the rows `reshape` yields (None: those of the rows it is given)."""
+    partition_columns: ClassVar[tuple[str, ...]] = ()
+    """The columns `partition_keys` reads; none: the stage does not partition."""
     sees_rejections: ClassVar[bool] = False
     """Whether `rejected` must see each record in reading order among the threads (a
     streaming job then finishes the batch read so far before handing one on)."""
@@ -77,6 +79,15 @@ class Stage:
         already dropped by an earlier stage are given None."""
         return [None] * rows.num_rows
 
+    def partition_keys(self, rows: pa.Table) -> pa.Table:
+        """The keys through which `decide` depends on other rows (columns `row`, the row's
+        index in `rows`, and `key`, binary; several per row or none): a row none of whose
+        keys another row of the dataset has is decided without the stage's state, so an
+        engine that partitions the dataset by key hands `decide` the column
+        `repeated_column(name)` (whether a key of the row is shared) and the stage keeps
+        state only for those rows. Without that column every row counts as repeated."""
+        return pa.table({"row": pa.array([], pa.int64()), "key": pa.array([], pa.binary())})
+
     def record(self, rows: pa.Table, reasons: list[str | None]) -> None:
         """See every row of a batch with the reason it was dropped (None: kept)."""
 
@@ -91,6 +102,12 @@ class Stage:
     def flush(self, split: str) -> Iterator[pa.Table]:
         """What `reshape` still holds of `split` once every row was given."""
         return iter(())
+
+
+def repeated_column(stage: str) -> str:
+    """The column an engine that partitions adds for the stage `stage` (see
+    `Stage.partition_keys`): whether a key of the row is shared with another row."""
+    return f"{stage}_repeated"
 
 
 ORIGINAL_THREAD = "original_thread"

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from pipeline.dedup import NearDedupSettings, NearDuplicateIndex, thread_signature
-from pipeline.stages.contract import Batch, Stage
+from pipeline.stages.contract import Batch, Stage, repeated_column
 from pipeline.stages.sample import CONTENT_KEY
 
 NEAR_SIGNATURE = "near_signature"
@@ -37,10 +37,12 @@ class DedupSettings:
 class Dedup(Stage):
     """Tags each thread with its MinHash signature (when near dedup is on); drops a thread
     whose key an earlier kept thread had (`duplicate`) or that is near one
-    (`near_duplicate`)."""
+    (`near_duplicate`). Its keys are the content key and, with near dedup, the LSH band
+    keys of the signature: two threads can be (near) duplicates only if they share one."""
 
     name = "dedup"
     columns: ClassVar[tuple[pa.Field, ...]] = (pa.field(NEAR_SIGNATURE, pa.binary()),)
+    partition_columns: ClassVar[tuple[str, ...]] = (CONTENT_KEY, NEAR_SIGNATURE)
 
     def __init__(self, settings: DedupSettings):
         self.settings = settings
@@ -55,12 +57,32 @@ class Dedup(Stage):
         )
         return batch
 
+    def partition_keys(self, rows: pa.Table) -> pa.Table:
+        row_ids: list[int] = []
+        keys: list[bytes] = []
+        if self.settings.enabled:
+            content = rows[CONTENT_KEY].to_numpy().astype("<u8")
+            row_ids.extend(range(rows.num_rows))
+            keys.extend(b"k" + key.tobytes() for key in content)
+        if self.near is not None:
+            for row, signature in enumerate(rows[NEAR_SIGNATURE].to_pylist()):
+                if signature is None:
+                    continue
+                for band, band_key in enumerate(self.near.band_keys(signature)):
+                    row_ids.append(row)
+                    keys.append(b"b" + band.to_bytes(2, "big") + band_key)
+        return pa.table({"row": pa.array(row_ids, pa.int64()), "key": pa.array(keys, pa.binary())})
+
     def decide(self, rows: pa.Table, kept: list[bool]) -> list[str | None]:
         keys = rows[CONTENT_KEY].to_pylist()
         signatures = rows[NEAR_SIGNATURE].to_pylist()
+        column = repeated_column(self.name)
+        repeated = rows[column].to_pylist() if column in rows.column_names else None
         return [
-            self._reason(key, signature) if keep else None
-            for key, signature, keep in zip(keys, signatures, kept, strict=True)
+            self._reason(key, signatures[row])
+            if kept[row] and (repeated is None or repeated[row])
+            else None
+            for row, key in enumerate(keys)
         ]
 
     def _reason(self, key: int, signature: bytes | None) -> str | None:

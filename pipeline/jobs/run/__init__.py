@@ -1,15 +1,26 @@
 """`mms run`: a pipeline config's stages from raw files to shards, reports, manifest and
 dataset card. job.py drives a run; stages.py lists its stages; unit.py is the map side
 over the parts (read, normalize, every stage's map), reduce.py the ordered pass (every
-stage's decisions, weights, splits, shards); outputs.py the files written last."""
+stage's decisions, weights, splits, shards); outputs.py the files written last; partition.py the partition pass of an engine
+that partitions by key (Ray)."""
 
-from pipeline.jobs.run.job import WORK_DIR, RunResult, detected_format, plan, run_pipeline
+from pipeline.jobs.run.job import (
+    LOCAL_WORKERS,
+    WORK_DIR,
+    RunResult,
+    detected_format,
+    engine_runner,
+    plan,
+    run_pipeline,
+)
 from pipeline.stages.fractions import stable_fraction
 
 __all__ = [
+    "LOCAL_WORKERS",
     "WORK_DIR",
     "RunResult",
     "detected_format",
+    "engine_runner",
     "plan",
     "run_pipeline",
     "stable_fraction",

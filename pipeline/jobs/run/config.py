@@ -101,10 +101,19 @@ class Stages:
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    """The executor and its parallelism (the output does not depend on `workers`)."""
+    """Where the stages run and how many parts at once (the output depends on neither):
+    `local` processes (`workers`, default 2), or `ray` (`address`: none or `local` starts
+    Ray here with `num_cpus`, `auto` or `ray://host:port` joins a cluster; `workers`
+    defaults to the cluster's CPUs)."""
 
-    kind: Literal["local"] = "local"
-    workers: int = 2
+    kind: Literal["local", "ray"] = "local"
+    workers: int | None = None
+    address: str | None = None
+    num_cpus: int | None = None
+
+    def to_plain(self) -> dict[str, Any]:
+        """The settings given (for the manifest), without the unset ones."""
+        return {name: value for name, value in _plain(self).items() if value is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +153,7 @@ class RunConfig:
                 **({"pack": _plain(stages.pack)} if stages.pack else {}),
             },
             "output": self.recorded_path(self.output),
-            "engine": _plain(self.engine),
+            "engine": self.engine.to_plain(),
         }
 
     def recorded_path(self, path: str | os.PathLike[str]) -> str:
@@ -169,10 +178,12 @@ class RunConfig:
             return text
 
     def digest(self) -> str:
-        """sha256 of the canonical JSON of resolved() (sorted keys, no spaces), for the manifest."""
-        text = json.dumps(
-            self.resolved(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
+        """sha256 of the canonical JSON of resolved() (sorted keys, no spaces), for the
+        manifest; the engine is left out, as the output does not depend on it (a run
+        stopped on one engine resumes on another)."""
+        resolved = self.resolved()
+        del resolved["engine"]
+        text = json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -354,7 +365,7 @@ class _Builder:
                 shard=shard,
                 pack=pack,
             ),
-            engine=EngineConfig(**self.data.get("engine", {})),
+            engine=self._engine(self.data.get("engine", {})),
             source=self.doc.file.resolve(),
             written_absolute=frozenset(self.written_absolute),
         )
@@ -389,6 +400,14 @@ class _Builder:
         if os.path.isabs(expanded):
             self.written_absolute.add(local)
         return local
+
+    def _engine(self, raw: dict[str, Any]) -> EngineConfig:
+        engine = EngineConfig(**raw)
+        if engine.kind != "ray":
+            for key in ("address", "num_cpus"):
+                if key in raw:
+                    raise self.doc.error(["engine", key], "applies only with `kind: ray`", key=True)
+        return engine
 
     def _input(self, index: int, raw: dict[str, Any]) -> InputSpec:
         where = ["inputs", index]

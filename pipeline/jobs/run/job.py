@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import itertools
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.accounting import Account
-from pipeline.engine.local import iter_units
+from pipeline.engine import LocalRunner, Runner, iter_units
+from pipeline.engine.ray import RayRunner, RaySettings
 from pipeline.formats import AUTO, get_format
 from pipeline.formats.detect import detect
 from pipeline.jobs.run.config import RunConfig
@@ -30,8 +31,9 @@ from pipeline.jobs.run.outputs import (
     write_reports,
     write_run_manifest,
 )
+from pipeline.jobs.run.partition import RepeatedRows, mark_repeated, partitioned
 from pipeline.jobs.run.reduce import reduce_units
-from pipeline.jobs.run.stages import shard_schema
+from pipeline.jobs.run.stages import Side, run_stages, shard_schema
 from pipeline.jobs.run.unit import PART_FORMAT, UNIT_TOKENIZER, UnitJob
 from pipeline.jobs.verify import Verification, verify_output
 from pipeline.lint import LintReport
@@ -43,6 +45,8 @@ from pipeline.stages.normalize import SNIFF_RECORDS
 from pipeline.stages.tokenize import renderer_for
 from pipeline.tokenize.loading import tokenizer_files
 
+LOCAL_WORKERS = 2
+"""Worker processes of the local engine when neither the config nor --workers says."""
 WORK_DIR = ".work"
 """The engine's work directory inside the output directory, removed once a run succeeds
 (a stopped run keeps it, and resumes from its finished units)."""
@@ -114,6 +118,36 @@ def _watched_files(units: list[WorkUnit], config: RunConfig) -> list[str]:
     return inputs + [str(file) for file in files if file is not None and file.is_file()]
 
 
+def engine_runner(config: RunConfig, workers: int | None = None) -> Runner:
+    """The runner of the config's engine (`workers` overrides its `workers`)."""
+    engine = config.engine
+    if engine.kind == "ray":
+        return RayRunner(RaySettings(engine.address, engine.num_cpus, workers or engine.workers))
+    return LocalRunner(workers or engine.workers or LOCAL_WORKERS)
+
+
+def _partition(
+    config: RunConfig,
+    runner: Runner,
+    unit_dirs: Iterable[Path],
+    workdir: Path,
+    progress: Callable[[str, int, int], None] | None,
+) -> tuple[Iterable[Path], RepeatedRows | None]:
+    """On an engine that partitions (Ray), let the map side finish, then find the rows
+    whose keys repeat (pipeline/jobs/run/partition.py); elsewhere the ordered pass takes
+    the parts as they become ready and keeps every key itself."""
+    stages = partitioned(run_stages(config, Side())) if isinstance(runner, RayRunner) else []
+    if not stages:
+        return unit_dirs, None
+    ready = list(unit_dirs)
+    if progress is not None:
+        progress("partition keys", 0, len(stages))
+    repeated = mark_repeated(runner, stages, ready, workdir)
+    if progress is not None:
+        progress("partition keys", len(stages), len(stages))
+    return ready, repeated
+
+
 def run_pipeline(
     config: RunConfig,
     *,
@@ -121,25 +155,30 @@ def run_pipeline(
     workers: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> RunResult:
-    """Run every stage of `config`; output under `output` (default: the config's)."""
+    """Run every stage of `config` on its engine; output under `output` (default: the
+    config's)."""
     out = Path(output or config.output).resolve()
     units = plan(config, out)
     stage = config.stages.tokenize
-    unit_dirs = iter_units(
-        units,
-        UnitJob(config, ships_tokenizer=units[0].id),
-        out / WORK_DIR,
-        config_digest=f"{PART_FORMAT}:{config.digest()}",
-        workers=workers or config.engine.workers,
-        progress=(lambda done, total: progress("read, lint, tokenize", done, total))
-        if progress
-        else None,
-        on_claimed=lambda: remove_stale_temps(out, skip=(WORK_DIR,)),
-        prepare_workers=lambda: renderer_for(stage) if stage else None,
-        watched=_watched_files(units, config),
-    )
-    with closing(unit_dirs):  # a failed reduce stops the workers and frees the work dir
-        reduced = reduce_units(config, out, units, unit_dirs, progress, *passed_over(config, out))
+    with engine_runner(config, workers) as runner:
+        unit_dirs = iter_units(
+            units,
+            UnitJob(config, ships_tokenizer=units[0].id),
+            out / WORK_DIR,
+            config_digest=f"{PART_FORMAT}:{config.digest()}",
+            runner=runner,
+            progress=(lambda done, total: progress("read, lint, tokenize", done, total))
+            if progress
+            else None,
+            on_claimed=lambda: remove_stale_temps(out, skip=(WORK_DIR,)),
+            prepare_workers=lambda: renderer_for(stage) if stage else None,
+            watched=_watched_files(units, config),
+        )
+        with closing(unit_dirs):  # a failed reduce stops the workers and frees the work dir
+            ready, repeated = _partition(config, runner, unit_dirs, out / WORK_DIR, progress)
+            reduced = reduce_units(
+                config, out, units, ready, progress, *passed_over(config, out), repeated=repeated
+            )
     counts, shards, report = reduced.counts, reduced.shards, reduced.report
     gate_failed = reduced.gate_failed
     reports = write_reports(out, report)

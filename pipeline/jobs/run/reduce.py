@@ -18,6 +18,7 @@ import pyarrow as pa
 from pipeline.accounting import Account
 from pipeline.jobs.driver import decide
 from pipeline.jobs.run.config import RunConfig
+from pipeline.jobs.run.partition import RepeatedRows, partitioned
 from pipeline.jobs.run.stages import Side, row_schema, run_stages
 from pipeline.jobs.run.unit import UNIT_REJECTED, UNIT_STATS, UNIT_THREADS, stage_file
 from pipeline.lint import LintReport, select_rules
@@ -27,7 +28,7 @@ from pipeline.output.shards import Shard, ShardWriter
 from pipeline.packing import PACKED_SCHEMA, SEQUENCES_PER_SHARD
 from pipeline.quarantine import rejection_from_line
 from pipeline.sources.parts import WorkUnit
-from pipeline.stages.contract import Stage
+from pipeline.stages.contract import Stage, repeated_column
 from pipeline.stages.lint import Lint
 from pipeline.stages.pack import Pack
 from pipeline.stages.sample import SPLIT_GROUP
@@ -59,12 +60,14 @@ def reduce_units(
     progress: Progress | None = None,
     skipped: Sequence[str] = (),
     refused: dict[str, str] | None = None,
+    repeated: RepeatedRows | None = None,
 ) -> Reduced:
     """Read the parts' directories (in plan order, as they become ready) into the shards
     under `out/data`, the quarantine file, and the lint report (which lists the `skipped`
     files of the inputs' folders and globs, that are not data files). The shards are
-    published only when the lint gate passes; a split that got no rows gets no file."""
-    reducer = _Reducer(config, skipped, refused or {})
+    published only when the lint gate passes; a split that got no rows gets no file.
+    `repeated`: what a partition pass found (pipeline/jobs/run/partition.py), if any."""
+    reducer = _Reducer(config, skipped, refused or {}, repeated)
     writers = _shard_writers(config, out)
     with ExitStack() as stack:
         quarantine = stack.enter_context(atomic_output(out / "quarantine" / "rejected.jsonl"))
@@ -141,8 +144,15 @@ class _Reducer:
     """The state of the ordered pass: the run's stages (their dataset side), the lint
     report, the counts."""
 
-    def __init__(self, config: RunConfig, skipped: Sequence[str], refused: dict[str, str]):
+    def __init__(
+        self,
+        config: RunConfig,
+        skipped: Sequence[str],
+        refused: dict[str, str],
+        repeated: RepeatedRows | None,
+    ):
         self.config = config
+        self.repeated = repeated
         source = config.recorded_path(config.source) if config.source else None
         lint_config = config.stages.lint.to_lint_config(source)
         self.report = LintReport(
@@ -154,6 +164,7 @@ class _Reducer:
         )
         self.stages = run_stages(config, Side(lint_source=source, report=self.report))
         self.lint = next(stage for stage in self.stages if isinstance(stage, Lint))
+        self.partitioned = partitioned(self.stages) if repeated is not None else []
         self.counts = self.report.stats
         self.columns = row_schema(config).names
 
@@ -175,13 +186,24 @@ class _Reducer:
         weight = self.config.inputs[unit.input_index].weight
         with pa.memory_map(str(unit_dir / UNIT_THREADS)) as source:
             threads = pa.ipc.open_file(source)
+            start = 0
             for index in range(threads.num_record_batches):
-                table = pa.Table.from_batches([threads.get_batch(index)])
+                table = self._with_repeated(threads.get_batch(index), unit, start)
+                start += table.num_rows
                 reasons = decide(self.stages, table, self.counts)
                 keep = [reason is None for reason in reasons]
                 kept = table.filter(pa.array(keep, pa.bool_())).select([*self.columns, SPLIT_GROUP])
                 if kept.num_rows:
                     _write(kept, self.config, weight, writers, self.counts, self.stages)
+
+    def _with_repeated(self, batch: pa.RecordBatch, unit: WorkUnit, start: int) -> pa.Table:
+        """A batch of a part's rows, with each partitioned stage's `repeated` column."""
+        table = pa.Table.from_batches([batch])
+        for stage in self.partitioned:
+            assert self.repeated is not None
+            flags = self.repeated.column(stage.name, unit.id, start, table.num_rows)
+            table = table.append_column(repeated_column(stage.name), flags)
+        return table
 
     def _account(self, unit: WorkUnit, unit_counts: dict[str, Any]) -> None:
         counts = self.counts

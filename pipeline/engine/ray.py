@@ -1,0 +1,284 @@
+"""The Ray engine (the `ray` extra): the same parts, work directory and done-markers as the
+local engine, run on a Ray cluster with Ray Data, and a distributed pass that finds which
+rows share a key with another row (hash partitioning), so the ordered pass keeps state only
+for those.
+
+Ray Data schedules; our guarantees sit on top of it: a part runs in a `map_batches` actor
+that loaded what every part needs once (the tokenizer), writes its directory under a
+temporary name and publishes it atomically (a retried or duplicated task publishes the same
+bytes, once); results are taken in plan order from the work directory, never in Ray's
+arrival order, and nothing is written by Ray's own writers. Paths must mean the same on
+every node (one machine, or a shared file system)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.engine.workdir import Part, Process, UnitFailed, hold_workers_lock, run_unit
+
+INSTALL_HINT = "pip install 'mms-pipeline[ray]'"
+LOCAL = "local"
+"""The address that starts a Ray instance on this machine (as no address does, unless
+RAY_ADDRESS names a cluster, as `ray job submit` does)."""
+KEY = "key"
+ROW = "row"
+SOURCE = "source"
+
+
+class RayUnavailable(RuntimeError):
+    """Ray is not installed, or the cluster cannot be reached."""
+
+
+@dataclass(frozen=True, slots=True)
+class RaySettings:
+    """Where to run: `address` None or `local` starts a Ray instance here (with `num_cpus`
+    CPUs, default all), `auto` joins the cluster this machine belongs to, `ray://host:port`
+    a remote one; `workers`: the most parts run at once (default: the cluster's CPUs)."""
+
+    address: str | None = None
+    num_cpus: int | None = None
+    workers: int | None = None
+
+
+def _ray() -> Any:
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise RayUnavailable(f"the ray engine needs Ray: {INSTALL_HINT}") from None
+    return ray
+
+
+class RayRunner:
+    """Runs parts on Ray (a `Runner` of pipeline/engine/units.py), and marks repeated keys.
+    Use it as a context manager: it connects on entry, and stops a Ray instance it started
+    on exit (a session the process already had is left running)."""
+
+    name = "ray"
+
+    def __init__(self, settings: RaySettings):
+        self.settings = settings
+        self._started = False
+
+    def __enter__(self) -> RayRunner:
+        ray = _ray()
+        if not ray.is_initialized():
+            _quiet(ray)
+            try:
+                with _native_stderr_silenced():
+                    ray.init(**_init_arguments(self.settings))
+            except Exception as err:  # Ray's own errors (RayError) share no base with OSError
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise RayUnavailable(f"cannot start or reach Ray: {first}") from None
+            self._started = True
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False
+        context.print_on_execution_start = False
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._started:
+            _ray().shutdown()
+            self._started = False
+
+    def _parallelism(self, count: int) -> int:
+        workers = self.settings.workers
+        if workers is None:
+            workers = max(1, int(_ray().cluster_resources().get("CPU", 1)))
+        return max(1, min(workers, count))
+
+    def run(
+        self,
+        pending: list[Part],
+        process: Process,
+        workdir: Path,
+        prepare_workers: Callable[[], None] | None = None,
+    ) -> Iterator[Part]:
+        """Run the parts in a pool of actors (one CPU each), yielding each as it is DONE;
+        the first failure stops the rest and raises UnitFailed."""
+        if not pending:
+            return
+        ray = _ray()
+        items = ray.data.from_items(
+            [{SOURCE: index} for index in range(len(pending))], override_num_blocks=len(pending)
+        )
+        done = items.map_batches(
+            _PartWorker,
+            fn_constructor_kwargs={
+                "units": pending,
+                "process": process,
+                "workdir": str(workdir),
+                "prepare": prepare_workers,
+            },
+            batch_size=1,
+            batch_format="pyarrow",
+            compute=ray.data.ActorPoolStrategy(
+                min_size=1, max_size=self._parallelism(len(pending))
+            ),
+            num_cpus=1,
+        )
+        batches = done.iter_batches(batch_size=None, batch_format="pyarrow")
+        try:
+            for batch in batches:
+                for index, error in zip(
+                    batch[SOURCE].to_pylist(), batch["error"].to_pylist(), strict=True
+                ):
+                    if error is not None:
+                        raise UnitFailed(pending[index], error)
+                    yield pending[index]
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+
+    def mark_repeated(
+        self,
+        sources: Sequence[str],
+        keys: Callable[[str], pa.Table],
+        publish: Callable[[str, np.ndarray], None],
+    ) -> None:
+        """For every source (a name the caller gives, a part's directory), the rows one of
+        whose keys some other row of any source shares: `keys(source)` gives a source's
+        keys (columns `row` int64, `key` binary; a row may have several), `publish(source,
+        rows)` receives a source's repeated rows, sorted, and is called only for sources
+        that have some. Both run in Ray tasks (picklable). No process holds every key:
+        rows are partitioned by the hash of their keys."""
+        if not sources:
+            return
+        ray = _ray()
+        names = list(sources)
+        items = ray.data.from_items(
+            [{SOURCE: index} for index in range(len(names))], override_num_blocks=len(names)
+        )
+        keyed = items.map_batches(
+            _source_keys,
+            fn_kwargs={"names": names, "keys": keys},
+            batch_size=1,
+            batch_format="pyarrow",
+        )
+        repeated = keyed.groupby(KEY).map_groups(_shared_rows, batch_format="pyarrow")
+        written = repeated.groupby(SOURCE).map_groups(
+            _publish_rows, fn_kwargs={"names": names, "publish": publish}, batch_format="pyarrow"
+        )
+        for _ in written.iter_batches(batch_size=None, batch_format="pyarrow"):
+            pass
+
+
+class _PartWorker:
+    """A Ray Data actor: loads what every part needs once, then runs the parts it is given
+    into the work directory; a part's failure is returned as its `error`, not raised, so
+    the driver names the part."""
+
+    def __init__(
+        self,
+        units: list[Part],
+        process: Process,
+        workdir: str,
+        prepare: Callable[[], None] | None,
+    ) -> None:
+        self.units, self.process, self.workdir = units, process, Path(workdir)
+        hold_workers_lock(self.workdir)
+        if prepare is not None:
+            prepare()
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        errors: list[str | None] = []
+        for index in batch[SOURCE].to_pylist():
+            unit = self.units[index]
+            try:
+                run_unit(self.process, unit, self.workdir)
+                errors.append(None)
+            except Exception as err:
+                errors.append(f"{type(err).__name__}: {err}")
+        return pa.table({SOURCE: batch[SOURCE], "error": pa.array(errors, pa.string())})
+
+
+def _source_keys(batch: pa.Table, names: list[str], keys: Callable[[str], pa.Table]) -> pa.Table:
+    tables = []
+    for index in batch[SOURCE].to_pylist():
+        found = keys(names[index])
+        tables.append(
+            pa.table(
+                {
+                    SOURCE: pa.array(np.full(found.num_rows, index, dtype=np.int32)),
+                    ROW: found[ROW].cast(pa.int64()),
+                    KEY: found[KEY].cast(pa.binary()),
+                }
+            )
+        )
+    return pa.concat_tables(tables) if tables else _empty_keys()
+
+
+def _empty_keys() -> pa.Table:
+    return pa.table(
+        {
+            SOURCE: pa.array([], pa.int32()),
+            ROW: pa.array([], pa.int64()),
+            KEY: pa.array([], pa.binary()),
+        }
+    )
+
+
+def _shared_rows(group: pa.Table) -> pa.Table:
+    """The rows of one key's group, when more than one row has the key."""
+    rows = group.select([SOURCE, ROW])
+    if rows.num_rows < 2:
+        return rows.slice(0, 0)
+    return rows
+
+
+def _publish_rows(
+    group: pa.Table, names: list[str], publish: Callable[[str, np.ndarray], None]
+) -> pa.Table:
+    source = group[SOURCE][0].as_py()
+    rows = np.unique(group[ROW].to_numpy())
+    publish(names[source], rows)
+    return pa.table({SOURCE: pa.array([source], pa.int32()), "rows": pa.array([len(rows)])})
+
+
+def _init_arguments(settings: RaySettings) -> dict[str, Any]:
+    """ray.init's arguments: join a cluster, or start a quiet instance on this machine."""
+    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
+    address = settings.address
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        return quiet  # `ray job submit` and friends name the cluster
+    if address in (None, LOCAL):
+        return {
+            **quiet,
+            "address": LOCAL,
+            "num_cpus": settings.num_cpus,
+            "include_dashboard": False,
+        }
+    return {**quiet, "address": address}
+
+
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Ray's native core prints a line of its own logging setup to the process's stderr
+    when it starts: hide that (errors reach us as exceptions)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _quiet(ray: Any) -> None:
+    """Ray's and Ray Data's own logging down to errors: the run prints its own progress."""
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
+    for name in ("ray", "ray.data"):
+        logging.getLogger(name).setLevel(logging.ERROR)

@@ -1,0 +1,103 @@
+"""Parts in plan order, whatever runs them: `iter_units` claims the work directory, checks
+its plan, hands the parts not yet DONE to a runner (local processes, or Ray) and yields
+every part's directory in plan order, each as soon as it and the parts before it are done."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from pipeline.engine.local import LocalRunner
+from pipeline.engine.workdir import (
+    PARTIAL_DIR,
+    UNITS_DIR,
+    Part,
+    Process,
+    check_plan,
+    pending_units,
+    plan_document,
+    run_lock,
+    wait_for_old_workers,
+)
+
+
+class Runner(Protocol):
+    """Runs parts (each with `workdir.run_unit`), yielding each part as it is DONE, in any
+    order; raises `UnitFailed` for a failed part once the parts already running are done.
+    Closing the iterator early stops the parts not yet started. A runner is a context
+    manager: entered, it is ready to run (connected to its cluster)."""
+
+    name: str
+
+    def __enter__(self) -> Runner: ...
+
+    def __exit__(self, *_: object) -> None: ...
+
+    def run(
+        self,
+        pending: list[Part],
+        process: Process,
+        workdir: Path,
+        prepare_workers: Callable[[], None] | None,
+    ) -> Iterator[Part]: ...
+
+
+def run_units(units: list[Part], process: Process, workdir: Path, **options: Any) -> list[Path]:
+    """Run every part (as `iter_units`, with its keyword `options`) and return the part
+    directories in plan order."""
+    return list(iter_units(units, process, workdir, **options))
+
+
+def iter_units(
+    units: list[Part],
+    process: Process,
+    workdir: Path,
+    *,
+    config_digest: str = "",
+    workers: int = 1,
+    runner: Runner | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    on_claimed: Callable[[], None] | None = None,
+    prepare_workers: Callable[[], None] | None = None,
+    watched: Sequence[str] = (),
+) -> Iterator[Path]:
+    """Run `process` for every part not yet DONE in `workdir`, yielding the part
+    directories in plan order, each as soon as it and every part before it are DONE (the
+    later parts keep running meanwhile, so a caller can reduce while the map goes on).
+    `runner` runs them (default: local processes, `workers` of them). `config_digest`
+    names what the caller does with the parts: a work directory planned with other parts,
+    inputs or digest is refused (WorkdirError). `progress(done, total)` is called as parts
+    finish; `on_claimed()` once this run holds the work directory, before any part runs;
+    `prepare_workers()` where the runner starts workers, to load what every worker needs
+    once. `watched` names the files the parts' output depends on (the inputs they read, a
+    tokenizer): a change to one refuses the work directory. A failing part raises
+    UnitFailed once the parts already running have finished; finished parts stay DONE."""
+    ids = [unit.id for unit in units]
+    if len(set(ids)) != len(ids):
+        raise ValueError("work unit ids are not unique")
+    workdir.mkdir(parents=True, exist_ok=True)
+    with run_lock(workdir):
+        check_plan(workdir, plan_document(units, config_digest, watched))
+        if on_claimed is not None:
+            on_claimed()
+        (workdir / UNITS_DIR).mkdir(exist_ok=True)
+        wait_for_old_workers(workdir)
+        shutil.rmtree(workdir / PARTIAL_DIR, ignore_errors=True)
+        pending = pending_units(units, workdir)
+        total = len(units)
+        ready = set(ids) - {unit.id for unit in pending}
+        if progress is not None:
+            progress(len(ready), total)
+        chosen = runner or LocalRunner(workers)
+        finishing = chosen.run(pending, process, workdir, prepare_workers)
+        try:
+            for unit_id in ids:
+                while unit_id not in ready:
+                    ready.add(next(finishing).id)
+                    if progress is not None:
+                        progress(len(ready), total)
+                yield workdir / UNITS_DIR / unit_id
+        finally:
+            finishing.close()

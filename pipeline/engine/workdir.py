@@ -1,0 +1,230 @@
+"""The work directory every engine runs parts into: the plan it was made for, one directory
+per finished part (marked `DONE`, published atomically), and the locks that keep two runs
+(and the workers of a killed one) apart. Engines differ only in where parts run."""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from pipeline.output.files import atomic_text_output
+
+PLAN_FILE = "plan.json"
+UNITS_DIR = "units"
+PARTIAL_DIR = "partial"
+DONE_FILE = "DONE"
+RUN_LOCK = "run.lock"
+WORKERS_LOCK = "workers.lock"
+PLAN_VERSION = "mms-local-engine-1"
+"""The plan's layout (named for the first engine; every engine writes the same plan, so a
+run stopped on one engine resumes on another)."""
+WORKERS_GONE_SECONDS = 60.0
+"""How long a run waits for the workers of a killed earlier run to exit."""
+_HELD: list[TextIO] = []
+"""Lock files a worker holds for its lifetime."""
+
+
+class Part(Protocol):
+    """What an engine knows of a piece of work: a stable id (its directory's name) and a
+    description for messages. A part is a frozen dataclass, recorded in the plan; what it
+    reads is the per-part function's business, never the engine's."""
+
+    id: str
+
+    def describe(self) -> str: ...
+
+
+Process = Callable[[Any, Path], None]
+"""Writes the outputs of one part into the (empty) directory given. With workers it is
+pickled: a module-level function, a functools.partial of one, or a picklable object."""
+
+
+class WorkdirError(RuntimeError):
+    """The work directory cannot be used: it holds another plan, or another run uses it."""
+
+
+class UnitFailed(RuntimeError):
+    """A part's process function raised; the message names the part and its input."""
+
+    def __init__(self, unit: Part, error: BaseException | str, others: int = 0) -> None:
+        more = f" (and {others} other unit(s) failed)" if others else ""
+        reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        super().__init__(f"work unit {unit.id} ({unit.describe()}) failed: {reason}{more}")
+        self.unit = unit
+
+
+def reset_workdir(workdir: Path) -> None:
+    """Forget every part and the plan (`--fresh`); other files in `workdir` are left alone."""
+    if not workdir.exists():
+        return
+    with run_lock(workdir):
+        for name in (UNITS_DIR, PARTIAL_DIR):
+            shutil.rmtree(workdir / name, ignore_errors=True)
+        (workdir / PLAN_FILE).unlink(missing_ok=True)
+
+
+def run_unit(process: Process, unit: Part, workdir: Path) -> None:
+    """Run one part into a directory of its own under `partial/`, mark it DONE (outputs
+    and marker fsync'd) and rename it into `units/`: a part's directory appears whole or
+    not at all. Running a part twice (a retried task, a worker of a killed run) is
+    harmless: the output is the same, and the first to be published stays. A failed part
+    leaves nothing behind."""
+    temp = workdir / PARTIAL_DIR / f"{unit.id}.{uuid.uuid4().hex}"
+    temp.mkdir(parents=True)
+    try:
+        process(unit, temp)
+        _sync_tree(temp)
+        with open(temp / DONE_FILE, "w", encoding="utf-8") as marker:
+            marker.write(f"{unit.id}\n")
+            marker.flush()
+            os.fsync(marker.fileno())
+        _sync_path(temp)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    units_dir = workdir / UNITS_DIR
+    target = units_dir / unit.id
+    try:
+        os.rename(temp, target)
+    except OSError:
+        if not (target / DONE_FILE).is_file():
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        shutil.rmtree(temp, ignore_errors=True)  # published already, by another attempt
+    _sync_path(units_dir)
+
+
+def pending_units(units: Sequence[Part], workdir: Path) -> list[Part]:
+    """The parts not yet DONE (a leftover without its marker is removed)."""
+    units_dir = workdir / UNITS_DIR
+    pending = []
+    for unit in units:
+        target = units_dir / unit.id
+        if not (target / DONE_FILE).is_file():
+            shutil.rmtree(target, ignore_errors=True)
+            pending.append(unit)
+    return pending
+
+
+def _sync_tree(root: Path) -> None:
+    """fsync every file and directory under `root`, deepest first."""
+    for directory, _, files in os.walk(root, topdown=False):
+        for name in files:
+            _sync_path(Path(directory, name))
+        _sync_path(Path(directory))
+
+
+def _sync_path(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def hold_workers_lock(workdir: Path) -> None:
+    """In a worker: hold the work directory's workers lock (shared) until exiting, so that
+    a later run waits for the workers of a killed one."""
+    lock = open(workdir / WORKERS_LOCK, "a")  # noqa: SIM115 - held until the worker exits
+    fcntl.flock(lock.fileno(), fcntl.LOCK_SH)
+    _HELD.append(lock)
+
+
+@contextmanager
+def run_lock(workdir: Path) -> Iterator[None]:
+    """One run at a time per work directory."""
+    with open(workdir / RUN_LOCK, "a") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise WorkdirError(f"{workdir} is in use by another run") from None
+        yield
+
+
+def wait_for_old_workers(workdir: Path) -> None:
+    """Wait until no worker of an earlier run (one that was killed) holds the workers lock."""
+    deadline = time.monotonic() + WORKERS_GONE_SECONDS
+    with open(workdir / WORKERS_LOCK, "a") as lock:
+        while True:
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise WorkdirError(
+                        f"worker processes of an earlier run still use {workdir}; "
+                        "end them and start again"
+                    ) from None
+                time.sleep(0.05)
+
+
+@contextmanager
+def workers_lock(workdir: Path) -> Iterator[None]:
+    """Held shared by whoever runs parts (this process, or each pool worker)."""
+    with open(workdir / WORKERS_LOCK, "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_SH)
+        yield
+
+
+def plan_document(
+    units: list[Part], config_digest: str, watched: Sequence[str] = ()
+) -> dict[str, Any]:
+    """What a work directory was planned for: the parts, the config digest, and the size
+    and modification time of every watched file (the job names the files its parts read
+    and depend on)."""
+    files: dict[str, dict[str, int]] = {}
+    for path in watched:
+        if path not in files:
+            stat = os.stat(path)
+            files[path] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    return {
+        "version": PLAN_VERSION,
+        "config_digest": config_digest,
+        "files": files,
+        "units": [dataclasses.asdict(unit) for unit in units],
+    }
+
+
+def check_plan(workdir: Path, plan: dict[str, Any]) -> None:
+    """Write plan.json, or refuse a work directory planned differently."""
+    path = workdir / PLAN_FILE
+    if not path.is_file():
+        with atomic_text_output(path) as out:
+            out.write(json.dumps(plan, indent=2, sort_keys=True) + "\n")
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        old = {"unreadable": str(err)}
+    if old != plan:
+        raise WorkdirError(
+            f"{workdir} holds the work of another run ({_difference(old, plan)}); "
+            "start over with --fresh, or use another work directory"
+        )
+
+
+def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The first way two plans differ, for the error message."""
+    if "unreadable" in old:
+        return f"its {PLAN_FILE} cannot be read: {old['unreadable']}"
+    if old.get("version") != new["version"]:
+        return f"it was planned by {old.get('version')}, not {new['version']}"
+    if old.get("config_digest") != new["config_digest"]:
+        return f"the config changed: {old.get('config_digest')} -> {new['config_digest']}"
+    old_files = old.get("files", {})
+    for path, stat in new["files"].items():
+        if old_files.get(path) != stat:
+            return f"{path} is new or changed since"
+    for path in old_files:
+        if path not in new["files"]:
+            return f"{path} is no longer read"
+    return f"the work units differ ({len(old.get('units', []))} then, {len(new['units'])} now)"

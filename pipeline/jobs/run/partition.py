@@ -1,0 +1,90 @@
+"""The dataset stages' partition pass, on an engine that partitions (Ray): every part's keys
+of each partitioned stage (`Stage.partition_keys`, dedup's content and band keys) are
+grouped by key across the cluster, and the rows whose key another row shares are written
+to the work directory, part by part. The ordered pass then hands the stage a column saying
+which of its rows are repeated, and the stage keeps state for those only: no process holds
+every key, and the decisions are those of the plain ordered pass."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.engine.ray import RayRunner
+from pipeline.jobs.run.unit import UNIT_THREADS
+from pipeline.stages.contract import Stage
+
+REPEATED_DIR = "repeated"
+"""In the work directory: one folder per partitioned stage, one `{part}.npy` per part that
+has repeated rows (their sorted indices in the part's threads file)."""
+
+
+def partitioned(stages: Sequence[Stage]) -> list[Stage]:
+    """The stages whose decisions partition by key."""
+    return [stage for stage in stages if stage.partition_columns]
+
+
+def part_keys(stage: Stage, unit_dir: str) -> pa.Table:
+    """A part's keys for `stage`, from its threads file (only the columns the stage reads)."""
+    with pa.memory_map(str(Path(unit_dir) / UNIT_THREADS)) as source:
+        rows = pa.ipc.open_file(source).read_all().select(list(stage.partition_columns))
+        return stage.partition_keys(rows)
+
+
+def publish_repeated(folder: str, unit_dir: str, rows: np.ndarray) -> None:
+    """Write a part's repeated rows (atomically: a retried task writes the same file)."""
+    target = Path(folder) / f"{Path(unit_dir).name}.npy"
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    with open(temp, "wb") as out:
+        np.save(out, np.asarray(rows, dtype=np.int64))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temp, target)
+
+
+def mark_repeated(
+    runner: RayRunner, stages: Sequence[Stage], unit_dirs: Sequence[Path], workdir: Path
+) -> RepeatedRows:
+    """Run the partition pass of every partitioned stage over the parts' directories."""
+    for stage in stages:
+        folder = workdir / REPEATED_DIR / stage.name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        runner.mark_repeated(
+            [str(unit_dir) for unit_dir in unit_dirs],
+            functools.partial(part_keys, stage),
+            functools.partial(publish_repeated, str(folder)),
+        )
+    return RepeatedRows(workdir / REPEATED_DIR)
+
+
+class RepeatedRows:
+    """What the partition pass found, read back part by part in the ordered pass."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self._loaded: tuple[str, str, np.ndarray] | None = None
+
+    def column(self, stage: str, unit_id: str, start: int, count: int) -> pa.Array:
+        """Whether each of the part's rows `start .. start + count` is repeated."""
+        rows = self._rows(stage, unit_id)
+        mask = np.zeros(count, dtype=bool)
+        inside = rows[(rows >= start) & (rows < start + count)]
+        mask[inside - start] = True
+        return pa.array(mask, pa.bool_())
+
+    def _rows(self, stage: str, unit_id: str) -> np.ndarray:
+        loaded = self._loaded
+        if loaded is not None and loaded[:2] == (stage, unit_id):
+            return loaded[2]
+        path = self.folder / stage / f"{unit_id}.npy"
+        rows = np.load(path) if path.is_file() else np.zeros(0, dtype=np.int64)
+        self._loaded = (stage, unit_id, rows)
+        return rows

@@ -1,0 +1,205 @@
+"""The Ray engine (`--engine ray`): the same config writes the same bytes as the local
+engine (the manifest's engine aside) for any number of Ray workers, with dedup, a mix and
+three splits on real files; a run whose driver or a worker is killed ends with the same
+bytes. The tests share one local Ray cluster started with `ray start` (two CPUs)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pipeline.engine import UnitFailed, run_units
+from pipeline.sources.parts import plan_units
+from tests.conftest import REPO
+from tests.engine_work import convert_unit, tree_bytes
+from tests.test_run import QUICKSTART, SAMPLE_TOKENIZER, output_files, run_cli
+
+pytest.importorskip("ray", reason="the ray extra is not installed (pip install '.[ray]')")
+
+from pipeline.engine.ray import RayRunner, RaySettings
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    """A local Ray cluster of two CPUs for the module's tests (without token
+    authentication: it serves this machine's tests only), named by RAY_ADDRESS as `ray job
+    submit` names one."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ray = str(Path(sys.executable).with_name("ray"))
+    started = subprocess.run(
+        [ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+         "--disable-usage-stats"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    address = f"{socket.gethostbyname(socket.gethostname())}:{port}"
+    previous = os.environ.get("RAY_ADDRESS")
+    os.environ["RAY_ADDRESS"] = address
+    try:
+        yield address
+    finally:
+        if previous is None:
+            os.environ.pop("RAY_ADDRESS", None)
+        else:
+            os.environ["RAY_ADDRESS"] = previous
+        subprocess.run([ray, "stop", "--force"], capture_output=True, timeout=120)
+
+
+def same_but_engine(local: dict[str, bytes], on_ray: dict[str, bytes]) -> None:
+    """Every file byte-identical, the manifest but for the engine it names."""
+    assert set(local) == set(on_ray)
+    for name, data in local.items():
+        got = on_ray[name]
+        if name == "manifest.json":
+            assert b'"kind": "ray"' in got
+            got = got.replace(b'"kind": "ray"', b'"kind": "local"')
+        assert got == data, f"{name} differs between the engines"
+
+
+def realdata_config(shared: Path, folder: Path) -> Path:
+    """Real files, a mix (a weight, a sample, a file read twice), exact and near dedup,
+    three splits."""
+    realdata = shared / "realdata"
+    config = folder / "ray-realdata.yaml"
+    config.write_text(
+        f"""name: ray-realdata
+inputs:
+  - path: {realdata / "llamafactory"}
+  - path: {realdata / "openai_finetune_examples"}
+    weight: 2
+  - path: {realdata / "llamafactory" / "alpaca_en_demo.json"}
+    sample: 0.5
+stages:
+  lint: {{fail_on: never}}
+  dedup: {{enabled: true, near: true}}
+  tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, max_tokens: 512, overlong: truncate}}
+  shard: {{splits: {{train: 0.8, validation: 0.1, test: 0.1}}, seed: 3}}
+output: {folder / "unused"}
+"""
+    )
+    return config
+
+
+def test_quickstart_writes_the_same_bytes_on_ray(tmp_path: Path, ray_address: str) -> None:
+    local, on_ray = tmp_path / "local" / "out", tmp_path / "ray" / "out"
+    assert run_cli(str(QUICKSTART), "-o", str(local)).exit_code == 0
+    result = run_cli(str(QUICKSTART), "-o", str(on_ray), "--engine", "ray")
+    assert result.exit_code == 0, result.output
+    same_but_engine(output_files(local), output_files(on_ray))
+
+
+def test_realdata_with_dedup_a_mix_and_three_splits_is_the_same_for_any_workers(
+    shared: Path, tmp_path: Path, ray_address: str
+) -> None:
+    config = realdata_config(shared, tmp_path)
+    local = tmp_path / "local" / "out"
+    assert run_cli(str(config), "-o", str(local), "--workers", "2").exit_code == 0
+    expected = output_files(local)
+    counts = orjson.loads(expected["manifest.json"])["counts"]
+    dropped = counts["threads_dropped"]
+    assert dropped["duplicate"] > 0 and dropped["near_duplicate"] > 0
+    assert counts["weighted_copies"] > 0 and dropped["sampled_out"] > 0
+    assert {"data/train-00000-of-00001.parquet", "data/test-00000-of-00001.parquet"} <= set(
+        expected
+    )
+    assert any(name.startswith("data/validation-") for name in expected)
+    for workers in ("1", "2"):
+        out = tmp_path / f"ray{workers}" / "out"
+        result = run_cli(str(config), "-o", str(out), "--engine", "ray", "--workers", workers)
+        assert result.exit_code == 0, result.output
+        same_but_engine(expected, output_files(out))
+
+
+def _ray_child(config: Path, out: Path) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "pipeline.cli", "run", str(config), "-o", str(out)]
+    return subprocess.Popen(
+        [*command, "--engine", "ray", "--workers", "2"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _wait_for_parts(units: Path, count: int, child: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while len(list(units.glob("*/DONE"))) < count:
+        assert child.poll() is None, child.stderr.read() if child.stderr else ""
+        assert time.monotonic() < deadline, "the Ray run made no progress"
+        time.sleep(0.02)
+
+
+def test_a_ray_run_whose_driver_is_killed_resumes_to_the_same_bytes(
+    shared: Path, tmp_path: Path, ray_address: str
+) -> None:
+    config = realdata_config(shared, tmp_path)
+    clean = tmp_path / "clean" / "out"
+    assert run_cli(str(config), "-o", str(clean)).exit_code == 0
+    out = tmp_path / "killed" / "out"
+    child = _ray_child(config, out)
+    units = out / ".work" / "units"
+    _wait_for_parts(units, 3, child)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    done = len(list(units.glob("*/DONE")))
+    assert 3 <= done < 25, f"the run was not killed mid-way ({done} parts done)"
+    assert not (out / "manifest.json").exists()
+    resumed = run_cli(str(config), "-o", str(out), "--engine", "ray")
+    assert resumed.exit_code == 0, resumed.output
+    same_but_engine(output_files(clean), output_files(out))
+
+
+def test_a_ray_run_whose_worker_is_killed_finishes_with_the_same_bytes(
+    shared: Path, tmp_path: Path, ray_address: str
+) -> None:
+    config = realdata_config(shared, tmp_path)
+    clean = tmp_path / "clean" / "out"
+    assert run_cli(str(config), "-o", str(clean)).exit_code == 0
+    out = tmp_path / "worker" / "out"
+    child = _ray_child(config, out)
+    _wait_for_parts(out / ".work" / "units", 1, child)
+    workers = subprocess.run(["pgrep", "-f", "MapWorker"], capture_output=True, text=True)
+    pids = [int(pid) for pid in workers.stdout.split()]
+    assert pids, "no Ray worker of the map side was found"
+    os.kill(pids[0], signal.SIGKILL)
+    assert child.wait(180) == 0, child.stderr.read() if child.stderr else ""
+    same_but_engine(output_files(clean), output_files(out))
+
+
+def test_a_failing_part_on_ray_is_named(tmp_path: Path, ray_address: str) -> None:
+    units = plan_units([(str(REPO / "data_samples" / "openai"), "openai")])
+    bad = units[1]
+    with RayRunner(RaySettings(workers=2)) as runner, pytest.raises(UnitFailed) as failed:
+        process = functools.partial(convert_unit, fail=bad.id)
+        run_units(units, process, tmp_path / "work", runner=runner)
+    assert bad.id in str(failed.value) and "ValueError: refusing unit" in str(failed.value)
+    with RayRunner(RaySettings(workers=2)) as runner:
+        on_ray = run_units(units, convert_unit, tmp_path / "work", runner=runner)
+    local = run_units(units, convert_unit, tmp_path / "local")
+    assert [tree_bytes(d) for d in on_ray] == [tree_bytes(d) for d in local]
+
+
+def test_without_ray_installed_the_engine_says_how_to_get_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    result = run_cli(str(QUICKSTART), "-o", str(tmp_path / "out"), "--engine", "ray")
+    assert result.exit_code == 2
+    assert "pip install 'mms-pipeline[ray]'" in result.output
+
+
+def test_ray_address_needs_the_ray_engine(tmp_path: Path) -> None:
+    result = run_cli(str(QUICKSTART), "-o", str(tmp_path), "--ray-address", "auto")
+    assert result.exit_code == 2 and "--ray-address applies only with --engine ray" in result.output
+    assert not (tmp_path / "manifest.json").exists()
