@@ -15,7 +15,7 @@ Run from the repository root, with the `ray` extra installed; the real files com
 2. Ray is started once in this process (`ray.init(num_cpus=2)`, timed on its own), so the
    runs below measure the engine, not Ray's start; then, in turn, `--repeat` times:
    local with 1 and 2 workers, Ray with 1 and 2 workers (`pipeline.jobs.run.run_pipeline`,
-   a fresh output each). Each run's phases come from its progress callback: the map side
+   a fresh output each, the tokenizer loaded again as a new process would). Each run's phases come from its progress callback: the map side
    (every part read, linted, tokenized), Ray's partition pass, and the rest (the ordered
    pass, reports, manifest; on the local engine it overlaps the map side).
 3. Every output is compared byte for byte with the first local one (the manifest's engine
@@ -49,6 +49,7 @@ from tokenizing import DEFAULT_TOKENIZER, real_threads, unique_threads
 from pipeline.jobs.run import run_pipeline
 from pipeline.jobs.run.config import RunConfig, load_run_config
 from pipeline.sources.parts import DEFAULT_SPLIT_BYTES
+from pipeline.stages.tokenize import _RENDERERS
 
 DEFAULT_THREADS = 40_000
 MAP = "read, lint, tokenize"
@@ -73,6 +74,7 @@ class Timing:
 def timed_run(config: RunConfig, out: Path, engine: str, workers: int) -> Timing:
     """Run `config` on `engine` into a fresh `out`, timing its phases."""
     shutil.rmtree(out, ignore_errors=True)
+    _RENDERERS.clear()  # every run loads its tokenizer, as a new `mms run` process does
     config = dataclasses.replace(config, engine=dataclasses.replace(config.engine, kind=engine))
     timing = Timing(engine, workers)
     marks: dict[str, float] = {}
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[tuple[str, int]] = [("local", 1), ("ray", 1), ("local", 2), ("ray", 2)]
     for _ in range(args.repeat):
         for engine, workers in runs:
-            out = workdir / f"out-{engine}-{workers}"
+            out = workdir / f"{engine}-{workers}" / "out"  # one name: the card names it
             print(f"{engine}, {workers} worker(s) ...", flush=True)
             timings.append(timed_run(config, out, engine, workers))
             if expected is None:

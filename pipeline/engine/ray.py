@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.engine.workdir import Part, Process, UnitFailed, hold_workers_lock, run_unit
 
@@ -31,6 +33,11 @@ LOCAL = "local"
 """The address that starts a Ray instance on this machine (as no address does, unless
 RAY_ADDRESS names a cluster, as `ray job submit` does)."""
 KEY = "key"
+BUCKET = "bucket"
+_DATA_SETTINGS = ("enable_progress_bars", "print_on_execution_start", "shuffle_strategy")
+"""The Ray Data settings a run changes for itself, restored when it ends."""
+BUCKETS_PER_WORKER = 4
+"""Hash buckets of the partition pass per worker (a bucket is one task's work)."""
 ROW = "row"
 SOURCE = "source"
 
@@ -69,6 +76,7 @@ class RayRunner:
     def __init__(self, settings: RaySettings):
         self.settings = settings
         self._started = False
+        self._saved: dict[str, Any] = {}
 
     def __enter__(self) -> RayRunner:
         ray = _ray()
@@ -82,13 +90,21 @@ class RayRunner:
                 raise RayUnavailable(f"cannot start or reach Ray: {first}") from None
             self._started = True
         context = ray.data.DataContext.get_current()
-        context.enable_progress_bars = False
+        self._saved = {name: getattr(context, name) for name in _DATA_SETTINGS}
+        context.enable_progress_bars = False  # the run prints its own progress
         context.print_on_execution_start = False
+        # the partition pass moves rows already bucketed by our hash: the sort-based shuffle
+        # does that in a fraction of a second, the hash shuffle starts actors for seconds
+        context.shuffle_strategy = ray.data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
         return self
 
     def __exit__(self, *_: object) -> None:
+        ray = _ray()
+        context = ray.data.DataContext.get_current()
+        for name, value in self._saved.items():
+            setattr(context, name, value)
         if self._started:
-            _ray().shutdown()
+            ray.shutdown()
             self._started = False
 
     def _parallelism(self, count: int) -> int:
@@ -122,9 +138,8 @@ class RayRunner:
             },
             batch_size=1,
             batch_format="pyarrow",
-            compute=ray.data.ActorPoolStrategy(
-                min_size=1, max_size=self._parallelism(len(pending))
-            ),
+            # a fixed pool: every actor starts (and loads the tokenizer) at once
+            compute=ray.data.ActorPoolStrategy(size=self._parallelism(len(pending))),
             num_cpus=1,
         )
         batches = done.iter_batches(batch_size=None, batch_format="pyarrow")
@@ -152,7 +167,8 @@ class RayRunner:
         keys (columns `row` int64, `key` binary; a row may have several), `publish(source,
         rows)` receives a source's repeated rows, sorted, and is called only for sources
         that have some. Both run in Ray tasks (picklable). No process holds every key:
-        rows are partitioned by the hash of their keys."""
+        the keys are spread over buckets by a hash of their bytes (crc32, the same in every
+        process), and each bucket, holding every copy of its keys, finds its repeats alone."""
         if not sources:
             return
         ray = _ray()
@@ -160,13 +176,14 @@ class RayRunner:
         items = ray.data.from_items(
             [{SOURCE: index} for index in range(len(names))], override_num_blocks=len(names)
         )
+        buckets = BUCKETS_PER_WORKER * self._parallelism(BUCKETS_PER_WORKER * len(names))
         keyed = items.map_batches(
             _source_keys,
-            fn_kwargs={"names": names, "keys": keys},
+            fn_kwargs={"names": names, "keys": keys, "buckets": buckets},
             batch_size=1,
             batch_format="pyarrow",
         )
-        repeated = keyed.groupby(KEY).map_groups(_shared_rows, batch_format="pyarrow")
+        repeated = keyed.groupby(BUCKET).map_groups(_shared_rows, batch_format="pyarrow")
         written = repeated.groupby(SOURCE).map_groups(
             _publish_rows, fn_kwargs={"names": names, "publish": publish}, batch_format="pyarrow"
         )
@@ -203,13 +220,18 @@ class _PartWorker:
         return pa.table({SOURCE: batch[SOURCE], "error": pa.array(errors, pa.string())})
 
 
-def _source_keys(batch: pa.Table, names: list[str], keys: Callable[[str], pa.Table]) -> pa.Table:
+def _source_keys(
+    batch: pa.Table, names: list[str], keys: Callable[[str], pa.Table], buckets: int
+) -> pa.Table:
+    """The keys of the batch's sources, each with its bucket, source and row."""
     tables = []
     for index in batch[SOURCE].to_pylist():
         found = keys(names[index])
+        spread = [zlib.crc32(key) % buckets for key in found[KEY].to_pylist()]
         tables.append(
             pa.table(
                 {
+                    BUCKET: pa.array(spread, pa.int32()),
                     SOURCE: pa.array(np.full(found.num_rows, index, dtype=np.int32)),
                     ROW: found[ROW].cast(pa.int64()),
                     KEY: found[KEY].cast(pa.binary()),
@@ -229,12 +251,11 @@ def _empty_keys() -> pa.Table:
     )
 
 
-def _shared_rows(group: pa.Table) -> pa.Table:
-    """The rows of one key's group, when more than one row has the key."""
-    rows = group.select([SOURCE, ROW])
-    if rows.num_rows < 2:
-        return rows.slice(0, 0)
-    return rows
+def _shared_rows(bucket: pa.Table) -> pa.Table:
+    """The rows of one bucket whose key another row (of any source) has."""
+    counts = bucket.group_by(KEY).aggregate([(ROW, "count")])
+    shared = counts.filter(pc.greater(counts[f"{ROW}_count"], 1))[KEY]
+    return bucket.filter(pc.is_in(bucket[KEY], value_set=shared)).select([SOURCE, ROW])
 
 
 def _publish_rows(
