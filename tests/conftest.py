@@ -15,7 +15,7 @@ settings.register_profile("mms", derandomize=True, max_examples=300, deadline=No
 settings.load_profile("mms")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared() -> Path:
     """The ../shared folder of real public files; tests using it skip when it is absent."""
     if not (SHARED / "DESIGN.md").is_file():

@@ -68,10 +68,12 @@ def same_but_engine(local: dict[str, bytes], on_ray: dict[str, bytes]) -> None:
         assert got == data, f"{name} differs between the engines"
 
 
-def realdata_config(shared: Path, folder: Path) -> Path:
-    """Real files, a mix (a weight, a sample, a file read twice), exact and near dedup,
-    three splits."""
+@pytest.fixture(scope="module")
+def realdata(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A config of real files — a mix (a weight, a sample, a file read twice), exact and
+    near dedup, three splits — and the bytes the local engine writes for it."""
     realdata = shared / "realdata"
+    folder = tmp_path_factory.mktemp("realdata")
     config = folder / "ray-realdata.yaml"
     config.write_text(
         f"""name: ray-realdata
@@ -89,7 +91,10 @@ stages:
 output: {folder / "unused"}
 """
     )
-    return config
+    local = folder / "local" / "out"
+    result = run_cli(str(config), "-o", str(local), "--workers", "2")
+    assert result.exit_code == 0, result.output
+    return config, output_files(local)
 
 
 def test_quickstart_writes_the_same_bytes_on_ray(tmp_path: Path, ray_address: str) -> None:
@@ -101,12 +106,9 @@ def test_quickstart_writes_the_same_bytes_on_ray(tmp_path: Path, ray_address: st
 
 
 def test_realdata_with_dedup_a_mix_and_three_splits_is_the_same_for_any_workers(
-    shared: Path, tmp_path: Path, ray_address: str
+    realdata: tuple[Path, dict], tmp_path: Path, ray_address: str
 ) -> None:
-    config = realdata_config(shared, tmp_path)
-    local = tmp_path / "local" / "out"
-    assert run_cli(str(config), "-o", str(local), "--workers", "2").exit_code == 0
-    expected = output_files(local)
+    config, expected = realdata
     counts = orjson.loads(expected["manifest.json"])["counts"]
     dropped = counts["threads_dropped"]
     assert dropped["duplicate"] > 0 and dropped["near_duplicate"] > 0
@@ -141,11 +143,9 @@ def _wait_for_parts(units: Path, count: int, child: subprocess.Popen[bytes]) -> 
 
 
 def test_a_ray_run_whose_driver_is_killed_resumes_to_the_same_bytes(
-    shared: Path, tmp_path: Path, ray_address: str
+    realdata: tuple[Path, dict], tmp_path: Path, ray_address: str
 ) -> None:
-    config = realdata_config(shared, tmp_path)
-    clean = tmp_path / "clean" / "out"
-    assert run_cli(str(config), "-o", str(clean)).exit_code == 0
+    config, expected = realdata
     out = tmp_path / "killed" / "out"
     child = _ray_child(config, out)
     units = out / ".work" / "units"
@@ -157,15 +157,13 @@ def test_a_ray_run_whose_driver_is_killed_resumes_to_the_same_bytes(
     assert not (out / "manifest.json").exists()
     resumed = run_cli(str(config), "-o", str(out), "--engine", "ray")
     assert resumed.exit_code == 0, resumed.output
-    same_but_engine(output_files(clean), output_files(out))
+    same_but_engine(expected, output_files(out))
 
 
 def test_a_ray_run_whose_worker_is_killed_finishes_with_the_same_bytes(
-    shared: Path, tmp_path: Path, ray_address: str
+    realdata: tuple[Path, dict], tmp_path: Path, ray_address: str
 ) -> None:
-    config = realdata_config(shared, tmp_path)
-    clean = tmp_path / "clean" / "out"
-    assert run_cli(str(config), "-o", str(clean)).exit_code == 0
+    config, expected = realdata
     out = tmp_path / "worker" / "out"
     child = _ray_child(config, out)
     _wait_for_parts(out / ".work" / "units", 1, child)
@@ -174,7 +172,7 @@ def test_a_ray_run_whose_worker_is_killed_finishes_with_the_same_bytes(
     assert pids, "no Ray worker of the map side was found"
     os.kill(pids[0], signal.SIGKILL)
     assert child.wait(180) == 0, child.stderr.read() if child.stderr else ""
-    same_but_engine(output_files(clean), output_files(out))
+    same_but_engine(expected, output_files(out))
 
 
 def test_a_failing_part_on_ray_is_named(tmp_path: Path, ray_address: str) -> None:
