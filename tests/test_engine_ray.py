@@ -30,20 +30,26 @@ from pipeline.engine.ray import RayRunner, RaySettings
 
 
 @pytest.fixture(scope="module")
-def ray_address() -> Iterator[str]:
+def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A local Ray cluster of two CPUs for the module's tests (without token
     authentication: it serves this machine's tests only), named by RAY_ADDRESS as `ray job
-    submit` names one."""
+    submit` names one. `ray start --block` runs it; ending that command stops this cluster
+    alone (`ray stop` would stop every Ray instance of the machine)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     ray = str(Path(sys.executable).with_name("ray"))
-    started = subprocess.run(
-        [ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-         "--disable-usage-stats"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_AUTH_MODE": "disabled"},
-    )  # fmt: skip
-    assert started.returncode == 0, started.stderr
+    log = tmp_path_factory.mktemp("ray") / "ray-start.log"
+    with open(log, "w") as out:
+        head = subprocess.Popen(
+            [ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+             "--include-dashboard=false", "--disable-usage-stats"],
+            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+        )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while "Ray runtime started" not in log.read_text(errors="replace"):
+        assert head.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
     address = f"{socket.gethostbyname(socket.gethostname())}:{port}"
     previous = os.environ.get("RAY_ADDRESS")
     os.environ["RAY_ADDRESS"] = address
@@ -54,7 +60,8 @@ def ray_address() -> Iterator[str]:
             os.environ.pop("RAY_ADDRESS", None)
         else:
             os.environ["RAY_ADDRESS"] = previous
-        subprocess.run([ray, "stop", "--force"], capture_output=True, timeout=120)
+        head.send_signal(signal.SIGTERM)
+        head.wait(120)
 
 
 def same_but_engine(local: dict[str, bytes], on_ray: dict[str, bytes]) -> None:
