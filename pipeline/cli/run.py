@@ -42,6 +42,7 @@ from pipeline.tokenize.overlong import OverlongThreadError
     "  mms run configs/quickstart.yaml\n"
     "  mms run configs/tool_calling.yaml -o out/tools --workers 2\n"
     "  mms run configs/mix.yaml --fresh\n"
+    "  mms run configs/quickstart.yaml --engine ray\n"
     "  mms run configs/quickstart.yaml --dry-run",
 )
 @click.argument("config_file", type=click.Path(exists=True, dir_okay=False), metavar="CONFIG")

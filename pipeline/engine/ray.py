@@ -17,7 +17,7 @@ import os
 import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -204,7 +204,10 @@ class _PartWorker:
         prepare: Callable[[], None] | None,
     ) -> None:
         self.units, self.process, self.workdir = units, process, Path(workdir)
-        hold_workers_lock(self.workdir)
+        # a later run on this machine waits for the workers of a killed one; a network file
+        # system without locks loses only that wait (publishing stays atomic)
+        with suppress(OSError):
+            hold_workers_lock(self.workdir)
         if prepare is not None:
             prepare()
 
