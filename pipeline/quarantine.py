@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+REJECTED_FILE = "quarantine/rejected.jsonl"
+"""Where an output keeps the records that did not become threads (relative to it)."""
 RAW_KEEP_CHARS = 4096
 """How much of a rejected record's raw text the quarantine keeps."""
 

@@ -86,6 +86,25 @@ def test_an_unlisted_or_missing_shard_fails(fresh, tmp_path):
     assert "listed in the manifest but missing" in result.output
 
 
+def test_a_changed_report_quarantine_or_tokenizer_file_fails(fresh, tmp_path):
+    out = _copy(fresh, tmp_path)
+    listed = [
+        entry["path"] for entry in orjson.loads((out / "manifest.json").read_bytes())["files"]
+    ]
+    assert {
+        "reports/lint.md",
+        "quarantine/rejected.jsonl",
+        "tokenizer/tokenizer_config.json",
+    } <= set(listed)
+    for path in ("reports/lint.md", "quarantine/rejected.jsonl", "tokenizer/tokenizer_config.json"):
+        with open(out / path, "ab") as tampered:
+            tampered.write(b"\n")
+    result = _verify(out, "--no-render", "--no-template")
+    assert result.exit_code == 1
+    for path in ("reports/lint.md", "quarantine/rejected.jsonl", "tokenizer/tokenizer_config.json"):
+        assert f"{path}: sha256 differs from the manifest's" in result.output
+
+
 def test_a_folder_that_is_no_output_is_a_usage_error(tmp_path):
     result = _verify(tmp_path)
     assert result.exit_code == 2 and "no manifest.json" in result.output

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from pipeline.output.card import CardStats, dataset_card, training_facts
 from pipeline.output.files import atomic_output, atomic_text_output, file_sha256
-from pipeline.output.manifest import build_manifest, input_record, write_manifest
+from pipeline.output.manifest import build_manifest, file_entries, input_record, write_manifest
 from pipeline.output.shards import SHARD_FILE, Shard, ShardWriter, split_files
 from pipeline.output.tokenizer import shipped_renderer
 from pipeline.packing import PACKED_SCHEMA, SEQUENCES_PER_SHARD, TOKEN_COLUMNS, WINDOW, PackingStats
@@ -192,9 +192,23 @@ def _ship(source: Path, output: Path, result: PackResult, overlong: str, window:
             "vocabulary": tokenizer_record["vocabulary"],
         },
         reports=[],
+        files=file_entries(output, _published(output)),
     )
     write_manifest(output / "manifest.json", manifest)
     _card(source, output, result, stats, tokenizer_record)
+
+
+def _published(output: Path) -> list[str]:
+    """The files of a packed output besides its shards, card and manifest: the tokenizer
+    and what the quarantine holds."""
+    folders = [output / "tokenizer", output / "quarantine"]
+    return [
+        path.relative_to(output).as_posix()
+        for folder in folders
+        if folder.is_dir()
+        for path in sorted(folder.iterdir())
+        if path.is_file()
+    ]
 
 
 def _card(

@@ -18,7 +18,7 @@ from pipeline.jobs.read import ReadSpec, read
 from pipeline.output.files import atomic_output
 from pipeline.output.shards import SHARD_ROWS, Shard, ShardWriter
 from pipeline.output.tokenizer import write_tokenizer
-from pipeline.quarantine import Rejection, rejection_line
+from pipeline.quarantine import REJECTED_FILE, Rejection, rejection_line
 from pipeline.stages.contract import ORIGINAL_THREAD, Batch
 from pipeline.stages.tokenize import Tokenize
 from pipeline.tokenize.loading import LoadedTokenizer
@@ -74,7 +74,7 @@ def tokenize_dataset(
     earlier = [path for path in output.rglob("*") if path.is_file()] if output.is_dir() else []
     account = Account()
     quarantine, dropped = (
-        output / "quarantine" / "rejected.jsonl",
+        output / REJECTED_FILE,
         output / "quarantine" / "dropped.jsonl",
     )
     with (

@@ -1,5 +1,6 @@
 """`mms verify`: check an output folder without trusting it. The files against the
-manifest (every shard's sha256 and row count, nothing unlisted, the tokenizer's sha256),
+manifest (every shard's sha256 and row count, nothing unlisted, the sha256 of every other
+file it lists: tokenizer, reports, quarantine),
 the dataset card's YAML against the files, and, unless asked not to, every row's
 input_ids and labels rendered again from its messages with the shipped tokenizer, and
 the shipped chat template against the stored rows (when transformers is installed)."""
@@ -76,6 +77,9 @@ def verify_output(
     shards = _check_shards(out, manifest, result)
     _check_card(out, manifest, result)
     tokenizer = manifest.get("tokenizer")
+    for entry in manifest.get("files", []):
+        if not tokenizer or entry["path"] != tokenizer["path"]:  # that one is checked below
+            _check_file(out, entry["path"], entry["sha256"], result)
     if shards and "position_ids" in pq.read_schema(shards[0][1]).names:
         _check_packed(shards, result)
         result.notes.append(

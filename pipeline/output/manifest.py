@@ -81,6 +81,7 @@ def build_manifest(
     tokenizer: Mapping[str, Any] | None,
     reports: Sequence[str],
     gate: Mapping[str, Any] | None = None,
+    files: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The manifest as a dict, keys in reading order.
 
@@ -88,7 +89,9 @@ def build_manifest(
     order given. In `counts`, the top-level keys keep their order (the counting invariant
     reads top to bottom) and nested mappings (counts per reason) are sorted by key, so they
     do not depend on the order work finished in. `reports` are paths relative to the output.
-    `gate` says whether the lint gate passed (a failed gate publishes no shards)."""
+    `gate` says whether the lint gate passed (a failed gate publishes no shards). `files`
+    lists every other file the output publishes but the card and the manifest (the
+    tokenizer's files, the reports, the quarantine), each with its bytes and sha256."""
     return {
         "format": MANIFEST_FORMAT,
         "gate": dict(gate) if gate is not None else None,
@@ -106,7 +109,16 @@ def build_manifest(
         },
         "tokenizer": dict(tokenizer) if tokenizer is not None else None,
         "reports": list(reports),
+        "files": [dict(entry) for entry in files],
     }
+
+
+def file_entries(out: Path, paths: Sequence[str]) -> list[dict[str, Any]]:
+    """The manifest's `files` entries of `paths` (relative to `out`), sorted by path."""
+    return [
+        {"path": path, "bytes": (out / path).stat().st_size, "sha256": file_sha256(out / path)}
+        for path in sorted(paths)
+    ]
 
 
 def write_manifest(path: str | os.PathLike[str], manifest: Mapping[str, Any]) -> None:

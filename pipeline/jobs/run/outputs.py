@@ -16,12 +16,20 @@ from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
 from pipeline.output.card import CardStats, dataset_card, lint_summary, training_facts
 from pipeline.output.files import atomic_output, atomic_text_output, file_sha256
-from pipeline.output.manifest import DATA_DIR, build_manifest, input_record, write_manifest
+from pipeline.output.manifest import (
+    DATA_DIR,
+    build_manifest,
+    file_entries,
+    input_record,
+    write_manifest,
+)
 from pipeline.output.shards import SHARD_FILE, Shard
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE
+from pipeline.quarantine import REJECTED_FILE
 from pipeline.sources.parts import WorkUnit
 
 REPORTS = (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html"))
+TOKENIZER_DIR = "tokenizer"
 
 
 def write_reports(out: Path, report: LintReport) -> list[str]:
@@ -88,7 +96,11 @@ def write_run_manifest(
     packing: dict[str, Any] | None = None,
 ) -> None:
     """manifest.json: whether the gate passed, inputs with their sha256, the resolved
-    config, versions, counts, shards, tokenizer, reports and (with a pack stage) packing."""
+    config, versions, counts, shards, tokenizer, reports, every other published file with
+    its sha256 (`files`) and, with a pack stage, packing."""
+    published = [*reports, REJECTED_FILE]
+    if tokenizer is not None:
+        published += [f"{TOKENIZER_DIR}/{p.name}" for p in (out / TOKENIZER_DIR).iterdir()]
     manifest = build_manifest(
         inputs=[
             input_record(unit.path, unit.format, recorded_as=config.recorded_path(unit.path))
@@ -101,6 +113,7 @@ def write_run_manifest(
         tokenizer=tokenizer,
         reports=reports,
         gate=gate_record(report, config.stages.lint.fail_on),
+        files=file_entries(out, published),
     )
     if packing is not None:
         manifest["packing"] = packing

@@ -26,7 +26,7 @@ from pipeline.lint.store import DiagnosticStore
 from pipeline.output.files import atomic_output
 from pipeline.output.shards import Shard, ShardWriter
 from pipeline.packing import PACKED_SCHEMA, SEQUENCES_PER_SHARD
-from pipeline.quarantine import rejection_from_line
+from pipeline.quarantine import REJECTED_FILE, rejection_from_line
 from pipeline.sources.parts import WorkUnit
 from pipeline.stages.contract import Stage, repeated_column
 from pipeline.stages.lint import Lint
@@ -70,7 +70,7 @@ def reduce_units(
     reducer = _Reducer(config, skipped, refused or {}, repeated)
     writers = _shard_writers(config, out)
     with ExitStack() as stack:
-        quarantine = stack.enter_context(atomic_output(out / "quarantine" / "rejected.jsonl"))
+        quarantine = stack.enter_context(atomic_output(out / REJECTED_FILE))
         stack.push(_discard_on_error(writers))  # nothing half-written survives a failure
         if progress is not None:
             progress("lint, dedup, shard", 0, len(units))
