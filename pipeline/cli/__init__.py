@@ -14,6 +14,7 @@ from pipeline.cli.inspect import inspect_command
 from pipeline.cli.lint import lint_command
 from pipeline.cli.output import stderr
 from pipeline.cli.pack import pack_command
+from pipeline.cli.push import push_command
 from pipeline.cli.rules import rules_command
 from pipeline.cli.run import run_command
 from pipeline.cli.tokenize import tokenize_command
@@ -57,6 +58,7 @@ def main() -> None:
       mms convert data/ -o out/threads.jsonl   any supported input -> MMS JSONL
       mms run configs/quickstart.yaml          a pipeline config -> training-ready shards
       mms verify out/quickstart                check an output without trusting it
+      mms push out/quickstart ORG/NAME         publish it to the Hugging Face Hub
     """
 
 
@@ -69,3 +71,4 @@ main.add_command(inspect_command)
 main.add_command(run_command)
 main.add_command(verify_command)
 main.add_command(pack_command)
+main.add_command(push_command)

@@ -213,6 +213,16 @@ def dataset_card(
     return f"---\n{front_text}---\n\n{body}\n"
 
 
+def card_for_repository(text: str, folder: str, repo_id: str) -> str:
+    """The card of the output folder named `folder` as published in the Hub repository
+    `repo_id`: its code loads the data, and the tokenizer (its `tokenizer` subfolder), from
+    the repository. A card written for `repo_id` already is returned unchanged."""
+    tokenizer = f"AutoTokenizer.from_pretrained({_literal(folder + '/tokenizer')})"
+    on_hub = f'AutoTokenizer.from_pretrained({_literal(repo_id)}, subfolder="tokenizer")'
+    text = text.replace(tokenizer, on_hub)
+    return text.replace(f"load_dataset({_literal(folder)}", f"load_dataset({_literal(repo_id)}")
+
+
 # ---------------------------------------------------------------- front matter
 
 

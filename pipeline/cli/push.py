@@ -1,0 +1,118 @@
+"""`mms push`: publish an output folder to a Hugging Face Hub dataset repository."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import click
+from rich.markup import escape
+
+from pipeline.cli.output import print_error, stderr
+from pipeline.jobs.push import PushError, PushResult, push_output
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_SHOWN = 20
+
+
+def _repo_id(_: click.Context, __: click.Parameter, value: str) -> str:
+    if not REPO_ID.match(value) or ".." in value or value.endswith((".", "-")):
+        raise click.BadParameter(f"{value!r} is not a repository id like ORG/NAME")
+    return value
+
+
+@click.command(
+    "push",
+    epilog="\b\nExamples:\n"
+    "  mms push out/quickstart me/quickstart --dry-run\n"
+    "  mms push out/quickstart me/quickstart --private\n"
+    "  mms push out/quickstart me/quickstart --revision v2 --message 'Second pass'\n"
+    "  mms push out/quickstart someorg/chat-data --create-pr",
+)
+@click.argument("output", type=click.Path(exists=True, file_okay=False))
+@click.argument("repo_id", metavar="ORG/NAME", callback=_repo_id)
+@click.option("--private", is_flag=True, help="Create the repository private (if it is new).")
+@click.option("--revision", default=None, metavar="BRANCH", help="Push to this branch [main].")
+@click.option("--create-pr", is_flag=True, help="Open a pull request instead of committing.")
+@click.option("--message", default=None, help="The commit message.")
+@click.option(
+    "--token",
+    default=None,
+    envvar="HF_TOKEN",
+    show_envvar=True,
+    help="A Hub token with write access [default: HF_TOKEN, else the cached login].",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="List what would be sent and what the remote has already."
+)
+def push_command(
+    output: str,
+    repo_id: str,
+    private: bool,
+    revision: str | None,
+    create_pr: bool,
+    message: str | None,
+    token: str | None,
+    dry_run: bool,
+) -> None:
+    """Publish an OUTPUT folder of mms run or pack as the dataset repository ORG/NAME.
+
+    Nothing is sent unless the output passes verify's file checks (shards against the
+    manifest's sha256 and row counts, the card against the files, the lint gate passed)
+    and holds no file its manifest does not list (no work directory, no temporary file).
+    Files the repository already has are not sent again; an output it already holds makes
+    no commit. The card is published with its code loading from ORG/NAME. Exit status: 0
+    pushed (or up to date), 1 refused or failed, 2 a usage error.
+    """
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()  # the status line below says what is happening
+    try:
+        with stderr.status("checking the output and the repository", spinner="dots") as status:
+            result = push_output(
+                output,
+                repo_id,
+                token=token,
+                private=private,
+                revision=revision,
+                create_pr=create_pr,
+                message=message,
+                dry_run=dry_run,
+                progress=lambda done, total: status.update(f"committing: {done}/{total}"),
+            )
+    except PushError as err:
+        print_error(err)
+        for problem in err.problems[:_SHOWN]:
+            stderr.print(f"  [red]✗[/] {escape(problem)}")
+        if len(err.problems) > _SHOWN:
+            stderr.print(f"  ... and {len(err.problems) - _SHOWN} more")
+        sys.exit(1)
+    _print_result(result, dry_run)
+
+
+def _print_result(result: PushResult, dry_run: bool) -> None:
+    plan = result.plan
+    where = f"{plan.repo_id}@{plan.revision}"
+    for file in plan.files:
+        state = "same" if file.path in plan.same else "send"
+        click.echo(f"  {state}  {file.size:>14,}  {file.path}")
+    for path in plan.stale:
+        click.echo(f"  delete  {'':>12}  {path}")
+    sending = plan.to_send
+    total = sum(file.size for file in sending)
+    if plan.up_to_date:
+        click.echo(f"{where} already holds this output: nothing to send, no commit")
+        return
+    if dry_run:
+        new = "" if plan.repo_exists else " (a new repository)"
+        click.echo(
+            f"dry run: would send {len(sending)} of {len(plan.files)} file(s), {total:,} bytes, "
+            f"and delete {len(plan.stale)} to {where}{new}"
+        )
+        return
+    click.echo(
+        f"pushed {len(sending)} file(s), {total:,} bytes, in {len(result.commits)} commit(s) "
+        f"to {where}"
+    )
+    if result.pull_request:
+        click.echo(f"pull request: {result.pull_request}")

@@ -1,0 +1,165 @@
+"""`mms push` against a local stand-in of the Hub (tests/hub_stand_in.py, which says what it
+does not reproduce): the dry run lists exactly the manifest's files; a push makes a
+repository that `datasets` loads with the output's rows and whose card loads from it;
+pushing twice makes one commit; an interrupted push sends only what is missing; a tampered,
+unfinished or unlisted output is refused before anything is sent."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import datasets
+import orjson
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from huggingface_hub import DatasetCard
+
+from pipeline.cli import main
+from pipeline.jobs.push import PushError, push_output
+from tests.conftest import REPO
+from tests.hub_stand_in import HubStandIn, point_client_at
+
+REPO_ID = "me/quickstart"
+
+
+@pytest.fixture(scope="module")
+def output(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run of the quickstart config, copied by each test that changes it."""
+    out = tmp_path_factory.mktemp("push") / "quickstart"
+    result = CliRunner().invoke(
+        main, ["run", str(REPO / "configs" / "quickstart.yaml"), "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubStandIn]:
+    """The stand-in, with the client pointed at it (HF_ENDPOINT) and Xet off (the stand-in
+    has no Xet storage)."""
+    with HubStandIn() as server:
+        point_client_at(monkeypatch, tmp_path, server.endpoint, xet=False)
+        yield server
+        assert server.unhandled == [] and server.errors == []
+
+
+def manifest_files(out: Path) -> set[str]:
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    listed = {"README.md", "manifest.json", *manifest["reports"]}
+    listed |= {entry["path"] for entry in manifest["files"]}
+    listed |= {s["path"] for split in manifest["splits"].values() for s in split["shards"]}
+    return listed
+
+
+def push(out: Path, *args: str):
+    return CliRunner().invoke(main, ["push", str(out), REPO_ID, "--token", "hf_fake", *args])
+
+
+def test_a_dry_run_lists_exactly_the_manifests_files_and_sends_nothing(
+    output: Path, hub: HubStandIn
+) -> None:
+    result = push(output, "--dry-run")
+    assert result.exit_code == 0, result.output
+    listed = {line.split()[-1] for line in result.output.splitlines() if line.startswith("  send")}
+    assert listed == manifest_files(output)
+    assert {
+        path.relative_to(output).as_posix() for path in output.rglob("*") if path.is_file()
+    } == listed
+    assert "a new repository" in result.output
+    assert not hub.uploads and not hub.repos
+
+
+def test_a_push_makes_a_repository_datasets_loads_and_a_second_push_no_commit(
+    output: Path, hub: HubStandIn, tmp_path: Path
+) -> None:
+    result = push(output)
+    assert result.exit_code == 0, result.output
+    assert "in 1 commit(s)" in result.output
+    commits = hub.commits(REPO_ID, repo_type="dataset")
+    copy = tmp_path / "copy"
+    hub.materialize(REPO_ID, copy, repo_type="dataset")
+    assert {
+        p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()
+    } >= manifest_files(output)
+    for path in manifest_files(output) - {"README.md"}:
+        assert (copy / path).read_bytes() == (output / path).read_bytes(), path
+    loaded = datasets.load_dataset(str(copy), cache_dir=str(tmp_path / "cache"))
+    local = pq.read_table(output / "data" / "train-00000-of-00001.parquet")
+    assert loaded["train"]["id"] == local["id"].to_pylist()
+    card = (copy / "README.md").read_text(encoding="utf-8")
+    assert f'load_dataset("{REPO_ID}")' in card and 'load_dataset("quickstart")' not in card
+    assert f'from_pretrained("{REPO_ID}", subfolder="tokenizer")' in card
+    assert DatasetCard(card).data.license
+    again = push(output)
+    assert again.exit_code == 0, again.output
+    assert "already holds this output" in again.output
+    assert hub.commits(REPO_ID, repo_type="dataset") == commits
+
+
+def test_an_interrupted_push_sends_only_what_is_missing(
+    output: Path, hub: HubStandIn, tmp_path: Path
+) -> None:
+    hub.fail("commit", times=1, status=500)
+    with pytest.raises(PushError, match="the Hub refused"):
+        push_output(output, REPO_ID, token="hf_fake")
+    sent = [upload for upload in hub.uploads if upload.kind == "lfs"]
+    assert len(sent) == 2  # the two shards reached the LFS store before the commit failed
+    result = push(output)
+    assert result.exit_code == 0, result.output
+    assert [upload for upload in hub.uploads if upload.kind == "lfs"] == sent  # not sent again
+
+
+def test_a_branch_and_a_pull_request(output: Path, hub: HubStandIn) -> None:
+    assert push(output, "--revision", "v2", "--message", "Second pass").exit_code == 0
+    assert hub.commits(REPO_ID, repo_type="dataset", revision="v2")[-1].title == "Second pass"
+    assert len(hub.commits(REPO_ID, repo_type="dataset")) == 1  # main: the initial commit
+    result = push(output, "--create-pr")
+    assert result.exit_code == 0, result.output
+    assert "pull request:" in result.output
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        ("shard", "sha256 differs from the manifest's"),
+        ("workdir", "work directory of an unfinished run"),
+        ("extra", "notes.txt"),
+        ("temporary", ".train-00000-of-00001.parquet.tmp"),
+    ],
+)
+def test_a_broken_output_is_refused_before_anything_is_sent(
+    output: Path, hub: HubStandIn, tmp_path: Path, damage: str, reason: str
+) -> None:
+    out = tmp_path / "quickstart"
+    shutil.copytree(output, out)
+    if damage == "shard":
+        with open(out / "data" / "train-00000-of-00001.parquet", "r+b") as shard:
+            shard.seek(100)
+            shard.write(b"\x00\x01\x02")
+    elif damage == "workdir":
+        (out / ".work").mkdir()
+    elif damage == "extra":
+        (out / "notes.txt").write_text("mine")
+    else:
+        (out / "data" / ".train-00000-of-00001.parquet.tmp").write_bytes(b"half")
+    result = push(out)
+    assert result.exit_code == 1
+    assert reason in result.output
+    assert not hub.repos and not hub.uploads
+
+
+def test_a_failed_gate_is_never_published(hub: HubStandIn, tmp_path: Path) -> None:
+    out = tmp_path / "gated"
+    config = REPO / "configs" / "lint_only.yaml"
+    assert CliRunner().invoke(main, ["run", str(config), "-o", str(out)]).exit_code == 1
+    result = push(out)
+    assert result.exit_code == 1 and "the lint gate failed" in result.output
+    assert not hub.repos
+
+
+def test_a_bad_repository_id_is_a_usage_error(output: Path) -> None:
+    result = CliRunner().invoke(main, ["push", str(output), "no-namespace"])
+    assert result.exit_code == 2 and "not a repository id like ORG/NAME" in result.output
