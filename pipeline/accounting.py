@@ -18,6 +18,34 @@ TOKEN_FIGURES = ("num_tokens", "num_trained", "messages")
 
 
 @dataclass(slots=True)
+class InputAccount:
+    """One input's share of a run's account (an input as the config names it): records
+    read and quarantined, threads read and dropped, rows written (weighted copies
+    included) and their tokens."""
+
+    path: str
+    license: str | None = None
+    records_read: int = 0
+    quarantined: int = 0
+    threads: int = 0
+    dropped: int = 0
+    written: int = 0
+    tokens: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "license": self.license,
+            "records_read": self.records_read,
+            "records_quarantined": self.quarantined,
+            "threads": self.threads,
+            "threads_dropped": self.dropped,
+            "rows_written": self.written,
+            "tokens": self.tokens,
+        }
+
+
+@dataclass(slots=True)
 class Account:
     """What a job read, quarantined, dropped (by reason) and wrote (per split).
 
@@ -56,6 +84,8 @@ class Account:
     """The most tokens of a written thread."""
     zero_weight_messages: int = 0
     """Assistant messages written that their source weighted 0 (rendered, not trained)."""
+    inputs: list[InputAccount] = field(default_factory=list)
+    """Per input of a run, in config order (empty for the other jobs)."""
 
     @property
     def quarantined_total(self) -> int:
@@ -80,13 +110,20 @@ class Account:
             self.kept + self.not_sharded + self.withheld + self.dropped_total
         )
 
-    def count_written(self, split: str, rows: pa.Table, weight: int = 1) -> None:
-        """Rows written to `split`, `weight` times each, with their token figures."""
+    def count_written(
+        self, split: str, rows: pa.Table, weight: int = 1, source: InputAccount | None = None
+    ) -> None:
+        """Rows written to `split`, `weight` times each, with their token figures (also
+        counted for the input `source` they came from, if given)."""
         self.written[split] += rows.num_rows * weight
         self.copies += rows.num_rows * (weight - 1)
+        if source is not None:
+            source.written += rows.num_rows * weight
         if not rows.num_rows or not set(TOKEN_FIGURES) <= set(rows.column_names):
             return
         num_tokens, num_trained = rows["num_tokens"], rows["num_trained"]
+        if source is not None:
+            source.tokens += pc.sum(num_tokens).as_py() * weight
         self.tokens += pc.sum(num_tokens).as_py() * weight
         self.trained_tokens += pc.sum(num_trained).as_py() * weight
         self.untrained += pc.sum(pc.equal(num_trained, 0)).as_py() * weight
@@ -99,6 +136,8 @@ class Account:
         self.written.clear()
         self.copies = self.tokens = self.trained_tokens = self.zero_weight_messages = 0
         self.truncated = self.untrained = self.longest = 0
+        for source in self.inputs:
+            source.written = source.tokens = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The counts of a run's manifest (DESIGN §7)."""
@@ -116,6 +155,7 @@ class Account:
             "trained_tokens": self.trained_tokens,
             "zero_weight_messages": self.zero_weight_messages,
             "balanced": self.balanced,
+            **({"inputs": [source.to_dict() for source in self.inputs]} if self.inputs else {}),
         }
 
 

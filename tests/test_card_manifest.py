@@ -13,15 +13,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from click.testing import CliRunner
 
 import pipeline
+from pipeline.cli import main
 from pipeline.jobs.lint import lint
 from pipeline.output.card import (
     CardStats,
     dataset_card,
     hf_features,
+    license_fields,
     lint_summary,
     size_category,
+    source_datasets,
+    token_figures,
     training_facts,
 )
 from pipeline.output.files import file_sha256
@@ -73,7 +78,7 @@ def card_for(out: Path, schema: pa.Schema, shards: dict[str, list[Shard]], **sta
     return dataset_card(
         name="OpenAI samples in MMS",
         description="The openai samples of mms-pipeline, as MMS threads.",
-        license="apache-2.0",
+        license=license_fields(["apache-2.0"]),
         tags=["mms", "conversational"],
         splits={
             split: [f"data/{s.name}" for s in split_shards]
@@ -265,7 +270,7 @@ def test_card_refuses_what_it_cannot_declare():
     arguments = {
         "name": "x",
         "description": "",
-        "license": "mit",
+        "license": license_fields(["mit"]),
         "tags": [],
         "how_to_load": "x",
         "features": pipeline.THREAD_ARROW_SCHEMA,
@@ -352,3 +357,58 @@ def test_manifest_is_byte_identical_and_names_each_shard_by_its_sha256(tmp_path)
             assert shard["sha256"] == file_sha256(path)
             assert shard["bytes"] == path.stat().st_size
             assert shard["rows"] == pq.ParquetFile(path).metadata.num_rows
+
+
+def test_the_license_follows_the_sources() -> None:
+    assert license_fields(["apache-2.0", "apache-2.0"]) == {"license": "apache-2.0"}
+    assert license_fields([None, None]) == {"license": "unknown"}
+    mixed = {"license": "other", "license_name": "mixed"}
+    assert license_fields(["apache-2.0", "mit"]) == mixed
+    assert license_fields(["apache-2.0", None]) == mixed  # one input says nothing
+    assert source_datasets(["hf:org/a", "../data", "hf:./local", "hf:org/a"]) == [
+        "org/a",
+        "original",
+    ]
+    assert source_datasets(["hf:org/b"]) == ["org/b"]
+
+
+def test_token_figures_are_row_length_percentiles() -> None:
+    figures = token_figures(list(range(1, 101)), [1] * 100)
+    assert figures == {
+        "tokens": 5050,
+        "trained": 100,
+        "p50": 51,
+        "p90": 91,
+        "p99": 100,
+        "max": 100,
+    }
+    assert token_figures([], [])["max"] == 0
+
+
+def test_a_mix_card_tells_each_sources_license_and_counts(tmp_path) -> None:
+    """A run of sources under two licenses: the card says `other` (mixed), names each
+    source's license with its records read, quarantined and written, its tokens per split,
+    and its front matter is what huggingface_hub reads as DatasetCardData."""
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    out = tmp_path / "mix"
+    result = CliRunner().invoke(main, ["run", str(REPO / "configs" / "mix.yaml"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = (out / "README.md").read_text(encoding="utf-8")
+    front = front_matter(text)
+    card = DatasetCard(text)
+    assert card.data.license == "other" and card.data.license_name == "mixed"
+    assert DatasetCardData(**front).to_dict() == card.data.to_dict()
+    assert front["task_categories"] == ["text-generation"] and front["source_datasets"] == [
+        "original"
+    ]
+    counts = orjson.loads((out / "manifest.json").read_bytes())["counts"]
+    for source in counts["inputs"]:
+        row = f"| `{source['path']}` | {source['license']} | {source['records_read']:,} | "
+        row += f"{source['records_quarantined']:,} | {source['rows_written']:,} | {source['tokens']:,} |"
+        assert row in text
+    assert sum(s["rows_written"] for s in counts["inputs"]) == sum(
+        counts["threads_written"].values()
+    )
+    assert sum(s["records_read"] for s in counts["inputs"]) == counts["records_read"]
+    assert f"| `train` | {counts['tokens']:,} | {counts['trained_tokens']:,} |" in text

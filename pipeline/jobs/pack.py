@@ -23,7 +23,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.output.card import CardStats, dataset_card, training_facts
+from pipeline.output.card import CardStats, dataset_card, license_fields, training_facts
 from pipeline.output.files import atomic_output, atomic_text_output, file_sha256
 from pipeline.output.manifest import build_manifest, file_entries, input_record, write_manifest
 from pipeline.output.shards import SHARD_FILE, Shard, ShardWriter, split_files
@@ -232,11 +232,13 @@ def _card(
         capabilities={},
         lint=None,
     )
+    inputs = _source_inputs(source)
     card = dataset_card(
         name=f"{source.name} packed",
         description=f"The tokenized threads of `{source.name}`, packed by `mms pack` into "
         f"rows of at most {result.seq_len:,} tokens.",
-        license="other",
+        license=license_fields([entry.get("license") for entry in inputs]),
+        sources=[entry["path"] for entry in inputs],
         tags=["mms", "packed"],
         splits={
             split: [f"data/{s.name}" for s in shards] for split, shards in result.shards.items()
@@ -247,6 +249,15 @@ def _card(
     )
     with atomic_text_output(output / "README.md") as handle:
         handle.write(card)
+
+
+def _source_inputs(source: Path) -> list[dict[str, Any]]:
+    """The inputs the packed output's source was built from (its manifest's per-input
+    counts), for the card's license and sources; none when it does not say."""
+    manifest = source / "manifest.json"
+    if not manifest.is_file():
+        return []
+    return list(orjson.loads(manifest.read_bytes()).get("counts", {}).get("inputs", []))
 
 
 def _json_sha256(value: Any) -> str:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
+import numpy as np
 import pyarrow as pa
 import yaml
 
@@ -101,6 +102,29 @@ def training_facts(tokenizer: Mapping[str, Any], zero_weight_messages: int) -> T
     )
 
 
+class SourceRow(TypedDict):
+    """One input of the card's sources table: where it came from, its license, and what
+    became of its records."""
+
+    path: str
+    license: str | None
+    records_read: int
+    quarantined: int
+    written: int
+    tokens: int | None
+
+
+class TokenFigures(TypedDict):
+    """A split's tokens: in all, trained, and the lengths of its rows in percentiles."""
+
+    tokens: int
+    trained: int
+    p50: int
+    p90: int
+    p99: int
+    max: int
+
+
 class CardStats(TypedDict):
     """The figures the card shows, gathered by the run."""
 
@@ -123,6 +147,12 @@ class CardStats(TypedDict):
     """Per capability: {"enabled": threads enabling it, "used": threads using it}."""
     lint: list[LintRow] | None
     """The lint summary, None when the job ran no lint stage."""
+    sources: NotRequired[list[SourceRow]]
+    """Per input: its license and counts (a run's card)."""
+    split_tokens: NotRequired[dict[str, TokenFigures]]
+    """Per split: tokens, trained tokens and row lengths (a tokenized, unpacked output)."""
+    gate: NotRequired[str]
+    """The lint gate's `fail_on` level the published threads passed."""
 
 
 def lint_summary(report: LintReport) -> list[LintRow]:
@@ -136,6 +166,59 @@ def lint_summary(report: LintReport) -> list[LintRow]:
         )
         for code in sorted(report.by_code)
     ]
+
+
+MIXED_LICENSE = "mixed"
+HF_PREFIX = "hf:"
+TASKS = {"task_categories": ["text-generation"], "task_ids": ["dialogue-modeling"]}
+"""What MMS threads are for, in the Hub's task taxonomy."""
+
+
+def license_fields(licenses: Sequence[str | None]) -> dict[str, Any]:
+    """The card's license for inputs under `licenses` (None: the input names none): the
+    license all of them share; `unknown` when none names one; otherwise `other`, named
+    `mixed` (the card's sources table gives each input's)."""
+    named = sorted({license for license in licenses if license})
+    if not named:
+        return {"license": "unknown"}
+    if len(named) == 1 and all(licenses):
+        return {"license": named[0]}
+    return {"license": "other", "license_name": MIXED_LICENSE}
+
+
+def source_datasets(paths: Sequence[str]) -> list[str]:
+    """The card's `source_datasets`: the Hub datasets read (`hf:ORG/NAME`), and `original`
+    when local files (or local `hf:./dir` datasets) were read too."""
+    hub: set[str] = set()
+    local = False
+    for path in paths:
+        name = path.removeprefix(HF_PREFIX)
+        if name != path and not name.startswith(("./", "../", "/")):
+            hub.add(name)
+        else:
+            local = True
+    return sorted(hub) + (["original"] if local else [])
+
+
+def token_figures(
+    tokens: Sequence[int] | np.ndarray, trained: Sequence[int] | np.ndarray
+) -> TokenFigures:
+    """A split's token figures from its rows' `num_tokens` and `num_trained` (percentiles
+    are row lengths that many rows do not exceed)."""
+    ordered = np.sort(np.asarray(tokens, dtype=np.int64))
+    count = len(ordered)
+
+    def percentile(share: float) -> int:
+        return int(ordered[min(count - 1, int(share * count))]) if count else 0
+
+    return TokenFigures(
+        tokens=int(ordered.sum()),
+        trained=int(np.asarray(trained, dtype=np.int64).sum()),
+        p50=percentile(0.5),
+        p90=percentile(0.9),
+        p99=percentile(0.99),
+        max=int(ordered[-1]) if count else 0,
+    )
 
 
 def size_category(rows: int) -> str:
@@ -156,16 +239,19 @@ def dataset_card(
     *,
     name: str,
     description: str,
-    license: str,
+    license: Mapping[str, Any],
+    sources: Sequence[str] = (),
     tags: Sequence[str],
     splits: Mapping[str, Sequence[str]],
     features: pa.Schema,
     stats: CardStats,
     how_to_load: str,
 ) -> str:
-    """The dataset card text. `splits` maps each split to its data files relative to the
-    output directory (`data/train-00000-of-00002.parquet`); `how_to_load` is what to pass
-    to `datasets.load_dataset` (a Hub repo id or the output directory)."""
+    """The dataset card text. `license` is `license_fields`' answer; `sources` the inputs
+    read (paths or `hf:` ids, for `source_datasets`); `splits` maps each split to its data
+    files relative to the output directory (`data/train-00000-of-00002.parquet`);
+    `how_to_load` is what to pass to `datasets.load_dataset` (a Hub repo id or the output
+    directory)."""
     if set(splits) != set(stats["rows"]):
         raise ValueError(
             f"the card's splits {sorted(splits)} differ from the split rows counted "
@@ -173,7 +259,9 @@ def dataset_card(
         )
     front = {
         "pretty_name": name,
-        "license": license,
+        **license,
+        **TASKS,
+        **({"source_datasets": source_datasets(sources)} if sources else {}),
         "tags": list(tags),
         "size_categories": [size_category(stats["threads"])],
         "configs": [
@@ -204,8 +292,10 @@ def dataset_card(
         _about(features, stats),
         _columns(features),
         _stats(splits, stats),
+        _split_tokens(stats.get("split_tokens")),
+        _sources(stats.get("sources")),
         _packing(stats["packing"]) if stats["packing"] else _formats(stats),
-        _lint(stats["lint"]),
+        _lint(stats["lint"], stats.get("gate")),
         _how_to_load(how_to_load, splits),
         _training(how_to_load, next(iter(splits)), stats["training"]),
     ]
@@ -303,6 +393,45 @@ def _stats(splits: Mapping[str, Sequence[str]], stats: CardStats) -> str:
     return "## Statistics\n\n" + _table(("", "value"), rows, right=(1,))
 
 
+def _split_tokens(figures: Mapping[str, TokenFigures] | None) -> str:
+    if not figures:
+        return ""
+    rows = [
+        (
+            f"`{split}`",
+            _count(f["tokens"]),
+            _count(f["trained"]),
+            f"{f['trained'] / f['tokens']:.1%}" if f["tokens"] else "-",
+            f"{f['p50']:,} / {f['p90']:,} / {f['p99']:,} / {f['max']:,}",
+        )
+        for split, f in figures.items()
+    ]
+    headers = ("split", "tokens", "trained tokens", "trained", "row tokens p50 / p90 / p99 / max")
+    return "## Tokens\n\n" + _table(headers, rows, right=(1, 2, 3, 4))
+
+
+def _sources(sources: Sequence[SourceRow] | None) -> str:
+    if not sources:
+        return ""
+    rows = [
+        (
+            f"`{source['path']}`",
+            source["license"] or "not given",
+            _count(source["records_read"]),
+            _count(source["quarantined"]),
+            _count(source["written"]),
+            _count(source["tokens"]) if source["tokens"] is not None else "-",
+        )
+        for source in sources
+    ]
+    headers = ("source", "license", "records read", "quarantined", "rows written", "tokens")
+    note = (
+        "\n\nRows written count the copies a source's mixing weight adds; the license of "
+        "this dataset is each source's, as listed."
+    )
+    return "## Sources\n\n" + _table(headers, rows, right=(2, 3, 4, 5)) + note
+
+
 def _formats(stats: CardStats) -> str:
     parts = ["## Formats and capabilities"]
     if stats["formats"]:
@@ -328,17 +457,29 @@ def _formats(stats: CardStats) -> str:
     return "\n\n".join(parts)
 
 
-def _lint(rows: list[LintRow] | None) -> str:
+def _lint(rows: list[LintRow] | None, gate: str | None = None) -> str:
     if rows is None:
         return "## Lint\n\nThis job ran no lint stage."
+    verdict = ""
+    if gate is not None:
+        verdict = (
+            "The lint gate is off (`fail_on: never`): findings are reported, not gated.\n\n"
+            if gate == "never"
+            else f"The threads published passed the lint gate (`fail_on: {gate}`).\n\n"
+        )
     if not rows:
-        return "## Lint\n\nThe lint stage found nothing."
+        return f"## Lint\n\n{verdict}The lint stage found nothing."
     cells = [
         (f"`{row['code']}`", row["severity"], _count(row["findings"]), row["summary"])
         for row in rows
     ]
     table = _table(("code", "severity", "findings", "rule"), cells, right=(2,))
-    return "## Lint\n\n" + table + "\n\nThe full report: `reports/lint.md`, `reports/lint.html`."
+    return (
+        "## Lint\n\n"
+        + verdict
+        + table
+        + "\n\nThe full report: `reports/lint.md`, `reports/lint.html`."
+    )
 
 
 def _packing(facts: Mapping[str, Any]) -> str:

@@ -9,12 +9,22 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.accounting import Account
 from pipeline.jobs.run.config import RunConfig
 from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
-from pipeline.output.card import CardStats, dataset_card, lint_summary, training_facts
+from pipeline.output.card import (
+    CardStats,
+    SourceRow,
+    TokenFigures,
+    dataset_card,
+    license_fields,
+    lint_summary,
+    token_figures,
+    training_facts,
+)
 from pipeline.output.files import atomic_output, atomic_text_output, file_sha256
 from pipeline.output.manifest import (
     DATA_DIR,
@@ -158,7 +168,6 @@ def write_card(
     how to load it and train on it). `tokenizer` is the manifest's record of the shipped
     tokenizer, None when the run did not tokenize."""
     renderer = tokenizer["renderer"] if tokenizer else None
-    licenses = sorted({spec.license for spec in config.inputs if spec.license})
     tags = sorted({tag for spec in config.inputs for tag in spec.tags} | {"mms"})
     profile = report.profile
     stats: CardStats = {
@@ -173,11 +182,26 @@ def write_card(
         "formats": dict(profile.formats),
         "capabilities": profile.capabilities(),
         "lint": lint_summary(report),
+        "sources": [
+            SourceRow(
+                path=source.path,
+                license=source.license,
+                records_read=source.records_read,
+                quarantined=source.quarantined,
+                written=source.written,
+                tokens=source.tokens if renderer else None,
+            )
+            for source in counts.inputs
+        ],
     }
+    stats["gate"] = config.stages.lint.fail_on
+    if renderer is not None and packing is None:
+        stats["split_tokens"] = {name: _token_figures(out, split) for name, split in shards.items()}
     card = dataset_card(
         name=config.name,
         description=f"MMS threads built by `mms run` from {len(config.inputs)} input(s).",
-        license=licenses[0] if len(licenses) == 1 else "other",
+        license=license_fields([spec.license for spec in config.inputs]),
+        sources=[config.recorded_path(spec.path) for spec in config.inputs],
         tags=tags,
         splits={name: [f"data/{s.name}" for s in split] for name, split in shards.items()},
         features=schema,
@@ -186,3 +210,11 @@ def write_card(
     )
     with atomic_text_output(out / "README.md") as handle:
         handle.write(card)
+
+
+def _token_figures(out: Path, shards: list[Shard]) -> TokenFigures:
+    """A split's token figures, from its shards' `num_tokens` and `num_trained` columns."""
+    columns = ["num_tokens", "num_trained"]
+    tables = [pq.read_table(out / DATA_DIR / shard.name, columns=columns) for shard in shards]
+    table = pa.concat_tables(tables)
+    return token_figures(table["num_tokens"].to_numpy(), table["num_trained"].to_numpy())

@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import orjson
 import pyarrow as pa
 
-from pipeline.accounting import Account
+from pipeline.accounting import Account, InputAccount
 from pipeline.jobs.driver import decide
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.partition import RepeatedRows, partitioned
@@ -166,6 +166,9 @@ class _Reducer:
         self.lint = next(stage for stage in self.stages if isinstance(stage, Lint))
         self.partitioned = partitioned(self.stages) if repeated is not None else []
         self.counts = self.report.stats
+        self.counts.inputs = [
+            InputAccount(config.recorded_path(spec.path), spec.license) for spec in config.inputs
+        ]
         self.columns = row_schema(config).names
 
     def unit(
@@ -184,17 +187,19 @@ class _Reducer:
             if state_file.is_file():
                 stage.merge_part(orjson.loads(state_file.read_bytes()))
         weight = self.config.inputs[unit.input_index].weight
-        with pa.memory_map(str(unit_dir / UNIT_THREADS)) as source:
-            threads = pa.ipc.open_file(source)
+        origin = self.counts.inputs[unit.input_index]
+        with pa.memory_map(str(unit_dir / UNIT_THREADS)) as mapped:
+            threads = pa.ipc.open_file(mapped)
             start = 0
             for index in range(threads.num_record_batches):
                 table = self._with_repeated(threads.get_batch(index), unit, start)
                 start += table.num_rows
                 reasons = decide(self.stages, table, self.counts)
+                origin.dropped += len(reasons) - reasons.count(None)
                 keep = [reason is None for reason in reasons]
                 kept = table.filter(pa.array(keep, pa.bool_())).select([*self.columns, SPLIT_GROUP])
                 if kept.num_rows:
-                    _write(kept, self.config, weight, writers, self.counts, self.stages)
+                    _write(kept, self.config, (weight, origin), writers, self.counts, self.stages)
 
     def _with_repeated(self, batch: pa.RecordBatch, unit: WorkUnit, start: int) -> pa.Table:
         """A batch of a part's rows, with each partitioned stage's `repeated` column."""
@@ -210,6 +215,11 @@ class _Reducer:
         counts.records_read += unit_counts["records_read"]
         counts.records_converted += unit_counts["records_converted"]
         counts.threads += unit_counts["threads"]
+        source = counts.inputs[unit.input_index]
+        source.records_read += unit_counts["records_read"]
+        source.quarantined += sum(unit_counts["quarantined"].values())
+        source.threads += unit_counts["threads"]
+        source.dropped += sum(unit_counts["dropped"].values())
         counts.quarantined.update(unit_counts["quarantined"])
         counts.formats.update(unit_counts["formats"])
         if unit.path not in counts.files:
@@ -220,12 +230,14 @@ class _Reducer:
 def _write(
     table: pa.Table,
     config: RunConfig,
-    weight: int,
+    origin: tuple[int, InputAccount],
     writers: dict[str, ShardWriter],
     counts: Account,
     stages: list[Stage],
 ) -> None:
-    """Split a batch of kept rows, weight it, reshape it (pack), then write it."""
+    """Split a batch of kept rows of one input (`origin`: its weight and account), weight
+    it, reshape it (pack), then write it."""
+    weight, source = origin
     if not writers:
         counts.not_sharded += table.num_rows
         return
@@ -241,7 +253,7 @@ def _write(
             rows_of_copy = part if copy == 0 else _copy_ids(part, copy)
             for written in _reshaped(stages, name, rows_of_copy):
                 writers[name].write(written)
-        counts.count_written(name, part, weight)
+        counts.count_written(name, part, weight, source)
 
 
 def _reshaped(stages: list[Stage], split: str, rows: pa.Table | None) -> list[pa.Table]:
