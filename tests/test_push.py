@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
+import huggingface_hub.constants
 import orjson
 import pyarrow.parquet as pq
 import pytest
@@ -19,6 +20,7 @@ from huggingface_hub import DatasetCard
 
 from pipeline.cli import main
 from pipeline.jobs.push import PushError, push_output
+from pipeline.loader import OutputLoader
 from tests.conftest import REPO
 from tests.hub_stand_in import HubStandIn, point_client_at
 
@@ -163,3 +165,49 @@ def test_a_failed_gate_is_never_published(hub: HubStandIn, tmp_path: Path) -> No
 def test_a_bad_repository_id_is_a_usage_error(output: Path) -> None:
     result = CliRunner().invoke(main, ["push", str(output), "no-namespace"])
     assert result.exit_code == 2 and "not a repository id like ORG/NAME" in result.output
+
+
+def test_a_pushed_output_reads_back_by_its_hub_name_online_and_from_the_cache(
+    output: Path, hub: HubStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert push(output).exit_code == 0
+    name = f"hf:{REPO_ID}"
+    verified = CliRunner().invoke(main, ["verify", name, "--no-template"])
+    assert verified.exit_code == 0, verified.output
+    assert "verified" in verified.output and "rows rendered again" in verified.output
+    shown = CliRunner().invoke(main, ["inspect", name])
+    assert shown.exit_code == 0 and "thread " in shown.output
+    loaded = OutputLoader(name, batch_size=4, shuffle=False)
+    first = next(iter(loaded))
+    assert len(first["input_ids"]) == 4
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    asked = len(hub.requests)
+    again = CliRunner().invoke(main, ["verify", name, "--no-render", "--no-template"])
+    assert again.exit_code == 0, again.output
+    assert len(hub.requests) == asked  # offline: from the cache, nothing asked of the Hub
+    missing = CliRunner().invoke(main, ["verify", "hf:me/never-pushed"])
+    assert missing.exit_code == 2 and "cannot be fetched" in missing.output
+
+
+def test_a_run_with_push_to_hub_publishes_when_it_succeeds(hub: HubStandIn, tmp_path: Path) -> None:
+    config = tmp_path / "push.yaml"
+    text = (REPO / "configs" / "quickstart.yaml").read_text(encoding="utf-8")
+    text = text.replace("../data_samples/", f"{REPO}/data_samples/").replace(
+        "sample_tokenizer", str(REPO / "configs" / "sample_tokenizer")
+    )
+    text = text.replace(
+        "output: ../out/quickstart",
+        f"output:\n  path: {tmp_path / 'out'}\n  push_to_hub: {{repo: {REPO_ID}, private: true}}",
+    )
+    config.write_text(text, encoding="utf-8")
+    skipped = CliRunner().invoke(main, ["run", str(config), "--no-push"])
+    assert skipped.exit_code == 0, skipped.output
+    assert not hub.repos
+    pushed = CliRunner().invoke(main, ["run", str(config)])
+    assert pushed.exit_code == 0, pushed.output
+    assert f"to {REPO_ID}@main" in pushed.output
+    assert hub.repo(REPO_ID).private
+    files = hub.commits(REPO_ID)[-1].files
+    assert "manifest.json" in files and "data/train-00000-of-00001.parquet" in files
+    manifest = orjson.loads(files["manifest.json"])
+    assert manifest["config"]["push_to_hub"] == {"repo": REPO_ID, "private": True}

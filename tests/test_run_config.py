@@ -12,7 +12,13 @@ import pytest
 from pipeline.engine import LocalRunner
 from pipeline.formats import ConvertOptions
 from pipeline.jobs.run import engine_runner
-from pipeline.jobs.run.config import EngineConfig, InputSpec, RunConfigError, load_run_config
+from pipeline.jobs.run.config import (
+    EngineConfig,
+    InputSpec,
+    PushSettings,
+    RunConfigError,
+    load_run_config,
+)
 from pipeline.lint import LintConfig
 from pipeline.lint.config import FAIL_ON
 from pipeline.output.shards import SHARD_ROWS
@@ -356,3 +362,28 @@ def test_ray_settings_apply_only_to_the_ray_engine(tmp_path: Path) -> None:
     config = load_run_config(write(tmp_path, MINIMAL + "engine: {kind: ray, num_cpus: 2}\n"))
     assert config.engine == EngineConfig(kind="ray", num_cpus=2)
     assert config.resolved()["engine"] == {"kind": "ray", "num_cpus": 2}
+
+
+def test_push_to_hub_is_read_and_left_out_of_the_digest(tmp_path: Path) -> None:
+    plain = load_run_config(write(tmp_path, MINIMAL))
+    named = MINIMAL.replace("output: out", "output:\n  path: out\n  push_to_hub: me/data")
+    config = load_run_config(write(tmp_path, named))
+    assert config.push == PushSettings("me/data") and config.output == plain.output
+    assert config.digest() == plain.digest()  # where it is published is not what it is
+    assert config.resolved()["push_to_hub"] == {"repo": "me/data", "private": False}
+    full = MINIMAL.replace(
+        "output: out",
+        "output:\n  path: out\n  push_to_hub: {repo: me/data, private: true, revision: v2}",
+    )
+    assert load_run_config(write(tmp_path, full)).push == PushSettings("me/data", True, "v2")
+    err = error_of(
+        tmp_path,
+        MINIMAL.replace(
+            "output: out", "output:\n  path: out\n  push_to_hub: {repo: me/x, privat: true}"
+        ),
+    )
+    assert "did you mean 'private'" in err.reason and err.line == 6
+    err = error_of(
+        tmp_path, MINIMAL.replace("output: out", "output:\n  path: out\n  push_to_hub: no id")
+    )
+    assert err.line == 6

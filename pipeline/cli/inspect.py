@@ -3,16 +3,19 @@ input or from a tokenized shard."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
+import orjson
 import pyarrow.parquet as pq
 from rich.console import Console
 
 from pipeline.accounting import Account
 from pipeline.cli.options import given, input_format_option, train_on_option
-from pipeline.cli.output import stderr
+from pipeline.cli.output import output_argument, stderr
 from pipeline.jobs.read import ReadSpec, read
+from pipeline.output.hub import is_hub_output
 from pipeline.sources import InputError
 from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.inspect import (
@@ -36,6 +39,8 @@ from pipeline.tokenize.inspect import (
     "                                                    its tokens, trained ones marked\n"
     "  mms inspect out/threads.jsonl --tokenizer tokenizers/llama3 > tokens.txt\n"
     "  mms inspect out/run/data/train-00000-of-00001.parquet   a shard's STORED tokens\n"
+    "  mms inspect out/run --id oasst-42                 an output: the shard holding it\n"
+    "  mms inspect hf:me/quickstart                      a pushed output (fetched or cached)\n"
     "  mms inspect out/run/data/train-00000-of-00001.parquet --triples\n"
     "                                                    (offset, id, label, token) lines\n"
     "\b\nWithout a terminal (a pipe or a file) the output is plain text:\n"
@@ -88,6 +93,10 @@ def inspect_command(
 ) -> None:
     """Show threads of FILE the way the MMS spec draws them, or their tokens.
 
+    FILE is threads in any input format, a tokenized shard (its stored tokens), or an
+    output folder or pushed output (hf:ORG/NAME[@REVISION]): its first shard, or the one
+    holding --id.
+
     One block per message: role, context name, assistant format, content and end_turn.
     With --tokenizer, the tokens the model sees instead, rendered as `mms tokenize` does
     (mms-v0): trained tokens highlighted, special tokens marked, counts per message and
@@ -98,6 +107,8 @@ def inspect_command(
         raise click.UsageError("--id shows one thread; --limit applies without it")
     if bos and tokenizer_spec is None:
         raise click.UsageError("--bos applies only with --tokenizer")
+    if is_hub_output(file) or Path(file).is_dir():
+        file = _shard_of(output_argument(file), thread_id)
     if _is_shard(file):
         if given("policy"):
             raise click.UsageError("a shard shows its stored labels; --train-on applies to threads")
@@ -141,6 +152,24 @@ def inspect_command(
         stderr.print(f"[yellow]note:[/] {skipped}")
 
 
+def _shard_of(folder: Path, thread_id: str | None) -> str:
+    """The shard of an output folder to show: the one holding `thread_id`, else the first
+    of the first split the manifest lists."""
+    manifest = folder / "manifest.json"
+    if not manifest.is_file():
+        raise click.UsageError(f"{folder} is a folder but not an output (no manifest.json)")
+    splits = orjson.loads(manifest.read_bytes()).get("splits", {})
+    shards = [str(folder / shard["path"]) for split in splits.values() for shard in split["shards"]]
+    if not shards:
+        raise click.UsageError(f"{folder} has no shards to show")
+    if thread_id is None:
+        return shards[0]
+    for shard in shards:
+        if thread_id in pq.read_table(shard, columns=["id"])["id"].to_pylist():
+            return shard
+    raise click.UsageError(f"no thread with id {thread_id!r} in {folder}")
+
+
 def _is_shard(file: str) -> bool:
     """Whether FILE is a tokenized Parquet shard (it has input_ids and labels columns)."""
     if not file.endswith(".parquet") or not Path(file).is_file():
@@ -156,7 +185,8 @@ def _inspect_shard(
     file: str, thread_id: str | None, tokenizer_spec: str | None, limit: int, triples: bool
 ) -> None:
     """A shard's stored tokens, drawn with the output's own tokenizer (beside data/)."""
-    spec = tokenizer_spec or str(Path(file).resolve().parent.parent / "tokenizer")
+    # beside data/ as named: not .resolve(), the Hub cache links each file to its blob
+    spec = tokenizer_spec or str(Path(os.path.abspath(file)).parent.parent / "tokenizer")
     try:
         renderer = Renderer(load_tokenizer(spec))
     except (TokenizerLoadError, ValueError) as err:

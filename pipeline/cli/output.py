@@ -10,11 +10,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
+import click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipeline.accounting import Account, most_first
+from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
 from pipeline.quarantine import ERROR_CODES
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -69,6 +71,21 @@ def some(paths: list[str], shown: int = 3) -> str:
 def check_mark(balanced: bool) -> str:
     """The mark ending a `Check:` line."""
     return "[green]✓[/]" if balanced else "[red]✗ MISMATCH[/]"
+
+
+def output_argument(name: str) -> Path:
+    """The folder an OUTPUT argument names: a local folder, or a pushed output
+    (hf:ORG/NAME[@REVISION]) fetched into the Hugging Face cache (or found there offline)."""
+    if is_hub_output(name):
+        try:
+            with stderr.status(f"fetching {name}", spinner="dots"):
+                return fetch_output(name)
+        except OutputNotFound as err:
+            raise click.UsageError(str(err)) from None
+    folder = Path(name)
+    if not folder.is_dir():
+        raise click.UsageError(f"{name} is not a folder (nor a Hub dataset: hf:ORG/NAME)")
+    return folder
 
 
 def print_error(message: object, after: str = "") -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
+from typing import Any
 
 import click
 from rich.markup import escape
@@ -64,21 +66,31 @@ def push_command(
     no commit. The card is published with its code loading from ORG/NAME. Exit status: 0
     pushed (or up to date), 1 refused or failed, 2 a usage error.
     """
+    push_and_report(
+        Path(output),
+        repo_id,
+        token=token,
+        private=private,
+        revision=revision,
+        create_pr=create_pr,
+        message=message,
+        dry_run=dry_run,
+    )
+
+
+def push_and_report(output: Path, repo_id: str, **options: Any) -> None:
+    """Push (as `push_output`, with its keyword `options`) under a status line, then print
+    what was sent; a refusal or a failure prints why and exits 1."""
     from huggingface_hub.utils import disable_progress_bars
 
-    disable_progress_bars()  # the status line below says what is happening
+    disable_progress_bars()  # the status line says what is happening
     try:
         with stderr.status("checking the output and the repository", spinner="dots") as status:
             result = push_output(
                 output,
                 repo_id,
-                token=token,
-                private=private,
-                revision=revision,
-                create_pr=create_pr,
-                message=message,
-                dry_run=dry_run,
                 progress=lambda done, total: status.update(f"committing: {done}/{total}"),
+                **options,
             )
     except PushError as err:
         print_error(err)
@@ -87,7 +99,7 @@ def push_command(
         if len(err.problems) > _SHOWN:
             stderr.print(f"  ... and {len(err.problems) - _SHOWN} more")
         sys.exit(1)
-    _print_result(result, dry_run)
+    _print_result(result, options.get("dry_run", False))
 
 
 def _print_result(result: PushResult, dry_run: bool) -> None:

@@ -20,6 +20,7 @@ from pipeline.cli.output import (
     stage_progress,
     stderr,
 )
+from pipeline.cli.push import push_and_report
 from pipeline.engine import UnitFailed, WorkdirError, reset_workdir
 from pipeline.engine.ray import RayUnavailable
 from pipeline.jobs.run import (
@@ -84,6 +85,13 @@ from pipeline.tokenize.overlong import OverlongThreadError
 @click.option(
     "--dry-run", is_flag=True, help="Print the plan (inputs, units, stages); write nothing."
 )
+@click.option(
+    "--push/--no-push",
+    default=True,
+    show_default=True,
+    help="Publish the output to the config's output.push_to_hub repository when the run "
+    "succeeds (as mms push does); --no-push writes it locally only.",
+)
 def run_command(
     config_file: str,
     output: str | None,
@@ -92,6 +100,7 @@ def run_command(
     workers: int | None,
     resume: bool,
     dry_run: bool,
+    push: bool,
 ) -> None:
     """Run a pipeline CONFIG: ingest, normalize, lint, filter, dedup, tokenize, shard.
 
@@ -119,6 +128,8 @@ def run_command(
         except InputError as err:
             raise click.UsageError(str(err)) from None
         click.echo(f"engine: {_describe_engine(config, workers)}")
+        if config.push is not None:
+            click.echo(f"push: {config.push.repo} when the run succeeds (--no-push: not)")
         return
     if not resume:
         reset_workdir(out / WORK_DIR)
@@ -146,7 +157,16 @@ def run_command(
         exit_unbalanced()
     if result.gate_failed:
         _print_gate_failure(result, config)
+        if config.push is not None:
+            stderr.print(f"nothing was pushed to {config.push.repo}: the gate failed")
         sys.exit(1)
+    if config.push is not None and push:
+        push_and_report(
+            result.output,
+            config.push.repo,
+            private=config.push.private,
+            revision=config.push.revision,
+        )
 
 
 def _with_engine(config: RunConfig, engine: str | None, address: str | None) -> RunConfig:

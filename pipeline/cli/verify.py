@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from pipeline.cli.output import stderr
+from pipeline.cli.output import output_argument, stderr
 from pipeline.jobs.verify import OutputError, verify_output
 
 _SHOWN = 50  # problems listed one by one; the rest are counted
@@ -14,9 +14,10 @@ _SHOWN = 50  # problems listed one by one; the rest are counted
 
 @click.command(
     "verify",
-    epilog="\b\nExamples:\n  mms verify out/quickstart\n  mms verify out/big --no-render",
+    epilog="\b\nExamples:\n  mms verify out/quickstart\n  mms verify out/big --no-render\n"
+    "  mms verify hf:me/quickstart            a pushed output (fetched, or from the cache)",
 )
-@click.argument("output", type=click.Path(exists=True, file_okay=False))
+@click.argument("output", metavar="OUTPUT")
 @click.option("--no-render", is_flag=True, help="Skip rendering every row again (hashes only).")
 @click.option(
     "--no-template",
@@ -24,7 +25,8 @@ _SHOWN = 50  # problems listed one by one; the rest are counted
     help="Skip checking the shipped chat template against every row (needs transformers).",
 )
 def verify_command(output: str, no_render: bool, no_template: bool) -> None:
-    """Check an OUTPUT folder of mms run, tokenize or pack without trusting it.
+    """Check an OUTPUT folder of mms run, tokenize or pack (or a pushed one,
+    hf:ORG/NAME[@REVISION]) without trusting it.
 
     Every shard's sha256 and row count against manifest.json (and no unlisted shard), the
     tokenizer's sha256, the dataset card's splits, files and row counts; then every row's
@@ -34,10 +36,11 @@ def verify_command(output: str, no_render: bool, no_template: bool) -> None:
     labels, each thread once. Problems are listed with the row id. Exit status: 0 all hold,
     1 a problem, 2 not an output folder.
     """
+    folder = output_argument(output)
     try:
         with stderr.status("verifying", spinner="dots") as status:
             result = verify_output(
-                output,
+                folder,
                 render=not no_render,
                 template=not no_template,
                 progress=lambda what, done: status.update(f"{what}: {done:,} rows"),

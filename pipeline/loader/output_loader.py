@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from pipeline.loader.assignment import Share, epoch_rng, row_groups, share
 from pipeline.loader.batches import packed_batch, padded_batch
+from pipeline.output.hub import HF_PREFIX, OutputNotFound, fetch_output, is_hub_output
 from pipeline.output.shards import split_files
 from pipeline.packing.best_fit import WINDOW, BestFitPacker
 
@@ -215,22 +216,21 @@ class OutputLoader:
 
 
 def output_folder(source: str | Path) -> Path:
-    """A local output folder as it is; otherwise `source` names a Hub dataset (ORG/NAME),
-    whose shards, tokenizer and manifest huggingface_hub fetches, or finds in its cache
-    (offline too, with HF_HUB_OFFLINE=1)."""
+    """A local output folder as it is; `hf:ORG/NAME[@REVISION]` (or plain ORG/NAME, when
+    no such folder exists) names a Hub dataset, whose files huggingface_hub fetches, or
+    finds in its cache (offline too, with HF_HUB_OFFLINE=1)."""
     folder = Path(source)
-    if folder.is_dir():
+    if not is_hub_output(source) and folder.is_dir():
         return folder
-    if isinstance(source, Path) or str(source).count("/") != 1 or str(source).startswith("."):
-        raise LoaderError(f"{source} is not a folder, nor a Hub dataset name (ORG/NAME)")
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
-    patterns = ["data/*", "tokenizer/*", "manifest.json", "README.md"]
+    name = str(source)
+    if not is_hub_output(name):
+        if isinstance(source, Path) or name.count("/") != 1 or name.startswith("."):
+            raise LoaderError(f"{source} is not a folder, nor a Hub dataset (hf:ORG/NAME)")
+        name = HF_PREFIX + name
     try:
-        return Path(snapshot_download(str(source), repo_type="dataset", allow_patterns=patterns))
-    except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as err:
-        raise LoaderError(f"the Hub dataset {source} cannot be fetched: {err}") from None
+        return fetch_output(name)
+    except OutputNotFound as err:
+        raise LoaderError(str(err)) from None
 
 
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:

@@ -117,6 +117,19 @@ class EngineConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PushSettings:
+    """Where a run publishes its output once it succeeds and its gate passes (`mms push`):
+    the Hub dataset repository, whether a new one is private, and the branch."""
+
+    repo: str
+    private: bool = False
+    revision: str | None = None
+
+    def to_plain(self) -> dict[str, Any]:
+        return {name: value for name, value in _plain(self).items() if value is not None}
+
+
+@dataclass(frozen=True, slots=True)
 class RunConfig:
     """A loaded pipeline config; `source` is the config file it came from."""
 
@@ -125,6 +138,7 @@ class RunConfig:
     output: Path
     stages: Stages = field(default_factory=Stages)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    push: PushSettings | None = None
     source: Path | None = None
     written_absolute: frozenset[str] = frozenset()
     """The local paths the config file writes as absolute paths (resolved): outputs record
@@ -154,6 +168,7 @@ class RunConfig:
             },
             "output": self.recorded_path(self.output),
             "engine": self.engine.to_plain(),
+            **({"push_to_hub": self.push.to_plain()} if self.push else {}),
         }
 
     def recorded_path(self, path: str | os.PathLike[str]) -> str:
@@ -183,6 +198,7 @@ class RunConfig:
         stopped on one engine resumes on another)."""
         resolved = self.resolved()
         del resolved["engine"]
+        resolved.pop("push_to_hub", None)  # where the output is published, not what it is
         text = json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -366,6 +382,7 @@ class _Builder:
                 pack=pack,
             ),
             engine=self._engine(self.data.get("engine", {})),
+            push=self._push(self.data["output"]),
             source=self.doc.file.resolve(),
             written_absolute=frozenset(self.written_absolute),
         )
@@ -374,9 +391,11 @@ class _Builder:
         """The output folder: not an existing file, not one of the inputs, and holding
         none of them (a run never reads its own output: an output inside an input folder
         is left out of it, so an input inside the output could never be read)."""
-        output = Path(self._local(self.data["output"]))
+        raw = self.data["output"]
+        where: list[PathPart] = ["output", "path"] if isinstance(raw, dict) else ["output"]
+        output = Path(self._local(raw["path"] if isinstance(raw, dict) else raw))
         if output.exists() and not output.is_dir():
-            raise self.doc.error(["output"], f"{output} is an existing file, not a folder")
+            raise self.doc.error(where, f"{output} is an existing file, not a folder")
         real = os.path.realpath(output)
         for index, spec in enumerate(inputs):
             local = _local_input(spec)
@@ -389,8 +408,15 @@ class _Builder:
                     f"inputs[{index}] ({spec.path}) is inside the output folder {output}, "
                     "which a run never reads: put the output outside the inputs"
                 )
-            raise self.doc.error(["output"], reason)
+            raise self.doc.error(where, reason)
         return output
+
+    def _push(self, raw: str | dict[str, Any]) -> PushSettings | None:
+        """`output.push_to_hub`: a repository id, or {repo, private, revision}."""
+        push = raw.get("push_to_hub") if isinstance(raw, dict) else None
+        if push is None:
+            return None
+        return PushSettings(push) if isinstance(push, str) else PushSettings(**push)
 
     def _local(self, path: str) -> str:
         """`path` made absolute against the config file's directory (`~` expanded); one
