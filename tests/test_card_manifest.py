@@ -402,6 +402,7 @@ def test_a_mix_card_tells_each_sources_license_and_counts(tmp_path) -> None:
     assert front["task_categories"] == ["text-generation"] and front["source_datasets"] == [
         "original"
     ]
+    assert card.data.language == ["en"]  # both inputs say so (configs/mix.yaml)
     counts = orjson.loads((out / "manifest.json").read_bytes())["counts"]
     for source in counts["inputs"]:
         row = f"| `{source['path']}` | {source['license']} | {source['records_read']:,} | "

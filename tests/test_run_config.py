@@ -122,6 +122,7 @@ def test_defaults_fill_every_stage(tmp_path: Path) -> None:
         "weight": 1,
         "license": None,
         "tags": [],
+        "language": [],
     }
     assert json.loads(json.dumps(resolved)) == resolved
 

@@ -241,6 +241,7 @@ def dataset_card(
     description: str,
     license: Mapping[str, Any],
     sources: Sequence[str] = (),
+    languages: Sequence[str] = (),
     tags: Sequence[str],
     splits: Mapping[str, Sequence[str]],
     features: pa.Schema,
@@ -248,7 +249,8 @@ def dataset_card(
     how_to_load: str,
 ) -> str:
     """The dataset card text. `license` is `license_fields`' answer; `sources` the inputs
-    read (paths or `hf:` ids, for `source_datasets`); `splits` maps each split to its data
+    read (paths or `hf:` ids, for `source_datasets`); `languages` the ones the inputs
+    name (ISO 639 codes; none: the card names none); `splits` maps each split to its data
     files relative to the output directory (`data/train-00000-of-00002.parquet`);
     `how_to_load` is what to pass to `datasets.load_dataset` (a Hub repo id or the output
     directory)."""
@@ -262,6 +264,7 @@ def dataset_card(
         **license,
         **TASKS,
         **({"source_datasets": source_datasets(sources)} if sources else {}),
+        **({"language": list(languages)} if languages else {}),
         "tags": list(tags),
         "size_categories": [size_category(stats["threads"])],
         "configs": [

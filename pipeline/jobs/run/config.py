@@ -78,6 +78,8 @@ class InputSpec:
     weight: int = 1
     license: str | None = None
     tags: tuple[str, ...] = ()
+    language: tuple[str, ...] = ()
+    """The languages of the input's text (ISO 639 codes), for the card; none: not known."""
 
     @property
     def is_hf(self) -> bool:
@@ -463,6 +465,7 @@ class _Builder:
             weight=raw.get("weight", 1),
             license=raw.get("license"),
             tags=tuple(raw.get("tags", ())),
+            language=tuple(raw.get("language", ())),
         )
 
     def _lint(self, raw: dict[str, Any]) -> LintSettings:

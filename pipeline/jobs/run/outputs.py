@@ -202,6 +202,7 @@ def write_card(
         description=f"MMS threads built by `mms run` from {len(config.inputs)} input(s).",
         license=license_fields([spec.license for spec in config.inputs]),
         sources=[config.recorded_path(spec.path) for spec in config.inputs],
+        languages=sorted({language for spec in config.inputs for language in spec.language}),
         tags=tags,
         splits={name: [f"data/{s.name}" for s in split] for name, split in shards.items()},
         features=schema,
