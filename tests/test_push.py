@@ -7,11 +7,13 @@ unfinished or unlisted output is refused before anything is sent."""
 from __future__ import annotations
 
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
 import huggingface_hub.constants
+import huggingface_hub.utils._http
 import orjson
 import pyarrow.parquet as pq
 import pytest
@@ -211,3 +213,20 @@ def test_a_run_with_push_to_hub_publishes_when_it_succeeds(hub: HubStandIn, tmp_
     assert "manifest.json" in files and "data/train-00000-of-00001.parquet" in files
     manifest = orjson.loads(files["manifest.json"])
     assert manifest["config"]["push_to_hub"] == {"repo": REPO_ID, "private": True}
+
+
+def test_without_a_token_or_a_reachable_hub_the_push_says_so(
+    output: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    result = CliRunner().invoke(main, ["push", str(output), REPO_ID])
+    assert result.exit_code == 1 and "no Hub token" in result.output
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", closed)
+    # the client retries a refused connection with backoff (23 s): not its waits here
+    monkeypatch.setattr(huggingface_hub.utils._http.time, "sleep", lambda seconds: None)
+    result = push(output, "--dry-run")
+    assert result.exit_code == 1 and f"cannot reach the Hub at {closed}" in result.output

@@ -27,8 +27,6 @@ from pipeline.output.card import card_for_repository
 MANIFEST = "manifest.json"
 CARD = "README.md"
 WORK_DIR = ".work"
-UPLOAD_CACHE = ".cache/huggingface"
-"""Where `huggingface_hub` keeps the state of an upload from a folder: left out."""
 OWNED = ("data/", "tokenizer/", "reports/", "quarantine/")
 """The repository folders an output fills: a remote file there that the output does not
 have (a shard of an earlier push) is deleted; other remote files (.gitattributes, files a
@@ -162,10 +160,12 @@ def push_output(
     """Push the output folder `out` to the dataset repository `repo_id` (see the module
     docstring); with `dry_run`, only say what would be sent. `token` defaults to HF_TOKEN
     or the cached login; `endpoint` to the Hub's (HF_ENDPOINT)."""
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, get_token
     from huggingface_hub.errors import HfHubHTTPError
 
     out = Path(out)
+    if not dry_run and not (token or get_token()):
+        raise PushError("no Hub token: pass --token, set HF_TOKEN, or log in with `hf auth login`")
     api = HfApi(endpoint=endpoint, token=token)
     try:
         plan = plan_push(api, out, repo_id, revision)
@@ -191,6 +191,10 @@ def push_output(
                 progress(done, len(batches))
     except HfHubHTTPError as err:
         raise PushError(f"the Hub refused: {_first_line(err)}") from None
+    except Exception as err:
+        if not _unreachable(err):
+            raise
+        raise PushError(f"cannot reach the Hub at {api.endpoint}: {_first_line(err)}") from None
     return result
 
 
@@ -235,11 +239,9 @@ def _listed(manifest: dict[str, Any]) -> set[str]:
 
 
 def _files_under(out: Path) -> Iterator[str]:
-    """Every file under `out` (relative, POSIX), but the upload client's own state."""
-    for directory, folders, names in os.walk(out):
+    """Every file under `out` (relative, POSIX)."""
+    for directory, _, names in os.walk(out):
         relative = Path(directory).relative_to(out).as_posix()
-        if relative == ".cache":
-            folders[:] = [name for name in folders if name != "huggingface"]
         for name in names:
             yield name if relative == "." else f"{relative}/{name}"
 
@@ -270,6 +272,13 @@ def _matches(file: LocalFile, remote: Any) -> bool:
     if lfs is not None:
         return lfs.sha256 == file.sha256
     return remote.blob_id == file.blob_id
+
+
+def _unreachable(err: Exception) -> bool:
+    """Whether `err` says the Hub could not be reached (the HTTP client's transport errors,
+    whichever client huggingface_hub uses, or the operating system's)."""
+    client = type(err).__module__.split(".")[0]
+    return isinstance(err, OSError) or client in ("httpx", "httpx2", "requests", "urllib3")
 
 
 def _first_line(err: Exception) -> str:
