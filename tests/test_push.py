@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 from huggingface_hub import DatasetCard
 
+import pipeline.jobs.push
 from pipeline.cli import main
 from pipeline.jobs.push import PushError, push_output
 from pipeline.loader import OutputLoader
@@ -230,3 +231,27 @@ def test_without_a_token_or_a_reachable_hub_the_push_says_so(
     monkeypatch.setattr(huggingface_hub.utils._http.time, "sleep", lambda seconds: None)
     result = push(output, "--dry-run")
     assert result.exit_code == 1 and f"cannot reach the Hub at {closed}" in result.output
+
+
+def test_a_big_output_goes_in_several_commits_the_manifest_last_and_resumes(
+    output: Path, hub: HubStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of BATCH_FILES files (3 here): the repository shows no manifest until every
+    file it lists is there, and a push stopped between batches sends only the rest."""
+    monkeypatch.setattr(pipeline.jobs.push, "BATCH_FILES", 3)
+    hub.fail("commit", status=500, times=1, skip=2)  # the third commit fails
+    with pytest.raises(PushError):
+        push_output(output, REPO_ID, token="hf_fake")
+    partial = hub.commits(REPO_ID)
+    assert len(partial) == 3 and "manifest.json" not in partial[-1].files
+    sent = len(hub.uploads)
+    result = push_output(output, REPO_ID, token="hf_fake")
+    files = manifest_files(output)
+    batches = -(-(len(files) - 2) // 3)  # the card and the manifest go in their own commit
+    assert len(partial) - 1 + len(result.commits) == batches + 1
+    final = hub.commits(REPO_ID)[-1].files
+    assert set(final) >= files and "manifest.json" in final
+    resent = {upload.name for upload in hub.uploads[sent:]}
+    done = {path for commit in partial for path in commit.files}
+    assert not resent & (done - {"README.md", "manifest.json", ".gitattributes"})
+    assert sum(upload.kind == "lfs" for upload in hub.uploads) == 2  # each shard sent once
