@@ -15,6 +15,15 @@ settings.register_profile("mms", derandomize=True, max_examples=300, deadline=No
 settings.load_profile("mms")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def proofs_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tokenizer proofs cache (pipeline/tokenize/proofs.py) of this test session, never
+    the user's; the runs a test starts inherit it."""
+    folder = tmp_path_factory.mktemp("mms-cache")
+    os.environ["MMS_CACHE_DIR"] = str(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def shared() -> Path:
     """The ../shared folder of real public files; tests using it skip when it is absent."""

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 from tokenizers import Tokenizer
 
+from pipeline.tokenize.proofs import remember_for, remembered
 from pipeline.tokenize.text_encoding import TextEncoder, build_text_encoder
 
 CONTROL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token")
@@ -100,6 +101,8 @@ def tokenizer_files(spec: str | Path) -> tuple[Path, Path | None]:
     return _hub_cache_files(str(spec))
 
 
+FILE_FACT = "tokenizer_file"
+"""The proof that a file is a tokenizer.json `check_tokenizer` accepts."""
 MODEL_VOCABULARIES: dict[str, type] = {
     "BPE": dict,
     "WordPiece": dict,
@@ -119,6 +122,13 @@ def check_tokenizer(spec: str | Path) -> None:
         data = file.read_bytes()
     except OSError as err:
         raise TokenizerLoadError(f"cannot read {file}: {err.strerror or err}") from None
+    remembered(hashlib.sha256(data).hexdigest(), FILE_FACT, partial(_check_model, file, data))
+    _config(config_file)
+
+
+def _check_model(file: Path, data: bytes) -> bool:
+    """True when `data` is a tokenizer.json with a model `check_tokenizer` accepts; raises
+    TokenizerLoadError otherwise."""
     model = _tokenizer_json(file, data)["model"]
     kind = model.get("type") if isinstance(model, dict) else None
     if kind not in MODEL_VOCABULARIES:
@@ -131,18 +141,21 @@ def check_tokenizer(spec: str | Path) -> None:
         raise TokenizerLoadError(f"cannot load {file}: its {kind} model has no vocab")
     if kind == "BPE" and not isinstance(model.get("merges"), list):
         raise TokenizerLoadError(f"cannot load {file}: its BPE model has no merges")
-    _config(config_file)
+    return True
 
 
 def _load_file(file: Path, config_file: Path | None, *, allow_tiktoken: bool) -> LoadedTokenizer:
     data = file.read_bytes()
+    sha256 = hashlib.sha256(data).hexdigest()
     parsed = _tokenizer_json(file, data)
     config = _config(config_file)
     try:
-        encoder = build_text_encoder(parsed, _control_tokens(config), fast=allow_tiktoken)
+        encoder = build_text_encoder(
+            parsed, _control_tokens(config), fast=allow_tiktoken, remember=remember_for(sha256)
+        )
     except Exception as err:  # tokenizers raises a bare Exception
         raise TokenizerLoadError(f"cannot load {file}: {_cause(data, err)}") from None
-    return LoadedTokenizer(file, config, hashlib.sha256(data).hexdigest(), data, encoder)
+    return LoadedTokenizer(file, config, sha256, data, encoder)
 
 
 def _tokenizer_json(file: Path, data: bytes) -> dict[str, Any]:

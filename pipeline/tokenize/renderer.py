@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Literal
 
 import numpy as np
@@ -23,6 +24,7 @@ from tokenizers import Tokenizer
 
 from pipeline.mms import Message, Thread
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError
+from pipeline.tokenize.proofs import remembered
 from pipeline.tokenize.special import (
     MMS_SPECIAL_TOKENS,
     PAD,
@@ -42,6 +44,9 @@ assistant turn. Both leave a message its source weighted 0 untrained, halt inclu
 
 _ROLE, _NAME, _FORMAT, _CONTENT, _END_TURN, _BOS = range(6)
 """Pool slots of the one-token pieces; text pieces follow them."""
+SHIPPED_IDS_FACT = "mms_token_ids"
+"""The proof (pipeline/tokenize/proofs.py) of the ids a shipped tokenizer.json gives the MMS
+tokens when `tokenizers` parses it."""
 _SPECIAL_SLOTS = 6
 PAD_SOURCES = ("pad_token", "eos_token", "unk_token")
 """Where the shipped pad token comes from, in order: the base's own pad, else its eos, else
@@ -209,15 +214,9 @@ class Renderer:
         nothing is done."""
         if self._text.name == "tokenizers" or self._shipped_checked:
             return
-        try:  # not kept: a large vocabulary holds a hundred MB a worker would carry on
-            tokenizer = Tokenizer.from_str(self.tokenizer_json().decode("utf-8"))
-        except Exception as err:  # tokenizers raises a bare Exception
-            raise TokenizerLoadError(
-                f"{self._source}: `tokenizers` cannot load the tokenizer: {err}"
-            ) from None
-        found = {token: tokenizer.token_to_id(token) for token in MMS_SPECIAL_TOKENS}
-        del tokenizer
-        _return_freed_memory()
+        shipped = self.tokenizer_json()
+        sha256 = hashlib.sha256(shipped).hexdigest()
+        found = remembered(sha256, SHIPPED_IDS_FACT, partial(self._parsed_ids, shipped))
         for token, number in self.special_ids.as_dict().items():
             if found[token] != number:
                 raise TokenizerLoadError(
@@ -225,6 +224,19 @@ class Renderer:
                     f"{found[token]}, not {number} as rendered"
                 )
         self._shipped_checked = True
+
+    def _parsed_ids(self, shipped: bytes) -> dict[str, int | None]:
+        """The ids the shipped tokenizer.json gives the MMS tokens, parsed by `tokenizers`."""
+        try:  # not kept: a large vocabulary holds a hundred MB a worker would carry on
+            tokenizer = Tokenizer.from_str(shipped.decode("utf-8"))
+        except Exception as err:  # tokenizers raises a bare Exception
+            raise TokenizerLoadError(
+                f"{self._source}: `tokenizers` cannot load the tokenizer: {err}"
+            ) from None
+        found = {token: tokenizer.token_to_id(token) for token in MMS_SPECIAL_TOKENS}
+        del tokenizer
+        _return_freed_memory()
+        return found
 
     # ------------------------------------------------------------------ API
 

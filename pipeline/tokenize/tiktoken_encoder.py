@@ -13,11 +13,16 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from itertools import pairwise
 from typing import Any
 
 import tiktoken
+
+from pipeline.tokenize.proofs import Remember
+
+MERGES_FACT = "tiktoken_merges_follow_ranks"
+"""The proof (pipeline/tokenize/proofs.py) that the BPE merges follow the ranks tiktoken uses."""
 
 KNOWN_PATTERNS: frozenset[str] = frozenset(
     {
@@ -116,10 +121,11 @@ class TiktokenTextEncoder:
 
 
 def tiktoken_encoder(
-    data: dict[str, Any], special: Iterable[str] = ()
+    data: dict[str, Any], special: Iterable[str] = (), remember: Remember | None = None
 ) -> TiktokenTextEncoder | None:
     """The tiktoken encoder of the parsed tokenizer.json `data`, or None when tiktoken is not
-    known to give exactly its ids. `special` names the added tokens encoded as plain text."""
+    known to give exactly its ids. `special` names the added tokens encoded as plain text;
+    `remember` keeps what the costly merges check proved about this file."""
     pattern = _split_pattern(data.get("pre_tokenizer"))
     normalizer = data.get("normalizer")
     model = data.get("model")
@@ -132,7 +138,10 @@ def tiktoken_encoder(
     if ordinary is None:  # before the costly checks of the vocabulary and merges
         return None
     ranks = _byte_ranks(model["vocab"])
-    if ranks is None or not _merges_follow_ranks(model["vocab"], model["merges"]):
+    if ranks is None:
+        return None
+    check = partial(_merges_follow_ranks, model["vocab"], model["merges"])
+    if not (remember(MERGES_FACT, check) if remember is not None else check()):
         return None
     return TiktokenTextEncoder(
         model["vocab"],

@@ -1,0 +1,101 @@
+"""What is proven about a tokenizer file, remembered per sha256 of its bytes in the user's
+cache: the checks a run makes of the same tokenizer every time (is it a tokenizer at all,
+does tiktoken give exactly its ids, does the shipped tokenizer give the MMS tokens their
+ids) take seconds on a 128k vocabulary and never change for the same bytes. An entry holds
+for the library versions that proved it; it is written whole (a temporary file renamed),
+so runs at the same time can share the cache. MMS_CACHE_DIR names the folder (`off`: none),
+else $XDG_CACHE_HOME/mms-pipeline or ~/.cache/mms-pipeline."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from contextlib import suppress
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from pipeline.version import __version__
+
+CACHE_ENV = "MMS_CACHE_DIR"
+OFF = "off"
+Value = TypeVar("Value")
+Remember = Callable[[str, Callable[[], Any]], Any]
+"""`remember(fact, prove)`: the fact's value for one tokenizer file, proven once."""
+
+
+def cache_folder() -> Path | None:
+    """Where proofs are kept, None when the cache is off."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen == OFF:
+        return None
+    if chosen:
+        return Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mms-pipeline"
+
+
+@cache
+def proving_versions() -> dict[str, str]:
+    """The versions whose code proved a fact: another version proves it again."""
+    found = {"mms-pipeline": __version__}
+    for name in ("tokenizers", "tiktoken"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def remembered(sha256: str, fact: str, prove: Callable[[], Value]) -> Value:
+    """The value of `fact` for the tokenizer file whose bytes hash to `sha256`: from the
+    cache, or `prove()` (JSON data; an exception is not remembered) and kept."""
+    folder = cache_folder()
+    if folder is None:
+        return prove()
+    path = folder / "tokenizers" / f"{sha256}.json"
+    facts = _facts(path)
+    if fact in facts:
+        return facts[fact]  # type: ignore[no-any-return]
+    value = prove()
+    _keep(path, {**facts, fact: value})
+    return value
+
+
+def remember_for(sha256: str) -> Remember:
+    """`remembered` for one tokenizer file."""
+    return lambda fact, prove: remembered(sha256, fact, prove)
+
+
+def _facts(path: Path) -> dict[str, Any]:
+    """The facts of a cache entry proven by these versions; none when there is no such
+    entry, it is unreadable, or other versions proved it."""
+    try:
+        entry = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    if not isinstance(entry, dict) or entry.get("versions") != proving_versions():
+        return {}
+    facts = entry.get("facts")
+    return facts if isinstance(facts, dict) else {}
+
+
+def _keep(path: Path, facts: dict[str, Any]) -> None:
+    """Write the entry whole; a cache that cannot be written is no cache (never an error)."""
+    entry = orjson.dumps({"versions": proving_versions(), "facts": facts})
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(entry)
+        os.replace(temp, path)
+    except OSError:
+        with suppress(OSError):
+            os.unlink(temp)

@@ -1,0 +1,99 @@
+"""What is proven about a tokenizer file is remembered per sha256 of its bytes
+(pipeline/tokenize/proofs.py): a second load uses it, an entry of other library versions or
+an unreadable one is proven again, a cache that is off or cannot be written changes nothing
+but the time, and a remembered fact is still checked against what the run renders."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pipeline.output.tokenizer import write_tokenizer
+from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
+from pipeline.tokenize.proofs import CACHE_ENV, proving_versions
+
+SMALL = "tokenizers/torchtune_test_assets/tokenizer.json"
+"""A small byte-level BPE converted from tiktoken (158 kB): tiktoken encodes it."""
+
+
+@pytest.fixture
+def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_ENV, str(folder))
+    return folder
+
+
+@pytest.fixture
+def small(shared: Path) -> Path:
+    return shared / SMALL
+
+
+def entry(cache: Path, file: Path) -> Path:
+    return cache / "tokenizers" / f"{hashlib.sha256(file.read_bytes()).hexdigest()}.json"
+
+
+def test_a_proof_is_kept_and_used_by_the_next_load(cache: Path, small: Path) -> None:
+    assert load_tokenizer(small).text_encoder.name == "tiktoken"
+    kept = orjson.loads(entry(cache, small).read_bytes())
+    assert kept == {"versions": proving_versions(), "facts": {"tiktoken_merges_follow_ranks": True}}
+    # what the cache says is what the next load believes: claim the opposite
+    entry(cache, small).write_bytes(
+        orjson.dumps({**kept, "facts": {"tiktoken_merges_follow_ranks": False}})
+    )
+    assert load_tokenizer(small).text_encoder.name == "tokenizers"
+
+
+def test_other_versions_or_a_broken_entry_are_proven_again(cache: Path, small: Path) -> None:
+    path = entry(cache, small)
+    path.parent.mkdir(parents=True)
+    stale = {"versions": {**proving_versions(), "tokenizers": "0.0.1"}, "facts": {}}
+    stale["facts"]["tiktoken_merges_follow_ranks"] = False
+    for content in (orjson.dumps(stale), b"{not json", b"[]"):
+        path.write_bytes(content)
+        assert load_tokenizer(small).text_encoder.name == "tiktoken"
+        assert orjson.loads(path.read_bytes())["versions"] == proving_versions()
+
+
+def test_a_cache_that_is_off_or_unwritable_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, small: Path
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, "off")
+    assert load_tokenizer(small).text_encoder.name == "tiktoken"
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv(CACHE_ENV, str(blocked))
+    assert load_tokenizer(small).text_encoder.name == "tiktoken"
+    assert blocked.read_text() == "not a folder"
+
+
+def test_remembered_ids_of_the_shipped_tokenizer_are_still_checked(
+    cache: Path, small: Path, tmp_path: Path
+) -> None:
+    base = load_tokenizer(small)
+    first = tmp_path / "first"
+    first.mkdir()
+    write_tokenizer(first, Renderer(base), base)
+    shipped = first / "tokenizer.json"
+    kept = orjson.loads(entry(cache, shipped).read_bytes())
+    ids = kept["facts"]["mms_token_ids"]
+    assert ids == orjson.loads((first / "mms_special_tokens.json").read_bytes())["special_tokens"]
+    kept["facts"]["mms_token_ids"] = {**ids, "<|role|>": 7}
+    entry(cache, shipped).write_bytes(orjson.dumps(kept))
+    second = tmp_path / "second"
+    second.mkdir()
+    with pytest.raises(TokenizerLoadError, match=r"gives <\|role\|> the id 7"):
+        write_tokenizer(second, Renderer(load_tokenizer(small)), base)
+
+
+def test_an_invalid_file_is_never_remembered_as_valid(cache: Path, tmp_path: Path) -> None:
+    from pipeline.tokenize.loading import check_tokenizer
+
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text('{"model": {"type": "Nope"}}')
+    for _ in range(2):
+        with pytest.raises(TokenizerLoadError, match="unknown model type"):
+            check_tokenizer(bad)
+    assert not entry(cache, bad).exists()
