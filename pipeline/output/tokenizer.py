@@ -28,8 +28,8 @@ def write_tokenizer(
     special ids, the BOS (if rendered), the text encoder, how the vocabulary grew and both
     tokenizers' sha256. No Tokenizer is serialized; one is parsed only to check the file
     when tiktoken encoded the text."""
-    renderer.check_shipped_tokenizer()
     augmented = renderer.tokenizer_json()
+    renderer.check_shipped_tokenizer(augmented)
     file = directory / "tokenizer.json"
     with atomic_output(file) as out:
         out.write(augmented)

@@ -206,15 +206,16 @@ class Renderer:
         """Which library encodes the text pieces: `tiktoken` or `tokenizers`."""
         return self._text.name
 
-    def check_shipped_tokenizer(self) -> None:
+    def check_shipped_tokenizer(self, shipped: bytes | None = None) -> None:
         """When tiktoken encoded, which never parses the tokenizer.json: parse the augmented
         tokenizer with `tokenizers`, as a trainer will, and check it gives the MMS tokens the
         ids they were rendered with (TokenizerLoadError naming the file if not). Done
         once per renderer; with the `tokenizers` encoder the base was parsed already, and
-        nothing is done."""
+        nothing is done. `shipped`: the augmented tokenizer.json, when the caller has it."""
         if self._text.name == "tokenizers" or self._shipped_checked:
             return
-        shipped = self.tokenizer_json()
+        if shipped is None:
+            shipped = self.tokenizer_json()
         sha256 = hashlib.sha256(shipped).hexdigest()
         found = remembered(sha256, SHIPPED_IDS_FACT, partial(self._parsed_ids, shipped))
         for token, number in self.special_ids.as_dict().items():
