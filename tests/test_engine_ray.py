@@ -160,7 +160,8 @@ def test_a_ray_run_whose_driver_is_killed_resumes_to_the_same_bytes(
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     done = len(list(units.glob("*/DONE")))
-    assert 3 <= done < 25, f"the run was not killed mid-way ({done} parts done)"
+    total = len(orjson.loads((out / ".work" / "plan.json").read_bytes())["units"])
+    assert 3 <= done < total, f"the run was not killed mid-way ({done} of {total} parts done)"
     assert not (out / "manifest.json").exists()
     resumed = run_cli(str(config), "-o", str(out), "--engine", "ray")
     assert resumed.exit_code == 0, resumed.output
