@@ -35,22 +35,33 @@ def entry(cache: Path, file: Path) -> Path:
     return cache / "tokenizers" / f"{hashlib.sha256(file.read_bytes()).hexdigest()}.json"
 
 
+def recipe_fact(kept: dict) -> str:
+    (name,) = [fact for fact in kept["facts"] if fact.startswith("tiktoken_recipe:")]
+    return name
+
+
 def test_a_proof_is_kept_and_used_by_the_next_load(cache: Path, small: Path) -> None:
-    assert load_tokenizer(small).text_encoder.name == "tiktoken"
+    first = load_tokenizer(small)
+    assert first.text_encoder.name == "tiktoken"
     kept = orjson.loads(entry(cache, small).read_bytes())
-    assert kept == {"versions": proving_versions(), "facts": {"tiktoken_merges_follow_ranks": True}}
-    # what the cache says is what the next load believes: claim the opposite
-    entry(cache, small).write_bytes(
-        orjson.dumps({**kept, "facts": {"tiktoken_merges_follow_ranks": False}})
-    )
+    assert kept["versions"] == proving_versions()
+    recipe = kept["facts"][recipe_fact(kept)]
+    assert recipe["pattern"] and len(recipe["vocab"]) == first.text_encoder.base_vocab_size()
+    again = load_tokenizer(small)  # from the recipe: the same ids, no tokenizer.json parsed
+    text = "Hello, wörld! 12345 <|role|> \n\n  tabs\tand 😀"
+    assert again.text_encoder.encode_ids([text]) == first.text_encoder.encode_ids([text])
+    assert again.text_encoder.added_tokens() == first.text_encoder.added_tokens()
+    # what the cache says is what the next load believes: claim tiktoken does not fit
+    kept["facts"][recipe_fact(kept)] = None
+    entry(cache, small).write_bytes(orjson.dumps(kept))
     assert load_tokenizer(small).text_encoder.name == "tokenizers"
 
 
 def test_other_versions_or_a_broken_entry_are_proven_again(cache: Path, small: Path) -> None:
     path = entry(cache, small)
-    path.parent.mkdir(parents=True)
-    stale = {"versions": {**proving_versions(), "tokenizers": "0.0.1"}, "facts": {}}
-    stale["facts"]["tiktoken_merges_follow_ranks"] = False
+    load_tokenizer(small)
+    fact = recipe_fact(orjson.loads(path.read_bytes()))
+    stale = {"versions": {**proving_versions(), "tokenizers": "0.0.1"}, "facts": {fact: None}}
     for content in (orjson.dumps(stale), b"{not json", b"[]"):
         path.write_bytes(content)
         assert load_tokenizer(small).text_encoder.name == "tiktoken"

@@ -13,8 +13,9 @@ from typing import Any
 import orjson
 from tokenizers import Tokenizer
 
-from pipeline.tokenize.proofs import remember_for, remembered
+from pipeline.tokenize.proofs import remembered
 from pipeline.tokenize.text_encoding import TextEncoder, build_text_encoder
+from pipeline.tokenize.tiktoken_encoder import encoder_from_recipe, tiktoken_recipe
 
 CONTROL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token")
 
@@ -102,6 +103,9 @@ def tokenizer_files(spec: str | Path) -> tuple[Path, Path | None]:
 
 
 FILE_FACT = "tokenizer_file"
+RECIPE_FACT = "tiktoken_recipe"
+"""What the tiktoken encoder of a file is built from (None: tiktoken does not give its ids),
+per control tokens of its config."""
 """The proof that a file is a tokenizer.json `check_tokenizer` accepts."""
 MODEL_VOCABULARIES: dict[str, type] = {
     "BPE": dict,
@@ -147,12 +151,21 @@ def _check_model(file: Path, data: bytes) -> bool:
 def _load_file(file: Path, config_file: Path | None, *, allow_tiktoken: bool) -> LoadedTokenizer:
     data = file.read_bytes()
     sha256 = hashlib.sha256(data).hexdigest()
-    parsed = _tokenizer_json(file, data)
     config = _config(config_file)
+    controls = _control_tokens(config)
+
+    def recipe() -> dict[str, Any] | None:
+        return tiktoken_recipe(_tokenizer_json(file, data), controls)
+
     try:
-        encoder = build_text_encoder(
-            parsed, _control_tokens(config), fast=allow_tiktoken, remember=remember_for(sha256)
-        )
+        # remembered: a later load of the same file parses no tokenizer.json
+        fact = RECIPE_FACT + ":" + "\n".join(controls)
+        found = remembered(sha256, fact, recipe) if allow_tiktoken else None
+        encoder = encoder_from_recipe(found) if found is not None else None
+        if encoder is None:
+            encoder = build_text_encoder(_tokenizer_json(file, data), controls, fast=False)
+    except TokenizerLoadError:
+        raise
     except Exception as err:  # tokenizers raises a bare Exception
         raise TokenizerLoadError(f"cannot load {file}: {_cause(data, err)}") from None
     return LoadedTokenizer(file, config, sha256, data, encoder)

@@ -24,8 +24,6 @@ from pipeline.version import __version__
 CACHE_ENV = "MMS_CACHE_DIR"
 OFF = "off"
 Value = TypeVar("Value")
-Remember = Callable[[str, Callable[[], Any]], Any]
-"""`remember(fact, prove)`: the fact's value for one tokenizer file, proven once."""
 
 
 def cache_folder() -> Path | None:
@@ -62,13 +60,8 @@ def remembered(sha256: str, fact: str, prove: Callable[[], Value]) -> Value:
     if fact in facts:
         return facts[fact]  # type: ignore[no-any-return]
     value = prove()
-    _keep(path, {**facts, fact: value})
+    _keep(path, {**_facts(path), fact: value})  # read again: another run may have added some
     return value
-
-
-def remember_for(sha256: str) -> Remember:
-    """`remembered` for one tokenizer file."""
-    return lambda fact, prove: remembered(sha256, fact, prove)
 
 
 def _facts(path: Path) -> dict[str, Any]:

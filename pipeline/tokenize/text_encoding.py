@@ -10,7 +10,6 @@ from typing import Any, Protocol
 import orjson
 from tokenizers import Tokenizer
 
-from pipeline.tokenize.proofs import Remember
 from pipeline.tokenize.tiktoken_encoder import tiktoken_encoder
 
 TEXT_ENCODERS = ("auto", "tokenizers")
@@ -71,18 +70,13 @@ class TokenizersTextEncoder:
 
 
 def build_text_encoder(
-    data: dict[str, Any],
-    control_tokens: Iterable[str] = (),
-    *,
-    fast: bool = True,
-    remember: Remember | None = None,
+    data: dict[str, Any], control_tokens: Iterable[str] = (), *, fast: bool = True
 ) -> TextEncoder:
     """The text encoder of the parsed tokenizer.json `data`: tiktoken when `fast` and it is
     known to give the same ids, else `tokenizers` (which parses the file: about a second for
-    a large vocabulary). `control_tokens` (bos/eos/... from the config) are plain text;
-    `remember` keeps what was proven about the file (pipeline/tokenize/proofs.py)."""
+    a large vocabulary). `control_tokens` (bos/eos/... from the config) are plain text."""
     controls = tuple(control_tokens)
-    found = tiktoken_encoder(data, controls, remember) if fast else None
+    found = tiktoken_encoder(data, controls) if fast else None
     return found if found is not None else TokenizersTextEncoder(text_encoder(data, controls))
 
 

@@ -13,16 +13,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from functools import cached_property, lru_cache, partial
+from functools import cached_property, lru_cache
 from itertools import pairwise
 from typing import Any
 
 import tiktoken
-
-from pipeline.tokenize.proofs import Remember
-
-MERGES_FACT = "tiktoken_merges_follow_ranks"
-"""The proof (pipeline/tokenize/proofs.py) that the BPE merges follow the ranks tiktoken uses."""
 
 KNOWN_PATTERNS: frozenset[str] = frozenset(
     {
@@ -121,11 +116,19 @@ class TiktokenTextEncoder:
 
 
 def tiktoken_encoder(
-    data: dict[str, Any], special: Iterable[str] = (), remember: Remember | None = None
+    data: dict[str, Any], special: Iterable[str] = ()
 ) -> TiktokenTextEncoder | None:
     """The tiktoken encoder of the parsed tokenizer.json `data`, or None when tiktoken is not
-    known to give exactly its ids. `special` names the added tokens encoded as plain text;
-    `remember` keeps what the costly merges check proved about this file."""
+    known to give exactly its ids. `special` names the added tokens encoded as plain text."""
+    recipe = tiktoken_recipe(data, special)
+    return encoder_from_recipe(recipe) if recipe is not None else None
+
+
+def tiktoken_recipe(data: dict[str, Any], special: Iterable[str] = ()) -> dict[str, Any] | None:
+    """What the tiktoken encoder of the parsed tokenizer.json `data` is built from (JSON
+    data: the vocabulary, the split pattern, NFC or not, the added tokens and those matched
+    in text), or None when tiktoken is not known to give exactly its ids. The proofs cache
+    keeps it, so a later load of the same file parses no tokenizer.json."""
     pattern = _split_pattern(data.get("pre_tokenizer"))
     normalizer = data.get("normalizer")
     model = data.get("model")
@@ -137,19 +140,31 @@ def tiktoken_encoder(
     ordinary = _ordinary_added(added_tokens, set(special), model["vocab"])
     if ordinary is None:  # before the costly checks of the vocabulary and merges
         return None
-    ranks = _byte_ranks(model["vocab"])
+    if _byte_ranks(model["vocab"]) is None:
+        return None
+    if not _merges_follow_ranks(model["vocab"], model["merges"]):
+        return None
+    return {
+        "vocab": model["vocab"],
+        "pattern": pattern,
+        "nfc": normalizer is not None,
+        "added": [[added["id"], added["content"]] for added in added_tokens],
+        "ordinary": ordinary,
+    }
+
+
+def encoder_from_recipe(recipe: dict[str, Any]) -> TiktokenTextEncoder | None:
+    """The tiktoken encoder a `tiktoken_recipe` describes."""
+    ranks = _byte_ranks(recipe["vocab"])
     if ranks is None:
         return None
-    check = partial(_merges_follow_ranks, model["vocab"], model["merges"])
-    if not (remember(MERGES_FACT, check) if remember is not None else check()):
-        return None
     return TiktokenTextEncoder(
-        model["vocab"],
+        recipe["vocab"],
         ranks,
-        pattern,
-        nfc=normalizer is not None,
-        added={added["id"]: added["content"] for added in added_tokens},
-        ordinary_added=ordinary,
+        recipe["pattern"],
+        nfc=recipe["nfc"],
+        added={number: content for number, content in recipe["added"]},
+        ordinary_added=recipe["ordinary"],
     )
 
 
