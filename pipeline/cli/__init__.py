@@ -3,28 +3,46 @@ job and printing a terse summary; the group here registers them."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
 import click
 
-from pipeline.cli.convert import convert_command
-from pipeline.cli.formats import formats_command
-from pipeline.cli.inspect import inspect_command
-from pipeline.cli.lint import lint_command
 from pipeline.cli.output import stderr
-from pipeline.cli.pack import pack_command
-from pipeline.cli.push import push_command
-from pipeline.cli.rules import rules_command
-from pipeline.cli.run import run_command
-from pipeline.cli.tokenize import tokenize_command
-from pipeline.cli.verify import verify_command
 from pipeline.version import __version__
+
+COMMANDS = {
+    "formats": "pipeline.cli.formats:formats_command",
+    "convert": "pipeline.cli.convert:convert_command",
+    "lint": "pipeline.cli.lint:lint_command",
+    "rules": "pipeline.cli.rules:rules_command",
+    "tokenize": "pipeline.cli.tokenize:tokenize_command",
+    "inspect": "pipeline.cli.inspect:inspect_command",
+    "run": "pipeline.cli.run:run_command",
+    "verify": "pipeline.cli.verify:verify_command",
+    "pack": "pipeline.cli.pack:pack_command",
+    "push": "pipeline.cli.push:push_command",
+}
+"""Each command and where it lives: a command's module is imported only when it runs (or
+help lists it), so `mms run` does not load what `mms push` or `mms lint` need."""
 
 
 class _Group(click.Group):
-    """The `mms` group: an unexpected failure (a bug) prints one line saying so, never a
-    traceback; MMS_DEBUG=1 shows the traceback for a bug report."""
+    """The `mms` group: commands loaded from COMMANDS when asked for; an unexpected failure
+    (a bug) prints one line saying so, never a traceback; MMS_DEBUG=1 shows the traceback
+    for a bug report."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attribute = target.split(":")
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        return command
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -60,15 +78,3 @@ def main() -> None:
       mms verify out/quickstart                check an output without trusting it
       mms push out/quickstart ORG/NAME         publish it to the Hugging Face Hub
     """
-
-
-main.add_command(formats_command)
-main.add_command(convert_command)
-main.add_command(lint_command)
-main.add_command(rules_command)
-main.add_command(tokenize_command)
-main.add_command(inspect_command)
-main.add_command(run_command)
-main.add_command(verify_command)
-main.add_command(pack_command)
-main.add_command(push_command)
