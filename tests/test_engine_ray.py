@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -47,10 +48,12 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "RAY_AUTH_MODE": "disabled"},
         )  # fmt: skip
     deadline = time.monotonic() + 120
-    while "Ray runtime started" not in log.read_text(errors="replace"):
+    said = None
+    while said is None:  # started: it says the address it gives itself (its node's IP)
+        said = re.search(r"--address='([^']+)'", log.read_text(errors="replace"))
         assert head.poll() is None and time.monotonic() < deadline, log.read_text()
         time.sleep(0.1)
-    address = f"{socket.gethostbyname(socket.gethostname())}:{port}"
+    address = said.group(1)
     previous = os.environ.get("RAY_ADDRESS")
     os.environ["RAY_ADDRESS"] = address
     try:
