@@ -387,4 +387,4 @@ def test_push_to_hub_is_read_and_left_out_of_the_digest(tmp_path: Path) -> None:
     err = error_of(
         tmp_path, MINIMAL.replace("output: out", "output:\n  path: out\n  push_to_hub: no id")
     )
-    assert err.line == 6
+    assert err.line == 6 and err.reason == "'no id' is not a Hub repository id like ORG/NAME"

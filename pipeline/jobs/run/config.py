@@ -323,6 +323,11 @@ def _child(node: yaml.Node, part: PathPart) -> tuple[yaml.Node | None, yaml.Node
     return None
 
 
+EXPECTED_KEY = "x-expected"
+"""A schema annotation (JSON Schema ignores it) saying in words what a `pattern` wants, for
+the error message in place of the regular expression."""
+
+
 def _check_schema(doc: _Document, data: Any) -> None:
     errors = sorted(
         validator(SCHEMA).iter_errors(data), key=lambda e: (json_path(e.absolute_path), e.message)
@@ -336,6 +341,9 @@ def _check_schema(doc: _Document, data: Any) -> None:
         unknown = sorted(k for k in best.instance if k not in known)
         if unknown:
             raise doc.error([*parts, unknown[0]], _unknown_key(unknown[0], known), key=True)
+    expected = best.schema.get(EXPECTED_KEY) if isinstance(best.schema, dict) else None
+    if best.validator == "pattern" and expected:
+        raise doc.error(parts, f"{best.instance!r} is not {expected}")
     raise doc.error(parts, best.message)
 
 
