@@ -122,9 +122,10 @@ class Account:
         if not rows.num_rows or not set(TOKEN_FIGURES) <= set(rows.column_names):
             return
         num_tokens, num_trained = rows["num_tokens"], rows["num_trained"]
+        tokens = pc.sum(num_tokens).as_py() * weight
+        self.tokens += tokens
         if source is not None:
-            source.tokens += pc.sum(num_tokens).as_py() * weight
-        self.tokens += pc.sum(num_tokens).as_py() * weight
+            source.tokens += tokens
         self.trained_tokens += pc.sum(num_trained).as_py() * weight
         self.untrained += pc.sum(pc.equal(num_trained, 0)).as_py() * weight
         self.longest = max(self.longest, pc.max(num_tokens).as_py())

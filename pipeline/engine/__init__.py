@@ -7,11 +7,12 @@ cluster (pipeline/engine/ray.py, the `ray` extra). Both write the same work dire
 from __future__ import annotations
 
 from pipeline.engine.local import LocalRunner
-from pipeline.engine.units import Runner, iter_units, run_units
+from pipeline.engine.units import Partitioner, Runner, iter_units, run_units
 from pipeline.engine.workdir import UnitFailed, WorkdirError, reset_workdir
 
 __all__ = [
     "LocalRunner",
+    "Partitioner",
     "Runner",
     "UnitFailed",
     "WorkdirError",

@@ -7,7 +7,10 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import pyarrow as pa
 
 from pipeline.engine.local import LocalRunner
 from pipeline.engine.workdir import (
@@ -42,6 +45,19 @@ class Runner(Protocol):
         workdir: Path,
         prepare_workers: Callable[[], None] | None,
     ) -> Iterator[Part]: ...
+
+
+@runtime_checkable
+class Partitioner(Protocol):
+    """A runner that can also partition the dataset by key (the Ray runner): it finds the
+    rows whose keys another row shares, so the ordered pass keeps state for those only."""
+
+    def mark_repeated(
+        self,
+        sources: Sequence[str],
+        keys: Callable[[str], pa.Table],
+        publish: Callable[[str, np.ndarray], None],
+    ) -> None: ...
 
 
 def run_units(units: list[Part], process: Process, workdir: Path, **options: Any) -> list[Path]:

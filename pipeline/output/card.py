@@ -17,6 +17,7 @@ from pipeline.accounting import most_first
 from pipeline.lint.report import LintReport
 from pipeline.lint.rules import RULES_BY_CODE
 from pipeline.output.shards import SHARD_FILE
+from pipeline.sources.paths import HF_PREFIX
 from pipeline.tokenize.renderer import IGNORE
 from pipeline.version import __version__
 
@@ -169,7 +170,6 @@ def lint_summary(report: LintReport) -> list[LintRow]:
 
 
 MIXED_LICENSE = "mixed"
-HF_PREFIX = "hf:"
 TASKS = {"task_categories": ["text-generation"], "task_ids": ["dialogue-modeling"]}
 """What MMS threads are for, in the Hub's task taxonomy."""
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-HF_PREFIX = "hf:"
+from pipeline.sources.paths import HF_PREFIX
+
 OUTPUT_FILES = ["data/*", "tokenizer/*", "reports/*", "quarantine/*", "manifest.json", "README.md"]
 """What an output repository holds (a user's own files in it are not fetched)."""
 

@@ -163,7 +163,7 @@ def _load_file(file: Path, config_file: Path | None, *, allow_tiktoken: bool) ->
         found = remembered(sha256, fact, recipe) if allow_tiktoken else None
         encoder = encoder_from_recipe(found) if found is not None else None
         if encoder is None:
-            encoder = build_text_encoder(_tokenizer_json(file, data), controls, fast=False)
+            encoder = build_text_encoder(_tokenizer_json(file, data), controls)
     except TokenizerLoadError:
         raise
     except Exception as err:  # tokenizers raises a bare Exception

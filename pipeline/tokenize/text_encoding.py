@@ -10,8 +10,6 @@ from typing import Any, Protocol
 import orjson
 from tokenizers import Tokenizer
 
-from pipeline.tokenize.tiktoken_encoder import tiktoken_encoder
-
 TEXT_ENCODERS = ("auto", "tokenizers")
 """What a user may ask for: tiktoken where it gives the same ids (`auto`), or `tokenizers`."""
 
@@ -69,15 +67,12 @@ class TokenizersTextEncoder:
         return self.tokenizer.get_vocab_size(with_added_tokens=False)
 
 
-def build_text_encoder(
-    data: dict[str, Any], control_tokens: Iterable[str] = (), *, fast: bool = True
-) -> TextEncoder:
-    """The text encoder of the parsed tokenizer.json `data`: tiktoken when `fast` and it is
-    known to give the same ids, else `tokenizers` (which parses the file: about a second for
-    a large vocabulary). `control_tokens` (bos/eos/... from the config) are plain text."""
-    controls = tuple(control_tokens)
-    found = tiktoken_encoder(data, controls) if fast else None
-    return found if found is not None else TokenizersTextEncoder(text_encoder(data, controls))
+def build_text_encoder(data: dict[str, Any], control_tokens: Iterable[str] = ()) -> TextEncoder:
+    """The `tokenizers` text encoder of the parsed tokenizer.json `data` (a parse of the
+    file: about a second for a large vocabulary); where tiktoken gives the same ids, the
+    loader builds that one from its recipe instead. `control_tokens` (bos/eos/... from the
+    config) are plain text."""
+    return TokenizersTextEncoder(text_encoder(data, tuple(control_tokens)))
 
 
 def text_encoder(data: dict[str, Any], control_tokens: Iterable[str] = ()) -> Tokenizer:

@@ -115,15 +115,6 @@ class TiktokenTextEncoder:
         return ids
 
 
-def tiktoken_encoder(
-    data: dict[str, Any], special: Iterable[str] = ()
-) -> TiktokenTextEncoder | None:
-    """The tiktoken encoder of the parsed tokenizer.json `data`, or None when tiktoken is not
-    known to give exactly its ids. `special` names the added tokens encoded as plain text."""
-    recipe = tiktoken_recipe(data, special)
-    return encoder_from_recipe(recipe) if recipe is not None else None
-
-
 def tiktoken_recipe(data: dict[str, Any], special: Iterable[str] = ()) -> dict[str, Any] | None:
     """What the tiktoken encoder of the parsed tokenizer.json `data` is built from (JSON
     data: the vocabulary, the split pattern, NFC or not, the added tokens and those matched

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.accounting import Account
-from pipeline.engine import LocalRunner, Runner, iter_units
+from pipeline.engine import LocalRunner, Partitioner, Runner, iter_units
 from pipeline.engine.ray import RayRunner, RaySettings
 from pipeline.formats import AUTO, get_format
 from pipeline.formats.detect import detect
@@ -133,10 +133,10 @@ def _partition(
     workdir: Path,
     progress: Callable[[str, int, int], None] | None,
 ) -> tuple[Iterable[Path], RepeatedRows | None]:
-    """On an engine that partitions (Ray), let the map side finish, then find the rows
-    whose keys repeat (pipeline/jobs/run/partition.py); elsewhere the ordered pass takes
-    the parts as they become ready and keeps every key itself."""
-    stages = partitioned(run_stages(config, Side())) if isinstance(runner, RayRunner) else []
+    """On an engine that partitions (a Partitioner: Ray), let the map side finish, then
+    find the rows whose keys repeat (pipeline/jobs/run/partition.py); elsewhere the ordered
+    pass takes the parts as they become ready and keeps every key itself."""
+    stages = partitioned(run_stages(config, Side())) if isinstance(runner, Partitioner) else []
     if not stages:
         return unit_dirs, None
     ready = list(unit_dirs)

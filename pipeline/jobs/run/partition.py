@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline.engine.ray import RayRunner
+from pipeline.engine import Partitioner
 from pipeline.jobs.run.unit import UNIT_THREADS
 from pipeline.stages.contract import Stage
 
@@ -50,7 +50,7 @@ def publish_repeated(folder: str, unit_dir: str, rows: np.ndarray) -> None:
 
 
 def mark_repeated(
-    runner: RayRunner, stages: Sequence[Stage], unit_dirs: Sequence[Path], workdir: Path
+    runner: Partitioner, stages: Sequence[Stage], unit_dirs: Sequence[Path], workdir: Path
 ) -> RepeatedRows:
     """Run the partition pass of every partitioned stage over the parts' directories."""
     for stage in stages:
