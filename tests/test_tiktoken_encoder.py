@@ -1,5 +1,5 @@
 """tiktoken stands in for `tokenizers` only where it gives the very same ids: on the real
-Llama-3 and Qwen2.5 tokenizers (every Unicode code point, real conversations, literal
+Llama-3, Qwen2.5 and Phi-3 tokenizers (every Unicode code point, real conversations, literal
 special-token text, Qwen's ordinary added tokens), and never on a tokenizer.json that
 departs from what tiktoken does (other pre-tokenizers, merges that skip a split or break the
 rank order, whole-word lookup off, stripping added tokens)."""
@@ -20,10 +20,15 @@ from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import LoadedTokenizer, Renderer, TokenizerLoadError, load_tokenizer
 from tests.conftest import REPO, SHARED
 
-FAST = ("llama3_from_tiktoken", "qwen2.5_from_tiktoken", "torchtune_test_assets/tokenizer.json")
-"""The tokenizers in ../shared that are byte-level BPE converted from tiktoken."""
-OTHERS = (
+FAST = (
+    "llama3_from_tiktoken",
+    "qwen2.5_from_tiktoken",
+    "torchtune_test_assets/tokenizer.json",
     "phi-3-mini",
+)
+"""The tokenizers in ../shared tiktoken reproduces: byte-level BPE converted from tiktoken,
+and Phi-3's SentencePiece-style BPE (Llama-2's vocabulary and merges)."""
+OTHERS = (
     "torchtune_test_assets/tiny_bpe_tokenizer.json",
     "torchtune_test_assets/tokenizer_gemma_cropped.json",
 )

@@ -345,10 +345,11 @@ def watched_calls() -> Iterator[list[str]]:
 
 
 def test_encoding_parses_the_tokenizer_once_and_writing_never(tokenizers_dir, threads, tmp_path):
-    """A worker process loads, builds a Renderer and encodes: one parse (the text encoder);
-    the augmented tokenizer is parsed only when something decodes with it."""
+    """A worker process loads, builds a Renderer and encodes: one parse (the `tokenizers`
+    text encoder; tiktoken's comes from the proofs cache); the augmented tokenizer is parsed
+    only when something decodes with it."""
     with watched_calls() as calls:
-        loaded = load_tokenizer(tokenizers_dir / "phi-3-mini")
+        loaded = load_tokenizer(tokenizers_dir / "phi-3-mini", allow_tiktoken=False)
         renderer = Renderer(loaded, bos=True)
         batch = renderer.encode_batch(threads)
     assert calls == ["Tokenizer.from_str"]

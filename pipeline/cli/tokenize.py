@@ -101,8 +101,9 @@ from pipeline.tokenize.text_encoding import TEXT_ENCODERS
     default="auto",
     show_default=True,
     help="Which library encodes the text: auto takes tiktoken where the tokenizer.json shows "
-    "it gives exactly the same ids (byte-level BPE converted from tiktoken: the Llama-3 and "
-    "Qwen2 families; about 4x less CPU), tokenizers elsewhere. The output is the same.",
+    "it gives exactly the same ids (byte-level BPE converted from tiktoken: Llama-3, Qwen2, "
+    "about 4x less CPU; SentencePiece-style BPE: Llama-2, Mistral, Phi-3, Gemma, about 2x), "
+    "tokenizers elsewhere. The output is the same.",
 )
 @click.option(
     "--shard-rows",
