@@ -15,7 +15,7 @@ files come from ../shared/realdata, the tokenizer from ../shared/tokenizers:
    as MMS JSONL: --threads of them (the 1x file) and GROWTH times as many (the 4x file, whose
    first --threads lines are the 1x file). A config per file (YAML): that file read as `mms`;
    lint with the default rules, `fail_on: never`; `min_trained_tokens: 0`, so that every thread
-   is written; dedup; tokenize (--tokenizer, max_tokens 8192, overlong truncate); one `train`
+   is written; dedup; tokenize (--tokenizer, max_tokens 32768, overlong truncate); one `train`
    split; engine workers 2.
 2. runs, one after the other, each once:
    raw: `Tokenizer.encode_batch(pieces, add_special_tokens=False)` in this process, per batch
@@ -88,7 +88,9 @@ DEFAULT_THREADS = 20_000
 QUICK_THREADS = 500
 GROWTH = 4
 """The memory run reads a file GROWTH times as large as the 1x file."""
-MAX_TOKENS = 8192
+MAX_TOKENS = 32768
+"""Long enough that no real thread is truncated with any tokenizer (Phi-3 makes some of them
+longer than 8,192 tokens), so every route encodes the same threads whole."""
 WORKERS = 2
 """`engine.workers` of mms run and `num_proc` of the datasets map."""
 SAMPLE_SECONDS = 0.05

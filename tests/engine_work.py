@@ -47,3 +47,9 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
         for directory, _, files in os.walk(root)
         for name in files
     }
+
+
+def record_pool_sizes(unit: WorkUnit, unit_dir: Path) -> None:
+    """Write what the worker's native thread pools are sized to (`pool_sizes.txt`)."""
+    sizes = [os.environ.get(name, "") for name in ("RAYON_NUM_THREADS", "POLARS_MAX_THREADS")]
+    (unit_dir / "pool_sizes.txt").write_text(" ".join(sizes))

@@ -20,7 +20,7 @@ from pipeline.engine import UnitFailed, WorkdirError, iter_units, reset_workdir,
 from pipeline.sources import ReadLimits, iter_file
 from pipeline.sources.parts import iter_unit_records, line_ranges, plan_units
 from tests.conftest import REPO
-from tests.engine_work import convert_unit, tree_bytes
+from tests.engine_work import convert_unit, record_pool_sizes, tree_bytes
 
 BOM = b"\xef\xbb\xbf"
 
@@ -276,3 +276,18 @@ def test_iter_units_hands_over_units_in_order_and_stops_when_closed(
     assert [d.name for d in rest] == [u.id for u in job]
     calls = log.read_text().split()
     assert len(calls) == len(set(calls)) == len(job)  # no unit ran twice, none was lost
+
+
+def test_workers_share_the_cores_in_native_thread_pools(
+    tmp_path: Path, job: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers on this machine each size the `tokenizers` (Rayon) and polars pools to
+    half its cores, not all of them; a size the user set is kept."""
+    for name in ("RAYON_NUM_THREADS", "POLARS_MAX_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    share = str(max(1, (os.cpu_count() or 1) // 2))
+    dirs = run_units(job, record_pool_sizes, tmp_path / "w", workers=2)
+    assert {(d / "pool_sizes.txt").read_text() for d in dirs} == {f"{share} {share}"}
+    monkeypatch.setenv("RAYON_NUM_THREADS", "7")
+    dirs = run_units(job, record_pool_sizes, tmp_path / "again", workers=2)
+    assert {(d / "pool_sizes.txt").read_text() for d in dirs} == {f"7 {share}"}

@@ -13,6 +13,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.engine.threads import share_cores, worker_threads
 from pipeline.engine.workdir import (
     Part,
     Process,
@@ -66,11 +67,12 @@ class LocalRunner:
         if prepare_workers is not None:
             prepare_workers()
         context = multiprocessing.get_context(START_METHOD)
+        workers = min(self.workers, len(pending))
         pool = ProcessPoolExecutor(
-            min(self.workers, len(pending)),
+            workers,
             mp_context=context,
             initializer=_start_worker,
-            initargs=(os.getpid(), str(workdir)),
+            initargs=(os.getpid(), str(workdir), worker_threads(workers)),
         )
         try:
             futures: dict[Future[None], Part] = {
@@ -94,9 +96,11 @@ class LocalRunner:
             raise UnitFailed(unit, error, len(failures) - 1) from error
 
 
-def _start_worker(parent: int, workdir: str) -> None:
+def _start_worker(parent: int, workdir: str, threads: int) -> None:
     """In each worker: die with the parent (a killed run must not leave workers that go
-    on writing), and hold the shared workers lock until exiting."""
+    on writing), hold the shared workers lock until exiting, and use its share of the
+    cores in native thread pools."""
+    share_cores(threads)
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.engine.threads import share_cores
 from pipeline.engine.workdir import Part, Process, UnitFailed, hold_workers_lock, run_unit
 
 INSTALL_HINT = "pip install 'mms-pipeline[ray]'"
@@ -204,6 +205,7 @@ class _PartWorker:
         prepare: Callable[[], None] | None,
     ) -> None:
         self.units, self.process, self.workdir = units, process, Path(workdir)
+        share_cores(1)  # an actor holds one CPU of its node
         # a later run on this machine waits for the workers of a killed one; a network file
         # system without locks loses only that wait (publishing stays atomic)
         with suppress(OSError):

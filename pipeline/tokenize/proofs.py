@@ -67,17 +67,28 @@ def remembered(sha256: str, fact: str, prove: Callable[[], Value]) -> Value:
     return value
 
 
+_read: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+"""The facts of each entry this process read, with the entry's (mtime, size) then: a load
+asks for several facts of one entry (megabytes of JSON for a large vocabulary)."""
+
+
 def _facts(path: Path) -> dict[str, Any]:
     """The facts of a cache entry proven by these versions; none when there is no such
     entry, it is unreadable, or other versions proved it."""
     try:
+        stat = path.stat()
+        seen = _read.get(path)
+        if seen is not None and seen[0] == (stat.st_mtime_ns, stat.st_size):
+            return seen[1]
         entry = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return {}
     if not isinstance(entry, dict) or entry.get("versions") != proving_versions():
         return {}
     facts = entry.get("facts")
-    return facts if isinstance(facts, dict) else {}
+    found = facts if isinstance(facts, dict) else {}
+    _read[path] = ((stat.st_mtime_ns, stat.st_size), found)
+    return found
 
 
 def _keep(path: Path, facts: dict[str, Any]) -> None:
