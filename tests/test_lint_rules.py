@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.jobs.read import ReadSpec
-from pipeline.lint import RULES
+from pipeline.lint import RULES, Linter
+from pipeline.lint.rule import Finding, Rule
 from pipeline.lint.rules.examples import (
     assistant,
     context,
@@ -15,6 +16,7 @@ from pipeline.lint.rules.examples import (
     tool_format,
     user,
 )
+from pipeline.mms import Message, Thread
 from tests.linting import findings, fired
 
 CALL = assistant('{"city":"Oslo"}', "get_weather:json", end_turn=False)
@@ -445,3 +447,30 @@ def test_a_rule_that_fails_on_a_thread_reports_it_and_the_run_goes_on():
     (d,) = found
     assert (d.thread_id, d.code, d.severity) == ("boom", "MMS499", "error")
     assert "KeyError" in d.message and "please report it" in d.message
+
+
+def test_a_rule_that_fails_on_a_thread_is_a_finding_and_the_other_rules_still_run():
+    """A bug in one rule costs no finding of the others, and says where it failed."""
+
+    def broken(view, config):
+        if len(view.thread.messages) > 1:
+            raise KeyError("boom")
+        return iter(())
+
+    def empty_user(view, config):
+        return (
+            Finding(index, "empty")
+            for index, message in enumerate(view.thread.messages)
+            if not message.content
+        )
+
+    rules = [
+        Rule("MMS990", "broken", "warning", "fails", "", [], [], check=broken),
+        Rule("MMS991", "empty", "warning", "empty content", "", [], [], check=empty_user),
+    ]
+    linter = Linter(rules=rules)
+    thread = Thread("t", [Message("user", ""), Message("assistant", "hi")])
+    found = {(d.code, d.message_index): d.message for d in linter.check_thread(thread)}
+    assert found[("MMS991", 0)] == "empty"
+    assert "MMS990 failed on this thread: KeyError: 'boom' (broken:" in found[("MMS990", None)]
+    assert [d.code for d in linter.check_thread(Thread("u", [Message("user", "")]))] == ["MMS991"]

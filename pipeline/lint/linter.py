@@ -9,7 +9,7 @@ from typing import Any
 
 from pipeline.lint.config import LintConfig
 from pipeline.lint.diagnostic import Diagnostic, ThreadRef
-from pipeline.lint.rule import DatasetCheck, Finding, Rule
+from pipeline.lint.rule import DatasetCheck, Finding, Rule, ThreadCheck
 from pipeline.lint.rules import RULES_BY_CODE, select_rules
 from pipeline.lint.rules.structure import rejection_findings
 from pipeline.lint.thread_view import ThreadView
@@ -30,7 +30,9 @@ class Linter:
             else select_rules(self.config.select, self.config.ignore)
         )
         self._codes = frozenset(rule.code for rule in self.rules)
-        self._thread_rules = [r for r in self.rules if r.scope == "thread" and r.check]
+        self._thread_checks = [
+            (r, r.check) for r in self.rules if r.scope == "thread" and r.check is not None
+        ]
         self._dataset: list[DatasetCheck] = [
             r.dataset(self.config, r) for r in self.rules if r.scope == "dataset" and r.dataset
         ]
@@ -42,22 +44,26 @@ class Linter:
 
     def thread_findings(self, view: ThreadView) -> list[Diagnostic]:
         """The thread rules' findings: they depend on this thread alone (any process)."""
-        found: list[Diagnostic] = []
-        for rule in self._thread_rules:
-            assert rule.check is not None
-            for finding in _guarded(rule, view, self.config):
-                found.append(
-                    Diagnostic(
-                        rule.code,
-                        finding.severity or rule.severity,
-                        finding.message,
-                        view.id,
-                        finding.message_index,
-                        view.source,
-                        view.locator,
-                    )
-                )
-        return found
+        config = self.config
+        try:  # one guard for the thread: a rule raises only on a bug
+            per_rule = [(rule, list(check(view, config))) for rule, check in self._thread_checks]
+        except Exception:
+            per_rule = [
+                (rule, _guarded(rule, check, view, config)) for rule, check in self._thread_checks
+            ]
+        return [
+            Diagnostic(
+                rule.code,
+                finding.severity or rule.severity,
+                finding.message,
+                view.id,
+                finding.message_index,
+                view.source,
+                view.locator,
+            )
+            for rule, findings in per_rule
+            for finding in findings
+        ]
 
     def dataset_facts(self, view: ThreadView) -> list[Any]:
         """What each dataset rule keeps of this thread (JSON-able; any process)."""
@@ -94,12 +100,16 @@ class Linter:
             yield from check.finish()
 
 
-def _guarded(rule: Rule, view: ThreadView, config: LintConfig) -> list[Finding]:
+def _guarded(
+    rule: Rule,
+    check: ThreadCheck,
+    view: ThreadView,
+    config: LintConfig,
+) -> list[Finding]:
     """A rule's findings on one thread; a rule that fails (a bug) reports that as a finding
     on the thread instead of stopping the run."""
-    assert rule.check is not None
     try:
-        return list(rule.check(view, config))
+        return list(check(view, config))
     except Exception as err:
         where = traceback.extract_tb(err.__traceback__)[-1]
         return [

@@ -3,6 +3,7 @@ thread, content length, roles, formats, capability use), so memory stays bounded
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,11 +17,7 @@ LENGTH_BUCKETS: tuple[int, ...] = (0, 16, 64, 256, 1024, 4096, 16384, 65536)
 
 def length_bucket(length: int) -> int:
     """The lower bound of the bucket `length` falls in."""
-    bucket = 0
-    for bound in LENGTH_BUCKETS:
-        if length >= bound:
-            bucket = bound
-    return bucket
+    return LENGTH_BUCKETS[max(0, bisect_right(LENGTH_BUCKETS, length) - 1)]
 
 
 @dataclass
@@ -44,12 +41,16 @@ class DatasetProfile:
         self.threads += 1
         self.messages += len(messages)
         self.messages_per_thread[len(messages)] += 1
+        roles, lengths = self.roles, self.content_length
         for message in messages:
-            self.roles[message.role] += 1
-            if message.role == "assistant":
+            role = message.role
+            roles[role] += 1
+            if role == "assistant":
                 self.formats[message.format or DEFAULT_CAPABILITY] += 1
-            lengths = self.content_length.setdefault(message.role, Counter())
-            lengths[length_bucket(len(message.content))] += 1
+            buckets = lengths.get(role)
+            if buckets is None:
+                buckets = lengths[role] = Counter()
+            buckets[length_bucket(len(message.content))] += 1
         caps = view.capabilities
         self.capability_enabled.update(n for n in caps.enabled if n != DEFAULT_CAPABILITY)
         self.capability_used.update({use.format for use in caps.uses})
