@@ -6,28 +6,32 @@ Run from the repository root:
     python benchmarks/convert.py --size-mb 20     # smoke run
     python benchmarks/convert.py --json out.json --keep --workdir /tmp/mms-bench
     python benchmarks/convert.py --repeat 3       # best of 3 runs each
+    python benchmarks/convert.py --workers 1,2,4  # convert with 1, 2 and 4 workers
 
-Three child processes, one after the other:
+Child processes, one after the other:
 
 1. generate: writes a seeded, deterministic MMS JSONL file of about --size-mb MiB of
    varied threads (all five roles, tool calls, reasoning, multi-message turns, settings,
    unicode, no text repeated between threads) into the work directory (never the repo);
 2. baseline: reads that file line by line, `orjson.loads` + `orjson.dumps` each line
    to an output file: the floor any converter pays;
-3. convert: `mms convert INPUT -o OUT --from mms --quarantine Q`.
+3. convert: `mms convert INPUT -o OUT --from mms --quarantine Q --workers N`, once for
+   each N of --workers (default 1 and 2); with N > 1 the file is read in parts of about
+   8 MiB by N worker processes, and every N must write the same bytes.
 
 Wall time comes from `time.perf_counter`, peak RSS and CPU time from `os.wait4` on the
 child. Linux charges a child the RSS of its parent at spawn time (the parent's pages count
 until `exec`), so this script keeps itself small: generation runs in a child too.
 
 The exit status is 1 when convert fails, writes a different number of threads than were
-generated, quarantines anything, or peaks at >= 300 MiB RSS (it must stream). Timings are
-reported, never asserted.
+generated, quarantines anything, writes other bytes with other workers, or peaks at >= 300
+MiB RSS in a process (it must stream). Timings are reported, never asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -54,15 +58,9 @@ DEFAULT_SIZE_MB = 1024
 DEFAULT_SEED = 20261121
 WRITE_CHUNK = 8 * MIB
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CONVERT_OPTIONS = ("--from", "mms", "--quarantine")
-WORK_FILES = (
-    "input.jsonl",
-    "baseline.jsonl",
-    "baseline.log",
-    "convert.jsonl",
-    "convert.rejected.jsonl",
-    "convert.log",
-)
+CONVERT_OPTIONS = ("--from", "mms")
+DEFAULT_WORKERS = "1,2"
+WORK_FILES = ("input.jsonl", "baseline.jsonl", "baseline.log")
 
 
 # --------------------------------------------------------------------------- text
@@ -515,6 +513,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=1,
         help="run baseline and convert N times each, alternating; report the fastest",
     )
+    parser.add_argument(
+        "--workers",
+        type=_worker_counts,
+        default=DEFAULT_WORKERS,
+        help=f"convert with each of these --workers, comma-separated (default {DEFAULT_WORKERS})",
+    )
     # Internal: the child processes.
     parser.add_argument("--generate-child", nargs=1, metavar="OUT", help=argparse.SUPPRESS)
     parser.add_argument("--baseline-child", nargs=2, metavar=("IN", "OUT"), help=argparse.SUPPRESS)
@@ -522,6 +526,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.repeat < 1 or args.size_mb <= 0:
         parser.error("--repeat and --size-mb must be positive")
     return args
+
+
+def _worker_counts(text: str) -> tuple[int, ...]:
+    """`1,2` -> (1, 2): positive and distinct."""
+    counts = tuple(int(part) for part in text.split(","))
+    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError(f"expected distinct positive counts like 1,2, not {text}")
+    return counts
 
 
 def make_workdir(workdir: Path | None) -> tuple[Path, bool]:
@@ -554,27 +566,49 @@ def run_generate(script: list[str], path: Path, size_mb: float, seed: int) -> di
 
 
 def check(convert_run: ChildRun, expected: int, written: int, quarantined: int) -> list[str]:
+    name = convert_run.name
     problems = []
     if convert_run.returncode != 0:
-        problems.append(f"mms convert exited with {convert_run.returncode}")
+        problems.append(f"{name} exited with {convert_run.returncode}")
     if written != expected:
-        problems.append(f"mms convert wrote {written:,} threads, expected {expected:,}")
+        problems.append(f"{name} wrote {written:,} threads, expected {expected:,}")
     if quarantined:
-        problems.append(f"mms convert quarantined {quarantined:,} records")
+        problems.append(f"{name} quarantined {quarantined:,} records")
     if convert_run.peak_rss_mb >= RSS_LIMIT_MB:
         problems.append(
-            f"mms convert peaked at {convert_run.peak_rss_mb:.1f} MiB RSS "
+            f"{name} peaked at {convert_run.peak_rss_mb:.1f} MiB RSS "
             f"(limit {RSS_LIMIT_MB} MiB): it is not streaming"
         )
     return problems
+
+
+def convert_files(workdir: Path, workers: int) -> tuple[Path, Path, Path]:
+    """The output, quarantine and log of the convert run with `workers`."""
+    stem = workdir / f"convert-w{workers}"
+    return stem.with_suffix(".jsonl"), stem.with_suffix(".rejected.jsonl"), stem.with_suffix(".log")
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of a file (empty when it is missing), read in blocks."""
+    if not path.exists():
+        return ""
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as stream:
+        while block := stream.read(MIB):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, for the record: the machine may be shared."""
+    return " ".join(f"{load:.2f}" for load in os.getloadavg())
 
 
 def benchmark(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[str]]:
     script = [sys.executable, str(Path(__file__).resolve())]
     mms = Path(sys.executable).parent / "mms"
     source = workdir / "input.jsonl"
-    base_out, conv_out = workdir / "baseline.jsonl", workdir / "convert.jsonl"
-    rejected = workdir / "convert.rejected.jsonl"
+    base_out = workdir / "baseline.jsonl"
 
     print(f"generating ~{args.size_mb:g} MiB of MMS threads in {source} (seed {args.seed}) ...")
     gen = run_generate(script, source, args.size_mb, args.seed)
@@ -584,28 +618,49 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], 
         f"{size / MIB:,.1f} MiB in {gen['seconds']:.1f} s"
     )
 
+    load_before = load_average()
+    print(f"load average before the runs: {load_before}")
     base_runs: list[ChildRun] = []
-    conv_runs: list[ChildRun] = []
+    conv_runs: dict[int, list[ChildRun]] = {workers: [] for workers in args.workers}
     for attempt in range(1, args.repeat + 1):
         print(f"run {attempt}/{args.repeat}: baseline (orjson loads + dumps per line) ...")
         base_argv = [*script, "--baseline-child", str(source), str(base_out)]
         base_runs.append(run_child("baseline", base_argv, workdir / "baseline.log"))
-        print(f"run {attempt}/{args.repeat}: {mms.name} convert ...")
-        conv_argv = [str(mms), "convert", str(source), "-o", str(conv_out), *CONVERT_OPTIONS]
-        conv_runs.append(run_child("convert", [*conv_argv, str(rejected)], workdir / "convert.log"))
-    base, conv = best_of(base_runs), best_of(conv_runs)
+        for workers in args.workers:
+            out, rejected, log = convert_files(workdir, workers)
+            print(f"run {attempt}/{args.repeat}: {mms.name} convert --workers {workers} ...")
+            conv_argv = [str(mms), "convert", str(source), "-o", str(out), *CONVERT_OPTIONS]
+            conv_argv += ["--quarantine", str(rejected), "--workers", str(workers)]
+            name = f"convert --workers {workers}"
+            conv_runs[workers].append(run_child(name, conv_argv, log))
+    load_after = load_average()
+    base = best_of(base_runs)
+    convs = {workers: best_of(runs) for workers, runs in conv_runs.items()}
 
     baseline_written = count_lines(base_out) if base_out.exists() else 0
     problems = []
     if base.returncode != 0 or baseline_written != gen["threads"]:
         problems.append(f"baseline exited with {base.returncode}, wrote {baseline_written:,}")
-    written = count_lines(conv_out) if conv_out.exists() else 0
-    quarantined = count_lines(rejected) if rejected.exists() else 0
-    problems += check(conv, gen["threads"], written, quarantined)
-    if conv.returncode != 0:
-        print(tail(workdir / "convert.log"), file=sys.stderr)
+    outputs = {}
+    for workers, conv in convs.items():
+        out, rejected, log = convert_files(workdir, workers)
+        written = count_lines(out) if out.exists() else 0
+        quarantined = count_lines(rejected) if rejected.exists() else 0
+        problems += check(conv, gen["threads"], written, quarantined)
+        if conv.returncode != 0:
+            print(tail(log), file=sys.stderr)
+        outputs[workers] = {
+            "threads": written,
+            "quarantined": quarantined,
+            "mb": round(out.stat().st_size / MIB, 1) if out.exists() else 0,
+            "sha256": file_digest(out),
+            "quarantine_sha256": file_digest(rejected),
+        }
+    if len({(output["sha256"], output["quarantine_sha256"]) for output in outputs.values()}) > 1:
+        problems.append("mms convert wrote other bytes with other --workers")
 
-    rows = [figures(base, gen["threads"], size), figures(conv, gen["threads"], size)]
+    rows = [figures(base, gen["threads"], size)]
+    rows += [figures(conv, gen["threads"], size) for conv in convs.values()]
     result = {
         "size_mb": round(size / MIB, 1),
         "seed": args.seed,
@@ -613,11 +668,12 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], 
         "generate": gen,
         "runs": [asdict(r) for r in rows],
         "baseline_output_threads": baseline_written,
-        "convert_output_threads": written,
-        "convert_quarantined": quarantined,
-        "convert_output_mb": round(conv_out.stat().st_size / MIB, 1) if conv_out.exists() else 0,
-        "time_ratio": round(conv.seconds / base.seconds, 2),
-        "throughput_ratio": round(base.seconds / conv.seconds, 3),
+        "convert_outputs": {str(workers): output for workers, output in outputs.items()},
+        "time_ratio": {str(w): round(conv.seconds / base.seconds, 2) for w, conv in convs.items()},
+        "throughput_ratio": {
+            str(w): round(base.seconds / conv.seconds, 3) for w, conv in convs.items()
+        },
+        "load_average": {"before": load_before, "after": load_after},
         "rss_limit_mb": RSS_LIMIT_MB,
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
@@ -625,11 +681,15 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], 
     }
     print()
     print_table(rows)
-    print(
-        f"\nconvert / baseline: {result['time_ratio']:.2f}x the time, "
-        f"{result['throughput_ratio']:.1%} of the throughput; "
-        f"convert peak RSS {conv.peak_rss_mb:.1f} MiB (limit {RSS_LIMIT_MB} MiB)"
-    )
+    print()
+    for workers, conv in convs.items():
+        print(
+            f"convert --workers {workers} / baseline: "
+            f"{result['time_ratio'][str(workers)]:.2f}x the time, "
+            f"{result['throughput_ratio'][str(workers)]:.1%} of the throughput; "
+            f"peak RSS {conv.peak_rss_mb:.1f} MiB (limit {RSS_LIMIT_MB} MiB)"
+        )
+    print(f"load average before the runs: {load_before}; after: {load_after}")
     return result, problems
 
 
@@ -646,6 +706,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     workdir, created = make_workdir(args.workdir)
     files = [workdir / name for name in WORK_FILES]
+    files += [path for workers in args.workers for path in convert_files(workdir, workers)]
     try:
         result, problems = benchmark(args, workdir)
     finally:

@@ -16,7 +16,10 @@ files come from ../shared/realdata:
 2. throughput, in this process, the runs alternating --repeat times, fastest kept:
    baseline (`orjson.loads` per line), `pipeline.read(path, pipeline.ReadSpec(format="mms"))`, `lint` with
    no rule selected (reading, the thread view and the dataset profile), `lint` with one
-   rule family selected (MMS1 ... MMS5), and `lint` with every rule.
+   rule family selected (MMS1 ... MMS5), `lint` with every rule, and `lint` with every rule
+   and --workers worker processes (default 2: the file's parts of about 8 MiB read and
+   linted side by side, the dataset rules in this process); its report must be the same
+   bytes as one process's.
 3. memory, each run in a fresh child process: reading and linting the 1x and the 4x
    file, once for peak RSS (`VmHWM` of the child) and once under `tracemalloc` (peak of
    Python allocations, and a snapshot at the end of the lint run, after the dataset
@@ -24,14 +27,17 @@ files come from ../shared/realdata:
    thread shows what the linter keeps per thread; the snapshots' difference says where.
 
 Timings are reported, never asserted. The exit status is 1 when a read quarantines a
-record, a run sees a different number of threads than were written, or a child fails.
+record, a run sees a different number of threads than were written, a child fails, or the
+workers' report differs from one process's.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -51,15 +57,19 @@ import pipeline
 from pipeline.jobs.lint import lint
 from pipeline.jobs.read import ReadSpec
 from pipeline.lint import LintConfig, LintReport
+from pipeline.lint.reports import write_report
 
 DEFAULT_THREADS = 20_000
 QUICK_THREADS = 300
+DEFAULT_WORKERS = 2
+ALL_RULES = "lint, all rules"
 GROWTH = 4
 """The memory runs lint the 1x file and one GROWTH times as large."""
 FAMILIES = ("MMS1", "MMS2", "MMS3", "MMS4", "MMS5")
 ONE_CORE_ENV = {"OMP_NUM_THREADS": "1"}
 """Set for the children, so that numpy's OpenBLAS (imported with pyarrow) starts no pool of
-threads; the timed runs in this process are single-threaded Python (see cpu_per_wall)."""
+threads; the timed runs are single-threaded Python, but for the one with workers (see
+cpu_per_wall)."""
 TRACE_FRAMES = 1
 TOP_LINES = 10
 """Source lines to report from the tracemalloc snapshots."""
@@ -118,19 +128,26 @@ def mark_copy(thread: dict[str, Any], number: int) -> None:
 # --------------------------------------------------------------------------- runs
 
 
-def lint_run(path: Path, select: tuple[str, ...], keep: dict[str, LintReport]) -> tuple[int, int]:
-    """`lint` of `path` with the `select`ed rules; raises if a record was quarantined. The
-    report is kept under `keep["last"]` for the summary."""
-    report = lint(str(path), ReadSpec("mms"), config=LintConfig(select=select))
+def lint_run(
+    path: Path, select: tuple[str, ...], keep: dict[int, LintReport], workers: int = 1
+) -> tuple[int, int]:
+    """`lint` of `path` with the `select`ed rules in `workers` processes; raises if a record
+    was quarantined. The report is kept under `keep[workers]` for the summary."""
+    config = LintConfig(select=select)
+    report = lint(str(path), ReadSpec("mms"), config=config, workers=workers)
     stats = report.stats
     if stats.quarantined_total:
         raise RuntimeError(f"lint quarantined {dict(stats.quarantined)}")
-    keep["last"] = report
+    keep[workers] = report
     return stats.records_read, stats.threads
 
 
+def parallel_name(workers: int) -> str:
+    return f"{ALL_RULES}, {workers} workers"
+
+
 def throughput_runs(
-    path: Path, keep: dict[str, LintReport]
+    path: Path, keep: dict[int, LintReport], workers: int
 ) -> dict[str, Callable[[], tuple[int, int]]]:
     """The timed jobs, in the order they alternate; `baseline` is what `measure` divides by."""
     runs: dict[str, Callable[[], tuple[int, int]]] = {
@@ -140,7 +157,8 @@ def throughput_runs(
     }
     for family in FAMILIES:
         runs[f"lint {family}"] = lambda family=family: lint_run(path, (family,), {})
-    runs["lint, all rules"] = lambda: lint_run(path, ("ALL",), keep)
+    runs[ALL_RULES] = lambda: lint_run(path, ("ALL",), keep)
+    runs[parallel_name(workers)] = lambda: lint_run(path, ("ALL",), keep, workers)
     return runs
 
 
@@ -375,6 +393,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="threads at 1x")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each job; best kept")
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=DEFAULT_WORKERS,
+        help=f"worker processes of the parallel lint run (default {DEFAULT_WORKERS})",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help=f"smoke run: {QUICK_THREADS} threads, one run each"
     )
     parser.add_argument(
@@ -389,8 +413,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--snapshot", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.threads < 1 or args.repeat < 1:
-        parser.error("--threads and --repeat must be positive")
+    if args.threads < 1 or args.repeat < 1 or args.workers < 2:
+        parser.error("--threads and --repeat must be positive, --workers at least 2")
     if args.quick:
         args.threads, args.repeat = QUICK_THREADS, 1
     if not args.child and not args.realdata.is_dir():
@@ -415,17 +439,36 @@ def build(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], dict
     return {"realdata": real, "bytes": {f"{k}x": v for k, v in sizes.items()}}, files
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children waited for (the lint workers)."""
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def json_report(report: LintReport) -> str:
+    out = io.StringIO()
+    write_report(report, "json", out)
+    return out.getvalue()
+
+
 def throughput(args: argparse.Namespace, path: Path, size: int) -> dict[str, Any]:
-    """The timed runs in this process, best of --repeat each, with the rules' costs."""
-    keep: dict[str, LintReport] = {}
-    wall, cpu = time.perf_counter(), time.process_time()
-    figures = measure(throughput_runs(path, keep), args.repeat, size)
-    cpu_share = (time.process_time() - cpu) / (time.perf_counter() - wall)
+    """The timed runs in this process (and the lint workers), best of --repeat each, with
+    the rules' costs, the load average around them, and whether the workers' report is
+    one process's."""
+    keep: dict[int, LintReport] = {}
+    load_before = os.getloadavg()
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    figures = measure(throughput_runs(path, keep, args.workers), args.repeat, size)
+    cpu_share = (cpu_seconds() - cpu) / (time.perf_counter() - wall)
     return {
         "throughput": figures,
         "rule_costs": rule_costs(figures),
         "cpu_per_wall": round(cpu_share, 3),
-        "lint_summary": keep["last"].summary(),
+        "load_average": {"before": load_before, "after": os.getloadavg()},
+        "lint_summary": keep[1].summary(),
+        "same_report_with_workers": json_report(keep[args.workers]) == json_report(keep[1]),
     }
 
 
@@ -457,22 +500,43 @@ def memory(args: argparse.Namespace, files: dict[int, Path], workdir: Path) -> d
 
 
 def check(threads: int, result: dict[str, Any]) -> list[str]:
-    """Every run must have seen every thread written."""
+    """Every run must have seen every thread written; workers must not change the report."""
     seen = [(f.name, f.threads, threads) for f in result["throughput"]]
     seen += [(r.name, r.threads, threads * r.scale) for r in result["memory"]]
-    return [
+    problems = [
         f"{name} saw {got:,} threads, expected {want:,}" for name, got, want in seen if got != want
     ]
+    if not result["same_report_with_workers"]:
+        problems.append("lint with workers wrote another JSON report than one process")
+    return problems
 
 
 def print_results(result: dict[str, Any]) -> None:
     print()
     print_throughput(result["throughput"], result["rule_costs"])
-    full, summary = result["rule_costs"][-1], result["lint_summary"]
+    runs = {f.name: f for f in result["throughput"]}
+    full, summary = (
+        next(c for c in result["rule_costs"] if c.name == ALL_RULES),
+        result["lint_summary"],
+    )
     print(
-        f"\nlint, all rules: {result['throughput'][-1].threads_per_s:,.0f} threads/s, "
+        f"\nlint, all rules: {runs[ALL_RULES].threads_per_s:,.0f} threads/s, "
         f"{full.x_read:.2f}x the time of reading, {full.us_per_thread_over_read:,.1f} us per "
         f"thread for the rules; CPU/wall over the timed runs {result['cpu_per_wall']:.2f}"
+    )
+    for name in (ALL_RULES, parallel_name(result["workers"])):
+        run = runs[name]
+        print(
+            f"{name}: {run.mb_per_s:.1f} MiB/s, {1 / run.time_ratio:.1%} of the baseline's "
+            f"({runs['baseline'].mb_per_s:.1f} MiB/s)"
+        )
+    same = "the same" if result["same_report_with_workers"] else "ANOTHER"
+    load = result["load_average"]
+    print(
+        f"speed-up with {result['workers']} workers: "
+        f"{runs[ALL_RULES].seconds / runs[parallel_name(result['workers'])].seconds:.2f}x, "
+        f"{same} JSON report; load average before {load['before'][0]:.2f}, "
+        f"after {load['after'][0]:.2f}"
     )
     print(f"findings at 1x: {summary['findings']:,} {summary['by_code']}\n")
     print_memory(result["memory"])
@@ -504,6 +568,7 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], 
         **built,
         "threads": args.threads,
         "repeat": args.repeat,
+        "workers": args.workers,
         **memory(args, files, workdir),
         **throughput(args, files[1], built["bytes"]["1x"]),
         "python": sys.version.split()[0],

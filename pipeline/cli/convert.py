@@ -6,15 +6,24 @@ import sys
 
 import click
 
-from pipeline.cli.options import hf_config_option, input_format_option, read_spec, split_option
+from pipeline.cli.options import (
+    hf_config_option,
+    input_format_option,
+    read_spec,
+    split_option,
+    worker_count,
+    workers_option,
+)
 from pipeline.cli.output import (
     check_mark,
     exit_unbalanced,
+    print_error,
     print_inputs,
     print_quarantine,
     read_progress,
     stderr,
 )
+from pipeline.engine import UnitFailed
 from pipeline.formats import ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
 from pipeline.jobs.convert import ConvertResult, convert
@@ -32,6 +41,7 @@ def _codes_help() -> str:
     epilog="\b\nExamples:\n"
     "  mms convert data_samples/mms -o out/threads.jsonl\n"
     "  mms convert 'raw/**/*.jsonl.gz' --from mms -o out/threads.jsonl.zst --strict\n"
+    "  mms convert big.jsonl --from openai -o out/threads.jsonl --workers 4\n"
     "  mms convert hf:HuggingFaceH4/ultrachat_200k --split train_sft -o out/ultrachat.jsonl\n"
     "  mms convert hf:HuggingFaceTB/smoltalk --hf-config all --split test -o out/smoltalk.jsonl\n"
     "  mms convert hf:./my_dataset --split validation -o out/valid.jsonl\n"
@@ -117,6 +127,7 @@ def _codes_help() -> str:
     help="Prompt templates with select variables (prompt-json): up to N threads per prompt, "
     "one per allowed value; 0 renders only the defaults.",
 )
+@workers_option
 def convert_command(
     inputs: tuple[str, ...],
     output: str,
@@ -133,6 +144,7 @@ def convert_command(
     split: str,
     hf_config: str | None,
     expand_selects: int,
+    workers: int | None,
 ) -> None:
     """Convert INPUT files, directories, globs or Hugging Face datasets to MMS JSONL.
 
@@ -158,9 +170,19 @@ def convert_command(
     spec = read_spec(inputs, input_format, split, hf_config, options, limits)
     try:
         with read_progress() as update:
-            result = convert(inputs, output, spec, quarantine=quarantine, progress=update)
+            result = convert(
+                inputs,
+                output,
+                spec,
+                quarantine=quarantine,
+                progress=update,
+                workers=worker_count(workers),
+            )
     except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
+    except UnitFailed as err:
+        print_error(err, "; nothing was written")
+        sys.exit(1)
     _print_summary(result)
     stats = result.account
     if not stats.balanced:

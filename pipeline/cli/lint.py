@@ -6,8 +6,16 @@ import sys
 
 import click
 
-from pipeline.cli.options import hf_config_option, input_format_option, read_spec, split_option
-from pipeline.cli.output import print_refused, read_progress, stderr
+from pipeline.cli.options import (
+    hf_config_option,
+    input_format_option,
+    read_spec,
+    split_option,
+    worker_count,
+    workers_option,
+)
+from pipeline.cli.output import print_error, print_refused, read_progress, stderr
+from pipeline.engine import UnitFailed
 from pipeline.jobs.convert import check_output_file
 from pipeline.jobs.lint import lint
 from pipeline.lint import ConfigError, LintReport, UnknownRuleError, load_config, select_rules
@@ -22,6 +30,7 @@ from pipeline.sources import InputError
     epilog="\b\nExamples:\n"
     "  mms lint data/train.jsonl\n"
     "  mms lint raw/ --from sharegpt --select MMS2,MMS4 --statistics\n"
+    "  mms lint 'raw/*.jsonl' --workers 4\n"
     "  mms lint out/threads.jsonl --output-format html -o reports/lint.html\n"
     "  mms lint out/threads.jsonl --output-format sarif -o lint.sarif --fail-on warning\n"
     "  mms lint out/threads.jsonl --output-format github   # annotations in GitHub Actions\n"
@@ -73,6 +82,7 @@ from pipeline.sources import InputError
 )
 @split_option
 @hf_config_option
+@workers_option
 def lint_command(
     inputs: tuple[str, ...],
     input_format: str,
@@ -85,6 +95,7 @@ def lint_command(
     config_file: str | None,
     split: str,
     hf_config: str | None,
+    workers: int | None,
 ) -> None:
     """Check INPUT files, directories, globs or hf: datasets against the MMS rules.
 
@@ -93,7 +104,8 @@ def lint_command(
     (MMS3xx), content syntax and leftovers (MMS4xx), dataset-wide duplicates and variety
     (MMS5xx). Records that cannot become threads are findings too (MMS101/102/105), so
     nothing is skipped silently. Each finding points at its source file and line.
-    Exit status: 0 clean, 1 findings at --fail-on severity, 2 usage error.
+    Exit status: 0 clean, 1 findings at --fail-on severity (or a part failed), 2 usage
+    error.
     """
     spec = read_spec(inputs, input_format, split, hf_config)
     try:
@@ -112,9 +124,13 @@ def lint_command(
                 spec,
                 config=config,
                 progress=(lambda stats, _report: update(stats)) if update else None,
+                workers=worker_count(workers),
             )
     except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
+    except UnitFailed as err:
+        print_error(err, "; no report was written")
+        sys.exit(1)
     print_refused(report.stats.refused_files)
     _write_report(report, output_format, output, statistics)
     if report.failed():

@@ -3,6 +3,7 @@ so every command that reads inputs spells and checks them the same way."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import click
@@ -29,6 +30,23 @@ hf_config_option: Decorator = click.option(
     metavar="NAME",
     help="Config (subset) of the hf: dataset inputs, for datasets that have several (e.g. all).",
 )
+
+workers_option: Decorator = click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Processes reading the inputs in parallel [default: the number of CPUs]. Files "
+    "are read side by side; a big uncompressed JSON Lines file is also split into parts of "
+    "about 8 MiB when --from names a format that converts record by record (with auto, a "
+    "file is one part, so one file is read by one process). The output (or report) is the "
+    "same bytes for any N; 1 streams in this process.",
+)
+
+
+def worker_count(given: int | None) -> int:
+    """The --workers a command runs with: the number given, else one per CPU."""
+    return given if given is not None else os.cpu_count() or 1
 
 
 def input_format_option(help_text: str) -> Decorator:

@@ -1,9 +1,12 @@
 """The convert job: a source (inputs in any known format), no stage, and a sink writing one
-MMS JSONL file plus a quarantine file, with the counts that prove nothing was lost."""
+MMS JSONL file plus a quarantine file, with the counts that prove nothing was lost. With
+several workers, each part of the inputs is converted in a worker process and the parts'
+lines are appended in reading order (pipeline/jobs/parallel.py): the same bytes."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,16 +16,24 @@ import pyarrow as pa
 
 from pipeline.accounting import Account
 from pipeline.jobs.driver import StreamDriver
+from pipeline.jobs.parallel import add_counts, job_parts, parts_in_order, read_part, write_counts
 from pipeline.jobs.read import ReadSpec, read
 from pipeline.output.files import OutputPathError, atomic_output, check_writable
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.sources import InputError
+from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, WorkUnit
 from pipeline.stages.contract import Batch
 
 WRITTEN = "threads"
 """The one split a convert job writes (its Account's `written` key)."""
 BATCH = 64
 """Threads per batch: no stage gains from larger ones, and memory stays small."""
+PART_THREADS = "threads.jsonl"
+"""A part's threads as MMS JSON Lines, in its directory."""
+PART_REJECTED = "rejected.jsonl"
+"""A part's quarantine lines, in its directory."""
+COPY_BYTES = 1 << 20
+"""How much of a part's file is copied to the output at a time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,29 +68,62 @@ def convert(
     *,
     quarantine: str | Path | None = None,
     progress: Callable[[Account], None] | None = None,
+    workers: int = 1,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
 ) -> ConvertResult:
     """Convert `inputs`, read as `spec` says, to MMS JSONL at `output`; rejected records go
-    to `quarantine` (default: next to the output). Both files are written atomically."""
+    to `quarantine` (default: next to the output). Both files are written atomically.
+
+    With `workers` above 1 and more than one part to read (several files, or a big JSON
+    Lines file of a named format cut into parts of about `split_bytes`), the parts are
+    converted in that many processes and written in reading order: the same bytes."""
     output = Path(output)
     quarantine = Path(quarantine) if quarantine is not None else default_quarantine_path(output)
     if quarantine.resolve() == output.resolve():
         raise InputError("the quarantine file must differ from the output file")
     check_output_file(output)
     check_output_file(quarantine)
+    spec = spec or ReadSpec()
     account = Account()
+    exclude = (output, quarantine)
+    units = job_parts(inputs, spec, account, workers, split_bytes, exclude)
     with atomic_output(output) as out, atomic_output(quarantine) as rejected:
-        driver = StreamDriver(
-            [],
-            _JsonlSink(out, rejected, account),
-            account,
-            batch_size=BATCH,
-            progress=(lambda: progress(account)) if progress is not None else None,
-        )
-        exclude = (output, quarantine)
-        driver.run(read(inputs, spec, on_reject=driver.rejected, stats=account, exclude=exclude))
+        sink = _JsonlSink(out, rejected, account)
+        if units:
+            with parts_in_order(units, ConvertPart(spec), workers, output.parent) as parts:
+                for _, part in parts:
+                    sink.take(part)
+                    if progress is not None:
+                        progress(account)
+        else:
+            driver = StreamDriver(
+                [],
+                sink,
+                account,
+                batch_size=BATCH,
+                progress=(lambda: progress(account)) if progress is not None else None,
+            )
+            read_all = read(inputs, spec, on_reject=driver.rejected, stats=account, exclude=exclude)
+            driver.run(read_all)
     if progress is not None:
         progress(account)
     return ConvertResult(output, quarantine, account)
+
+
+@dataclass(frozen=True)
+class ConvertPart:
+    """The map side of a convert job for one part (picklable: it runs in a worker): the
+    part's threads as MMS JSON Lines, its rejected records as quarantine lines, and its
+    counts, each in a file of the part's directory."""
+
+    spec: ReadSpec
+
+    def __call__(self, unit: WorkUnit, part: Path) -> None:
+        stats = Account()
+        with (part / PART_THREADS).open("wb") as out, (part / PART_REJECTED).open("wb") as bad:
+            for thread in read_part(unit, self.spec, _JsonlSink(out, bad, stats).rejected, stats):
+                out.write(thread.to_json_line())
+        write_counts(part, stats)
 
 
 class _JsonlSink:
@@ -95,3 +139,12 @@ class _JsonlSink:
         kept = [t for t, reason in zip(batch.threads, reasons, strict=True) if reason is None]
         self.out.write(b"".join(thread.to_json_line() for thread in kept))
         self.account.written[WRITTEN] += len(kept)
+
+    def take(self, part: Path) -> None:
+        """A part converted in a worker: its lines appended, its counts added."""
+        counts = add_counts(self.account, part)
+        with (part / PART_THREADS).open("rb") as threads:
+            shutil.copyfileobj(threads, self.out, COPY_BYTES)
+        with (part / PART_REJECTED).open("rb") as rejected:
+            shutil.copyfileobj(rejected, self.quarantine, COPY_BYTES)
+        self.account.written[WRITTEN] += counts["threads"]

@@ -10,6 +10,8 @@ import pyarrow as pa
 
 from pipeline.accounting import Account
 from pipeline.jobs.driver import StreamDriver
+from pipeline.jobs.lint_parts import lint_parts
+from pipeline.jobs.parallel import job_parts
 from pipeline.jobs.read import ReadSpec, read
 from pipeline.lint.config import LintConfig
 from pipeline.lint.report import LintReport
@@ -17,6 +19,7 @@ from pipeline.lint.rules import select_rules
 from pipeline.lint.store import DiagnosticStore
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
+from pipeline.sources.parts import DEFAULT_SPLIT_BYTES
 from pipeline.stages.contract import Batch
 from pipeline.stages.lint import Lint
 
@@ -30,13 +33,25 @@ def lint(
     *,
     config: LintConfig | None = None,
     progress: Callable[[Account, LintReport], None] | None = None,
+    workers: int = 1,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
 ) -> LintReport:
     """Lint INPUTS of any input format, read as `spec` says (normalized to MMS threads
     first). Every record that cannot become a thread is reported (MMS101/102/105) with its
-    file and position."""
+    file and position.
+
+    With `workers` above 1 and more than one part to read (several files, or a big JSON
+    Lines file of a named format cut into parts of about `split_bytes`), the parts are
+    read and linted in that many processes, and the dataset rules see them in reading
+    order (pipeline/jobs/lint_parts.py): the same report."""
     paths = [inputs] if isinstance(inputs, str) else list(inputs)
+    spec = spec or ReadSpec()
     stage, driver = _lint_job(paths, config, progress)
-    driver.run(read(paths, spec, on_reject=driver.rejected, stats=driver.account))
+    units = job_parts(paths, spec, driver.account, workers, split_bytes)
+    if units:
+        lint_parts(units, spec, stage, driver.account, workers, driver.progress)
+    else:
+        driver.run(read(paths, spec, on_reject=driver.rejected, stats=driver.account))
     return _finished(stage, progress)
 
 

@@ -12,7 +12,7 @@ from pipeline.accounting import Account
 from pipeline.formats import AUTO, ConvertOptions, get_format
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
-from pipeline.sources import DEFAULT_SPLIT, ReadLimits, expand_inputs, iter_file
+from pipeline.sources import DEFAULT_SPLIT, InputFiles, ReadLimits, expand_inputs, iter_file
 from pipeline.stages.normalize import read_items
 
 
@@ -49,18 +49,32 @@ def read(
     """
     spec = spec or ReadSpec()
     stats = stats if stats is not None else Account()
-    if spec.format != AUTO:
-        get_format(spec.format)  # an unknown name fails before any file is read
-    found = expand_inputs([inputs] if isinstance(inputs, str) else list(inputs))
-    excluded = {os.path.realpath(path) for path in exclude}
-    found.files = [path for path in found.files if os.path.realpath(path) not in excluded]
-    stats.files.extend(found.files)
-    stats.skipped_files.extend(found.skipped)
-    stats.companion_files.update(found.companions)
-    stats.refused_files.update(found.refused)
-
+    found = files_to_read(inputs, spec, exclude)
+    count_files(stats, found)
     for path in found.files:
         items = iter_file(path, spec.limits, split=spec.split, config=spec.hf_config)
         yield from read_items(
             path, items, format=spec.format, on_reject=on_reject, stats=stats, options=spec.options
         )
+
+
+def files_to_read(
+    inputs: str | Iterable[str], spec: ReadSpec, exclude: Iterable[str | os.PathLike[str]] = ()
+) -> InputFiles:
+    """The files `read` reads, in its order: the inputs expanded, without those in
+    `exclude`. Raises InputError for unusable paths and an unknown format name before any
+    file is read."""
+    if spec.format != AUTO:
+        get_format(spec.format)
+    found = expand_inputs([inputs] if isinstance(inputs, str) else list(inputs))
+    excluded = {os.path.realpath(path) for path in exclude}
+    found.files = [path for path in found.files if os.path.realpath(path) not in excluded]
+    return found
+
+
+def count_files(stats: Account, found: InputFiles) -> None:
+    """Record in `stats` the files read, skipped, read as companions and refused."""
+    stats.files.extend(found.files)
+    stats.skipped_files.extend(found.skipped)
+    stats.companion_files.update(found.companions)
+    stats.refused_files.update(found.refused)

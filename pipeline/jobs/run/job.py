@@ -21,8 +21,9 @@ from typing import Any
 from pipeline.accounting import Account
 from pipeline.engine import LocalRunner, Partitioner, Runner, iter_units
 from pipeline.engine.ray import RayRunner, RaySettings
-from pipeline.formats import AUTO, get_format
+from pipeline.formats import AUTO
 from pipeline.formats.detect import detect
+from pipeline.jobs.parallel import splits_by_record
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.outputs import (
     remove_stale_outputs,
@@ -76,13 +77,9 @@ def plan(config: RunConfig, output: Path | None = None) -> list[WorkUnit]:
     JSON Lines file is split into parts only when its format is named and converts record
     by record: a detected format could differ between parts, and a grouped one (OASST
     messages) has conversations across records."""
-
-    def can_split(path: str, format: str) -> bool:
-        return format != AUTO and get_format(format).group is None
-
     return plan_units(
         [(spec.path, spec.format) for spec in config.inputs],
-        can_split=can_split,
+        can_split=splits_by_record,
         exclude=output or config.output,
     )
 
