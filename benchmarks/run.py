@@ -113,8 +113,11 @@ def write_threads(threads: Sequence[Thread], path: Path) -> int:
     return written
 
 
-def write_config(path: Path, source: Path, output: Path, tokenizer: Path) -> None:
-    """The pipeline config (YAML) of a benchmark run on `source`."""
+def write_config(
+    path: Path, source: Path, output: Path, tokenizer: Path, partition: str | None = None
+) -> None:
+    """The pipeline config (YAML) of a benchmark run on `source` (`partition`: the
+    engine's, when given)."""
     config = {
         "name": f"run-benchmark-{source.stem}",
         "inputs": [{"path": str(source), "format": "mms"}],
@@ -130,7 +133,7 @@ def write_config(path: Path, source: Path, output: Path, tokenizer: Path) -> Non
             "shard": {"splits": {"train": 1.0}},
         },
         "output": str(output),
-        "engine": {"workers": WORKERS},
+        "engine": {"workers": WORKERS, **({"partition": partition} if partition else {})},
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
 
@@ -158,7 +161,7 @@ def build(args: argparse.Namespace, workdir: Path) -> Inputs:
     outputs = {scale: workdir / f"out-{scale}x" for scale in files}
     configs = {scale: workdir / f"run-{scale}x.yaml" for scale in files}
     for scale, config in configs.items():
-        write_config(config, files[scale], outputs[scale], args.tokenizer)
+        write_config(config, files[scale], outputs[scale], args.tokenizer, args.partition)
     built = {
         "files": len(stats.files),
         "records": stats.records_read,
@@ -599,6 +602,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile", type=int, default=0, metavar="N", help="cProfile mms run 1x: top N"
     )
+    parser.add_argument(
+        "--partition",
+        choices=("auto", "always", "never"),
+        help="mms run's engine.partition (default: the config's default, auto)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     # Internal: the datasets route's child.
     parser.add_argument("--peers-child", nargs=3, type=Path, help=argparse.SUPPRESS)
@@ -645,6 +653,7 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         },
         "figures": figures(inputs, raw, best, runs, peers),
         "tokenizer": str(args.tokenizer),
+        "partition": args.partition,
         "interval_s": args.interval,
         "repeat": args.repeat,
         "python": sys.version.split()[0],

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -24,8 +23,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from pipeline.engine.keys import BUCKET, ROW, SOURCE, empty_keys, shared_rows, spread_keys
 from pipeline.engine.threads import share_cores
 from pipeline.engine.workdir import Part, Process, UnitFailed, hold_workers_lock, run_unit
 
@@ -33,14 +32,10 @@ INSTALL_HINT = "pip install 'mms-pipeline[ray]'"
 LOCAL = "local"
 """The address that starts a Ray instance on this machine (as no address does, unless
 RAY_ADDRESS names a cluster, as `ray job submit` does)."""
-KEY = "key"
-BUCKET = "bucket"
 _DATA_SETTINGS = ("enable_progress_bars", "print_on_execution_start", "shuffle_strategy")
 """The Ray Data settings a run changes for itself, restored when it ends."""
 BUCKETS_PER_WORKER = 4
 """Hash buckets of the partition pass per worker (a bucket is one task's work)."""
-ROW = "row"
-SOURCE = "source"
 
 
 class RayUnavailable(RuntimeError):
@@ -162,6 +157,7 @@ class RayRunner:
         sources: Sequence[str],
         keys: Callable[[str], pa.Table],
         publish: Callable[[str, np.ndarray], None],
+        scratch: Path,
     ) -> None:
         """For every source (a name the caller gives, a part's directory), the rows one of
         whose keys some other row of any source shares: `keys(source)` gives a source's
@@ -169,7 +165,8 @@ class RayRunner:
         rows)` receives a source's repeated rows, sorted, and is called only for sources
         that have some. Both run in Ray tasks (picklable). No process holds every key:
         the keys are spread over buckets by a hash of their bytes (crc32, the same in every
-        process), and each bucket, holding every copy of its keys, finds its repeats alone."""
+        process), and each bucket, holding every copy of its keys, finds its repeats alone.
+        Ray's object store holds the buckets: `scratch` is not used."""
         if not sources:
             return
         ray = _ray()
@@ -184,7 +181,7 @@ class RayRunner:
             batch_size=1,
             batch_format="pyarrow",
         )
-        repeated = keyed.groupby(BUCKET).map_groups(_shared_rows, batch_format="pyarrow")
+        repeated = keyed.groupby(BUCKET).map_groups(shared_rows, batch_format="pyarrow")
         written = repeated.groupby(SOURCE).map_groups(
             _publish_rows, fn_kwargs={"names": names, "publish": publish}, batch_format="pyarrow"
         )
@@ -229,38 +226,8 @@ def _source_keys(
     batch: pa.Table, names: list[str], keys: Callable[[str], pa.Table], buckets: int
 ) -> pa.Table:
     """The keys of the batch's sources, each with its bucket, source and row."""
-    tables = []
-    for index in batch[SOURCE].to_pylist():
-        found = keys(names[index])
-        spread = [zlib.crc32(key) % buckets for key in found[KEY].to_pylist()]
-        tables.append(
-            pa.table(
-                {
-                    BUCKET: pa.array(spread, pa.int32()),
-                    SOURCE: pa.array(np.full(found.num_rows, index, dtype=np.int32)),
-                    ROW: found[ROW].cast(pa.int64()),
-                    KEY: found[KEY].cast(pa.binary()),
-                }
-            )
-        )
-    return pa.concat_tables(tables) if tables else _empty_keys()
-
-
-def _empty_keys() -> pa.Table:
-    return pa.table(
-        {
-            SOURCE: pa.array([], pa.int32()),
-            ROW: pa.array([], pa.int64()),
-            KEY: pa.array([], pa.binary()),
-        }
-    )
-
-
-def _shared_rows(bucket: pa.Table) -> pa.Table:
-    """The rows of one bucket whose key another row (of any source) has."""
-    counts = bucket.group_by(KEY).aggregate([(ROW, "count")])
-    shared = counts.filter(pc.greater(counts[f"{ROW}_count"], 1))[KEY]
-    return bucket.filter(pc.is_in(bucket[KEY], value_set=shared)).select([SOURCE, ROW])
+    tables = [spread_keys(keys(names[i]), i, buckets) for i in batch[SOURCE].to_pylist()]
+    return pa.concat_tables(tables) if tables else empty_keys()
 
 
 def _publish_rows(

@@ -49,14 +49,16 @@ class Runner(Protocol):
 
 @runtime_checkable
 class Partitioner(Protocol):
-    """A runner that can also partition the dataset by key (the Ray runner): it finds the
-    rows whose keys another row shares, so the ordered pass keeps state for those only."""
+    """A runner that can also partition the dataset by key (both runners): it finds the
+    rows whose keys another row shares, so the ordered pass keeps state for those only.
+    `scratch` is a folder it may use (and removes)."""
 
     def mark_repeated(
         self,
         sources: Sequence[str],
         keys: Callable[[str], pa.Table],
         publish: Callable[[str, np.ndarray], None],
+        scratch: Path,
     ) -> None: ...
 
 

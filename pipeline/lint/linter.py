@@ -65,6 +65,11 @@ class Linter:
             for finding in findings
         ]
 
+    @property
+    def keyed_facts(self) -> list[int]:
+        """The positions, in `dataset_facts`, of the keyed checks' facts (a key each)."""
+        return [index for index, check in enumerate(self._dataset) if check.keyed]
+
     def dataset_facts(self, view: ThreadView) -> list[Any]:
         """What each dataset rule keeps of this thread (JSON-able; any process)."""
         return [check.facts(view) for check in self._dataset]

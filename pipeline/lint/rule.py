@@ -34,7 +34,13 @@ class DatasetCheck:
     parallel: `facts(view)` is what the rule keeps of one thread (small, JSON-able, and
     independent of every other thread), `observe(facts, ref)` sees those facts in reading
     order (and may report that thread at once), `finish()` reports the rest at the end. It
-    may keep only hashes and counters, never the threads."""
+    may keep only hashes and counters, never the threads.
+
+    A `keyed` check's facts are one key whose earlier copies it looks for (MMS501): a run
+    that partitions the dataset by key hands it None instead for a thread whose key no
+    other thread has, and the check keeps nothing of that thread."""
+
+    keyed: bool = False
 
     def facts(self, view: ThreadView) -> Any:
         raise NotImplementedError

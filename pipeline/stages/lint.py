@@ -20,7 +20,7 @@ from pipeline.lint.report import example_thread
 from pipeline.lint.thread_view import ThreadView
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
-from pipeline.stages.contract import Batch, Stage, thread_as_read
+from pipeline.stages.contract import Batch, Stage, repeated_column, thread_as_read
 
 FINDINGS = "lint_findings"
 """The thread rules' findings (a JSON list of diagnostics), null when there are none."""
@@ -64,6 +64,7 @@ class Lint(Stage):
         pa.field(FINDINGS, pa.binary()),
         pa.field(FACTS, pa.binary()),
     )
+    partition_columns: ClassVar[tuple[str, ...]] = (FACTS,)
 
     def __init__(
         self,
@@ -136,15 +137,37 @@ class Lint(Stage):
         """Record the findings of a record that never became a thread (MMS101/102/105)."""
         self._required_report().check_rejection(self.linter, rejection, self.drop_on)
 
+    def partition_keys(self, rows: pa.Table) -> pa.Table:
+        """The keyed dataset rules' keys (MMS501's content key), one per rule and row."""
+        positions = self.linter.keyed_facts
+        row_ids: list[int] = []
+        keys: list[bytes] = []
+        for row, facts in enumerate(rows[FACTS].to_pylist() if positions else []):
+            rule_facts = orjson.loads(facts)[2:]
+            for position in positions:
+                row_ids.append(row)
+                keys.append(orjson.dumps([position, rule_facts[position]]))
+        return pa.table({"row": pa.array(row_ids, pa.int64()), "key": pa.array(keys, pa.binary())})
+
     def decide(self, rows: pa.Table, kept: list[bool]) -> list[str | None]:
         ids = rows["id"].to_pylist()
         findings = rows[FINDINGS].to_pylist()
         facts = rows[FACTS].to_pylist()
+        column = repeated_column(self.name)
+        alone = (
+            [not shared for shared in rows[column].to_pylist()]
+            if column in rows.column_names
+            else None
+        )
+        positions = self.linter.keyed_facts
         self.found = []
         reasons: list[str | None] = []
         for row, thread_id in enumerate(ids):
             found = [Diagnostic.from_dict(d) for d in orjson.loads(findings[row] or b"[]")]
             source, locator, *rule_facts = orjson.loads(facts[row])
+            if alone is not None and alone[row]:
+                for position in positions:
+                    rule_facts[position] = None  # no other thread shares its key
             mapped = len(found)
             found += self.linter.observe(rule_facts, ThreadRef(thread_id, source, locator))
             self.found.append((thread_id, found, mapped))

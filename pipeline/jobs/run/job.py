@@ -11,6 +11,7 @@ ready: every stage's dataset side, then weights, splits and shards
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 from collections.abc import Callable, Iterable
 from contextlib import closing
@@ -48,6 +49,8 @@ from pipeline.tokenize.loading import tokenizer_files
 
 LOCAL_WORKERS = 2
 """Worker processes of the local engine when neither the config nor --workers says."""
+PARTITION_BYTES = 1 << 30
+"""Inputs from which the local engine partitions keys by default (`engine.partition: auto`)."""
 WORK_DIR = ".work"
 """The engine's work directory inside the output directory, removed once a run succeeds
 (a stopped run keeps it, and resumes from its finished units)."""
@@ -123,17 +126,42 @@ def engine_runner(config: RunConfig, workers: int | None = None) -> Runner:
     return LocalRunner(workers or engine.workers or LOCAL_WORKERS)
 
 
+def partitions(config: RunConfig, runner: Runner, units: list[WorkUnit]) -> bool:
+    """Whether the run finds shared keys in a partition pass (`engine.partition`): `auto`
+    does on a distributed engine, and locally when the inputs hold PARTITION_BYTES or more
+    (below that, the ordered pass keeping every key costs less than waiting for the map)."""
+    choice = config.engine.partition or "auto"
+    if choice == "never" or not isinstance(runner, Partitioner):
+        return False
+    if choice == "always":
+        return True
+    return not isinstance(runner, LocalRunner) or input_bytes(units) >= PARTITION_BYTES
+
+
+def input_bytes(units: list[WorkUnit]) -> int:
+    """The bytes the units read (a part its range, a local file its size; a Hub dataset
+    counts nothing)."""
+    total = 0
+    for unit in units:
+        if unit.start is not None and unit.end is not None:
+            total += unit.end - unit.start
+        elif not is_hf_input(unit.path):
+            total += os.path.getsize(unit.path)
+    return total
+
+
 def _partition(
     config: RunConfig,
     runner: Runner,
+    units: list[WorkUnit],
     unit_dirs: Iterable[Path],
     workdir: Path,
     progress: Callable[[str, int, int], None] | None,
 ) -> tuple[Iterable[Path], RepeatedRows | None]:
-    """On an engine that partitions (a Partitioner: Ray), let the map side finish, then
-    find the rows whose keys repeat (pipeline/jobs/run/partition.py); elsewhere the ordered
-    pass takes the parts as they become ready and keeps every key itself."""
-    stages = partitioned(run_stages(config, Side())) if isinstance(runner, Partitioner) else []
+    """When the run partitions (`partitions`), let the map side finish, then find the rows
+    whose keys repeat (pipeline/jobs/run/partition.py); otherwise the ordered pass takes
+    the parts as they become ready and keeps every key itself."""
+    stages = partitioned(run_stages(config, Side())) if partitions(config, runner, units) else []
     if not stages:
         return unit_dirs, None
     ready = list(unit_dirs)
@@ -172,7 +200,7 @@ def run_pipeline(
             watched=_watched_files(units, config),
         )
         with closing(unit_dirs):  # a failed reduce stops the workers and frees the work dir
-            ready, repeated = _partition(config, runner, unit_dirs, out / WORK_DIR, progress)
+            ready, repeated = _partition(config, runner, units, unit_dirs, out / WORK_DIR, progress)
             reduced = reduce_units(
                 config, out, units, ready, progress, *passed_over(config, out), repeated=repeated
             )

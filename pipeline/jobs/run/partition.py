@@ -1,7 +1,7 @@
-"""The dataset stages' partition pass, on an engine that partitions (Ray): every part's keys
-of each partitioned stage (`Stage.partition_keys`, dedup's content and band keys) are
-grouped by key across the cluster, and the rows whose key another row shares are written
-to the work directory, part by part. The ordered pass then hands the stage a column saying
+"""The dataset stages' partition pass (on Ray always; on the local engine for large inputs):
+every part's keys of each partitioned stage (`Stage.partition_keys`: dedup's content and
+band keys, lint's duplicate-thread key) are grouped by key, bucket by bucket, and the rows
+whose key another row shares are written to the work directory, part by part. The ordered pass then hands the stage a column saying
 which of its rows are repeated, and the stage keeps state for those only: no process holds
 every key, and the decisions are those of the plain ordered pass."""
 
@@ -21,6 +21,8 @@ from pipeline.engine import Partitioner
 from pipeline.jobs.run.unit import UNIT_THREADS
 from pipeline.stages.contract import Stage
 
+KEYS_DIR = "keys"
+"""In the work directory: the partition pass's scratch folder (local engine), removed after."""
 REPEATED_DIR = "repeated"
 """In the work directory: one folder per partitioned stage, one `{part}.npy` per part that
 has repeated rows (their sorted indices in the part's threads file)."""
@@ -61,6 +63,7 @@ def mark_repeated(
             [str(unit_dir) for unit_dir in unit_dirs],
             functools.partial(part_keys, stage),
             functools.partial(publish_repeated, str(folder)),
+            workdir / KEYS_DIR,
         )
     return RepeatedRows(workdir / REPEATED_DIR)
 

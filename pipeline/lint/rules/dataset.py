@@ -34,6 +34,8 @@ class DuplicateThreads(DatasetCheck):
     exact dedup drops on): ids, meta and the wording of converter-written tool
     declarations aside."""
 
+    keyed = True
+
     def __init__(self, config: LintConfig, rule: Rule):
         self.rule = rule
         self.first_seen: dict[int, int] = {}  # content key -> ordinal of its first thread
@@ -42,8 +44,10 @@ class DuplicateThreads(DatasetCheck):
     def facts(self, view: ThreadView) -> int:
         return content_key(view.thread)
 
-    def observe(self, facts: int, ref: ThreadRef) -> Iterator[Diagnostic]:
+    def observe(self, facts: int | None, ref: ThreadRef) -> Iterator[Diagnostic]:
         self.count += 1
+        if facts is None:  # no other thread has its key
+            return
         first = self.first_seen.setdefault(facts, self.count)
         if first != self.count:
             yield Diagnostic(

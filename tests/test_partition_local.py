@@ -1,0 +1,132 @@
+"""The local engine's partition pass: the rows whose key another row shares are found bucket
+by bucket on disk (the same rows as counting every key at once, for any keys and any
+workers), and a run that partitions (`engine.partition: always`) writes the same bytes as
+one whose ordered pass keeps every key, with dedup (exact and near) and lint's duplicate
+rule both finding duplicates."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.engine import LocalRunner
+from pipeline.engine.local import MAX_BUCKETS
+from tests.test_run import SAMPLE_TOKENIZER, output_files, run_cli
+
+Keys = list[list[tuple[int, bytes]]]
+"""Per source, its (row, key) pairs."""
+
+
+def shared_by_partition(sources: Keys, workers: int, scratch: Path) -> dict[str, list[int]]:
+    tables = {
+        f"s{index}": pa.table(
+            {
+                "row": pa.array([row for row, _ in pairs], pa.int64()),
+                "key": pa.array([key for _, key in pairs], pa.binary()),
+            }
+        )
+        for index, pairs in enumerate(sources)
+    }
+    found: dict[str, list[int]] = {}
+
+    def publish(name: str, rows: np.ndarray) -> None:
+        assert name not in found and list(rows) == sorted(set(rows.tolist()))
+        found[name] = rows.tolist()
+
+    LocalRunner(workers).mark_repeated(list(tables), tables.__getitem__, publish, scratch)
+    assert not scratch.exists()
+    return found
+
+
+def shared_by_counting(sources: Keys) -> dict[str, list[int]]:
+    counts = Counter(key for pairs in sources for _, key in pairs)
+    found = {
+        f"s{index}": sorted({row for row, key in pairs if counts[key] > 1})
+        for index, pairs in enumerate(sources)
+    }
+    return {name: rows for name, rows in found.items() if rows}
+
+
+KEYS = st.lists(
+    st.lists(st.tuples(st.integers(0, 40), st.binary(min_size=0, max_size=2)), max_size=30),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sources=KEYS)
+def test_partitioned_keys_find_the_rows_counting_every_key_finds(sources, tmp_path_factory):
+    scratch = tmp_path_factory.mktemp("keys") / "scratch"
+    assert shared_by_partition(sources, 1, scratch) == shared_by_counting(sources)
+
+
+def test_many_sources_and_two_workers(tmp_path: Path) -> None:
+    """More sources than buckets: a bucket gathers several sources' keys."""
+    rng = np.random.default_rng(7)
+    sources = [
+        [(row, rng.integers(0, 4000).tobytes()) for row in range(40)]
+        for _ in range(MAX_BUCKETS + 20)
+    ]
+    assert shared_by_partition(sources, 2, tmp_path / "scratch") == shared_by_counting(sources)
+
+
+@pytest.fixture(scope="module")
+def realdata_config(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Real files with duplicates (a file read twice, a weight, a sample), lint with its
+    duplicate-thread rule, exact and near dedup, three splits, the partition chosen by a
+    placeholder."""
+    realdata = shared / "realdata"
+    folder = tmp_path_factory.mktemp("partition")
+    config = folder / "template.yaml"
+    config.write_text(
+        f"""name: partition-realdata
+inputs:
+  - path: {realdata / "llamafactory"}
+  - path: {realdata / "openai_finetune_examples"}
+    weight: 2
+  - path: {realdata / "llamafactory" / "alpaca_en_demo.json"}
+    sample: 0.5
+stages:
+  lint: {{fail_on: never}}
+  dedup: {{enabled: true, near: true}}
+  tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, max_tokens: 512, overlong: truncate}}
+  shard: {{splits: {{train: 0.8, validation: 0.1, test: 0.1}}, seed: 3}}
+output: {folder / "unused"}
+engine: {{partition: PARTITION}}
+"""
+    )
+    return config
+
+
+def run_with(config: Path, partition: str, out: Path, workers: str) -> dict[str, bytes]:
+    chosen = out.parent / "run.yaml"  # the same name: reports name the config
+    chosen.parent.mkdir(parents=True)
+    chosen.write_text(config.read_text().replace("PARTITION", partition))
+    result = run_cli(str(chosen), "-o", str(out), "--workers", workers)
+    assert result.exit_code == 0, result.output
+    files = output_files(out)
+    manifest = orjson.loads(files["manifest.json"])
+    assert manifest["config"]["engine"] == {"kind": "local", "partition": partition}
+    del manifest["config"]["engine"]
+    files["manifest.json"] = orjson.dumps(manifest)
+    return files
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_partitioned_run_writes_the_same_bytes(realdata_config: Path, tmp_path: Path, workers):
+    kept = run_with(realdata_config, "never", tmp_path / "never" / "out", workers)
+    partitioned = run_with(realdata_config, "always", tmp_path / "always" / "out", workers)
+    assert set(kept) == set(partitioned)
+    for name, data in kept.items():
+        assert partitioned[name] == data, f"{name} differs when the run partitions"
+    counts = orjson.loads(kept["manifest.json"])["counts"]
+    assert counts["threads_dropped"]["duplicate"] and counts["threads_dropped"]["near_duplicate"]
+    assert b"MMS501" in kept["reports/lint.json"]
