@@ -32,6 +32,16 @@ from run import write_config, write_threads
 from tokenizing import DEFAULT_TOKENIZER, real_threads, unique_threads
 
 
+def add_child_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a benchmark timing `mms run` children: --repeat, --tokenizer,
+    --realdata, --workdir and --json."""
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER)
+    parser.add_argument("--realdata", type=Path, default=DEFAULT_REALDATA)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+
+
 def timed_run(config: Path, cache: Path) -> float:
     """Seconds of one `mms run` in a child process with the proofs cache `cache`."""
     environment = {**os.environ, "MMS_CACHE_DIR": str(cache)}
@@ -47,11 +57,7 @@ def timed_run(config: Path, cache: Path) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER)
-    parser.add_argument("--realdata", type=Path, default=DEFAULT_REALDATA)
-    parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--json", type=Path, default=None)
+    add_child_run_options(parser)
     args = parser.parse_args(argv)
     workdir, _ = make_workdir(args.workdir)
     real, _ = real_threads(args.realdata)

@@ -29,10 +29,10 @@ from pathlib import Path
 
 import yaml
 from convert import make_workdir
-from ingest import DEFAULT_REALDATA
 from run import manifest_counts, run_tree, write_config, write_threads
+from small_job import add_child_run_options
 from table import print_aligned
-from tokenizing import DEFAULT_TOKENIZER, LONG_TURNS, SHORT_TURNS, real_threads, turn_threads
+from tokenizing import LONG_TURNS, SHORT_TURNS, real_threads, turn_threads
 
 MAX_TOKENS = 1 << 20
 """No 200-turn thread is cut: both shapes encode every token of the same text."""
@@ -49,11 +49,7 @@ def configure(path: Path, source: Path, output: Path, tokenizer: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--long-threads", type=int, default=100, help="200-turn threads")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER)
-    parser.add_argument("--realdata", type=Path, default=DEFAULT_REALDATA)
-    parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--json", type=Path, default=None)
+    add_child_run_options(parser)
     args = parser.parse_args(argv)
     workdir, _ = make_workdir(args.workdir)
     real, _ = real_threads(args.realdata)

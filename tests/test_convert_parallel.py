@@ -161,17 +161,25 @@ def test_zero_workers_is_a_usage_error(tmp_path):
         convert(str(source), tmp_path / "out.jsonl", workers=0)
 
 
-def test_a_failing_part_is_a_clean_error_naming_its_file(tmp_path, monkeypatch):
+def three_files_one_failing(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, failing: str, error: BaseException
+) -> None:
+    """`a.jsonl`, `b.jsonl` and `c.jsonl` in `folder`; reading the part of `failing`
+    raises `error` (in the workers too: they are forked with the patch)."""
     for name in ("a", "b", "c"):
-        write_dataset(tmp_path / f"{name}.jsonl", threads=10)
+        write_dataset(folder / f"{name}.jsonl", threads=10)
     read_items = pipeline.jobs.parallel.read_items
 
-    def failing(path: str, *args, **kwargs):
-        if path.endswith("b.jsonl"):
-            raise OSError("the disk is on fire")
+    def read_or_fail(path: str, *args, **kwargs):
+        if path.endswith(failing):
+            raise error
         return read_items(path, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline.jobs.parallel, "read_items", failing)  # workers are forked
+    monkeypatch.setattr(pipeline.jobs.parallel, "read_items", read_or_fail)
+
+
+def test_a_failing_part_is_a_clean_error_naming_its_file(tmp_path, monkeypatch):
+    three_files_one_failing(tmp_path, monkeypatch, "b.jsonl", OSError("the disk is on fire"))
     out = tmp_path / "out" / "threads.jsonl"
     result = cli("convert", str(tmp_path), "-o", str(out), "--from", "mms", "--workers", "2")
     assert result.exit_code == 1

@@ -23,7 +23,8 @@ from pipeline.engine import UnitFailed, run_units
 from pipeline.sources.parts import plan_units
 from tests.conftest import REPO
 from tests.engine_work import convert_unit, tree_bytes
-from tests.test_run import QUICKSTART, SAMPLE_TOKENIZER, output_files, run_cli
+from tests.realdata_mix import write_mix_config
+from tests.test_run import QUICKSTART, output_files, run_cli
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install '.[ray]')")
 
@@ -82,25 +83,8 @@ def same_but_engine(local: dict[str, bytes], on_ray: dict[str, bytes]) -> None:
 def realdata(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """A config of real files — a mix (a weight, a sample, a file read twice), exact and
     near dedup, three splits — and the bytes the local engine writes for it."""
-    realdata = shared / "realdata"
     folder = tmp_path_factory.mktemp("realdata")
-    config = folder / "ray-realdata.yaml"
-    config.write_text(
-        f"""name: ray-realdata
-inputs:
-  - path: {realdata / "llamafactory"}
-  - path: {realdata / "openai_finetune_examples"}
-    weight: 2
-  - path: {realdata / "llamafactory" / "alpaca_en_demo.json"}
-    sample: 0.5
-stages:
-  lint: {{fail_on: never}}
-  dedup: {{enabled: true, near: true}}
-  tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, max_tokens: 512, overlong: truncate}}
-  shard: {{splits: {{train: 0.8, validation: 0.1, test: 0.1}}, seed: 3}}
-output: {folder / "unused"}
-"""
-    )
+    config = write_mix_config(folder / "ray-realdata.yaml", shared)
     local = folder / "local" / "out"
     result = run_cli(str(config), "-o", str(local), "--workers", "2")
     assert result.exit_code == 0, result.output

@@ -11,13 +11,17 @@ import json
 import pytest
 from click.testing import CliRunner, Result
 
-import pipeline.jobs.parallel
 from pipeline.cli import main
 from pipeline.jobs.lint import lint
 from pipeline.jobs.read import ReadSpec
 from pipeline.lint import LintConfig, LintReport
 from pipeline.lint.reports import OUTPUT_FORMATS, write_report
-from tests.test_convert_parallel import SPLIT_BYTES, parts_of, write_dataset
+from tests.test_convert_parallel import (
+    SPLIT_BYTES,
+    parts_of,
+    three_files_one_failing,
+    write_dataset,
+)
 
 DATASET_RULES = {"MMS501", "MMS502"}
 """Codes of dataset rules the generated file sets off (found in the ordered pass)."""
@@ -103,16 +107,7 @@ def test_zero_workers_is_a_usage_error(tmp_path):
 
 
 def test_a_failing_part_is_a_clean_error_naming_its_file(tmp_path, monkeypatch):
-    for name in ("a", "b", "c"):
-        write_dataset(tmp_path / f"{name}.jsonl", threads=10)
-    read_items = pipeline.jobs.parallel.read_items
-
-    def failing(path: str, *args, **kwargs):
-        if path.endswith("c.jsonl"):
-            raise MemoryError("out of memory")
-        return read_items(path, *args, **kwargs)
-
-    monkeypatch.setattr(pipeline.jobs.parallel, "read_items", failing)  # workers are forked
+    three_files_one_failing(tmp_path, monkeypatch, "c.jsonl", MemoryError("out of memory"))
     report = tmp_path / "out" / "lint.json"
     result = cli(
         "lint", str(tmp_path), "--output-format", "json", "-o", str(report), "--workers", "2"

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from pipeline.engine import LocalRunner
 from pipeline.engine.local import MAX_BUCKETS
-from tests.test_run import SAMPLE_TOKENIZER, output_files, run_cli
+from tests.realdata_mix import write_mix_config
+from tests.test_run import output_files, run_cli
 
 Keys = list[list[tuple[int, bytes]]]
 """Per source, its (row, key) pairs."""
@@ -80,30 +81,10 @@ def test_many_sources_and_two_workers(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def realdata_config(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Real files with duplicates (a file read twice, a weight, a sample), lint with its
-    duplicate-thread rule, exact and near dedup, three splits, the partition chosen by a
-    placeholder."""
-    realdata = shared / "realdata"
+    """The real-file mix (duplicates, lint, exact and near dedup, three splits), with the
+    partition left as a placeholder."""
     folder = tmp_path_factory.mktemp("partition")
-    config = folder / "template.yaml"
-    config.write_text(
-        f"""name: partition-realdata
-inputs:
-  - path: {realdata / "llamafactory"}
-  - path: {realdata / "openai_finetune_examples"}
-    weight: 2
-  - path: {realdata / "llamafactory" / "alpaca_en_demo.json"}
-    sample: 0.5
-stages:
-  lint: {{fail_on: never}}
-  dedup: {{enabled: true, near: true}}
-  tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, max_tokens: 512, overlong: truncate}}
-  shard: {{splits: {{train: 0.8, validation: 0.1, test: 0.1}}, seed: 3}}
-output: {folder / "unused"}
-engine: {{partition: PARTITION}}
-"""
-    )
-    return config
+    return write_mix_config(folder / "template.yaml", shared, engine="{partition: PARTITION}")
 
 
 def run_with(config: Path, partition: str, out: Path, workers: str) -> dict[str, bytes]:
