@@ -17,20 +17,44 @@ TOKEN_FIGURES = ("num_tokens", "num_trained", "messages")
 """The columns written rows carry when they are tokenized (their token figures are counted)."""
 
 
+DEDUPLICATED = ("duplicate", "near_duplicate")
+"""The drop reasons of dedup."""
+SAMPLED_OUT = "sampled_out"
+"""The drop reason of an input's `sample`."""
+
+
 @dataclass(slots=True)
 class InputAccount:
     """One input's share of a run's account (an input as the config names it): records
-    read and quarantined, threads read and dropped, rows written (weighted copies
-    included) and their tokens."""
+    read and quarantined (per code), threads read and dropped (per reason), rows written
+    per split (weighted copies included, and counted apart) and their tokens."""
 
     path: str
     license: str | None = None
     records_read: int = 0
-    quarantined: int = 0
     threads: int = 0
-    dropped: int = 0
-    written: int = 0
     tokens: int = 0
+    copies: int = 0
+    quarantined_by: Counter[str] = field(default_factory=Counter)
+    dropped_by: Counter[str] = field(default_factory=Counter)
+    written_by: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def quarantined(self) -> int:
+        return sum(self.quarantined_by.values())
+
+    @property
+    def dropped(self) -> int:
+        return sum(self.dropped_by.values())
+
+    @property
+    def written(self) -> int:
+        """Rows written, weighted copies included."""
+        return sum(self.written_by.values())
+
+    @property
+    def deduplicated(self) -> int:
+        return sum(self.dropped_by[reason] for reason in DEDUPLICATED)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -38,9 +62,13 @@ class InputAccount:
             "license": self.license,
             "records_read": self.records_read,
             "records_quarantined": self.quarantined,
+            "quarantined_by": dict(sorted(self.quarantined_by.items())),
             "threads": self.threads,
             "threads_dropped": self.dropped,
+            "dropped_by": dict(sorted(self.dropped_by.items())),
             "rows_written": self.written,
+            "written_by_split": dict(sorted(self.written_by.items())),
+            "weighted_copies": self.copies,
             "tokens": self.tokens,
         }
 
@@ -118,7 +146,8 @@ class Account:
         self.written[split] += rows.num_rows * weight
         self.copies += rows.num_rows * (weight - 1)
         if source is not None:
-            source.written += rows.num_rows * weight
+            source.written_by[split] += rows.num_rows * weight
+            source.copies += rows.num_rows * (weight - 1)
         if not rows.num_rows or not set(TOKEN_FIGURES) <= set(rows.column_names):
             return
         num_tokens, num_trained = rows["num_tokens"], rows["num_trained"]
@@ -138,7 +167,8 @@ class Account:
         self.copies = self.tokens = self.trained_tokens = self.zero_weight_messages = 0
         self.truncated = self.untrained = self.longest = 0
         for source in self.inputs:
-            source.written = source.tokens = 0
+            source.written_by.clear()
+            source.tokens = source.copies = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The counts of a run's manifest (DESIGN §7)."""

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import orjson
@@ -362,6 +363,41 @@ def test_every_bundled_config_runs_on_a_fresh_clone(name, tmp_path):
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["counts"]["balanced"] is True
     assert manifest["gate"]["passed"] is (name != "lint_only.yaml")
+    per_input_agrees_with_the_totals(manifest["counts"], result.output)
+
+
+def per_input_agrees_with_the_totals(counts: dict, summary: str) -> None:
+    """The inputs' rows add up to the run's counts, per code, reason and split, and the
+    summary's written lines, check line and per-input table say the same rows."""
+    inputs = counts["inputs"]
+
+    def added(key: str) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for source in inputs:
+            total.update(source[key])
+        return dict(total)
+
+    assert added("quarantined_by") == counts["records_quarantined"]
+    assert added("dropped_by") == counts["threads_dropped"]
+    assert added("written_by_split") == {k: v for k, v in counts["threads_written"].items() if v}
+    assert sum(source["weighted_copies"] for source in inputs) == counts["weighted_copies"]
+    assert sum(source["tokens"] for source in inputs) == counts["tokens"]
+    rows = sum(counts["threads_written"].values())
+    number = r"([\d,]+)"
+    written_lines = re.findall(rf"^\s+{number}  written ", summary, re.M)
+    assert sum(_count(found) for found in written_lines) == rows
+    check = re.search(rf"threads = {number} written(?: \(\+ {number} weighted copies)?", summary)
+    assert check is not None, summary
+    kept, copies = _count(check.group(1)), _count(check.group(2) or "0")
+    assert (kept + copies, copies) == (rows, counts["weighted_copies"])
+    if len(inputs) > 1:
+        table = summary[summary.index("Per input") :].splitlines()[2 : 2 + len(inputs)]
+        column = -2 if counts["tokens"] else -1  # written, before tokens when tokenized
+        assert sum(_count(line.split()[column]) for line in table) == rows
+
+
+def _count(text: str) -> int:
+    return int(text.replace(",", ""))
 
 
 def test_the_tool_calling_gate_is_not_idle(tmp_path):

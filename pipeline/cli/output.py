@@ -68,6 +68,12 @@ def some(paths: list[str], shown: int = 3) -> str:
     return ", ".join(paths[:shown]) + more
 
 
+def plural(count: int, singular: str, plural_form: str | None = None) -> str:
+    """`count` and the noun that goes with it: "1 shard", "2 shards", "0 weighted copies"."""
+    noun = singular if count == 1 else plural_form or f"{singular}s"
+    return f"{count:,} {noun}"
+
+
 def check_mark(balanced: bool) -> str:
     """The mark ending a `Check:` line."""
     return "[green]✓[/]" if balanced else "[red]✗ MISMATCH[/]"

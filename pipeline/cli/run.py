@@ -10,10 +10,11 @@ from typing import Any
 
 import click
 
-from pipeline.accounting import most_first
+from pipeline.accounting import SAMPLED_OUT, InputAccount, most_first
 from pipeline.cli.output import (
     check_mark,
     exit_unbalanced,
+    plural,
     print_error,
     print_refused,
     some,
@@ -245,7 +246,11 @@ def _print_summary(result: RunResult) -> None:
         stderr.print(f"  {count:>8,}  dropped      {reason}")
     for split, shards in result.shards.items():
         rows = counts.written[split] if result.packing else sum(s.rows for s in shards)
-        stderr.print(f"  {rows:>8,}  written      {split} ({len(shards)} shard(s))")
+        stderr.print(f"  {rows:>8,}  written      {split} ({plural(len(shards), 'shard')})")
+    if counts.copies:
+        stderr.print(
+            f"            of them {plural(counts.copies, 'weighted copy', 'weighted copies')}"
+        )
     for split in result.empty_splits:
         stderr.print(f"  [yellow]split {split} got no rows[/]: not written, not in the card")
     if counts.withheld:
@@ -280,11 +285,50 @@ def _print_summary(result: RunResult) -> None:
             f"Verified: {checked.get('files', 0)} file(s) and {checked.get('rows', 0):,} rows "
             "against manifest.json, and the card (hashes only; `mms verify` renders every row)"
         )
+    if len(counts.inputs) > 1:
+        _print_inputs(counts.inputs, bool(counts.tokens))
     unsharded = f" + {counts.not_sharded:,} linted only" if counts.not_sharded else ""
     unsharded += f" + {counts.withheld:,} withheld" if counts.withheld else ""
+    copies = (
+        f" (+ {counts.copies:,} weighted copies: {counts.kept + counts.copies:,} rows)"
+        if counts.copies
+        else ""
+    )
     stderr.print(
         f"Check: {counts.records_read:,} read = {counts.records_converted:,} converted + "
         f"{counts.quarantined_total:,} quarantined; {counts.threads:,} threads = "
-        f"{counts.kept:,} written{unsharded} + {counts.dropped_total:,} dropped "
+        f"{counts.kept:,} written{copies}{unsharded} + {counts.dropped_total:,} dropped "
         f"{check_mark(counts.balanced)}"
     )
+
+
+def _print_inputs(inputs: list[InputAccount], tokenized: bool) -> None:
+    """One row per input: what it gave, from records read to rows and tokens written."""
+    header = ["input", "read", "quarantined", "dropped", "dedup", "sampled out", "copies"]
+    header += ["written", "tokens"] if tokenized else ["written"]
+    rows = [
+        [
+            source.path,
+            *(
+                f"{n:,}"
+                for n in (
+                    source.records_read,
+                    source.quarantined,
+                    source.dropped,
+                    source.deduplicated,
+                    source.dropped_by[SAMPLED_OUT],
+                    source.copies,
+                    source.written,
+                    *([source.tokens] if tokenized else []),
+                )
+            ),
+        ]
+        for source in inputs
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    stderr.print("Per input (manifest.json counts.inputs has every reason):", highlight=False)
+    for row in [header, *rows]:
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        stderr.print("  " + "  ".join(cells), highlight=False, markup=False)

@@ -195,7 +195,7 @@ class _Reducer:
                 table = self._with_repeated(threads.get_batch(index), unit, start)
                 start += table.num_rows
                 reasons = decide(self.stages, table, self.counts)
-                origin.dropped += len(reasons) - reasons.count(None)
+                origin.dropped_by.update(reason for reason in reasons if reason is not None)
                 keep = [reason is None for reason in reasons]
                 kept = table.filter(pa.array(keep, pa.bool_())).select([*self.columns, SPLIT_GROUP])
                 if kept.num_rows:
@@ -217,9 +217,9 @@ class _Reducer:
         counts.threads += unit_counts["threads"]
         source = counts.inputs[unit.input_index]
         source.records_read += unit_counts["records_read"]
-        source.quarantined += sum(unit_counts["quarantined"].values())
+        source.quarantined_by.update(unit_counts["quarantined"])
         source.threads += unit_counts["threads"]
-        source.dropped += sum(unit_counts["dropped"].values())
+        source.dropped_by.update(unit_counts["dropped"])
         counts.quarantined.update(unit_counts["quarantined"])
         counts.formats.update(unit_counts["formats"])
         if unit.path not in counts.files:
