@@ -43,6 +43,18 @@ def test_version_and_formats():
     assert len(out) == len(pipeline.FORMATS) + 1
 
 
+def test_help_starts_with_mms_run():
+    """`mms --help` leads with the whole job: the first example and the first command are
+    `mms run`; every command is listed once."""
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    examples = result.output.split("Start with:")[1].split("Options:")[0].split()
+    assert examples[:2] == ["mms", "run"]
+    commands = [line.split()[0] for line in result.output.split("Commands:")[1].splitlines()[1:]]
+    assert commands[0] == "run"
+    assert sorted(commands) == sorted(main.list_commands(None)) and len(set(commands)) == 10
+
+
 def test_mixed_good_and_bad_lines_quarantine_each_bad_one(tmp_path):
     source = tmp_path / "mixed.jsonl"
     source.write_bytes(

@@ -168,6 +168,10 @@ def test_a_run_killed_mid_way_resumes_to_the_same_bytes(shared, tmp_path):
     resumed = run_cli(str(config), "-o", str(out))
     assert resumed.exit_code in (0, 1), resumed.output
     assert output_files(out) == clean
+    said = re.search(
+        r"Resumed: (\d+) of (\d+) work units were done by an earlier run", resumed.output
+    )
+    assert said is not None and int(said.group(1)) >= done, resumed.output
 
 
 def test_mix_weights_and_samples_by_a_stable_hash(tmp_path):
@@ -187,10 +191,27 @@ def test_mix_weights_and_samples_by_a_stable_hash(tmp_path):
     assert same["id"].to_pylist() == ids  # the sample is the same threads every time
 
 
+def test_a_finished_run_says_what_to_do_next(tmp_path, monkeypatch):
+    """The report to open, how to load, inspect, verify and push the output, as commands
+    that work from here; a fresh run says nothing of resuming."""
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(str(QUICKSTART), "-o", "out")
+    assert result.exit_code == 0, result.output
+    steps = result.output.split("Next:\n")[1].splitlines()
+    commands = [line.split("  ")[1] for line in steps]
+    assert commands[0] == "open out/reports/lint.html" and (tmp_path / commands[0][5:]).is_file()
+    assert commands[1] == 'datasets.load_dataset("out")'
+    shard = commands[2].removeprefix("mms inspect ")
+    assert shard.startswith("out/data/") and (tmp_path / shard).is_file()
+    assert commands[3:] == ["mms verify out", "mms push out ORG/NAME"]
+    assert "Resumed" not in result.output
+
+
 def test_the_lint_gate_fails_the_run_and_still_writes_the_reports(tmp_path):
     out = tmp_path / "lint"
     result = run_cli(str(REPO / "configs" / "lint_only.yaml"), "-o", str(out))
     assert result.exit_code == 1 and "lint gate" in result.output
+    assert "Next:" not in result.output  # nothing was published: nothing to load
     assert {"reports/lint.json", "manifest.json", "quarantine/rejected.jsonl"} <= set(
         output_files(out)
     )

@@ -13,19 +13,20 @@ from pipeline.cli.output import stderr
 from pipeline.version import __version__
 
 COMMANDS = {
-    "formats": "pipeline.cli.formats:formats_command",
+    "run": "pipeline.cli.run:run_command",
     "convert": "pipeline.cli.convert:convert_command",
     "lint": "pipeline.cli.lint:lint_command",
-    "rules": "pipeline.cli.rules:rules_command",
-    "tokenize": "pipeline.cli.tokenize:tokenize_command",
     "inspect": "pipeline.cli.inspect:inspect_command",
-    "run": "pipeline.cli.run:run_command",
     "verify": "pipeline.cli.verify:verify_command",
-    "pack": "pipeline.cli.pack:pack_command",
     "push": "pipeline.cli.push:push_command",
+    "tokenize": "pipeline.cli.tokenize:tokenize_command",
+    "pack": "pipeline.cli.pack:pack_command",
+    "formats": "pipeline.cli.formats:formats_command",
+    "rules": "pipeline.cli.rules:rules_command",
 }
-"""Each command and where it lives: a command's module is imported only when it runs (or
-help lists it), so `mms run` does not load what `mms push` or `mms lint` need."""
+"""Each command and where it lives, in the order `mms --help` lists them (the whole job
+first, then its steps one by one, then the references): a command's module is imported
+only when it runs (or help lists it), so `mms run` does not load what `mms push` needs."""
 
 
 class _Group(click.Group):
@@ -34,7 +35,7 @@ class _Group(click.Group):
     for a bug report."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)
@@ -72,9 +73,10 @@ def main() -> None:
 
     \b
     Start with:
-      mms formats                              which input formats are understood
-      mms convert data/ -o out/threads.jsonl   any supported input -> MMS JSONL
       mms run configs/quickstart.yaml          a pipeline config -> training-ready shards
+      mms convert data/ -o out/threads.jsonl   any supported input -> MMS JSONL
+      mms lint data/                           what would fail, file:line by file:line
       mms verify out/quickstart                check an output without trusting it
       mms push out/quickstart ORG/NAME         publish it to the Hugging Face Hub
+      mms formats                              which input formats are understood
     """

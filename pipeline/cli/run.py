@@ -161,6 +161,7 @@ def run_command(
         if config.push is not None:
             stderr.print(f"nothing was pushed to {config.push.repo}: the gate failed")
         sys.exit(1)
+    pushed = config.push is not None and push
     if config.push is not None and push:
         push_and_report(
             result.output,
@@ -168,6 +169,30 @@ def run_command(
             private=config.push.private,
             revision=config.push.revision,
         )
+    if result.shards:
+        _print_next_steps(result, pushed)
+
+
+def _print_next_steps(result: RunResult, pushed: bool) -> None:
+    """What a curator does with a finished output, as commands to copy."""
+    out = result.output
+    try:
+        shown = out.relative_to(Path.cwd())
+    except ValueError:
+        shown = out
+    first = next(iter(result.shards.values()))[0].name
+    steps = [
+        (f"open {shown / 'reports' / 'lint.html'}", "the lint report, thread by thread"),
+        (f'datasets.load_dataset("{shown}")', "the splits, in Python"),
+        (f"mms inspect {shown / 'data' / first}", "threads as the MMS spec draws them"),
+        (f"mms verify {shown}", "every row rendered again and checked"),
+    ]
+    if not pushed:
+        steps.append((f"mms push {shown} ORG/NAME", "publish it on the Hugging Face Hub"))
+    width = max(len(command) for command, _ in steps)
+    stderr.print("Next:", highlight=False)
+    for command, what in steps:
+        stderr.print(f"  {command.ljust(width)}  {what}", highlight=False, markup=False)
 
 
 def _with_engine(config: RunConfig, engine: str | None, address: str | None) -> RunConfig:
@@ -232,6 +257,11 @@ def _print_gate_failure(result: RunResult, config: RunConfig) -> None:
 
 def _print_summary(result: RunResult) -> None:
     counts = result.counts
+    if result.resumed:
+        stderr.print(
+            f"Resumed: {result.resumed:,} of {plural(result.units, 'work unit')} were done by "
+            f"an earlier run of this config (kept in {result.output / WORK_DIR}), not redone"
+        )
     stderr.print(
         f"Read {counts.records_read:,} records: {counts.records_converted:,} converted into "
         f"{counts.threads:,} threads, {counts.quarantined_total:,} quarantined"

@@ -73,6 +73,10 @@ class RunResult:
     """The cheap part of `mms verify` (hashes, row counts, the card), run on the output."""
     packing: dict[str, Any] | None = None
     """What the pack stage did (seq_len, sequences, fill ...), None without one."""
+    units: int = 0
+    """Work units the run planned."""
+    resumed: int = 0
+    """Units an earlier, stopped run of the same config had finished: reused, not redone."""
 
 
 def plan(config: RunConfig, output: Path | None = None) -> list[WorkUnit]:
@@ -185,6 +189,14 @@ def run_pipeline(
     out = Path(output or config.output).resolve()
     units = plan(config, out)
     stage = config.stages.tokenize
+    resumed: list[int] = []  # the units already done when the run starts (its first report)
+
+    def units_progress(done: int, total: int) -> None:
+        if not resumed:
+            resumed.append(done)
+        if progress is not None:
+            progress("read, lint, tokenize", done, total)
+
     with engine_runner(config, workers) as runner:
         unit_dirs = iter_units(
             units,
@@ -192,9 +204,7 @@ def run_pipeline(
             out / WORK_DIR,
             config_digest=f"{PART_FORMAT}:{config.digest()}",
             runner=runner,
-            progress=(lambda done, total: progress("read, lint, tokenize", done, total))
-            if progress
-            else None,
+            progress=units_progress,
             on_claimed=lambda: remove_stale_temps(out, skip=(WORK_DIR,)),
             prepare_workers=lambda: renderer_for(stage) if stage else None,
             watched=_watched_files(units, config),
@@ -222,4 +232,16 @@ def run_pipeline(
     configured = [name for name, _ in config.stages.shard.splits] if config.stages.shard else []
     empty = tuple(name for name in configured if name not in shards and not gate_failed)
     checked = verify_output(out, render=False, template=False) if shards else None
-    return RunResult(out, counts, shards, report, gate_failed, encoder, empty, checked, packing)
+    return RunResult(
+        out,
+        counts,
+        shards,
+        report,
+        gate_failed,
+        encoder,
+        empty,
+        checked,
+        packing,
+        units=len(units),
+        resumed=resumed[0] if resumed else 0,
+    )
