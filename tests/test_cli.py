@@ -140,9 +140,9 @@ def test_undetectable_file_is_quarantined_as_unknown_format(tmp_path):
     assert result.exit_code == 0
     assert "no format detected" in result.output
     assert [r["code"] for r in lines_of(tmp_path / "o.rejected.jsonl")] == ["unknown_format"] * 2
-    assert (
-        run("convert", str(path), "-o", str(tmp_path / "o2.jsonl"), "--from", "mms").exit_code == 0
-    )
+    named = run("convert", str(path), "-o", str(tmp_path / "o2.jsonl"), "--from", "mms")
+    assert named.exit_code == 1  # a --from that converts nothing is an error
+    assert "auto-detection recognises none of them either" in named.output
     assert [r["code"] for r in lines_of(tmp_path / "o2.rejected.jsonl")] == ["invalid_thread"] * 2
 
 
@@ -239,3 +239,18 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
     errors = process.stderr.read().decode()
     assert process.wait(timeout=120) == 141
     assert "internal error" not in errors and "Traceback" not in errors
+
+
+def test_a_from_that_converts_nothing_says_what_detection_reads_and_exits_1(tmp_path):
+    samples = REPO / "data_samples" / "openai"
+    out = tmp_path / "out.jsonl"
+    args = ["convert", str(samples), "--from", "sharegpt", "-o", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    files = len(list(samples.glob("*.jsonl")))
+    assert "--from sharegpt converted none of the" in result.output
+    assert f"auto-detection reads them as: openai ({files} files)" in result.output
+    assert "run again with --from openai or without --from" in result.output
+    assert out.is_file()  # what was asked is still written: the quarantine says why
+    right = CliRunner().invoke(main, [*args[:3], "openai", "-o", str(tmp_path / "ok.jsonl")])
+    assert right.exit_code == 0, right.output

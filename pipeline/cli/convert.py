@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
+from typing import NoReturn
 
 import click
 
+from pipeline.accounting import Account, most_first
 from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
@@ -17,6 +20,7 @@ from pipeline.cli.options import (
 from pipeline.cli.output import (
     check_mark,
     exit_unbalanced,
+    plural,
     print_error,
     print_inputs,
     print_quarantine,
@@ -24,12 +28,13 @@ from pipeline.cli.output import (
     stderr,
 )
 from pipeline.engine import UnitFailed
-from pipeline.formats import ConvertOptions
+from pipeline.formats import AUTO, ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
 from pipeline.jobs.convert import ConvertResult, convert
+from pipeline.jobs.read import detect_file
 from pipeline.output.files import OutputPathError
 from pipeline.quarantine import ERROR_CODES
-from pipeline.sources import InputError, ReadLimits
+from pipeline.sources import InputError, ReadLimits, is_hf_input
 
 
 def _codes_help() -> str:
@@ -187,9 +192,39 @@ def convert_command(
     stats = result.account
     if not stats.balanced:
         exit_unbalanced()
+    if input_format != AUTO and stats.records_read and not stats.records_converted:
+        _exit_wrong_format(input_format, stats)
     if strict and stats.quarantined_total:
         stderr.print(f"[red]--strict:[/] {stats.quarantined_total} record(s) quarantined")
         sys.exit(1)
+
+
+DETECTED_FILES = 20
+"""Files auto-detection looks at when --from converted nothing."""
+
+
+def _exit_wrong_format(named: str, stats: Account) -> NoReturn:
+    """--from converted no record: say how auto-detection reads the files, and exit 1."""
+    found = Counter(
+        detect_file(path).label for path in stats.files[:DETECTED_FILES] if not is_hf_input(path)
+    )
+    found.pop("-", None)
+    stderr.print(
+        f"[red]error:[/] --from {named} converted none of the {plural(stats.records_read, 'record')}",
+        highlight=False,
+    )
+    if found:
+        guesses = ", ".join(f"{label} ({plural(n, 'file')})" for label, n in most_first(found))
+        best = most_first(found)[0][0]
+        hint = "without --from" if best == "per-record" else f"with --from {best} or without --from"
+        stderr.print(
+            f"  auto-detection reads them as: {guesses}; run again {hint}", highlight=False
+        )
+    else:
+        stderr.print(
+            "  auto-detection recognises none of them either (see `mms formats --detect FILE`)"
+        )
+    sys.exit(1)
 
 
 def _print_summary(result: ConvertResult) -> None:

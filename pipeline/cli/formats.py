@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
-
 import click
 
 from pipeline.formats import AUTO, FORMATS
-from pipeline.formats.detect import detect
-from pipeline.sources import ReadLimits, Record, iter_file
-from pipeline.stages.normalize import SNIFF_RECORDS
+from pipeline.jobs.read import detect_file
 
 
 @click.command(
@@ -33,11 +29,7 @@ def formats_command(detect_file: str | None) -> None:
 
 
 def _print_detection(path: str) -> None:
-    head = itertools.islice(
-        (item.value for item in iter_file(path, ReadLimits()) if isinstance(item, Record)),
-        SNIFF_RECORDS,
-    )
-    detection = detect(head)
+    detection = detect_file(path)
     click.echo(f"{path}: {detection.records} record(s) sniffed -> {detection.label}")
     width = max(len(name) for name in FORMATS)
     for score in detection.scores:

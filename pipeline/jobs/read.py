@@ -4,16 +4,25 @@ records normalized, every record that fails handed on with file, position and re
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pipeline.accounting import Account
 from pipeline.formats import AUTO, ConvertOptions, get_format
+from pipeline.formats.detect import Detection, detect
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
-from pipeline.sources import DEFAULT_SPLIT, InputFiles, ReadLimits, expand_inputs, iter_file
-from pipeline.stages.normalize import read_items
+from pipeline.sources import (
+    DEFAULT_SPLIT,
+    InputFiles,
+    ReadLimits,
+    Record,
+    expand_inputs,
+    iter_file,
+)
+from pipeline.stages.normalize import SNIFF_RECORDS, read_items
 
 
 @dataclass(frozen=True)
@@ -78,3 +87,10 @@ def count_files(stats: Account, found: InputFiles) -> None:
     stats.skipped_files.extend(found.skipped)
     stats.companion_files.update(found.companions)
     stats.refused_files.update(found.refused)
+
+
+def detect_file(path: str, limits: ReadLimits | None = None) -> Detection:
+    """How auto-detection reads the file at `path` (its first SNIFF_RECORDS records)."""
+    items = iter_file(path, limits or ReadLimits())
+    head = itertools.islice((i.value for i in items if isinstance(i, Record)), SNIFF_RECORDS)
+    return detect(head)
