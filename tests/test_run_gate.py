@@ -97,7 +97,8 @@ def test_a_failed_gate_publishes_nothing_normal_looking(tmp_path):
     assert failed["first"].endswith(f"{source.name}:2")
     assert manifest["splits"] == {}
     assert manifest["counts"]["threads_withheld_by_gate"] == 3
-    assert (out / "reports" / "lint.md").is_file() and (out / "quarantine").is_dir()
+    assert (out / "reports" / "lint.md").is_file()
+    assert not (out / "quarantine").exists()  # nothing was quarantined: no empty file
     assert (
         "**Gate** (fail on error): **failed** by MMS201 error x1"
         in (out / "reports" / "lint.md").read_text()
@@ -253,14 +254,19 @@ def test_a_run_leaves_nothing_of_an_earlier_run_it_does_not_write(tmp_path):
     assert _run(sharded).exit_code == 0
     (train,) = (out / "data").glob("train-*.parquet")
     shutil.copy(train, out / "data" / "validation-00000-of-00001.parquet")  # an old split
+    (out / "quarantine").mkdir()
+    (out / "quarantine" / "rejected.jsonl").write_text('{"code": "invalid_json"}\n')  # old
     again = _run(sharded)
     assert again.exit_code == 0, again.output
     assert [p.name for p in (out / "data").iterdir()] == [train.name]
+    assert not (out / "quarantine").exists()  # this run quarantined nothing
+    files = orjson.loads((out / "manifest.json").read_bytes())["files"]
+    assert not [entry for entry in files if entry["path"].startswith("quarantine/")]
 
     lint_only = _config(tmp_path, source, out, NO_GATE, "shard: false")
     result = _run(lint_only)
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "quarantine", "reports"]
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "reports"]
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["splits"] == {} and manifest["tokenizer"] is None
 

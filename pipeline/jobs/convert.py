@@ -18,7 +18,12 @@ from pipeline.accounting import Account
 from pipeline.jobs.driver import StreamDriver
 from pipeline.jobs.parallel import add_counts, job_parts, parts_in_order, read_part, write_counts
 from pipeline.jobs.read import ReadSpec, read
-from pipeline.output.files import OutputPathError, atomic_output, check_writable
+from pipeline.output.files import (
+    OutputPathError,
+    atomic_output,
+    check_writable,
+    discard_if_none,
+)
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.sources import InputError
 from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, WorkUnit
@@ -72,7 +77,8 @@ def convert(
     split_bytes: int = DEFAULT_SPLIT_BYTES,
 ) -> ConvertResult:
     """Convert `inputs`, read as `spec` says, to MMS JSONL at `output`; rejected records go
-    to `quarantine` (default: next to the output). Both files are written atomically.
+    to `quarantine` (default: next to the output; not written when none is). Both files
+    are written atomically.
 
     With `workers` above 1 and more than one part to read (several files, or a big JSON
     Lines file of a named format cut into parts of about `split_bytes`), the parts are
@@ -105,6 +111,7 @@ def convert(
             )
             read_all = read(inputs, spec, on_reject=driver.rejected, stats=account, exclude=exclude)
             driver.run(read_all)
+    discard_if_none(quarantine, account.quarantined_total)
     if progress is not None:
         progress(account)
     return ConvertResult(output, quarantine, account)

@@ -24,7 +24,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.output.card import CardStats, dataset_card, license_fields, training_facts
-from pipeline.output.files import atomic_output, atomic_text_output, file_sha256
+from pipeline.output.files import (
+    atomic_output,
+    atomic_text_output,
+    discard_if_none,
+    file_sha256,
+)
 from pipeline.output.manifest import build_manifest, file_entries, input_record, write_manifest
 from pipeline.output.shards import SHARD_FILE, Shard, ShardWriter, split_files
 from pipeline.output.tokenizer import shipped_renderer
@@ -89,12 +94,16 @@ def pack_output(
     staging = output / STAGING_DIR
     shutil.rmtree(staging, ignore_errors=True)
     try:
+        dropped = 0
         with atomic_output(output / "quarantine" / "dropped.jsonl") as dropped_out:
             for split, paths in splits.items():
                 rows = _source_rows(paths, columns, window)
                 shards[split] = _pack_split(stage, split, rows, staging, progress)
-                dropped_out.writelines(stage.dropped_lines(split))
+                lines = list(stage.dropped_lines(split))
+                dropped_out.writelines(lines)
+                dropped += len(lines)
             _publish(staging, output / "data", shards)
+        discard_if_none(output / "quarantine" / "dropped.jsonl", dropped)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     counts = {split: stage.counts(split) for split in splits}

@@ -15,7 +15,7 @@ import pyarrow as pa
 from pipeline.accounting import Account
 from pipeline.jobs.driver import StreamDriver
 from pipeline.jobs.read import ReadSpec, read
-from pipeline.output.files import atomic_output
+from pipeline.output.files import atomic_output, discard_if_none
 from pipeline.output.shards import SHARD_ROWS, Shard, ShardWriter
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.quarantine import REJECTED_FILE, Rejection, rejection_line
@@ -63,7 +63,8 @@ def tokenize_dataset(
     """Read `inputs`, tokenize every thread and write the dataset under `output` (DESIGN
     §7): `data/train-*.parquet`, `tokenizer/tokenizer.json` (augmented) with
     `tokenizer/mms_special_tokens.json`, `quarantine/rejected.jsonl` (records that did not
-    become threads) and `quarantine/dropped.jsonl` (threads left out, with the reason).
+    become threads) and `quarantine/dropped.jsonl` (threads left out, with the reason), each
+    only when it holds something.
     Nothing appears unless the whole run succeeds. `spec` says how inputs are read.
 
     The job is a source (`read`), one stage (Tokenize) and a sink (the shards and the
@@ -92,6 +93,8 @@ def tokenize_dataset(
         )
         driver.run(read(inputs, spec, on_reject=driver.rejected, stats=account, exclude=earlier))
         tokenizer_file = write_tokenizer(output / "tokenizer", renderer, tokenizer)
+    discard_if_none(dropped, account.dropped_total)
+    discard_if_none(quarantine, account.quarantined_total)
     return TokenizeResult(
         output,
         shards.shards,

@@ -150,6 +150,8 @@ class CardStats(TypedDict):
     """The lint summary, None when the job ran no lint stage."""
     sources: NotRequired[list[SourceRow]]
     """Per input: its license and counts (a run's card)."""
+    quarantined: NotRequired[int]
+    """Records quarantined (a run's card: none, no quarantine file)."""
     split_tokens: NotRequired[dict[str, TokenFigures]]
     """Per split: tokens, trained tokens and row lengths (a tokenized, unpacked output)."""
     gate: NotRequired[str]
@@ -364,9 +366,13 @@ def _about(features: pa.Schema, stats: CardStats) -> str:
     text = (
         f"Conversation threads in the {SPEC} (MMS) format, one thread per row, written by "
         f"mms-pipeline {__version__}. `manifest.json` lists the inputs with their "
-        "sha256, the resolved pipeline config, the versions used and every shard's sha256; "
-        "`quarantine/rejected.jsonl` holds every input record that did not become a thread, "
+        "sha256, the resolved pipeline config, the versions used and every shard's sha256"
+    )
+    text += (
+        "; `quarantine/rejected.jsonl` holds every input record that did not become a thread, "
         "with the reason."
+        if stats.get("quarantined", 1)
+        else "; every input record became a thread (nothing was quarantined)."
     )
     if stats["renderer"] is not None and "input_ids" in features.names:
         text += (

@@ -9,7 +9,7 @@ import hashlib
 import io
 import os
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
@@ -103,3 +103,13 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
         while block := file.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
+
+
+def discard_if_none(path: Path, entries: int) -> None:
+    """Remove the output at `path` (written atomically just before) when it holds no entry:
+    an empty quarantine file says nothing. Its folder goes too, once empty."""
+    if entries:
+        return
+    path.unlink(missing_ok=True)
+    with suppress(OSError):
+        path.parent.rmdir()

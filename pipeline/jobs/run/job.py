@@ -222,7 +222,13 @@ def run_pipeline(
         tokenizer = ship_tokenizer(reduced.unit_dirs[0] / UNIT_TOKENIZER, out)
     packing = reduced.packing
     # nothing of an earlier run may pass for this run's output (a failed gate writes none)
-    remove_stale_outputs(out, shards, card=bool(shards), tokenizer=tokenizer is not None)
+    remove_stale_outputs(
+        out,
+        shards,
+        card=bool(shards),
+        tokenizer=tokenizer is not None,
+        quarantine=bool(counts.quarantined_total),
+    )
     write_run_manifest(out, config, units, counts, shards, tokenizer, reports, report, packing)
     if shards:
         write_card(out, config, report, counts, shards, shard_schema(config), tokenizer, packing)

@@ -25,7 +25,12 @@ from pipeline.output.card import (
     token_figures,
     training_facts,
 )
-from pipeline.output.files import atomic_output, atomic_text_output, file_sha256
+from pipeline.output.files import (
+    atomic_output,
+    atomic_text_output,
+    discard_if_none,
+    file_sha256,
+)
 from pipeline.output.manifest import (
     DATA_DIR,
     build_manifest,
@@ -74,12 +79,19 @@ def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
 
 
 def remove_stale_outputs(
-    out: Path, shards: dict[str, list[Shard]], *, card: bool, tokenizer: bool
+    out: Path,
+    shards: dict[str, list[Shard]],
+    *,
+    card: bool,
+    tokenizer: bool,
+    quarantine: bool = True,
 ) -> None:
     """Remove what an earlier run in `out` left and this one does not write: shards of
     any split this run did not write (another split list, an empty split, a failed gate;
-    `data/` itself once empty), the card and the tokenizer. Nothing in `out` may then
-    pass for this run's output or disagree with its manifest."""
+    `data/` itself once empty), the card, the tokenizer, and the quarantine file when
+    nothing was quarantined (an empty file says nothing). Nothing in `out` may then pass
+    for this run's output or disagree with its manifest."""
+    discard_if_none(out / REJECTED_FILE, int(quarantine))
     data = out / DATA_DIR
     written = {shard.name for split in shards.values() for shard in split}
     if data.is_dir():
@@ -108,7 +120,7 @@ def write_run_manifest(
     """manifest.json: whether the gate passed, inputs with their sha256, the resolved
     config, versions, counts, shards, tokenizer, reports, every other published file with
     its sha256 (`files`) and, with a pack stage, packing."""
-    published = [*reports, REJECTED_FILE]
+    published = [*reports, *([REJECTED_FILE] if (out / REJECTED_FILE).is_file() else [])]
     if tokenizer is not None:
         published += [f"{TOKENIZER_DIR}/{p.name}" for p in (out / TOKENIZER_DIR).iterdir()]
     manifest = build_manifest(
@@ -195,6 +207,7 @@ def write_card(
         ],
     }
     stats["gate"] = config.stages.lint.fail_on
+    stats["quarantined"] = counts.quarantined_total
     if renderer is not None and packing is None:
         stats["split_tokens"] = {name: _token_figures(out, split) for name, split in shards.items()}
     card = dataset_card(
