@@ -8,7 +8,9 @@ import typing
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from pipeline.cli import main
 from pipeline.engine import LocalRunner
 from pipeline.formats import ConvertOptions
 from pipeline.jobs.run import engine_runner
@@ -388,3 +390,18 @@ def test_push_to_hub_is_read_and_left_out_of_the_digest(tmp_path: Path) -> None:
         tmp_path, MINIMAL.replace("output: out", "output:\n  path: out\n  push_to_hub: no id")
     )
     assert err.line == 6 and err.reason == "'no id' is not a Hub repository id like ORG/NAME"
+
+
+def test_a_config_error_is_one_line_without_usage(tmp_path):
+    """The command line was right; the config is not: `error: FILE: where: what (line N)`,
+    exit 2, and none of click's `Usage:` / `Try ... --help` lines."""
+    config = tmp_path / "bad.yaml"
+    config.write_text(
+        "name: x\ninputs:\n  - path: data\noutput: out\nstages:\n  dedup: {enabled: maybe}\n"
+    )
+    result = CliRunner().invoke(main, ["run", str(config)])
+    assert result.exit_code == 2
+    assert "Usage:" not in result.output and "--help" not in result.output
+    assert result.output.strip() == (
+        f"error: {config}: stages.dedup.enabled: 'maybe' is not of type 'boolean' (line 6)"
+    )

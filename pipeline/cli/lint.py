@@ -14,7 +14,13 @@ from pipeline.cli.options import (
     worker_count,
     workers_option,
 )
-from pipeline.cli.output import print_error, print_refused, read_progress, stderr
+from pipeline.cli.output import (
+    ConfigProblem,
+    print_error,
+    print_refused,
+    read_progress,
+    stderr,
+)
 from pipeline.engine import UnitFailed
 from pipeline.jobs.convert import check_output_file
 from pipeline.jobs.lint import lint
@@ -113,7 +119,9 @@ def lint_command(
             select=_codes(select), ignore=_codes(ignore), fail_on=fail_on
         )
         select_rules(config.select, config.ignore)
-    except (ConfigError, UnknownRuleError) as err:
+    except ConfigError as err:
+        raise ConfigProblem(str(err)) from None
+    except UnknownRuleError as err:
         raise click.UsageError(str(err)) from None
     try:
         if output is not None:

@@ -94,6 +94,16 @@ def output_argument(name: str) -> Path:
     return folder
 
 
+class ConfigProblem(click.ClickException):
+    """A config file, or what it names, that cannot be used: `error: ...` and exit 2,
+    without click's usage lines (the command line itself was right)."""
+
+    exit_code = 2
+
+    def show(self, file: object = None) -> None:
+        print_error(self.message)
+
+
 def print_error(message: object, after: str = "") -> None:
     """`error: MESSAGE` on stderr, the message shown as it is (no rich markup: a path or an
     install hint like `mms-pipeline[ray]` keeps its brackets), then `after` (markup)."""

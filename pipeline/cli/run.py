@@ -12,6 +12,7 @@ import click
 
 from pipeline.accounting import SAMPLED_OUT, InputAccount, most_first
 from pipeline.cli.output import (
+    ConfigProblem,
     check_mark,
     exit_unbalanced,
     plural,
@@ -116,7 +117,7 @@ def run_command(
     try:
         config = load_run_config(config_file)
     except RunConfigError as err:
-        raise click.UsageError(str(err)) from None
+        raise ConfigProblem(str(err)) from None
     config = _with_engine(config, engine, ray_address)
     out = Path(output) if output else config.output
     try:
@@ -127,7 +128,7 @@ def run_command(
         try:
             _print_plan(config, out)
         except InputError as err:
-            raise click.UsageError(str(err)) from None
+            raise ConfigProblem(str(err)) from None
         click.echo(f"engine: {_describe_engine(config, workers)}")
         if config.push is not None:
             click.echo(f"push: {config.push.repo} when the run succeeds (--no-push: not)")
@@ -138,7 +139,7 @@ def run_command(
         with stage_progress() as update:
             result = run_pipeline(config, output=out, workers=workers, progress=update)
     except (InputError, WorkdirError, ValueError) as err:
-        raise click.UsageError(str(err)) from None
+        raise ConfigProblem(str(err)) from None
     except RayUnavailable as err:
         print_error(err)
         sys.exit(2)
