@@ -405,3 +405,17 @@ def test_a_config_error_is_one_line_without_usage(tmp_path):
     assert result.output.strip() == (
         f"error: {config}: stages.dedup.enabled: 'maybe' is not of type 'boolean' (line 6)"
     )
+
+
+def test_a_tokenizer_hub_name_with_dots_is_looked_up_in_the_local_cache(tmp_path):
+    config = tmp_path / "hub.yaml"
+    config.write_text(
+        f"name: x\ninputs:\n  - path: {tmp_path}\noutput: out\nstages:\n"
+        "  tokenize: {tokenizer: meta-llama/Llama-3.2-1B}\n"
+    )
+    result = CliRunner().invoke(main, ["run", str(config)])
+    assert result.exit_code == 2
+    assert "meta-llama/Llama-3.2-1B is not in the local Hugging Face cache (looked in" in (
+        " ".join(result.output.split())
+    )
+    assert "mms never downloads" in " ".join(result.output.split())

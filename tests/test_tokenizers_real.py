@@ -413,3 +413,8 @@ def test_a_hub_name_is_found_in_the_local_cache_and_never_downloaded(shared, tmp
     assert loaded.bos_token == "<s>" and loaded.tokenizer.get_vocab_size() == 32011
     with pytest.raises(TokenizerLoadError, match="not in the local Hugging Face cache"):
         load_tokenizer("meta-llama/Not-Cached")
+    # a name with dots is a Hub name too, and the error says where the cache was looked in
+    with pytest.raises(TokenizerLoadError, match=f"looked in {tmp_path};"):
+        load_tokenizer("meta-llama/Llama-3.2-1B")
+    _hub_cache(tmp_path, "Qwen/Qwen2.5-0.5B", {n: folder / n for n in ("tokenizer.json",)})
+    assert load_tokenizer("Qwen/Qwen2.5-0.5B").tokenizer.get_vocab_size() == 32011

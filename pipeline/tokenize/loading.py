@@ -5,6 +5,7 @@ failure names the file and the cause."""
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
@@ -97,9 +98,25 @@ def tokenizer_files(spec: str | Path) -> tuple[Path, Path | None]:
         # tokenizer.json (test assets keep several tokenizers in one folder)
         config = path.with_name("tokenizer_config.json") if path.name == "tokenizer.json" else None
         return path, config
-    if path.suffix or str(spec).startswith((".", "/")) or str(spec).count("/") != 1:
+    if not hub_name(str(spec)):
         raise TokenizerLoadError(f"{spec}: no such file or directory")
     return _hub_cache_files(str(spec))
+
+
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def hub_name(spec: str) -> bool:
+    """Whether `spec`, naming no local file, reads as a Hub repository (ORG/NAME, dots
+    allowed: `Qwen/Qwen2.5-7B`), not as a path (`./x`, `/x`, `x.json`)."""
+    return bool(_HUB_NAME.fullmatch(spec)) and not spec.endswith(".json")
+
+
+def hub_cache_folder() -> str:
+    """Where the Hugging Face cache keeps Hub files (HF_HUB_CACHE, HF_HOME ...)."""
+    from huggingface_hub import constants
+
+    return str(constants.HF_HUB_CACHE)
 
 
 FILE_FACT = "tokenizer_file"
@@ -213,8 +230,9 @@ def _hub_cache_files(name: str) -> tuple[Path, Path | None]:
     if not isinstance(found, str):
         raise TokenizerLoadError(
             f"{name}: not a file or directory, and not in the local Hugging Face cache "
-            "(this tool does not download; fetch it once with `huggingface-cli download "
-            f"{name} tokenizer.json tokenizer_config.json`, or pass a path)"
+            f"(looked in {hub_cache_folder()}; this tool does not download: fetch it once "
+            f"with `huggingface-cli download {name} tokenizer.json tokenizer_config.json`, "
+            "or pass a path)"
         )
     file = Path(found)
     config = try_to_load_from_cache(name, "tokenizer_config.json")

@@ -42,7 +42,12 @@ from pipeline.stages.normalize import NormalizeSettings
 from pipeline.stages.pack import PackSettings
 from pipeline.stages.split import ShardSettings
 from pipeline.stages.tokenize import TokenizeSettings
-from pipeline.tokenize.loading import TokenizerLoadError, check_tokenizer
+from pipeline.tokenize.loading import (
+    TokenizerLoadError,
+    check_tokenizer,
+    hub_cache_folder,
+    hub_name,
+)
 
 SCHEMA = "pipeline-config"
 MAX_VALUES = 100_000
@@ -517,13 +522,18 @@ class _Builder:
         if os.path.exists(local):
             self._check_tokenizer(local)
             return TokenizeSettings(**{**raw, "tokenizer": local})
-        if _hub_name(spec):
+        if hub_name(spec):
             from huggingface_hub import try_to_load_from_cache
 
             if isinstance(try_to_load_from_cache(spec, "tokenizer.json"), str):
                 self._check_tokenizer(spec)
                 return TokenizeSettings(**raw)
-            reason = f"no such file or directory {local}, and {spec} is not in the local Hub cache"
+            reason = (
+                f"no such file or directory {local}, and {spec} is not in the local Hugging "
+                f"Face cache (looked in {hub_cache_folder()}; mms never downloads: fetch it "
+                f"once with `huggingface-cli download {spec} tokenizer.json "
+                "tokenizer_config.json`)"
+            )
             raise self.doc.error(where, reason)
         raise self.doc.error(where, f"no such file or directory: {local}")
 
@@ -547,9 +557,3 @@ class _Builder:
             reason = f"split fractions must sum to 1, these sum to {total:g} ({shown})"
             raise self.doc.error(["stages", "shard", "splits"], reason, key=True)
         return ShardSettings(**{**raw, **({"splits": splits} if splits else {})})
-
-
-def _hub_name(spec: str) -> bool:
-    """Whether `spec` reads as a Hub name (ORG/NAME), as pipeline.tokenize.load_tokenizer
-    would take it when no such file exists."""
-    return not spec.startswith(_LOCAL_PREFIXES) and spec.count("/") == 1 and not Path(spec).suffix
