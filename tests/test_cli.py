@@ -106,7 +106,7 @@ def test_mixed_good_and_bad_lines_quarantine_each_bad_one(tmp_path):
             "message": rejected[4]["message"].split(": ", 1)[1],
         }
     ]
-    assert "Read 8 records from 1 file(s) (mms: 1)" in result.output
+    assert "Read 8 records from 1 file (mms: 1)" in result.output
     assert "Wrote 3 threads" in result.output
     assert "Quarantined 5 records" in result.output
     for code in (
@@ -128,7 +128,7 @@ def test_strict_exits_1_only_when_something_was_quarantined(tmp_path):
     bad.write_bytes(good_thread(1) + b"\n{oops\n")
     result = run("convert", str(bad), "-o", str(tmp_path / "b.jsonl"), "--strict")
     assert result.exit_code == 1
-    assert "--strict: 1 record(s) quarantined" in result.output
+    assert "--strict: 1 record quarantined" in result.output
     assert len(lines_of(tmp_path / "b.jsonl")) == 1
     assert len(lines_of(tmp_path / "b.rejected.jsonl")) == 1
 

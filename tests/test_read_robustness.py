@@ -98,7 +98,7 @@ def test_devices_and_symlinks_out_of_the_folder_are_refused_not_read(tmp_path):
     assert "outside" in found.refused[f"{folder.as_posix()}/escape.jsonl"]
     assert [Path(p).name for p in found.files] == ["good.jsonl"]  # inside.jsonl is the same file
     result = CliRunner().invoke(main, ["convert", str(folder), "-o", str(tmp_path / "o.jsonl")])
-    assert result.exit_code == 0 and "refused 2 file(s)" in result.output, result.output
+    assert result.exit_code == 0 and "refused 2 files" in result.output, result.output
     globbed = expand_inputs([f"{folder}/*.jsonl"])
     assert sorted(Path(p).name for p in globbed.refused) == ["escape.jsonl", "zero.jsonl"]
 

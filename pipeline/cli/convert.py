@@ -195,7 +195,7 @@ def convert_command(
     if input_format != AUTO and stats.records_read and not stats.records_converted:
         _exit_wrong_format(input_format, stats)
     if strict and stats.quarantined_total:
-        stderr.print(f"[red]--strict:[/] {stats.quarantined_total} record(s) quarantined")
+        stderr.print(f"[red]--strict:[/] {plural(stats.quarantined_total, 'record')} quarantined")
         sys.exit(1)
 
 
@@ -230,7 +230,7 @@ def _exit_wrong_format(named: str, stats: Account) -> NoReturn:
 def _print_summary(result: ConvertResult) -> None:
     stats = result.account
     print_inputs(stats)
-    stderr.print(f"Wrote {stats.threads:,} threads to {result.output}")
+    stderr.print(f"Wrote {plural(stats.threads, 'thread')} to {result.output}")
     print_quarantine(stats, result.quarantine)
     stderr.print(
         f"Check: {stats.records_read:,} read = {stats.records_converted:,} converted "

@@ -121,11 +121,13 @@ def print_inputs(stats: Account) -> None:
     by_format = Counter(stats.formats.values())
     formats = ", ".join(f"{name}: {count}" for name, count in sorted(by_format.items()))
     stderr.print(
-        f"Read {stats.records_read:,} records from {len(stats.files):,} file(s) ({formats})"
+        f"Read {plural(stats.records_read, 'record')} from {plural(len(stats.files), 'file')} "
+        f"({formats})"
     )
     if stats.skipped_files:
         stderr.print(
-            f"  skipped {len(stats.skipped_files)} unsupported file(s): {some(stats.skipped_files)}"
+            f"  skipped {plural(len(stats.skipped_files), 'unsupported file')}: "
+            f"{some(stats.skipped_files)}"
         )
     for companion, main in sorted(stats.companion_files.items()):
         stderr.print(f"  read {companion} as part of {main}")
@@ -133,7 +135,7 @@ def print_inputs(stats: Account) -> None:
     undetected = [path for path, name in stats.formats.items() if name == "-"]
     if undetected:
         stderr.print(
-            f"  [yellow]no format detected[/] in {len(undetected)} file(s), "
+            f"  [yellow]no format detected[/] in {plural(len(undetected), 'file')}, "
             f"e.g. {some(undetected)}: name it with --from"
         )
 
@@ -141,7 +143,7 @@ def print_inputs(stats: Account) -> None:
 def print_refused(refused: dict[str, str]) -> None:
     """Files of the inputs' folders and globs that were never opened, and why."""
     if refused:
-        stderr.print(f"  [yellow]refused {len(refused)} file(s)[/], never opened:")
+        stderr.print(f"  [yellow]refused {plural(len(refused), 'file')}[/], never opened:")
         for path, why in sorted(refused.items()):
             stderr.print(f"    {path}: {why}")
 

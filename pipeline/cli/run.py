@@ -217,14 +217,15 @@ def _describe_engine(config: RunConfig, workers: int | None) -> str:
     count = workers or engine.workers
     if engine.kind == "ray":
         where = engine.address or ("RAY_ADDRESS" if os.environ.get("RAY_ADDRESS") else "local")
-        parallel = f"{count} worker(s)" if count else "a worker per CPU"
+        parallel = plural(count, "worker") if count else "a worker per CPU"
         return f"ray at {where}, {parallel}"
-    return f"local, {count or LOCAL_WORKERS} worker(s)"
+    return f"local, {plural(count or LOCAL_WORKERS, 'worker')}"
 
 
 def _print_plan(config: RunConfig, out: Path) -> None:
     units = plan(config, out)
-    click.echo(f"{config.name}: {len(config.inputs)} input(s), {len(units)} work unit(s) -> {out}")
+    inputs, parts = plural(len(config.inputs), "input"), plural(len(units), "work unit")
+    click.echo(f"{config.name}: {inputs}, {parts} -> {out}")
     for unit in units:
         click.echo(f"  {unit.id}  {detected_format(config, unit):<20} {unit.describe()}")
     stages = config.stages
@@ -264,12 +265,12 @@ def _print_summary(result: RunResult) -> None:
             f"an earlier run of this config (kept in {result.output / WORK_DIR}), not redone"
         )
     stderr.print(
-        f"Read {counts.records_read:,} records: {counts.records_converted:,} converted into "
-        f"{counts.threads:,} threads, {counts.quarantined_total:,} quarantined"
+        f"Read {plural(counts.records_read, 'record')}: {counts.records_converted:,} converted "
+        f"into {plural(counts.threads, 'thread')}, {counts.quarantined_total:,} quarantined"
     )
     skipped = result.report.stats.skipped_files
     if skipped:
-        stderr.print(f"  skipped {len(skipped)} unsupported file(s): {some(skipped)}")
+        stderr.print(f"  skipped {plural(len(skipped), 'unsupported file')}: {some(skipped)}")
     print_refused(result.report.stats.refused_files)
     for code, count in most_first(counts.quarantined):
         stderr.print(f"  {count:>8,}  quarantined  {code}")
@@ -307,13 +308,14 @@ def _print_summary(result: RunResult) -> None:
     left_out = sum(report.on_dropped.values())
     not_gated = f", {left_out:,} of them on what was dropped (not gated)" if left_out else ""
     stderr.print(
-        f"Lint: {len(report.diagnostics):,} findings ({report.errors:,} errors, "
-        f"{report.warnings:,} warnings){not_gated}; reports in {result.output / 'reports'}"
+        f"Lint: {plural(len(report.diagnostics), 'finding')} ({plural(report.errors, 'error')}, "
+        f"{plural(report.warnings, 'warning')}){not_gated}; reports in {result.output / 'reports'}"
     )
     checked = result.verification.checked if result.verification else None
     if checked:
         stderr.print(
-            f"Verified: {checked.get('files', 0)} file(s) and {checked.get('rows', 0):,} rows "
+            f"Verified: {plural(checked.get('files', 0), 'file')} and "
+            f"{plural(checked.get('rows', 0), 'row')} "
             "against manifest.json, and the card (hashes only; `mms verify` renders every row)"
         )
     if len(counts.inputs) > 1:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from pipeline.cli.output import output_argument, stderr
+from pipeline.cli.output import output_argument, plural, stderr
 from pipeline.jobs.verify import OutputError, verify_output
 
 _SHOWN = 50  # problems listed one by one; the rest are counted
@@ -56,6 +56,8 @@ def verify_command(output: str, no_render: bool, no_template: bool) -> None:
     if len(result.problems) > _SHOWN:
         stderr.print(f"  ... and {len(result.problems) - _SHOWN} more")
     if result.problems:
-        stderr.print(f"[red]verify failed:[/] {len(result.problems)} problem(s) in {output}")
+        stderr.print(
+            f"[red]verify failed:[/] {plural(len(result.problems), 'problem')} in {output}"
+        )
         sys.exit(1)
     stderr.print(f"[green]✓[/] {output} verified")
