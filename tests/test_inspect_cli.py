@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 from rich.panel import Panel
+from rich.style import Style
 from rich.text import Text
 from tokenizers import Tokenizer, models, pre_tokenizers
 
@@ -201,6 +202,18 @@ def test_on_a_terminal_trained_tokens_are_highlighted():
     console = Console(force_terminal=True, record=True, width=100)
     show(console, [thread], renderer)
     assert "halt" in console.export_text()
+
+
+def test_every_token_sets_its_own_colours_so_light_terminals_read_it():
+    """No token is drawn in the terminal's default colour on a fixed background: that is
+    dark on dark grey on a light-themed terminal."""
+    renderer = word_renderer()
+    thread = Thread("t", [Message.user("Hi there"), Message.assistant("Hi", end_turn=False)])
+    panels = [r for r in rich_tokens(thread, token_blocks(renderer, thread)).renderables]
+    bodies = [p.renderable for p in panels if isinstance(p, Panel)]
+    styles = [Style.parse(str(span.style)) for body in bodies for span in body.spans]
+    assert styles and all(style.bgcolor is not None for style in styles)
+    assert all(style.color is not None for style in styles)
 
 
 def _shard_of_a_run(tmp_path):

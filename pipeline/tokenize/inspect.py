@@ -35,8 +35,11 @@ SHOWN_IDS = 5
 TRAINED_BACKGROUNDS = ("on green4", "on dark_green")
 PROMPT_BACKGROUNDS = ("on grey19", "on grey27")
 """Neighbouring tokens alternate between two backgrounds so their boundaries show."""
-TRAINED_TEXT = "bold white"
-SPECIAL_TEXT = "bold magenta"
+TRAINED_TEXT = "bold grey100"
+PROMPT_TEXT = "grey93"
+SPECIAL_TEXT = "bold magenta1"
+"""Every token has its foreground and background set, so it reads the same on a dark or a
+light terminal (the terminal's own default colour is never drawn on these backgrounds)."""
 PLAIN_LEGEND = "tokens: [[trained]]  'prompt text'  <|special|>  'x'{N} = N tokens making one char"
 
 
@@ -310,8 +313,8 @@ def _rich_token(token: ShownToken, parity: int) -> Text:
     if token.count > 1:
         text += f"{{{token.count}}}"
     background = (TRAINED_BACKGROUNDS if token.trained else PROMPT_BACKGROUNDS)[parity]
-    color = SPECIAL_TEXT if token.special else TRAINED_TEXT if token.trained else ""
-    return Text(text, style=f"{color} {background}".strip())
+    color = SPECIAL_TEXT if token.special else TRAINED_TEXT if token.trained else PROMPT_TEXT
+    return Text(text, style=f"{color} {background}")
 
 
 def rich_tokens(thread: Thread, blocks: Sequence[TokenBlock]) -> RenderableType:
@@ -320,7 +323,7 @@ def rich_tokens(thread: Thread, blocks: Sequence[TokenBlock]) -> RenderableType:
         "tokens: ",
         ("trained", f"{TRAINED_TEXT} {TRAINED_BACKGROUNDS[0]}"),
         " ",
-        ("prompt", PROMPT_BACKGROUNDS[0]),
+        ("prompt", f"{PROMPT_TEXT} {PROMPT_BACKGROUNDS[0]}"),
         " ",
         ("<|special|>", f"{SPECIAL_TEXT} {PROMPT_BACKGROUNDS[0]}"),
     )
