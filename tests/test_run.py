@@ -443,3 +443,36 @@ def test_the_tool_calling_gate_is_not_idle(tmp_path):
     assert failed.exit_code == 1, failed.output
     gate = orjson.loads((tmp_path / "failed" / "manifest.json").read_bytes())["gate"]
     assert {"MMS201", "MMS403", "MMS303"} <= {entry["code"] for entry in gate["failed_by"]}
+
+
+def test_on_a_terminal_progress_shows_units_records_tokens_and_time_left(tmp_path):
+    """Through a pseudo-terminal: one line per stage, work units done of all, the
+    ordered pass's records and tokens so far, and the time left."""
+    import pty
+
+    main_fd, child_fd = pty.openpty()
+    command = [sys.executable, "-m", "pipeline.cli", "run", str(QUICKSTART), "-o", str(tmp_path)]
+    env = {**os.environ, "COLUMNS": "200", "TERM": "xterm-256color"}
+    child = subprocess.Popen(command, cwd=REPO, stdout=child_fd, stderr=child_fd, env=env)
+    os.close(child_fd)
+    shown = b""
+    while chunk := _read_pty(main_fd):
+        shown += chunk
+    os.close(main_fd)
+    assert child.wait() == 0
+    text = shown.decode(errors="replace")
+    units = re.findall(r"read, lint, tokenize: (\d+) of (\d+) work units", text)
+    assert units and units[-1][0] == units[-1][1]
+    ordered = re.findall(
+        r"lint, dedup, shard: \d+ of \d+ work units, ([\d,]+) records?, ([\d,]+) tokens", text
+    )
+    manifest = orjson.loads((tmp_path / "manifest.json").read_bytes())["counts"]
+    assert ordered[-1] == (f"{manifest['records_read']:,}", f"{manifest['tokens']:,}")
+    assert "left" in text
+
+
+def _read_pty(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # the child closed the terminal
+        return b""

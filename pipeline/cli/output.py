@@ -13,7 +13,14 @@ from typing import NoReturn
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from pipeline.accounting import Account, most_first
 from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
@@ -48,16 +55,33 @@ def read_progress() -> Iterator[Callable[[Account], None] | None]:
 
 
 @contextmanager
-def stage_progress() -> Iterator[Callable[[str, int, int], None] | None]:
-    """A live units counter on a terminal; nothing when output is redirected."""
+def stage_progress() -> Iterator[Callable[[str, int, int, Account | None], None] | None]:
+    """One live line per stage on a terminal (nothing when output is redirected): work
+    units done with the time left at their pace, and the records and tokens so far when
+    the stage counts them."""
     if not stderr.is_terminal:
         yield None
         return
-    with _live() as progress:
-        task = progress.add_task("planning")
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        tasks: dict[str, TaskID] = {}
 
-        def update(stage: str, done: int, total: int) -> None:
-            progress.update(task, description=f"{stage}: {done:,} of {total:,} work units")
+        def update(stage: str, done: int, total: int, counts: Account | None) -> None:
+            if stage not in tasks:
+                tasks[stage] = progress.add_task(stage, total=total)
+            figures = f"{done:,} of {plural(total, 'work unit')}"
+            if counts is not None:
+                figures += f", {plural(counts.records_read, 'record')}"
+                figures += f", {counts.tokens:,} tokens" if counts.tokens else ""
+            progress.update(
+                tasks[stage], completed=done, total=total, description=f"{stage}: {figures}"
+            )
 
         yield update
 

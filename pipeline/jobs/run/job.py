@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +34,7 @@ from pipeline.jobs.run.outputs import (
     write_run_manifest,
 )
 from pipeline.jobs.run.partition import RepeatedRows, mark_repeated, partitioned
-from pipeline.jobs.run.reduce import reduce_units
+from pipeline.jobs.run.reduce import Progress, reduce_units
 from pipeline.jobs.run.stages import Side, run_stages, shard_schema
 from pipeline.jobs.run.unit import PART_FORMAT, UNIT_TOKENIZER, UnitJob
 from pipeline.jobs.verify import Verification, verify_output
@@ -160,7 +160,7 @@ def _partition(
     units: list[WorkUnit],
     unit_dirs: Iterable[Path],
     workdir: Path,
-    progress: Callable[[str, int, int], None] | None,
+    progress: Progress | None,
 ) -> tuple[Iterable[Path], RepeatedRows | None]:
     """When the run partitions (`partitions`), let the map side finish, then find the rows
     whose keys repeat (pipeline/jobs/run/partition.py); otherwise the ordered pass takes
@@ -170,10 +170,10 @@ def _partition(
         return unit_dirs, None
     ready = list(unit_dirs)
     if progress is not None:
-        progress("partition keys", 0, len(stages))
+        progress("partition keys", 0, len(stages), None)
     repeated = mark_repeated(runner, stages, ready, workdir)
     if progress is not None:
-        progress("partition keys", len(stages), len(stages))
+        progress("partition keys", len(stages), len(stages), None)
     return ready, repeated
 
 
@@ -182,7 +182,7 @@ def run_pipeline(
     *,
     output: Path | None = None,
     workers: int | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> RunResult:
     """Run every stage of `config` on its engine; output under `output` (default: the
     config's)."""
@@ -195,7 +195,7 @@ def run_pipeline(
         if not resumed:
             resumed.append(done)
         if progress is not None:
-            progress("read, lint, tokenize", done, total)
+            progress("read, lint, tokenize", done, total, None)
 
     with engine_runner(config, workers) as runner:
         unit_dirs = iter_units(

@@ -34,7 +34,8 @@ from pipeline.stages.pack import Pack
 from pipeline.stages.sample import SPLIT_GROUP
 from pipeline.stages.split import split_rows
 
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, int, int, Account | None], None]
+"""(stage, parts done, parts in all, the run's counts so far when the stage has them)."""
 
 
 @dataclass
@@ -73,13 +74,13 @@ def reduce_units(
         quarantine = stack.enter_context(atomic_output(out / REJECTED_FILE))
         stack.push(_discard_on_error(writers))  # nothing half-written survives a failure
         if progress is not None:
-            progress("lint, dedup, shard", 0, len(units))
+            progress("lint, dedup, shard", 0, len(units), reducer.counts)
         read: list[Path] = []
         for done, (unit, unit_dir) in enumerate(zip(units, unit_dirs, strict=True), 1):
             reducer.unit(unit, unit_dir, quarantine, writers)
             read.append(unit_dir)
             if progress is not None:
-                progress("lint, dedup, shard", done, len(units))
+                progress("lint, dedup, shard", done, len(units), reducer.counts)
         report = reducer.lint.finish()
         gate_failed = report.failed(config.stages.lint.fail_on)
         if gate_failed:
