@@ -254,3 +254,29 @@ def test_a_from_that_converts_nothing_says_what_detection_reads_and_exits_1(tmp_
     assert out.is_file()  # what was asked is still written: the quarantine says why
     right = CliRunner().invoke(main, [*args[:3], "openai", "-o", str(tmp_path / "ok.jsonl")])
     assert right.exit_code == 0, right.output
+
+
+def test_standard_input_and_output_are_dash(tmp_path, monkeypatch):
+    """`-` reads standard input (JSON Lines, or one JSON document over many lines) and
+    `-o -` writes standard output; records are located as `-:LINE`, never by a spool."""
+    monkeypatch.chdir(tmp_path)
+    sample = REPO / "data_samples" / "openai" / "chat_completions.jsonl"
+    runner = CliRunner()
+    to_file = runner.invoke(
+        main, ["convert", "-", "-o", "threads.jsonl"], input=sample.read_bytes()
+    )
+    assert to_file.exit_code == 0, to_file.output
+    threads = lines_of(tmp_path / "threads.jsonl")
+    assert threads and {t["meta"]["source"] for t in threads} == {"-"}
+    assert all(t["meta"]["locator"].startswith("-:") for t in threads)
+    rejected = lines_of(tmp_path / "threads.rejected.jsonl")
+    assert rejected and all(r["source"] == "-" and r["locator"].startswith("-:") for r in rejected)
+    assert "mms-stdin" not in (tmp_path / "threads.rejected.jsonl").read_text()
+
+    document = b'{"messages": [{"role": "user", "content": "hi"},\n {"role": "assistant", "content": "yo"}]}\n'
+    to_stdout = runner.invoke(main, ["convert", "-", "-o", "-"], input=document)
+    assert to_stdout.exit_code == 0
+    (line,) = [text for text in to_stdout.stdout.splitlines() if text.startswith("{")]
+    assert orjson.loads(line)["messages"][1]["content"] == "yo"
+    assert "Wrote 1 thread to standard output" in to_stdout.stderr
+    assert not (tmp_path / "rejected.jsonl").exists()  # nothing quarantined

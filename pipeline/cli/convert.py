@@ -30,7 +30,7 @@ from pipeline.cli.output import (
 from pipeline.engine import UnitFailed
 from pipeline.formats import AUTO, ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
-from pipeline.jobs.convert import ConvertResult, convert
+from pipeline.jobs.convert import STDOUT, ConvertResult, convert
 from pipeline.jobs.read import detect_file
 from pipeline.output.files import OutputPathError
 from pipeline.quarantine import ERROR_CODES
@@ -58,7 +58,9 @@ def _codes_help() -> str:
     "--output",
     required=True,
     type=click.Path(dir_okay=False),
-    help="MMS JSONL file to write (.gz or .zst to compress).",
+    help="MMS JSONL file to write (.gz or .zst to compress); `-` writes standard output "
+    "(the summary goes to standard error, rejected records to --quarantine, default "
+    "rejected.jsonl here).",
 )
 @input_format_option("Input format; `auto` detects it per file.")
 @click.option(
@@ -230,7 +232,8 @@ def _exit_wrong_format(named: str, stats: Account) -> NoReturn:
 def _print_summary(result: ConvertResult) -> None:
     stats = result.account
     print_inputs(stats)
-    stderr.print(f"Wrote {plural(stats.threads, 'thread')} to {result.output}")
+    where = "standard output" if str(result.output) == STDOUT else result.output
+    stderr.print(f"Wrote {plural(stats.threads, 'thread')} to {where}")
     print_quarantine(stats, result.quarantine)
     stderr.print(
         f"Check: {stats.records_read:,} read = {stats.records_converted:,} converted "

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -29,6 +31,8 @@ from pipeline.sources import InputError
 from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, WorkUnit
 from pipeline.stages.contract import Batch
 
+STDOUT = "-"
+"""The output name of standard output."""
 WRITTEN = "threads"
 """The one split a convert job writes (its Account's `written` key)."""
 BATCH = 64
@@ -49,7 +53,10 @@ class ConvertResult:
 
 
 def default_quarantine_path(output: str | Path) -> Path:
-    """`out/threads.jsonl(.gz)` -> `out/threads.rejected.jsonl`."""
+    """`out/threads.jsonl(.gz)` -> `out/threads.rejected.jsonl`; standard output (`-`) ->
+    `rejected.jsonl` in the current folder."""
+    if str(output) == STDOUT:
+        return Path("rejected.jsonl")
     path = Path(output)
     name = path.name
     for suffix in (".gz", ".zst", ".zstd", ".jsonl", ".ndjson", ".json"):
@@ -87,13 +94,14 @@ def convert(
     quarantine = Path(quarantine) if quarantine is not None else default_quarantine_path(output)
     if quarantine.resolve() == output.resolve():
         raise InputError("the quarantine file must differ from the output file")
-    check_output_file(output)
+    if str(output) != STDOUT:
+        check_output_file(output)
     check_output_file(quarantine)
     spec = spec or ReadSpec()
     account = Account()
     exclude = (output, quarantine)
     units = job_parts(inputs, spec, account, workers, split_bytes, exclude)
-    with atomic_output(output) as out, atomic_output(quarantine) as rejected:
+    with output_stream(output) as out, atomic_output(quarantine) as rejected:
         sink = _JsonlSink(out, rejected, account)
         if units:
             with parts_in_order(units, ConvertPart(spec), workers, output.parent) as parts:
@@ -115,6 +123,18 @@ def convert(
     if progress is not None:
         progress(account)
     return ConvertResult(output, quarantine, account)
+
+
+@contextmanager
+def output_stream(output: Path) -> Iterator[BinaryIO]:
+    """Where the threads go: standard output for `-` (flushed at the end), else the file,
+    written atomically."""
+    if str(output) == STDOUT:
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    with atomic_output(output) as out:
+        yield out
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from pipeline.jobs.read import ReadSpec, count_files, files_to_read
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
 from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, WorkUnit, iter_unit_records, plan_units
+from pipeline.sources.stdin import STDIN
 from pipeline.stages.normalize import read_items
 
 PART_COUNTS = "counts.json"
@@ -54,6 +55,8 @@ def job_parts(
     if workers == 1:
         return []
     found = files_to_read(inputs, spec, exclude)
+    if STDIN in found.files:  # standard input is read once, by this process
+        return []
     units = plan_units(
         [(path, spec.format) for path in found.files], split_bytes, can_split=splits_by_record
     )

@@ -22,6 +22,7 @@ from pipeline.sources import (
     expand_inputs,
     iter_file,
 )
+from pipeline.sources.stdin import STDIN
 from pipeline.stages.normalize import SNIFF_RECORDS, read_items
 
 
@@ -76,8 +77,10 @@ def files_to_read(
     if spec.format != AUTO:
         get_format(spec.format)
     found = expand_inputs([inputs] if isinstance(inputs, str) else list(inputs))
-    excluded = {os.path.realpath(path) for path in exclude}
-    found.files = [path for path in found.files if os.path.realpath(path) not in excluded]
+    excluded = {os.path.realpath(path) for path in exclude if str(path) != STDIN}
+    found.files = [
+        path for path in found.files if path == STDIN or os.path.realpath(path) not in excluded
+    ]
     return found
 
 

@@ -19,6 +19,7 @@ from pipeline.sources.jsonl import iter_jsonl
 from pipeline.sources.limits import ReadLimits
 from pipeline.sources.paths import InputError, InputFiles, expand_inputs, file_kind, is_hf_input
 from pipeline.sources.record import Record
+from pipeline.sources.stdin import is_stdin, relabelled, spooled
 from pipeline.sources.tables import iter_csv, iter_parquet
 from pipeline.sources.text_documents import TextDocument, iter_text_document
 
@@ -48,8 +49,13 @@ def iter_file(
     compressed stream breaks or decompresses past its bound, or that its reader fails on,
     ends in one `unreadable_file` rejection, as does a path that is not a regular file
     (a device or a pipe is never opened). An `hf:` input streams `split` (and `config`)
-    of that dataset instead."""
+    of that dataset instead; `-` reads standard input (pipeline/sources/stdin.py)."""
     limits = limits or ReadLimits()
+    if is_stdin(path):
+        with spooled() as spool:
+            for item in iter_file(str(spool), limits):
+                yield relabelled(item, str(spool))
+        return
     if not is_hf_input(path) and file_kind(path) is None:
         raise InputError(f"{path}: unsupported file type")
     yield from guarded(path, _records(path, limits, split, config), limits.max_depth)

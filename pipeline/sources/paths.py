@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.sources.compression import split_compression
+from pipeline.sources.stdin import STDIN
 from pipeline.sources.text_documents import SKPROMPT_NAME, skprompt_config_path
 
 FILE_KINDS: dict[str, str] = {
@@ -233,7 +234,7 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
     globbed. A file or dataset listed twice is read once."""
     found = InputFiles()
     for item in inputs:
-        if is_hf_input(item):
+        if is_hf_input(item) or item == STDIN:
             found.files.append(item)
         elif os.path.isdir(item):
             _walk(item, found)
@@ -262,7 +263,7 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
     seen: set[str] = set()
     unique = []
     for path in found.files:
-        key = path if is_hf_input(path) else os.path.realpath(path)
+        key = path if is_hf_input(path) or path == STDIN else os.path.realpath(path)
         if key not in seen:
             seen.add(key)
             unique.append(path)
