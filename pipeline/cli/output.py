@@ -25,6 +25,7 @@ from rich.progress import (
 from pipeline.accounting import Account, most_first
 from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
 from pipeline.quarantine import ERROR_CODES
+from pipeline.wording import plural
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -90,12 +91,6 @@ def some(paths: list[str], shown: int = 3) -> str:
     """The first `shown` paths, and how many more."""
     more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
     return ", ".join(paths[:shown]) + more
-
-
-def plural(count: int, singular: str, plural_form: str | None = None) -> str:
-    """`count` and the noun that goes with it: "1 shard", "2 shards", "0 weighted copies"."""
-    noun = singular if count == 1 else plural_form or f"{singular}s"
-    return f"{count:,} {noun}"
 
 
 def check_mark(balanced: bool) -> str:

@@ -9,6 +9,7 @@ from typing import TextIO
 from pipeline.lint.diagnostic import Diagnostic
 from pipeline.lint.report import LintReport
 from pipeline.lint.rule import Rule
+from pipeline.wording import plural
 
 NO_SOURCE = "(no source file)"
 """The group header of findings on threads that came from memory, not a file."""
@@ -99,7 +100,3 @@ def totals_line(report: LintReport) -> str:
         f"{plural(stats.threads, 'thread')}; {read}"
     )
 
-
-def plural(count: int, noun: str) -> str:
-    """`1 thread`, `2,124 threads`."""
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
