@@ -4,6 +4,7 @@ status, output files; and `lint` over every real file in ../shared without a cra
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import orjson
@@ -156,3 +157,63 @@ def test_known_true_findings_in_real_data(shared):
         for d in functionary.diagnostics
         if d.code == "MMS403"
     )  # the source's schema requires a property named like the tool
+
+
+CONCISE = re.compile(r"^(?P<where>\S+?): (?P<code>MMS\d{3}) (?:error|warning) \S")
+"""A concise line: `path:line:col: CODE severity message` (or path#index, hf:... )."""
+
+
+def test_concise_on_all_realdata_is_one_clickable_line_per_finding(shared):
+    result = run("lint", str(shared / "realdata"), "--output-format", "concise", "--workers", "2")
+    lines = result.output.splitlines()
+    totals = re.search(r"^Found ([\d,]+) findings", lines[-1])
+    assert totals is not None, lines[-3:]
+    found = int(totals.group(1).replace(",", ""))
+    assert len(lines) == found + 1 and found > 1000
+    matched = [CONCISE.match(line) for line in lines[:-1]]
+    assert all(matched), [line for line, m in zip(lines, matched, strict=False) if not m][:3]
+    places = [m.group("where") for m in matched]
+    assert any(re.search(r"\.jsonl:\d+:1$", place) for place in places)
+    assert "\x1b[" not in result.output  # no colour when not on a terminal
+
+
+def test_repeated_findings_collapse_and_max_findings_stops_the_list(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n" * 300 + '{"messages": [{"role": "robot", "content": "x"}]}\n')
+    text = run("lint", str(bad)).output
+    collapsed = [line for line in text.splitlines() if "(x300: also :2, :3, :4 …)" in line]
+    assert len(collapsed) == 1 and collapsed[0].startswith("  :1 error MMS105")
+    assert "Found 301 findings" in text
+    concise = run("lint", str(bad), "--output-format", "concise", "--max-findings", "5")
+    assert concise.exit_code == 1  # the exit status still counts every finding
+    lines = concise.output.splitlines()
+    assert [CONCISE.match(line) is not None for line in lines[:5]] == [True] * 5
+    assert lines[5] == "… 296 more findings not shown (--max-findings 5)"
+    assert lines[6].startswith("Found 301 findings")
+
+
+def test_on_a_terminal_severities_are_coloured(tmp_path):
+    import pty
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    main_fd, child_fd = pty.openpty()
+    command = [sys.executable, "-m", "pipeline.cli", "lint", str(bad), "--output-format", "concise"]
+    child = subprocess.Popen(command, stdout=child_fd, stderr=subprocess.DEVNULL)
+    os.close(child_fd)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main_fd)
+    assert child.wait() == 1
+    assert b"\x1b[31merror\x1b[0m" in shown and b"\x1b[1mMMS105\x1b[0m" in shown
+    piped = subprocess.run(command, capture_output=True)
+    assert b"\x1b[" not in piped.stdout and b"MMS105 error" in piped.stdout

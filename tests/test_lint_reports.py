@@ -285,7 +285,7 @@ def test_markdown_has_summary_rule_table_and_examples():
     assert "\n## MMS201 capability-not-enabled (error, 1)\n" in markdown
     assert "## MMS501 duplicate-thread (warning, 1)\n" in markdown
     assert "- thread `w1` · message 1: format `get_weather:json` is not enabled" in markdown
-    assert "- thread `d2`: duplicate of thread \\#" in markdown
+    assert "- thread `d2`: duplicate of thread d1 (same messages and settings)" in markdown
     assert "… and" not in markdown
 
 

@@ -355,9 +355,11 @@ def test_duplicates_are_reported_on_every_copy_after_the_first(tmp_path):
     same = [thread(user("Hi"), assistant("Hello!"), id=f"t{i}", meta={"n": i}) for i in range(3)]
     other = thread(user("Hi"), assistant("Hello!"), id="t9", settings=SETTINGS)
     found = fired(tmp_path, [*same, other], "MMS501")
+    source = found[0].source
+    assert source is not None and found[0].locator == f"{source}:2"
     assert [(d.thread_id, d.message) for d in found] == [
-        ("t1", "duplicate of thread #1 in reading order (same messages and settings)"),
-        ("t2", "duplicate of thread #1 in reading order (same messages and settings)"),
+        ("t1", f"duplicate of {source}:1 (same messages and settings)"),
+        ("t2", f"duplicate of {source}:1 (same messages and settings)"),
     ]
 
 

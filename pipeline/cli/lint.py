@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -40,6 +41,7 @@ from pipeline.sources import InputError
     "  mms lint out/threads.jsonl --output-format html -o reports/lint.html\n"
     "  mms lint out/threads.jsonl --output-format sarif -o lint.sarif --fail-on warning\n"
     "  mms lint out/threads.jsonl --output-format github   # annotations in GitHub Actions\n"
+    "  mms lint data/ --output-format concise --max-findings 50\n"
     "\b\nRules: `mms rules` lists them, `mms rules MMS201` explains one.\n"
     "Settings also come from [tool.mms.lint] in pyproject.toml (select, ignore, fail-on,\n"
     "min-phrasings, dataset-min-threads, special-tokens, max-examples); the options win.",
@@ -60,9 +62,18 @@ from pipeline.sources import InputError
     type=click.Choice(OUTPUT_FORMATS),
     default="text",
     show_default=True,
-    help="Report format: text (grouped, for people), json (schemas/lint-report.schema.json), "
-    "markdown, html (self-contained page with charts), sarif (code scanning), github "
-    "(Actions annotations).",
+    help="Report format: text (grouped by file, repeated findings collapsed, for people), "
+    "concise (one path:line:col: CODE message line per finding, clickable), json "
+    "(schemas/lint-report.schema.json), markdown, html (self-contained page with charts), "
+    "sarif (code scanning), github (Actions annotations).",
+)
+@click.option(
+    "--max-findings",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="text and concise: show at most N findings, then how many more (the counts and "
+    "the exit status still cover all of them).",
 )
 @click.option(
     "-o",
@@ -95,6 +106,7 @@ def lint_command(
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     output_format: str,
+    max_findings: int | None,
     output: str | None,
     fail_on: str | None,
     statistics: bool,
@@ -140,7 +152,7 @@ def lint_command(
         print_error(err, "; no report was written")
         sys.exit(1)
     print_refused(report.stats.refused_files)
-    _write_report(report, output_format, output, statistics)
+    _write_report(report, output_format, output, statistics, max_findings)
     if report.failed():
         sys.exit(1)
 
@@ -152,13 +164,19 @@ def _codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
 
 
 def _write_report(
-    report: LintReport, output_format: str, output: str | None, statistics: bool
+    report: LintReport,
+    output_format: str,
+    output: str | None,
+    statistics: bool,
+    max_findings: int | None,
 ) -> None:
+    options = {"statistics": statistics, "max_findings": max_findings}
     if output is None:
-        write_report(report, output_format, sys.stdout, statistics=statistics)
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        write_report(report, output_format, sys.stdout, color=color, **options)
         return
     with atomic_text_output(output) as out:
-        write_report(report, output_format, out, statistics=statistics)
+        write_report(report, output_format, out, **options)
     summary = report.summary()
     stderr.print(
         f"Wrote the {output_format} report to {output}: {summary['findings']:,} findings "

@@ -6,18 +6,40 @@ from typing import TextIO
 
 from pipeline.lint.report import LintReport
 
-OUTPUT_FORMATS: tuple[str, ...] = ("text", "json", "markdown", "html", "sarif", "github")
+OUTPUT_FORMATS: tuple[str, ...] = (
+    "text",
+    "concise",
+    "json",
+    "markdown",
+    "html",
+    "sarif",
+    "github",
+)
 
 
 def write_report(
-    report: LintReport, output_format: str, out: TextIO, *, statistics: bool = False
+    report: LintReport,
+    output_format: str,
+    out: TextIO,
+    *,
+    statistics: bool = False,
+    color: bool = False,
+    max_findings: int | None = None,
 ) -> None:
     """Write `report` to `out` as `output_format` (one of OUTPUT_FORMATS). `statistics`
-    (text only) writes the count per rule instead of every finding."""
+    (text only) writes the count per rule instead of every finding; `color` and
+    `max_findings` apply to text and concise, the terminal formats."""
+    from pipeline.lint.reports.text import Look
+
+    look = Look(color=color, max_findings=max_findings)
     if output_format == "text":
         from pipeline.lint.reports.text import write_text
 
-        write_text(report, out, statistics=statistics)
+        write_text(report, out, statistics=statistics, look=look)
+    elif output_format == "concise":
+        from pipeline.lint.reports.text import write_concise
+
+        write_concise(report, out, look)
     elif output_format == "json":
         from pipeline.lint.reports.json_report import write_json
 

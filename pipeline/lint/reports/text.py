@@ -1,12 +1,17 @@
-"""The terminal report, compact like ruff: findings grouped under their source file, then
-the count per rule and a totals line (`statistics=True`: only the counts and totals)."""
+"""The terminal reports, compact like ruff. `text`: findings grouped under their source
+file, the same finding repeated in a file collapsed into one line with a count, then the
+count per rule and a totals line (`statistics=True`: only the counts and totals).
+`concise`: one `path:line:col: CODE message` line per finding (clickable in editors and
+terminals), then the totals. Both colour severities and codes on a terminal and stop
+after `max_findings` lines."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
+from dataclasses import dataclass
 from typing import TextIO
 
-from pipeline.lint.diagnostic import Diagnostic
+from pipeline.lint.diagnostic import Diagnostic, locator_line
 from pipeline.lint.report import LintReport
 from pipeline.lint.rule import Rule
 from pipeline.wording import plural
@@ -15,10 +20,30 @@ NO_SOURCE = "(no source file)"
 """The group header of findings on threads that came from memory, not a file."""
 
 
-def write_text(report: LintReport, out: TextIO, statistics: bool = False) -> None:
-    """Write every finding (unless `statistics`), then the per-rule counts and the totals."""
+SHOWN_POSITIONS = 3
+"""Positions a collapsed line lists before `…`."""
+_COLOURS = {"error": "\x1b[31m", "warning": "\x1b[33m", "code": "\x1b[1m", "path": "\x1b[36m"}
+_RESET = "\x1b[0m"
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """How a terminal report is drawn: in colour or not, and how many findings at most."""
+
+    color: bool = False
+    max_findings: int | None = None
+
+    def paint(self, text: str, kind: str) -> str:
+        return f"{_COLOURS[kind]}{text}{_RESET}" if self.color and text else text
+
+
+def write_text(
+    report: LintReport, out: TextIO, statistics: bool = False, look: Look = Look()
+) -> None:
+    """Write the findings, collapsed (unless `statistics`), then the per-rule counts and
+    the totals."""
     if not statistics:
-        write_findings(report.diagnostics, out)
+        write_findings(report.diagnostics, out, look)
     if len(report.diagnostics):
         if not statistics:
             out.write("\n")
@@ -26,20 +51,101 @@ def write_text(report: LintReport, out: TextIO, statistics: bool = False) -> Non
     out.write(totals_line(report) + "\n")
 
 
-def write_findings(diagnostics: Iterable[Diagnostic], out: TextIO) -> None:
-    """One line per finding, under a header naming the file each run of findings came from."""
-    current: str | None = None
+def write_concise(report: LintReport, out: TextIO, look: Look = Look()) -> None:
+    """One `path:line:col: CODE message` line per finding, then the totals."""
+    total = len(report.diagnostics)
+    for shown, diagnostic in enumerate(report.diagnostics):
+        if look.max_findings is not None and shown == look.max_findings:
+            out.write(_not_shown(total - shown, look))
+            break
+        out.write(concise_line(diagnostic, look) + "\n")
+    out.write(totals_line(report) + "\n")
+
+
+def concise_line(diagnostic: Diagnostic, look: Look = Look()) -> str:
+    """`data/a.jsonl:12:1: MMS201 message [thread abc, msg 3]`: a line-based locator gets
+    line and column (clickable), any other its locator or source as it is."""
+    line = locator_line(diagnostic.locator)
+    if diagnostic.source and line is not None:
+        place = f"{diagnostic.source}:{line}:1"
+    else:
+        place = diagnostic.locator or diagnostic.source or NO_SOURCE
+    code = look.paint(diagnostic.code, "code")
+    severity = look.paint(diagnostic.severity, diagnostic.severity)
+    text = f"{look.paint(place, 'path')}: {code} {severity} {one_line(diagnostic.message)}"
+    context = where(diagnostic)
+    return f"{text} {context}" if context else text
+
+
+def write_findings(diagnostics: Iterable[Diagnostic], out: TextIO, look: Look = Look()) -> None:
+    """Under a header naming each file, one line per distinct finding (code, severity and
+    message), the first one's position first, with how many times and where else the
+    file has it. Streams: one file's distinct findings are held at a time."""
+    total = len(diagnostics) if isinstance(diagnostics, Sized) else None
+    shown = 0
+    header: str | None = None
+    alike: dict[tuple[str, str, str], _Alike] = {}
+
+    def flush() -> bool:
+        """Write the file's findings; False once max_findings stops the report."""
+        nonlocal shown
+        if header is None:
+            return True
+        out.write(look.paint(header, "path") + "\n")
+        for same in alike.values():
+            if look.max_findings is not None and shown >= look.max_findings:
+                left = total - shown if total is not None else None
+                out.write(_not_shown(left, look))
+                return False
+            out.write(finding_line(same.first, look) + same.repeats() + "\n")
+            shown += same.count
+        return True
+
     for diagnostic in diagnostics:
-        header = diagnostic.source or NO_SOURCE
-        if header != current:
-            out.write(f"{header}\n")
-            current = header
-        out.write(finding_line(diagnostic) + "\n")
+        source = diagnostic.source or NO_SOURCE
+        if source != header:
+            if not flush():
+                return
+            header, alike = source, {}
+        key = (diagnostic.code, diagnostic.severity, diagnostic.message)
+        found = alike.get(key)
+        if found is None:
+            alike[key] = _Alike(diagnostic)
+        else:
+            found.add(diagnostic)
+    flush()
 
 
-def finding_line(diagnostic: Diagnostic) -> str:
+class _Alike:
+    """A finding a file has, and how many times and where else (the first few places)."""
+
+    def __init__(self, first: Diagnostic) -> None:
+        self.first = first
+        self.count = 1
+        self.others: list[str] = []
+
+    def add(self, diagnostic: Diagnostic) -> None:
+        self.count += 1
+        if len(self.others) < SHOWN_POSITIONS:
+            self.others.append(position(diagnostic) or f"thread {diagnostic.thread_id}")
+
+    def repeats(self) -> str:
+        """` (x300: also :7, :9, :12 …)` for a finding the file has more than once."""
+        if self.count == 1:
+            return ""
+        more = " …" if self.count > 1 + SHOWN_POSITIONS else ""
+        return f" (x{self.count:,}: also {', '.join(self.others)}{more})"
+
+
+def _not_shown(count: int | None, look: Look) -> str:
+    more = plural(count, "more finding") if count is not None else "more findings"
+    return f"… {more} not shown (--max-findings {look.max_findings})\n"
+
+
+def finding_line(diagnostic: Diagnostic, look: Look = Look()) -> str:
     """`  :12 error MMS201 [thread abc, msg 3] message` (position and brackets when known)."""
-    parts = [position(diagnostic), diagnostic.severity, diagnostic.code, where(diagnostic)]
+    severity = look.paint(diagnostic.severity, diagnostic.severity)
+    parts = [position(diagnostic), severity, look.paint(diagnostic.code, "code"), where(diagnostic)]
     parts.append(one_line(diagnostic.message))
     return "  " + " ".join(part for part in parts if part)
 
@@ -99,4 +205,3 @@ def totals_line(report: LintReport) -> str:
         f"{plural(report.warnings, 'warning')}) in {report.threads_with_findings:,} of "
         f"{plural(stats.threads, 'thread')}; {read}"
     )
-

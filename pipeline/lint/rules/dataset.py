@@ -38,22 +38,22 @@ class DuplicateThreads(DatasetCheck):
 
     def __init__(self, config: LintConfig, rule: Rule):
         self.rule = rule
-        self.first_seen: dict[int, int] = {}  # content key -> ordinal of its first thread
-        self.count = 0
+        self.first_seen: dict[int, str] = {}  # content key -> where its first thread is
 
     def facts(self, view: ThreadView) -> int:
         return content_key(view.thread)
 
     def observe(self, facts: int | None, ref: ThreadRef) -> Iterator[Diagnostic]:
-        self.count += 1
         if facts is None:  # no other thread has its key
             return
-        first = self.first_seen.setdefault(facts, self.count)
-        if first != self.count:
+        first = self.first_seen.get(facts)
+        if first is None:
+            self.first_seen[facts] = ref.locator or ref.source or f"thread {ref.id}"
+        else:
             yield Diagnostic(
                 self.rule.code,
                 self.rule.severity,
-                f"duplicate of thread #{first} in reading order (same messages and settings)",
+                f"duplicate of {first} (same messages and settings)",
                 ref.id,
                 None,
                 ref.source,
