@@ -217,3 +217,22 @@ def test_on_a_terminal_severities_are_coloured(tmp_path):
     assert b"\x1b[31merror\x1b[0m" in shown and b"\x1b[1mMMS105\x1b[0m" in shown
     piped = subprocess.run(command, capture_output=True)
     assert b"\x1b[" not in piped.stdout and b"MMS105 error" in piped.stdout
+
+
+def test_per_source_ignores_leave_out_rules_on_matching_files_only(tmp_path):
+    legacy = tmp_path / "data" / "legacy"
+    legacy.mkdir(parents=True)
+    for folder in (legacy, tmp_path / "data"):
+        (folder / "bad.jsonl").write_text("{not json\n")
+    settings = tmp_path / "lint.toml"
+    settings.write_text('[per-source-ignores]\n"legacy/*.jsonl" = ["MMS105"]\n')
+    shown = run(
+        "lint", str(tmp_path / "data"), "--config", str(settings), "--output-format", "concise"
+    )
+    lines = shown.output.splitlines()
+    assert [line.split(":")[0] for line in lines[:-1]] == [str(tmp_path / "data" / "bad.jsonl")]
+    assert lines[-1].startswith("Found 1 finding ")
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text('[per-source-ignores]\n"*.jsonl" = ["MMS999"]\n')
+    refused = run("lint", str(tmp_path / "data"), "--config", str(unknown))
+    assert refused.exit_code == 2 and "MMS999" in refused.output

@@ -419,3 +419,17 @@ def test_a_tokenizer_hub_name_with_dots_is_looked_up_in_the_local_cache(tmp_path
         " ".join(result.output.split())
     )
     assert "mms never downloads" in " ".join(result.output.split())
+
+
+def test_per_source_ignores_name_known_rules(tmp_path):
+    config = tmp_path / "ignores.yaml"
+    config.write_text(
+        f"name: x\ninputs:\n  - path: {tmp_path}\noutput: out\nstages:\n"
+        "  lint:\n    per_source_ignores:\n      'legacy/*': [MMS105, MMS999]\n"
+    )
+    result = CliRunner().invoke(main, ["run", str(config)])
+    assert result.exit_code == 2
+    assert (
+        "stages.lint.per_source_ignores.legacy/*[1]" in result.output
+        and "(line 8)" in result.output
+    )

@@ -131,6 +131,8 @@ def lint_command(
             select=_codes(select), ignore=_codes(ignore), fail_on=fail_on
         )
         select_rules(config.select, config.ignore)
+        for _, selectors in config.per_source_ignores:
+            select_rules(list(selectors), ())
     except ConfigError as err:
         raise ConfigProblem(str(err)) from None
     except UnknownRuleError as err:

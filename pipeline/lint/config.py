@@ -38,6 +38,9 @@ class LintConfig:
     """MMS404: literals to flag besides the built-in `<|...|>`, `[INST]`, `</s>` family."""
     max_examples: int = 20
     """HTML/Markdown reports: findings per rule shown with their thread."""
+    per_source_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(glob, selectors): findings of those rules on records of matching files are not
+    reported (ruff's per-file-ignores). A glob without a leading `/` matches at any depth."""
     source: str | None = None
     """The file the settings came from (None: defaults and the command line)."""
 
@@ -54,6 +57,7 @@ _KEYS: dict[str, str] = {
     "dataset-min-threads": "dataset_min_threads",
     "special-tokens": "special_tokens",
     "max-examples": "max_examples",
+    "per-source-ignores": "per_source_ignores",
 }
 
 
@@ -105,6 +109,16 @@ def _checked(key: str, value: Any, where: str) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where}: {key} must be a list of strings, got {value!r}")
         return tuple(value)
+    if key == "per-source-ignores":
+        if not isinstance(value, dict) or not all(
+            isinstance(codes, list) and all(isinstance(c, str) for c in codes)
+            for codes in value.values()
+        ):
+            raise ConfigError(
+                f"{where}: per-source-ignores must be a table of globs to lists of rule "
+                f'codes, e.g. {{"legacy/*.jsonl" = ["MMS105"]}}, got {value!r}'
+            )
+        return tuple((glob, tuple(codes)) for glob, codes in value.items())
     if key == "fail-on":
         if value not in FAIL_ON:
             raise ConfigError(f"{where}: fail-on must be one of {', '.join(FAIL_ON)}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Iterator
+from fnmatch import fnmatch
+from pathlib import PurePosixPath
 from typing import Any
 
 from pipeline.lint.config import LintConfig
@@ -36,6 +38,7 @@ class Linter:
         self._dataset: list[DatasetCheck] = [
             r.dataset(self.config, r) for r in self.rules if r.scope == "dataset" and r.dataset
         ]
+        self._ignored = SourceIgnores(self.config.per_source_ignores)
 
     def check_thread(self, thread: Thread | ThreadView) -> list[Diagnostic]:
         """The findings for one thread: its thread rules', and dataset rules' that can tell at once."""
@@ -51,19 +54,21 @@ class Linter:
             per_rule = [
                 (rule, _guarded(rule, check, view, config)) for rule, check in self._thread_checks
             ]
-        return [
-            Diagnostic(
-                rule.code,
-                finding.severity or rule.severity,
-                finding.message,
-                view.id,
-                finding.message_index,
-                view.source,
-                view.locator,
-            )
-            for rule, findings in per_rule
-            for finding in findings
-        ]
+        return self._ignored.kept(
+            [
+                Diagnostic(
+                    rule.code,
+                    finding.severity or rule.severity,
+                    finding.message,
+                    view.id,
+                    finding.message_index,
+                    view.source,
+                    view.locator,
+                )
+                for rule, findings in per_rule
+                for finding in findings
+            ]
+        )
 
     @property
     def keyed_facts(self) -> list[int]:
@@ -80,29 +85,63 @@ class Linter:
         found: list[Diagnostic] = []
         for check, kept in zip(self._dataset, facts, strict=True):
             found.extend(check.observe(kept, ref))
-        return found
+        return self._ignored.kept(found)
 
     def check_rejection(self, rejection: Rejection) -> list[Diagnostic]:
         """MMS101/MMS102/MMS105 for a record that never became a thread."""
         thread_id = rejection.record_id or stable_thread_id(rejection.source, rejection.locator)
-        return [
-            Diagnostic(
-                code,
-                finding.severity or RULES_BY_CODE[code].severity,
-                finding.message,
-                thread_id,
-                finding.message_index,
-                rejection.source,
-                rejection.locator,
-            )
-            for code, finding in rejection_findings(rejection)
-            if code in self._codes
-        ]
+        return self._ignored.kept(
+            [
+                Diagnostic(
+                    code,
+                    finding.severity or RULES_BY_CODE[code].severity,
+                    finding.message,
+                    thread_id,
+                    finding.message_index,
+                    rejection.source,
+                    rejection.locator,
+                )
+                for code, finding in rejection_findings(rejection)
+                if code in self._codes
+            ]
+        )
 
     def finish(self) -> Iterator[Diagnostic]:
         """The dataset rules' findings; call once, after the last thread."""
         for check in self._dataset:
-            yield from check.finish()
+            yield from self._ignored.kept(list(check.finish()))
+
+
+class SourceIgnores:
+    """Which findings `per_source_ignores` leaves out: those of the listed rules on
+    records of files matching the glob (a glob without a leading `/` at any depth)."""
+
+    def __init__(self, entries: tuple[tuple[str, tuple[str, ...]], ...]) -> None:
+        self.entries = [
+            (glob, {rule.code for rule in select_rules(list(selectors), ())})
+            for glob, selectors in entries
+        ]
+        self._decided: dict[tuple[str | None, str], bool] = {}
+
+    def kept(self, found: list[Diagnostic]) -> list[Diagnostic]:
+        if not self.entries or not found:
+            return found
+        return [d for d in found if not self._ignored(d.source, d.code)]
+
+    def _ignored(self, source: str | None, code: str) -> bool:
+        key = (source, code)
+        if key not in self._decided:
+            self._decided[key] = source is not None and any(
+                code in codes and _matches(source, glob) for glob, codes in self.entries
+            )
+        return self._decided[key]
+
+
+def _matches(source: str, glob: str) -> bool:
+    """Whether the file `source` (as read) matches `glob`; a relative glob matches the
+    path's end at any depth (`legacy/*.jsonl` matches `data/legacy/a.jsonl`)."""
+    path = PurePosixPath(source).as_posix()
+    return fnmatch(path, glob) or (not glob.startswith("/") and fnmatch(path, f"*/{glob}"))
 
 
 def _guarded(

@@ -40,6 +40,7 @@ class LintSettings:
     dataset_min_threads: int = 10
     special_tokens: tuple[str, ...] = ()
     max_examples: int = 20
+    per_source_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def to_lint_config(self, source: str | None = None) -> LintConfig:
         """The LintConfig of the linter (drop_on is the stage's business, not the linter's)."""
@@ -51,6 +52,7 @@ class LintSettings:
             dataset_min_threads=self.dataset_min_threads,
             special_tokens=self.special_tokens,
             max_examples=self.max_examples,
+            per_source_ignores=self.per_source_ignores,
             source=source,
         )
 

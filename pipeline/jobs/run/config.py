@@ -486,7 +486,17 @@ class _Builder:
         )
 
     def _lint(self, raw: dict[str, Any]) -> LintSettings:
-        stage = LintSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+        ignores = raw.get("per_source_ignores", {})
+        for glob, selectors in ignores.items():
+            for index, selector in enumerate(selectors):
+                try:
+                    select_rules([selector])
+                except UnknownRuleError as err:
+                    where = ["stages", "lint", "per_source_ignores", glob, index]
+                    raise self.doc.error(where, str(err)) from None
+        plain = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+        plain["per_source_ignores"] = tuple((g, tuple(s)) for g, s in ignores.items())
+        stage = LintSettings(**plain)
         for key in ("select", "ignore", "drop_on"):
             for index, selector in enumerate(getattr(stage, key)):
                 try:
