@@ -236,3 +236,30 @@ def test_per_source_ignores_leave_out_rules_on_matching_files_only(tmp_path):
     unknown.write_text('[per-source-ignores]\n"*.jsonl" = ["MMS999"]\n')
     refused = run("lint", str(tmp_path / "data"), "--config", str(unknown))
     assert refused.exit_code == 2 and "MMS999" in refused.output
+
+
+def test_a_baseline_fails_only_on_new_findings(tmp_path):
+    """Findings an earlier JSON report has are known (even when their lines moved); one it
+    lacks fails the run; a file that is no report is a config error."""
+    data = tmp_path / "data.jsonl"
+    bad = '{"messages": [{"role": "robot", "content": "x"}]}\n'
+    good = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
+    data.write_text(bad + good)
+    baseline = tmp_path / "baseline.json"
+    first = run(
+        "lint", str(data), "--from", "openai", "--output-format", "json", "-o", str(baseline)
+    )
+    assert first.exit_code == 1
+    data.write_text(good + bad)  # the known finding moved to line 2
+    known = run("lint", str(data), "--from", "openai", "--baseline", str(baseline))
+    assert known.exit_code == 0, known.output
+    assert "Baseline" in known.output and "1 finding known, 0 new" in known.output
+    data.write_text(good + bad + bad.replace("robot", "wizard"))
+    new = run("lint", str(data), "--from", "openai", "--baseline", str(baseline))
+    assert new.exit_code == 1
+    assert "1 finding known, 1 new, 1 of them at fail-on error" in new.output
+    assert "new: " in new.output and "'wizard'" in new.output
+    not_a_report = tmp_path / "other.json"
+    not_a_report.write_text('{"x": 1}')
+    refused = run("lint", str(data), "--baseline", str(not_a_report))
+    assert refused.exit_code == 2 and "is not a JSON lint report" in refused.output

@@ -17,6 +17,7 @@ from pipeline.cli.options import (
 )
 from pipeline.cli.output import (
     ConfigProblem,
+    plural,
     print_error,
     print_refused,
     read_progress,
@@ -26,8 +27,10 @@ from pipeline.engine import UnitFailed
 from pipeline.jobs.convert import check_output_file
 from pipeline.jobs.lint import lint
 from pipeline.lint import ConfigError, LintReport, UnknownRuleError, load_config, select_rules
+from pipeline.lint.baseline import Baseline
 from pipeline.lint.config import FAIL_ON
 from pipeline.lint.reports import OUTPUT_FORMATS, write_report
+from pipeline.lint.reports.text import concise_line
 from pipeline.output.files import OutputPathError, atomic_text_output
 from pipeline.sources import InputError
 
@@ -90,6 +93,15 @@ from pipeline.sources import InputError
 )
 @click.option("--statistics", is_flag=True, help="Show the count per rule instead of findings.")
 @click.option(
+    "--baseline",
+    "baseline_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="An earlier JSON report (--output-format json -o FILE) of accepted findings: only "
+    "findings it does not have fail the run (matched by rule, file and message, not line).",
+)
+@click.option(
     "--config",
     "config_file",
     type=click.Path(exists=True, dir_okay=False),
@@ -110,6 +122,7 @@ def lint_command(
     output: str | None,
     fail_on: str | None,
     statistics: bool,
+    baseline_file: str | None,
     config_file: str | None,
     split: str,
     hf_config: str | None,
@@ -133,6 +146,7 @@ def lint_command(
         select_rules(config.select, config.ignore)
         for _, selectors in config.per_source_ignores:
             select_rules(list(selectors), ())
+        baseline = Baseline.load(baseline_file) if baseline_file else None
     except ConfigError as err:
         raise ConfigProblem(str(err)) from None
     except UnknownRuleError as err:
@@ -155,8 +169,33 @@ def lint_command(
         sys.exit(1)
     print_refused(report.stats.refused_files)
     _write_report(report, output_format, output, statistics, max_findings)
+    if baseline is not None:
+        sys.exit(_gate_on_new(report, baseline, baseline_file or ""))
     if report.failed():
         sys.exit(1)
+
+
+SHOWN_NEW = 20
+"""New findings at fail-on listed after the baseline line."""
+
+
+def _gate_on_new(report: LintReport, baseline: Baseline, path: str) -> int:
+    """The exit status when only findings the baseline lacks count: 1 when one of them
+    reaches fail_on; says how many were known and how many are new."""
+    new = list(baseline.new(report.diagnostics))
+    severities = {"error": ("error",), "warning": ("error", "warning")}.get(
+        report.config.fail_on, ()
+    )
+    gating = [d for d in new if d.severity in severities]
+    known = len(report.diagnostics) - len(new)
+    stderr.print(
+        f"Baseline {path}: {plural(known, 'finding')} known, {len(new):,} new"
+        + (f", {len(gating):,} of them at fail-on {report.config.fail_on}" if gating else ""),
+        highlight=False,
+    )
+    for diagnostic in gating[:SHOWN_NEW]:
+        stderr.print(f"  new: {concise_line(diagnostic)}", highlight=False, markup=False)
+    return 1 if gating else 0
 
 
 def _codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
