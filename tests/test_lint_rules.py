@@ -3,6 +3,7 @@ matter as much as misses). Threads go through the public `lint()` as MMS JSONL."
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from pipeline.jobs.read import ReadSpec
@@ -476,3 +477,17 @@ def test_a_rule_that_fails_on_a_thread_is_a_finding_and_the_other_rules_still_ru
     assert found[("MMS991", 0)] == "empty"
     assert "MMS990 failed on this thread: KeyError: 'boom' (broken:" in found[("MMS990", None)]
     assert [d.code for d in linter.check_thread(Thread("u", [Message("user", "")]))] == ["MMS991"]
+
+
+def test_a_duplicate_in_a_json_array_names_the_index_of_its_first_copy(tmp_path):
+    from pipeline.jobs.lint import lint
+
+    same = [thread(user("Hi"), assistant("Hello!"), id=f"t{i}") for i in range(3)]
+    path = tmp_path / "threads.json"
+    path.write_bytes(orjson.dumps(same))
+    found = [d for d in lint(str(path)).diagnostics if d.code == "MMS501"]
+    assert [d.message for d in found] == [
+        f"duplicate of {path}#0 (same messages and settings)",
+        f"duplicate of {path}#0 (same messages and settings)",
+    ]
+    assert [d.locator for d in found] == [f"{path}#1", f"{path}#2"]

@@ -38,7 +38,8 @@ class DuplicateThreads(DatasetCheck):
 
     def __init__(self, config: LintConfig, rule: Rule):
         self.rule = rule
-        self.first_seen: dict[int, str] = {}  # content key -> where its first thread is
+        self.first_seen: dict[int, int | str] = {}  # content key -> its first thread's place
+        self.places = _Places()
 
     def facts(self, view: ThreadView) -> int:
         return content_key(view.thread)
@@ -48,12 +49,12 @@ class DuplicateThreads(DatasetCheck):
             return
         first = self.first_seen.get(facts)
         if first is None:
-            self.first_seen[facts] = ref.locator or ref.source or f"thread {ref.id}"
+            self.first_seen[facts] = self.places.keep(ref)
         else:
             yield Diagnostic(
                 self.rule.code,
                 self.rule.severity,
-                f"duplicate of {first} (same messages and settings)",
+                f"duplicate of {self.places.where(first)} (same messages and settings)",
                 ref.id,
                 None,
                 ref.source,
@@ -62,6 +63,45 @@ class DuplicateThreads(DatasetCheck):
 
     def finish(self) -> Iterator[Diagnostic]:
         return iter(())
+
+
+class _Places:
+    """Where threads are, kept small: `file:line` and `file#index` as one integer (the
+    file's number, the separator, the position), anything else as its text; one entry per
+    thread of a dataset costs what an integer costs."""
+
+    _SEPARATORS = (":", "#")
+    _POSITION_BITS = 40
+
+    def __init__(self) -> None:
+        self.files: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def keep(self, ref: ThreadRef) -> int | str:
+        locator, source = ref.locator or "", ref.source or ""
+        position = locator[len(source) + 1 :]
+        separator = locator[len(source) : len(source) + 1]
+        compact = (
+            source
+            and locator.startswith(source)
+            and separator in self._SEPARATORS
+            and position.isdigit()
+            and int(position) < 1 << self._POSITION_BITS
+        )
+        if not compact:
+            return locator or source or f"thread {ref.id}"
+        number = self.files.setdefault(source, len(self.files))
+        if number == len(self.names):
+            self.names.append(source)
+        kind = self._SEPARATORS.index(separator)
+        return (number << (self._POSITION_BITS + 1)) | (kind << self._POSITION_BITS) | int(position)
+
+    def where(self, place: int | str) -> str:
+        if isinstance(place, str):
+            return place
+        number, rest = divmod(place, 1 << (self._POSITION_BITS + 1))
+        kind, position = divmod(rest, 1 << self._POSITION_BITS)
+        return f"{self.names[number]}{self._SEPARATORS[kind]}{position}"
 
 
 class _CapabilityCounts:
