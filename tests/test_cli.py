@@ -221,9 +221,9 @@ USER_ONLY = {"role": "user", "content": "hi"}
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
-    """`mms lint ... | head -1`: the closed pipe is no error and no traceback. The findings
-    (about 1 MB) are far more than a pipe holds, so the command is still writing when the
-    reader goes."""
+    """`mms lint ... | head -1`: the closed pipe is no error and no traceback. The findings,
+    one line each in the concise format (about 1 MB), are far more than a pipe holds, so
+    the command is still writing when the reader goes."""
     import subprocess
     import sys
 
@@ -232,6 +232,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path):
         for number in range(5000):  # a user message and no answer: findings on every one
             out.write(orjson.dumps({"id": f"t{number}", "messages": [USER_ONLY]}) + b"\n")
     command = [sys.executable, "-m", "pipeline.cli", "lint", str(threads), "--fail-on", "never"]
+    command += ["--output-format", "concise"]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout is not None and process.stderr is not None
     process.stdout.readline()
