@@ -8,7 +8,7 @@ import typing
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from pipeline.cli import main
 from pipeline.engine import LocalRunner
@@ -392,14 +392,17 @@ def test_push_to_hub_is_read_and_left_out_of_the_digest(tmp_path: Path) -> None:
     assert err.line == 6 and err.reason == "'no id' is not a Hub repository id like ORG/NAME"
 
 
+def _run_with_stages(tmp_path: Path, stages: str) -> tuple[Path, Result]:
+    """`mms run` of a config reading `tmp_path` with the given `stages:` lines (line 6 on)."""
+    config = tmp_path / "run.yaml"
+    config.write_text(f"name: x\ninputs:\n  - path: {tmp_path}\noutput: out\nstages:\n{stages}")
+    return config, CliRunner().invoke(main, ["run", str(config)])
+
+
 def test_a_config_error_is_one_line_without_usage(tmp_path):
     """The command line was right; the config is not: `error: FILE: where: what (line N)`,
     exit 2, and none of click's `Usage:` / `Try ... --help` lines."""
-    config = tmp_path / "bad.yaml"
-    config.write_text(
-        "name: x\ninputs:\n  - path: data\noutput: out\nstages:\n  dedup: {enabled: maybe}\n"
-    )
-    result = CliRunner().invoke(main, ["run", str(config)])
+    config, result = _run_with_stages(tmp_path, "  dedup: {enabled: maybe}\n")
     assert result.exit_code == 2
     assert "Usage:" not in result.output and "--help" not in result.output
     assert result.output.strip() == (
@@ -408,12 +411,7 @@ def test_a_config_error_is_one_line_without_usage(tmp_path):
 
 
 def test_a_tokenizer_hub_name_with_dots_is_looked_up_in_the_local_cache(tmp_path):
-    config = tmp_path / "hub.yaml"
-    config.write_text(
-        f"name: x\ninputs:\n  - path: {tmp_path}\noutput: out\nstages:\n"
-        "  tokenize: {tokenizer: meta-llama/Llama-3.2-1B}\n"
-    )
-    result = CliRunner().invoke(main, ["run", str(config)])
+    _, result = _run_with_stages(tmp_path, "  tokenize: {tokenizer: meta-llama/Llama-3.2-1B}\n")
     assert result.exit_code == 2
     assert "meta-llama/Llama-3.2-1B is not in the local Hugging Face cache (looked in" in (
         " ".join(result.output.split())
@@ -422,12 +420,8 @@ def test_a_tokenizer_hub_name_with_dots_is_looked_up_in_the_local_cache(tmp_path
 
 
 def test_per_source_ignores_name_known_rules(tmp_path):
-    config = tmp_path / "ignores.yaml"
-    config.write_text(
-        f"name: x\ninputs:\n  - path: {tmp_path}\noutput: out\nstages:\n"
-        "  lint:\n    per_source_ignores:\n      'legacy/*': [MMS105, MMS999]\n"
-    )
-    result = CliRunner().invoke(main, ["run", str(config)])
+    stages = "  lint:\n    per_source_ignores:\n      'legacy/*': [MMS105, MMS999]\n"
+    _, result = _run_with_stages(tmp_path, stages)
     assert result.exit_code == 2
     assert (
         "stages.lint.per_source_ignores.legacy/*[1]" in result.output
