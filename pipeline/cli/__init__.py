@@ -17,6 +17,7 @@ COMMANDS = {
     "convert": "pipeline.cli.convert:convert_command",
     "lint": "pipeline.cli.lint:lint_command",
     "inspect": "pipeline.cli.inspect:inspect_command",
+    "stats": "pipeline.cli.stats:stats_command",
     "verify": "pipeline.cli.verify:verify_command",
     "push": "pipeline.cli.push:push_command",
     "tokenize": "pipeline.cli.tokenize:tokenize_command",

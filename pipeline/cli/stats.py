@@ -1,0 +1,118 @@
+"""`mms stats`: the figures of an output's shards, as text or JSON."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import click
+
+from pipeline.cli.output import output_argument
+from pipeline.jobs.stats import StatsError, compute_stats, shard_files, stats_json
+from pipeline.output.files import atomic_text_output
+from pipeline.wording import plural
+
+FORMATS = ("text", "json")
+
+
+@click.command(
+    "stats",
+    epilog="\b\nExamples:\n"
+    "  mms stats out/quickstart\n"
+    "  mms stats out/quickstart --by source\n"
+    "  mms stats out/quickstart/data/train-00000-of-00001.parquet --output-format json\n"
+    "  mms stats hf:ORG/NAME --by source_format",
+)
+@click.argument("targets", nargs=-1, required=True, metavar="OUTPUT|FILE...")
+@click.option(
+    "--by",
+    default=None,
+    metavar="FIELD",
+    help="Also give the figures per value of this meta field: source, source_format, ...",
+)
+@click.option(
+    "--output-format",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="text (for people) or json (every figure, sorted keys).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write to this file instead of standard output.",
+)
+def stats_command(
+    targets: tuple[str, ...], by: str | None, output_format: str, output: str | None
+) -> None:
+    """The figures of OUTPUT folders (mms run, tokenize, pack; hf:ORG/NAME too) or Parquet
+    FILES: threads, messages, user turns and tool calls per thread, tokens and the
+    trained share, thread lengths in tokens (p50/p90/p99/max and a histogram), per split
+    and with --by per value of a meta field. Computed by polars over lazy scans of the
+    shards, streaming: memory stays bounded whatever their size."""
+    folders = [str(output_argument(t)) if t.startswith("hf:") else t for t in targets]
+    try:
+        stats = compute_stats(shard_files(folders), by)
+    except StatsError as err:
+        raise click.UsageError(str(err)) from None
+    if output is None:
+        _write(stats, output_format, sys.stdout)
+        return
+    with atomic_text_output(output) as out:
+        _write(stats, output_format, out)
+
+
+def _write(stats: dict[str, Any], output_format: str, out: TextIO) -> None:
+    if output_format == "json":
+        out.write(stats_json(stats))
+        return
+    for split, figures in stats["splits"].items():
+        out.write(f"{split}: {_headline(figures)}\n")
+        for line in _details(figures):
+            out.write(f"  {line}\n")
+        grouped = figures.get("by")
+        if grouped:
+            out.write(f"  by {grouped['field']}:\n")
+            for group in grouped["groups"]:
+                out.write(f"    {group['group']}: {_headline(group)}\n")
+
+
+def _headline(figures: dict[str, Any]) -> str:
+    text = f"{plural(figures['threads'], 'thread')}, {plural(figures['messages'], 'message')}"
+    if "tokens" in figures:
+        share = figures["trained_fraction"]
+        text += f", {plural(figures['tokens'], 'token')} ({figures['trained_tokens']:,} trained, "
+        text += f"{share:.1%})"
+    return text
+
+
+def _details(figures: dict[str, Any]) -> list[str]:
+    lines = []
+    if "length_max" in figures:
+        lengths = ", ".join(
+            f"{k.removeprefix('length_')} {figures[k]:,}" for k in _length_keys(figures)
+        )
+        lines.append(f"length in tokens: {lengths}")
+        histogram = figures["length_histogram"]
+        if histogram:
+            bars = "  ".join(f"{bucket}+: {count:,}" for bucket, count in _by_bucket(histogram))
+            lines.append(f"threads by length: {bars}")
+    lines.append(
+        f"user turns per thread: mean {figures['turns_mean']:g}, max {figures['turns_max'] or 0}; "
+        f"{plural(figures['tool_calls'], 'tool call')} in "
+        f"{plural(figures['threads_with_tool_calls'], 'thread')}"
+    )
+    return lines
+
+
+def _length_keys(figures: dict[str, Any]) -> list[str]:
+    percentiles = sorted(
+        (k for k in figures if k.startswith("length_p")), key=lambda k: float(k[len("length_p") :])
+    )
+    return [*percentiles, "length_max"]
+
+
+def _by_bucket(histogram: dict[str, int]) -> list[tuple[str, int]]:
+    return sorted(histogram.items(), key=lambda item: int(item[0]))

@@ -1,0 +1,97 @@
+"""`mms stats` agrees exactly with the same figures computed independently from the shards
+with pyarrow and numpy, per split and per source, on a run over real files."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.jobs.stats import PERCENTILES
+from tests.realdata_mix import write_mix_config
+from tests.test_run import output_files, run_cli
+
+
+@pytest.fixture(scope="module")
+def output(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("stats")
+    config = write_mix_config(folder / "mix.yaml", shared)
+    out = folder / "out"
+    result = run_cli(str(config), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert output_files(out)
+    return out
+
+
+def expected(paths: list[Path]) -> dict:
+    table = pq.read_table(paths)
+    tokens = table["num_tokens"].to_numpy().astype(np.int64)
+    messages = table["messages"].to_pylist()
+    turns = [sum(m["role"] == "user" for m in thread) for thread in messages]
+    calls = [sum(":" in (m["format"] or "") for m in thread) for thread in messages]
+    buckets = Counter(str(2 ** int(np.floor(np.log2(n)))) if n > 0 else "0" for n in tokens)
+    found = {
+        "threads": table.num_rows,
+        "messages": sum(len(thread) for thread in messages),
+        "tokens": int(tokens.sum()),
+        "trained_tokens": int(pc.sum(table["num_trained"]).as_py()),
+        "length_max": int(tokens.max()),
+        "turns_max": max(turns),
+        "turns_mean": round(sum(turns) / len(turns), 3),
+        "tool_calls": sum(calls),
+        "threads_with_tool_calls": sum(1 for c in calls if c),
+        "length_histogram": dict(buckets),
+    }
+    for q in PERCENTILES:
+        found[f"length_p{q * 100:g}"] = int(np.percentile(tokens, q * 100, method="lower"))
+    return found
+
+
+def test_stats_agree_with_the_shards_computed_independently(output: Path):
+    result = CliRunner().invoke(
+        main, ["stats", str(output), "--output-format", "json", "--by", "source"]
+    )
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.output)["splits"]
+    shards = sorted((output / "data").glob("*.parquet"))
+    splits = {path.name.split("-")[0] for path in shards}
+    assert set(stats) == splits == {"train", "validation", "test"}
+    for split in splits:
+        paths = [p for p in shards if p.name.startswith(f"{split}-")]
+        figures = stats[split]
+        for key, value in expected(paths).items():
+            assert figures[key] == value, (split, key)
+        table = pq.read_table(paths, columns=["meta", "num_tokens"])
+        by_source: Counter[str] = Counter()
+        tokens: Counter[str] = Counter()
+        for meta, count in zip(
+            table["meta"].to_pylist(), table["num_tokens"].to_pylist(), strict=True
+        ):
+            source = orjson.loads(meta).get("source", "-")
+            by_source[source] += 1
+            tokens[source] += count
+        groups = {g["group"]: g for g in figures["by"]["groups"]}
+        assert {name: g["threads"] for name, g in groups.items()} == dict(by_source)
+        assert {name: g["tokens"] for name, g in groups.items()} == dict(tokens)
+
+
+def test_text_stats_and_clear_errors(output: Path, tmp_path: Path):
+    text = CliRunner().invoke(main, ["stats", str(output)])
+    assert text.exit_code == 0
+    manifest = orjson.loads((output / "manifest.json").read_bytes())["counts"]
+    rows = manifest["threads_written"]
+    for split, count in rows.items():
+        assert f"{split}: {count:,} threads" in text.output
+    assert "length in tokens: p50" in text.output and "threads by length:" in text.output
+    missing = CliRunner().invoke(main, ["stats", str(tmp_path)])
+    assert missing.exit_code == 2 and "no Parquet shards found" in missing.output
+    bad_by = CliRunner().invoke(main, ["stats", str(output), "--by", "$.x"])
+    assert bad_by.exit_code == 2 and "meta field name" in bad_by.output
