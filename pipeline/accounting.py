@@ -182,6 +182,7 @@ class Account:
             "weighted_copies": self.copies,
             "threads_not_sharded": self.not_sharded,
             "threads_withheld_by_gate": self.withheld,
+            "threads_truncated": self.truncated,
             "tokens": self.tokens,
             "trained_tokens": self.trained_tokens,
             "zero_weight_messages": self.zero_weight_messages,

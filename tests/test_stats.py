@@ -95,3 +95,21 @@ def test_text_stats_and_clear_errors(output: Path, tmp_path: Path):
     assert missing.exit_code == 2 and "no Parquet shards found" in missing.output
     bad_by = CliRunner().invoke(main, ["stats", str(output), "--by", "$.x"])
     assert bad_by.exit_code == 2 and "meta field name" in bad_by.output
+
+
+def test_a_run_writes_its_stats_and_mms_stats_adds_its_accounting(output: Path):
+    """reports/stats.json is `mms stats`' figures of the shards (listed and hashed in the
+    manifest); `mms stats OUT` adds the run's accounting from the manifest."""
+    written = json.loads((output / "reports" / "stats.json").read_text())
+    result = CliRunner().invoke(main, ["stats", str(output), "--output-format", "json"])
+    shown = json.loads(result.output)
+    run = shown.pop("run")
+    assert shown == written
+    manifest = orjson.loads((output / "manifest.json").read_bytes())
+    assert "reports/stats.json" in manifest["reports"]
+    counts = manifest["counts"]
+    assert run["threads"] == counts["threads"] and run["inputs"] == counts["inputs"]
+    assert run["duplicate_rate"]["exact"] == round(
+        counts["threads_dropped"]["duplicate"] / counts["threads"], 6
+    )
+    assert run["duplicate_rate"]["exact"] > 0 and run["duplicate_rate"]["near"] > 0

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -22,7 +22,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from pipeline.accounting import Account, most_first
+from pipeline.accounting import DEDUPLICATED, SAMPLED_OUT, Account, most_first
 from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
 from pipeline.quarantine import ERROR_CODES
 from pipeline.wording import plural
@@ -189,3 +189,34 @@ def print_left_out(
     stderr.print(f"{verb} {total:,} {noun} to {path}:")
     for code, count in most_first(counts):
         stderr.print(f"  {count:>8,}  {code:<{width}} {meanings[code]}")
+
+
+def input_table(inputs: list[dict[str, Any]], tokenized: bool) -> list[str]:
+    """The per-input table of a run (manifest `counts.inputs` entries) as aligned lines:
+    read, quarantined, dropped, deduplicated, sampled out, weighted copies, written, tokens."""
+    header = ["input", "read", "quarantined", "dropped", "dedup", "sampled out", "copies"]
+    header += ["written", "tokens"] if tokenized else ["written"]
+    rows = []
+    for source in inputs:
+        dropped = source.get("dropped_by", {})
+        figures = [
+            source["records_read"],
+            source["records_quarantined"],
+            source["threads_dropped"],
+            sum(dropped.get(reason, 0) for reason in DEDUPLICATED),
+            dropped.get(SAMPLED_OUT, 0),
+            source.get("weighted_copies", 0),
+            source["rows_written"],
+            *([source["tokens"]] if tokenized else []),
+        ]
+        rows.append([source["path"], *(f"{n:,}" for n in figures)])
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return [
+        "  ".join(
+            [
+                row[0].ljust(widths[0]),
+                *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)),
+            ]
+        )
+        for row in [header, *rows]
+    ]

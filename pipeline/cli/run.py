@@ -10,11 +10,12 @@ from typing import Any
 
 import click
 
-from pipeline.accounting import SAMPLED_OUT, InputAccount, most_first
+from pipeline.accounting import InputAccount, most_first
 from pipeline.cli.output import (
     ConfigProblem,
     check_mark,
     exit_unbalanced,
+    input_table,
     plural,
     print_error,
     print_refused,
@@ -337,31 +338,6 @@ def _print_summary(result: RunResult) -> None:
 
 def _print_inputs(inputs: list[InputAccount], tokenized: bool) -> None:
     """One row per input: what it gave, from records read to rows and tokens written."""
-    header = ["input", "read", "quarantined", "dropped", "dedup", "sampled out", "copies"]
-    header += ["written", "tokens"] if tokenized else ["written"]
-    rows = [
-        [
-            source.path,
-            *(
-                f"{n:,}"
-                for n in (
-                    source.records_read,
-                    source.quarantined,
-                    source.dropped,
-                    source.deduplicated,
-                    source.dropped_by[SAMPLED_OUT],
-                    source.copies,
-                    source.written,
-                    *([source.tokens] if tokenized else []),
-                )
-            ),
-        ]
-        for source in inputs
-    ]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     stderr.print("Per input (manifest.json counts.inputs has every reason):", highlight=False)
-    for row in [header, *rows]:
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        stderr.print("  " + "  ".join(cells), highlight=False, markup=False)
+    for line in input_table([source.to_dict() for source in inputs], tokenized):
+        stderr.print(f"  {line}", highlight=False, markup=False)

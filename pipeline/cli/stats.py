@@ -7,8 +7,9 @@ from typing import Any, TextIO
 
 import click
 
-from pipeline.cli.output import output_argument
-from pipeline.jobs.stats import StatsError, compute_stats, shard_files, stats_json
+from pipeline.accounting import most_first
+from pipeline.cli.output import input_table, output_argument
+from pipeline.jobs.stats import StatsError, compute_stats, run_figures, shard_files, stats_json
 from pipeline.output.files import atomic_text_output
 from pipeline.wording import plural
 
@@ -57,6 +58,9 @@ def stats_command(
         stats = compute_stats(shard_files(folders), by)
     except StatsError as err:
         raise click.UsageError(str(err)) from None
+    runs = [figures for folder in folders if (figures := run_figures(folder)) is not None]
+    if len(runs) == 1:
+        stats["run"] = runs[0]
     if output is None:
         _write(stats, output_format, sys.stdout)
         return
@@ -68,6 +72,10 @@ def _write(stats: dict[str, Any], output_format: str, out: TextIO) -> None:
     if output_format == "json":
         out.write(stats_json(stats))
         return
+    run = stats.get("run")
+    if run is not None:
+        for line in _run_lines(run):
+            out.write(line + "\n")
     for split, figures in stats["splits"].items():
         out.write(f"{split}: {_headline(figures)}\n")
         for line in _details(figures):
@@ -116,3 +124,26 @@ def _length_keys(figures: dict[str, Any]) -> list[str]:
 
 def _by_bucket(histogram: dict[str, int]) -> list[tuple[str, int]]:
     return sorted(histogram.items(), key=lambda item: int(item[0]))
+
+
+def _run_lines(run: dict[str, Any]) -> list[str]:
+    """The run's accounting: reading, duplicates, drops, truncation, packing, inputs."""
+    rates = run["duplicate_rate"]
+    lines = [
+        f"run: {plural(run['records_read'], 'record')} read, {run['records_quarantined']:,} "
+        f"quarantined; {plural(run['threads'], 'thread')}: {rates['exact']:.2%} exact "
+        f"duplicates, {rates['near']:.2%} near; {run['truncated']:,} truncated to fit"
+    ]
+    if run["dropped"]:
+        dropped = ", ".join(f"{reason} {count:,}" for reason, count in most_first(run["dropped"]))
+        lines.append(f"  dropped: {dropped}")
+    packing = run.get("packing")
+    if packing:
+        lines.append(
+            f"  packed: {packing['threads']:,} threads into {packing['sequences']:,} rows of up "
+            f"to {packing['seq_len']:,} tokens, fill {packing['fill']:.2%}"
+        )
+    if len(run["inputs"]) > 1:
+        tokenized = all("tokens" in source for source in run["inputs"])
+        lines += [f"  {line}" for line in input_table(run["inputs"], tokenized)]
+    return lines

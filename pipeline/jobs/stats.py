@@ -46,6 +46,33 @@ def shard_files(targets: Sequence[str | Path]) -> dict[str, list[str]]:
     return found
 
 
+def run_figures(folder: str | Path) -> dict[str, Any] | None:
+    """What a run's manifest tells beside the shards: records read and quarantined, the
+    duplicate rates, drops per reason, threads truncated, packing fill, and the per-input
+    accounting; None for a folder without a manifest."""
+    path = Path(folder) / "manifest.json"
+    if not path.is_file():
+        return None
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    counts = manifest.get("counts", {})
+    threads = counts.get("threads", 0)
+    dropped = counts.get("threads_dropped", {})
+    return {
+        "records_read": counts.get("records_read", 0),
+        "records_quarantined": sum(counts.get("records_quarantined", {}).values()),
+        "threads": threads,
+        "duplicate_rate": {
+            kind: round(dropped.get(reason, 0) / threads, 6) if threads else 0.0
+            for kind, reason in (("exact", "duplicate"), ("near", "near_duplicate"))
+        },
+        "dropped": dropped,
+        "truncated": counts.get("threads_truncated", 0),
+        "weighted_copies": counts.get("weighted_copies", 0),
+        "packing": manifest.get("packing"),
+        "inputs": counts.get("inputs", []),
+    }
+
+
 def compute_stats(files: dict[str, list[str]], by: str | None = None) -> dict[str, Any]:
     """The figures of every split (and, with `by`, of every value of that meta field)."""
     if by is not None and not _FIELD.match(by):

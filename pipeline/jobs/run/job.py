@@ -32,6 +32,7 @@ from pipeline.jobs.run.outputs import (
     write_card,
     write_reports,
     write_run_manifest,
+    write_stats,
 )
 from pipeline.jobs.run.partition import RepeatedRows, mark_repeated, partitioned
 from pipeline.jobs.run.reduce import Progress, reduce_units
@@ -229,6 +230,7 @@ def run_pipeline(
         tokenizer=tokenizer is not None,
         quarantine=bool(counts.quarantined_total),
     )
+    reports += write_stats(out, shards)
     write_run_manifest(out, config, units, counts, shards, tokenizer, reports, report, packing)
     if shards:
         write_card(out, config, report, counts, shards, shard_schema(config), tokenizer, packing)

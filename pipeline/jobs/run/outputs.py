@@ -57,6 +57,24 @@ def write_reports(out: Path, report: LintReport) -> list[str]:
     return written
 
 
+STATS_REPORT = "reports/stats.json"
+
+
+def write_stats(out: Path, shards: dict[str, list[Shard]]) -> list[str]:
+    """reports/stats.json: `mms stats`' figures of the shards just written (the run's own
+    accounting is in the manifest, which `mms stats OUT` adds); none without shards, and an
+    earlier run's removed."""
+    target = out / STATS_REPORT
+    if not shards:
+        target.unlink(missing_ok=True)
+        return []
+    from pipeline.jobs.stats import compute_stats, shard_files, stats_json
+
+    with atomic_text_output(target) as handle:
+        handle.write(stats_json(compute_stats(shard_files([out]))))
+    return [STATS_REPORT]
+
+
 def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
     """tokenizer/ (the augmented tokenizer and its special ids, as the first work unit
     wrote them), copied into the output; the manifest's record of it."""
