@@ -113,3 +113,35 @@ def test_a_run_writes_its_stats_and_mms_stats_adds_its_accounting(output: Path):
         counts["threads_dropped"]["duplicate"] / counts["threads"], 6
     )
     assert run["duplicate_rate"]["exact"] > 0 and run["duplicate_rate"]["near"] > 0
+
+
+def test_the_json_follows_its_schema(output: Path):
+    from jsonschema import Draft202012Validator
+
+    from tests.conftest import REPO
+
+    schema = json.loads((REPO / "schemas" / "stats.schema.json").read_text())
+    Draft202012Validator.check_schema(schema)
+    validator = Draft202012Validator(schema)
+    result = CliRunner().invoke(
+        main, ["stats", str(output), "--output-format", "json", "--by", "source"]
+    )
+    shown = json.loads(result.output)
+    assert not list(validator.iter_errors(shown))
+    assert not list(
+        validator.iter_errors(json.loads((output / "reports" / "stats.json").read_text()))
+    )
+    shown["splits"]["train"]["threads"] = -1
+    assert list(validator.iter_errors(shown))
+
+
+def test_markdown_is_the_same_figures_and_the_run_writes_it(output: Path):
+    shown = CliRunner().invoke(main, ["stats", str(output), "--output-format", "markdown"])
+    assert shown.exit_code == 0
+    page, run = shown.output.split("\n## The run\n")
+    assert (
+        page + "\n" == "\n".join((output / "reports" / "stats.md").read_text().splitlines()) + "\n"
+    )
+    figures = json.loads((output / "reports" / "stats.json").read_text())["splits"]["train"]
+    assert f"| `train` | {figures['threads']:,} | {figures['messages']:,} |" in page
+    assert "exact duplicates" in run and "| input |" in run

@@ -11,9 +11,10 @@ from pipeline.accounting import most_first
 from pipeline.cli.output import input_table, output_argument
 from pipeline.jobs.stats import StatsError, compute_stats, run_figures, shard_files, stats_json
 from pipeline.output.files import atomic_text_output
+from pipeline.output.stats_markdown import stats_markdown
 from pipeline.wording import plural
 
-FORMATS = ("text", "json")
+FORMATS = ("text", "json", "markdown")
 
 
 @click.command(
@@ -36,7 +37,8 @@ FORMATS = ("text", "json")
     type=click.Choice(FORMATS),
     default="text",
     show_default=True,
-    help="text (for people) or json (every figure, sorted keys).",
+    help="text (for people), json (every figure, sorted keys; schemas/stats.schema.json) or "
+    "markdown.",
 )
 @click.option(
     "-o",
@@ -71,6 +73,9 @@ def stats_command(
 def _write(stats: dict[str, Any], output_format: str, out: TextIO) -> None:
     if output_format == "json":
         out.write(stats_json(stats))
+        return
+    if output_format == "markdown":
+        out.write(stats_markdown(stats))
         return
     run = stats.get("run")
     if run is not None:

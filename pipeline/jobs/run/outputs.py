@@ -57,22 +57,25 @@ def write_reports(out: Path, report: LintReport) -> list[str]:
     return written
 
 
-STATS_REPORT = "reports/stats.json"
+STATS_REPORTS = ("reports/stats.json", "reports/stats.md")
 
 
 def write_stats(out: Path, shards: dict[str, list[Shard]]) -> list[str]:
-    """reports/stats.json: `mms stats`' figures of the shards just written (the run's own
-    accounting is in the manifest, which `mms stats OUT` adds); none without shards, and an
-    earlier run's removed."""
-    target = out / STATS_REPORT
+    """reports/stats.{json,md}: `mms stats`' figures of the shards just written (the run's
+    own accounting is in the manifest, which `mms stats OUT` adds); none without shards,
+    and an earlier run's removed."""
     if not shards:
-        target.unlink(missing_ok=True)
+        for name in STATS_REPORTS:
+            (out / name).unlink(missing_ok=True)
         return []
     from pipeline.jobs.stats import compute_stats, shard_files, stats_json
+    from pipeline.output.stats_markdown import stats_markdown
 
-    with atomic_text_output(target) as handle:
-        handle.write(stats_json(compute_stats(shard_files([out]))))
-    return [STATS_REPORT]
+    stats = compute_stats(shard_files([out]))
+    for name, text in zip(STATS_REPORTS, (stats_json(stats), stats_markdown(stats)), strict=True):
+        with atomic_text_output(out / name) as handle:
+            handle.write(text)
+    return list(STATS_REPORTS)
 
 
 def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
