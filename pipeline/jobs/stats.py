@@ -79,28 +79,30 @@ def compute_stats(files: dict[str, list[str]], by: str | None = None) -> dict[st
         raise StatsError(f"--by takes a meta field name (source, source_format ...), not {by!r}")
     splits = {}
     for split, paths in files.items():
-        frame = pl.scan_parquet(paths)
-        columns = frame.collect_schema().names()
-        figures = _figures(frame, columns, None)[0]
+        columns = pl.scan_parquet(paths[0]).collect_schema().names()
+        tokenized = {"num_tokens", "num_trained"} <= set(columns)
+        per_thread = _per_thread(paths, tokenized, by)
+        figures = _figures(per_thread, tokenized, None)[0]
         if by is not None:
-            figures["by"] = {"field": by, "groups": _figures(frame, columns, by)}
+            figures["by"] = {"field": by, "groups": _figures(per_thread, tokenized, by)}
         splits[split] = figures
     return {"splits": splits}
 
 
-def _figures(frame: pl.LazyFrame, columns: list[str], by: str | None) -> list[dict[str, Any]]:
-    """One row of figures for `frame`, or one per value of the meta field `by`."""
-    tokenized = {"num_tokens", "num_trained"} <= set(columns)
+def _per_thread(paths: list[str], tokenized: bool, by: str | None) -> pl.LazyFrame:
+    """A few integers per thread (messages, user turns, tool calls, tokens; the `by`
+    field's value), read one file at a time: the text of one shard is in memory at once,
+    never the dataset's."""
     messages = pl.col("messages")
     roles = messages.list.eval(pl.element().struct.field("role"))
     formats = messages.list.eval(pl.element().struct.field("format"))
-    per_thread = frame.select(
+    columns = [
         *(
             [pl.col("meta").str.json_path_match(f"$.{by}").fill_null("-").alias("group")]
             if by
             else []
         ),
-        messages.list.len().alias("messages"),
+        messages.list.len().cast(pl.Int64).alias("messages"),
         roles.list.eval((pl.element() == "user").cast(pl.Int64)).list.sum().alias("turns"),
         formats.list.eval(pl.element().str.contains(":").fill_null(False).cast(pl.Int64))
         .list.sum()
@@ -110,7 +112,13 @@ def _figures(frame: pl.LazyFrame, columns: list[str], by: str | None) -> list[di
             if tokenized
             else []
         ),
-    )
+    ]
+    frames = [pl.scan_parquet(path).select(columns).collect(engine="streaming") for path in paths]
+    return pl.concat(frames, rechunk=True).lazy()
+
+
+def _figures(per_thread: pl.LazyFrame, tokenized: bool, by: str | None) -> list[dict[str, Any]]:
+    """One row of figures, or one per value of the meta field `by`."""
     aggregates = [
         pl.len().alias("threads"),
         pl.col("messages").sum().alias("messages"),
