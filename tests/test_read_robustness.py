@@ -161,13 +161,13 @@ def test_a_bad_output_path_is_one_clear_line(tmp_path, command, monkeypatch):
 
 def test_a_bug_is_one_line_saying_so_never_a_traceback(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
-        raise RuntimeError("boom")
+        raise RuntimeError("boom in [/tmp/x.parquet]")  # brackets are text, not markup
 
     monkeypatch.setattr("pipeline.cli.convert.convert", broken)
     monkeypatch.delenv("MMS_DEBUG", raising=False)
     result = CliRunner().invoke(main, ["convert", "x", "-o", str(tmp_path / "o.jsonl")])
     assert result.exit_code == 3
-    assert "internal error" in result.output and "boom" in result.output
+    assert "internal error" in result.output and "boom in [/tmp/x.parquet]" in result.output
     assert "Traceback" not in result.output
 
 

@@ -143,3 +143,22 @@ def test_markdown_is_the_same_figures_and_the_run_writes_it(output: Path):
     figures = json.loads((output / "reports" / "stats.json").read_text())["splits"]["train"]
     assert f"| `train` | {figures['threads']:,} | {figures['messages']:,} |" in page
     assert "exact duplicates" in run and "| input |" in run
+
+
+def test_a_packed_output_gives_its_rows_and_the_threads_packed_in_them(output: Path, tmp_path):
+    packed = tmp_path / "packed"
+    made = CliRunner().invoke(main, ["pack", str(output), "--seq-len", "512", "-o", str(packed)])
+    assert made.exit_code == 0, made.output
+    shown = CliRunner().invoke(main, ["stats", str(packed), "--output-format", "json"])
+    assert shown.exit_code == 0, shown.output
+    figures = json.loads(shown.output)["splits"]
+    assert set(figures) == {"train", "validation", "test"}
+    for split in figures:
+        table = pq.read_table(sorted((packed / "data").glob(f"{split}-*.parquet")))
+        assert figures[split]["rows"] == table.num_rows
+        assert figures[split]["threads"] == sum(len(s) for s in table["seq_lens"].to_pylist())
+        assert figures[split]["length_max"] <= 512
+    text = CliRunner().invoke(main, ["stats", str(packed)])
+    assert (
+        text.exit_code == 0 and "threads packed in" in text.output and "row length" in text.output
+    )

@@ -8,6 +8,7 @@ import os
 import sys
 
 import click
+from rich.markup import escape
 
 from pipeline.cli.output import stderr
 from pipeline.version import __version__
@@ -58,8 +59,8 @@ class _Group(click.Group):
             if os.environ.get("MMS_DEBUG") == "1":
                 raise
             stderr.print(
-                f"[red]internal error:[/] {type(err).__name__}: {err}. This is a bug in mms; "
-                "please report it (run again with MMS_DEBUG=1 to see the traceback)."
+                f"[red]internal error:[/] {escape(f'{type(err).__name__}: {err}')}. This is a "
+                "bug in mms; please report it (run again with MMS_DEBUG=1 to see the traceback)."
             )
             sys.exit(3)
 

@@ -93,7 +93,11 @@ def _write(stats: dict[str, Any], output_format: str, out: TextIO) -> None:
 
 
 def _headline(figures: dict[str, Any]) -> str:
-    text = f"{plural(figures['threads'], 'thread')}, {plural(figures['messages'], 'message')}"
+    text = plural(figures["threads"], "thread")
+    if "rows" in figures:
+        text += f" packed in {plural(figures['rows'], 'row')}"
+    if "messages" in figures:
+        text += f", {plural(figures['messages'], 'message')}"
     if "tokens" in figures:
         share = figures["trained_fraction"]
         text += f", {plural(figures['tokens'], 'token')} ({figures['trained_tokens']:,} trained, "
@@ -107,16 +111,18 @@ def _details(figures: dict[str, Any]) -> list[str]:
         lengths = ", ".join(
             f"{k.removeprefix('length_')} {figures[k]:,}" for k in _length_keys(figures)
         )
-        lines.append(f"length in tokens: {lengths}")
+        of = "row" if "rows" in figures else "thread"
+        lines.append(f"{of} length in tokens: {lengths}")
         histogram = figures["length_histogram"]
         if histogram:
             bars = "  ".join(f"{bucket}+: {count:,}" for bucket, count in _by_bucket(histogram))
-            lines.append(f"threads by length: {bars}")
-    lines.append(
-        f"user turns per thread: mean {figures['turns_mean']:g}, max {figures['turns_max'] or 0}; "
-        f"{plural(figures['tool_calls'], 'tool call')} in "
-        f"{plural(figures['threads_with_tool_calls'], 'thread')}"
-    )
+            lines.append(f"{of}s by length: {bars}")
+    if "turns_mean" in figures:
+        lines.append(
+            f"user turns per thread: mean {figures['turns_mean']:g}, max "
+            f"{figures['turns_max'] or 0}; {plural(figures['tool_calls'], 'tool call')} in "
+            f"{plural(figures['threads_with_tool_calls'], 'thread')}"
+        )
     return lines
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,54 +80,73 @@ def compute_stats(files: dict[str, list[str]], by: str | None = None) -> dict[st
         raise StatsError(f"--by takes a meta field name (source, source_format ...), not {by!r}")
     splits = {}
     for split, paths in files.items():
-        columns = pl.scan_parquet(paths[0]).collect_schema().names()
-        tokenized = {"num_tokens", "num_trained"} <= set(columns)
-        per_thread = _per_thread(paths, tokenized, by)
-        figures = _figures(per_thread, tokenized, None)[0]
+        columns = set(pl.scan_parquet(paths[0]).collect_schema().names())
+        shape = _Shape(
+            tokenized={"num_tokens", "num_trained"} <= columns,
+            messages="messages" in columns,
+            packed="seq_lens" in columns,
+        )
+        if by is not None and "meta" not in columns:
+            raise StatsError(f"--by needs the `meta` column, which the {split} shards lack")
+        per_thread = _per_thread(paths, shape, by)
+        figures = _figures(per_thread, shape, None)[0]
         if by is not None:
-            figures["by"] = {"field": by, "groups": _figures(per_thread, tokenized, by)}
+            figures["by"] = {"field": by, "groups": _figures(per_thread, shape, by)}
         splits[split] = figures
     return {"splits": splits}
 
 
-def _per_thread(paths: list[str], tokenized: bool, by: str | None) -> pl.LazyFrame:
-    """A few integers per thread (messages, user turns, tool calls, tokens; the `by`
-    field's value), read one file at a time: the text of one shard is in memory at once,
-    never the dataset's."""
-    messages = pl.col("messages")
-    roles = messages.list.eval(pl.element().struct.field("role"))
-    formats = messages.list.eval(pl.element().struct.field("format"))
-    columns = [
-        *(
-            [pl.col("meta").str.json_path_match(f"$.{by}").fill_null("-").alias("group")]
-            if by
-            else []
-        ),
-        messages.list.len().cast(pl.Int64).alias("messages"),
-        roles.list.eval((pl.element() == "user").cast(pl.Int64)).list.sum().alias("turns"),
-        formats.list.eval(pl.element().str.contains(":").fill_null(False).cast(pl.Int64))
-        .list.sum()
-        .alias("tool_calls"),
-        *(
-            [pl.col("num_tokens").cast(pl.Int64), pl.col("num_trained").cast(pl.Int64)]
-            if tokenized
-            else []
-        ),
-    ]
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What the shards hold: token figures, the messages, packed rows (many threads each)."""
+
+    tokenized: bool
+    messages: bool
+    packed: bool
+
+
+def _per_thread(paths: list[str], shape: _Shape, by: str | None) -> pl.LazyFrame:
+    """A few integers per row (messages, user turns, tool calls, tokens, the threads packed
+    in it; the `by` field's value), read one file at a time: the text of one shard is in
+    memory at once, never the dataset's."""
+    columns = []
+    if by:
+        columns.append(pl.col("meta").str.json_path_match(f"$.{by}").fill_null("-").alias("group"))
+    if shape.messages:
+        messages = pl.col("messages")
+        roles = messages.list.eval(pl.element().struct.field("role"))
+        formats = messages.list.eval(pl.element().struct.field("format"))
+        columns += [
+            messages.list.len().cast(pl.Int64).alias("messages"),
+            roles.list.eval((pl.element() == "user").cast(pl.Int64)).list.sum().alias("turns"),
+            formats.list.eval(pl.element().str.contains(":").fill_null(False).cast(pl.Int64))
+            .list.sum()
+            .alias("tool_calls"),
+        ]
+    if shape.packed:
+        columns.append(pl.col("seq_lens").list.len().cast(pl.Int64).alias("threads_in_row"))
+    if shape.tokenized:
+        columns += [pl.col("num_tokens").cast(pl.Int64), pl.col("num_trained").cast(pl.Int64)]
     frames = [pl.scan_parquet(path).select(columns).collect(engine="streaming") for path in paths]
     return pl.concat(frames, rechunk=True).lazy()
 
 
-def _figures(per_thread: pl.LazyFrame, tokenized: bool, by: str | None) -> list[dict[str, Any]]:
-    """One row of figures, or one per value of the meta field `by`."""
-    aggregates = [
-        pl.len().alias("threads"),
-        pl.col("messages").sum().alias("messages"),
-        pl.col("turns").mean().alias("turns_mean"),
-        pl.col("turns").max().alias("turns_max"),
-        pl.col("tool_calls").sum().alias("tool_calls"),
-        (pl.col("tool_calls") > 0).sum().alias("threads_with_tool_calls"),
-    ]
+def _figures(per_thread: pl.LazyFrame, shape: _Shape, by: str | None) -> list[dict[str, Any]]:
+    """One row of figures, or one per value of the meta field `by`. Packed shards give
+    their rows (`rows`; the lengths are of rows) and the threads packed in them."""
+    threads = pl.col("threads_in_row").sum() if shape.packed else pl.len()
+    aggregates = [threads.alias("threads")]
+    if shape.packed:
+        aggregates.append(pl.len().alias("rows"))
+    if shape.messages:
+        aggregates += [
+            pl.col("messages").sum().alias("messages"),
+            pl.col("turns").mean().alias("turns_mean"),
+            pl.col("turns").max().alias("turns_max"),
+            pl.col("tool_calls").sum().alias("tool_calls"),
+            (pl.col("tool_calls") > 0).sum().alias("threads_with_tool_calls"),
+        ]
+    tokenized = shape.tokenized
     if tokenized:
         tokens = pl.col("num_tokens")
         aggregates += [
@@ -151,7 +171,8 @@ def _figures(per_thread: pl.LazyFrame, tokenized: bool, by: str | None) -> list[
                 round(row["trained_tokens"] / row["tokens"], 6) if row["tokens"] else 0.0
             )
     for row in rows:
-        row["turns_mean"] = round(row["turns_mean"] or 0.0, 3)
+        if "turns_mean" in row:
+            row["turns_mean"] = round(row["turns_mean"] or 0.0, 3)
     return rows
 
 
