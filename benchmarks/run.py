@@ -114,7 +114,14 @@ def write_threads(threads: Sequence[Thread], path: Path) -> int:
 
 
 def write_config(
-    path: Path, source: Path, output: Path, tokenizer: Path, partition: str | None = None
+    path: Path,
+    source: Path,
+    output: Path,
+    tokenizer: Path,
+    partition: str | None = None,
+    *,
+    max_tokens: int = MAX_TOKENS,
+    workers: int = WORKERS,
 ) -> None:
     """The pipeline config (YAML) of a benchmark run on `source` (`partition`: the
     engine's, when given)."""
@@ -127,13 +134,13 @@ def write_config(
             "dedup": {"enabled": True},
             "tokenize": {
                 "tokenizer": str(tokenizer.resolve()),
-                "max_tokens": MAX_TOKENS,
+                "max_tokens": max_tokens,
                 "overlong": "truncate",
             },
             "shard": {"splits": {"train": 1.0}},
         },
         "output": str(output),
-        "engine": {"workers": WORKERS, **({"partition": partition} if partition else {})},
+        "engine": {"workers": workers, **({"partition": partition} if partition else {})},
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
 

@@ -25,7 +25,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 from convert import make_workdir
 from ingest import DEFAULT_REALDATA, REPO_ROOT
 from run import write_config, write_threads
@@ -64,10 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     source = workdir / "input.jsonl"
     write_threads(unique_threads(real, args.threads), source)
     config = workdir / "run.yaml"
-    write_config(config, source, workdir / "out", args.tokenizer)
-    settings = yaml.safe_load(config.read_text())
-    settings["engine"] = {"workers": 1}
-    config.write_text(yaml.safe_dump(settings, sort_keys=False))
+    write_config(config, source, workdir / "out", args.tokenizer, workers=1)
     cold, warm = [], []
     for attempt in range(args.repeat):
         cache = workdir / f"cache-{attempt}"

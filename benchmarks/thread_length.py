@@ -25,9 +25,7 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
-import yaml
 from convert import make_workdir
 from run import manifest_counts, run_tree, write_config, write_threads
 from small_job import add_child_run_options
@@ -36,14 +34,6 @@ from tokenizing import LONG_TURNS, SHORT_TURNS, real_threads, turn_threads
 
 MAX_TOKENS = 1 << 20
 """No 200-turn thread is cut: both shapes encode every token of the same text."""
-
-
-def configure(path: Path, source: Path, output: Path, tokenizer: Path) -> None:
-    """The run benchmark's config, with `max_tokens` that never cuts a long thread."""
-    write_config(path, source, output, tokenizer)
-    settings = yaml.safe_load(path.read_text())
-    settings["stages"]["tokenize"]["max_tokens"] = MAX_TOKENS
-    path.write_text(yaml.safe_dump(settings, sort_keys=False))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         source = workdir / f"{name}.jsonl"
         write_threads(threads, source)
         configs[name] = workdir / f"{name}.yaml"
-        configure(configs[name], source, workdir / f"out-{name}", args.tokenizer)
+        output = workdir / f"out-{name}"
+        write_config(configs[name], source, output, args.tokenizer, max_tokens=MAX_TOKENS)
     seconds: dict[str, list[float]] = {name: [] for name in shapes}
     for _ in range(args.repeat):
         for name, config in configs.items():

@@ -20,7 +20,6 @@ from pipeline.cli.options import (
 from pipeline.cli.output import (
     check_mark,
     exit_unbalanced,
-    plural,
     print_error,
     print_inputs,
     print_quarantine,
@@ -35,6 +34,7 @@ from pipeline.jobs.read import detect_file
 from pipeline.output.files import OutputPathError
 from pipeline.quarantine import ERROR_CODES
 from pipeline.sources import InputError, ReadLimits, is_hf_input
+from pipeline.wording import plural
 
 
 def _codes_help() -> str:

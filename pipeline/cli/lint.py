@@ -17,7 +17,6 @@ from pipeline.cli.options import (
 )
 from pipeline.cli.output import (
     ConfigProblem,
-    plural,
     print_error,
     print_refused,
     read_progress,
@@ -29,10 +28,12 @@ from pipeline.jobs.lint import lint
 from pipeline.lint import ConfigError, LintReport, UnknownRuleError, load_config, select_rules
 from pipeline.lint.baseline import Baseline
 from pipeline.lint.config import FAIL_ON
+from pipeline.lint.report import gating_severities
 from pipeline.lint.reports import OUTPUT_FORMATS, write_report
 from pipeline.lint.reports.text import concise_line
 from pipeline.output.files import OutputPathError, atomic_text_output
 from pipeline.sources import InputError
+from pipeline.wording import plural
 
 
 @click.command(
@@ -183,9 +184,7 @@ def _gate_on_new(report: LintReport, baseline: Baseline, path: str) -> int:
     """The exit status when only findings the baseline lacks count: 1 when one of them
     reaches fail_on; says how many were known and how many are new."""
     new = list(baseline.new(report.diagnostics))
-    severities = {"error": ("error",), "warning": ("error", "warning")}.get(
-        report.config.fail_on, ()
-    )
+    severities = gating_severities(report.config.fail_on)
     gating = [d for d in new if d.severity in severities]
     known = len(report.diagnostics) - len(new)
     stderr.print(

@@ -16,7 +16,6 @@ from pipeline.cli.output import (
     check_mark,
     exit_unbalanced,
     input_table,
-    plural,
     print_error,
     print_refused,
     some,
@@ -38,6 +37,7 @@ from pipeline.jobs.run.config import RunConfig, RunConfigError, load_run_config
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.sources import InputError
 from pipeline.tokenize.overlong import OverlongThreadError
+from pipeline.wording import plural
 
 
 @click.command(

@@ -6,8 +6,9 @@ import sys
 
 import click
 
-from pipeline.cli.output import output_argument, plural, stderr
+from pipeline.cli.output import output_argument, stderr
 from pipeline.jobs.verify import OutputError, verify_output
+from pipeline.wording import plural
 
 _SHOWN = 50  # problems listed one by one; the rest are counted
 

@@ -60,6 +60,11 @@ def example_thread(thread: Thread, index: int | None) -> dict[str, Any]:
     }
 
 
+def gating_severities(fail_on: str) -> tuple[str, ...]:
+    """The severities that fail a gate set at `fail_on` (error, warning or never)."""
+    return {"error": ("error",), "warning": ("error", "warning")}.get(fail_on, ())
+
+
 @dataclass
 class LintReport:
     """Everything a report writer needs. `diagnostics` iterates in reading order (dataset
@@ -158,8 +163,7 @@ class LintReport:
         """The findings that fail the gate at `fail_on` (default: the config's): (code,
         severity, count, first finding) of each kind on kept threads (and records), worst
         first. Findings on threads a run left out never count."""
-        level = fail_on or self.config.fail_on
-        severities = {"error": ("error",), "warning": ("error", "warning")}.get(level, ())
+        severities = gating_severities(fail_on or self.config.fail_on)
         found = [
             (
                 code,
