@@ -104,6 +104,10 @@ class Account:
     """Threads kept but not written, because the lint gate failed (nothing is published)."""
     truncated: int = 0
     """Threads written shorter than read (cut at a message boundary to fit max_tokens)."""
+    tokens_truncated: int = 0
+    """The tokens those cuts left out (each thread once, weighted copies aside)."""
+    tokens_dropped: Counter[str] = field(default_factory=Counter)
+    """The tokens of the threads dropped after tokenizing, per reason (each thread once)."""
     tokens: int = 0
     trained_tokens: int = 0
     untrained: int = 0
@@ -165,7 +169,7 @@ class Account:
         self.withheld += self.kept
         self.written.clear()
         self.copies = self.tokens = self.trained_tokens = self.zero_weight_messages = 0
-        self.truncated = self.untrained = self.longest = 0
+        self.truncated = self.tokens_truncated = self.untrained = self.longest = 0
         for source in self.inputs:
             source.written_by.clear()
             source.tokens = source.copies = 0
@@ -183,6 +187,8 @@ class Account:
             "threads_not_sharded": self.not_sharded,
             "threads_withheld_by_gate": self.withheld,
             "threads_truncated": self.truncated,
+            "tokens_truncated": self.tokens_truncated,
+            "tokens_dropped": dict(sorted(self.tokens_dropped.items())),
             "tokens": self.tokens,
             "trained_tokens": self.trained_tokens,
             "zero_weight_messages": self.zero_weight_messages,

@@ -26,7 +26,6 @@ from pipeline.output.card import (
     lint_summary,
     size_category,
     source_datasets,
-    token_figures,
     training_facts,
 )
 from pipeline.output.files import file_sha256
@@ -35,6 +34,7 @@ from pipeline.output.shards import Shard, ShardWriter
 from pipeline.tokenize import RENDERER_NAME, Renderer, load_tokenizer, tokenize_threads
 from pipeline.tokenize.hf_files import pad_token, vocabulary
 from pipeline.tokenize.tables import TOKENIZED_SCHEMA
+from pipeline.wording import plural
 from tests.conftest import REPO
 
 SAMPLES = REPO / "data_samples" / "openai"
@@ -192,7 +192,8 @@ def test_card_body_has_the_stats_lint_summary_and_how_to_load(tmp_path):
     assert front_matter(card)["tags"] == ["mms", "conversational"]
     assert "\n# OpenAI samples in MMS\n" in card
     assert f"| threads | {len(threads):,} |" in card
-    assert f"| split `train` | {len(threads):,} rows in {len(shards['train'])} files |" in card
+    files = plural(len(shards["train"]), "file")
+    assert f"| split `train` | {len(threads):,} rows in {files} |" in card
     assert report.by_code  # the samples have findings, so the table has rows
     for code, count in report.by_code.items():
         assert f"| `{code}` | {report.severity_of(code)} | {count:,} |" in card
@@ -370,19 +371,6 @@ def test_the_license_follows_the_sources() -> None:
         "original",
     ]
     assert source_datasets(["hf:org/b"]) == ["org/b"]
-
-
-def test_token_figures_are_row_length_percentiles() -> None:
-    figures = token_figures(list(range(1, 101)), [1] * 100)
-    assert figures == {
-        "tokens": 5050,
-        "trained": 100,
-        "p50": 51,
-        "p90": 91,
-        "p99": 100,
-        "max": 100,
-    }
-    assert token_figures([], [])["max"] == 0
 
 
 def test_a_mix_card_tells_each_sources_license_and_counts(tmp_path) -> None:

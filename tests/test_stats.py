@@ -4,6 +4,7 @@ with pyarrow and numpy, per split and per source, on a run over real files."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -98,13 +99,13 @@ def test_text_stats_and_clear_errors(output: Path, tmp_path: Path):
 
 
 def test_a_run_writes_its_stats_and_mms_stats_adds_its_accounting(output: Path):
-    """reports/stats.json is `mms stats`' figures of the shards (listed and hashed in the
-    manifest); `mms stats OUT` adds the run's accounting from the manifest."""
+    """reports/stats.json is what `mms stats OUT` says (listed and hashed in the manifest):
+    the shards' figures and the run's accounting from the manifest."""
     written = json.loads((output / "reports" / "stats.json").read_text())
     result = CliRunner().invoke(main, ["stats", str(output), "--output-format", "json"])
     shown = json.loads(result.output)
-    run = shown.pop("run")
     assert shown == written
+    run = shown["run"]
     manifest = orjson.loads((output / "manifest.json").read_bytes())
     assert "reports/stats.json" in manifest["reports"]
     counts = manifest["counts"]
@@ -113,6 +114,82 @@ def test_a_run_writes_its_stats_and_mms_stats_adds_its_accounting(output: Path):
         counts["threads_dropped"]["duplicate"] / counts["threads"], 6
     )
     assert run["duplicate_rate"]["exact"] > 0 and run["duplicate_rate"]["near"] > 0
+    assert run["tokens_dropped"] == counts["tokens_dropped"] and run["tokens_dropped"]
+
+
+def test_tokens_per_role_agree_with_the_shards_split_at_each_role_token(output: Path):
+    """Each message's tokens run from its `<|role|>` id to the next message's (the last to
+    the row's end): counted here in Python over every row, against polars' figures."""
+    role_id = orjson.loads((output / "tokenizer" / "mms_special_tokens.json").read_bytes())[
+        "special_tokens"
+    ]["<|role|>"]
+    stats = json.loads((output / "reports" / "stats.json").read_text())["splits"]
+    for split, figures in stats.items():
+        table = pq.read_table(sorted((output / "data").glob(f"{split}-*.parquet")))
+        tokens: Counter[str] = Counter()
+        trained: Counter[str] = Counter()
+        messages: Counter[str] = Counter()
+        for thread, ids, labels in zip(
+            table["messages"].to_pylist(),
+            table["input_ids"].to_pylist(),
+            table["labels"].to_pylist(),
+            strict=True,
+        ):
+            opens = [i for i, token in enumerate(ids) if token == role_id][: len(thread)]
+            assert len(opens) == len(thread)
+            ends = [*opens[1:], len(ids)]
+            for message, start, end in zip(thread, opens, ends, strict=True):
+                messages[message["role"]] += 1
+                tokens[message["role"]] += end - start
+                trained[message["role"]] += sum(label != -100 for label in labels[start:end])
+        roles = figures["roles"]
+        assert {role: r["tokens"] for role, r in roles.items()} == dict(tokens), split
+        assert {role: r["trained_tokens"] for role, r in roles.items()} == dict(trained)
+        assert {role: r["messages"] for role, r in roles.items()} == dict(messages)
+        assert sum(tokens.values()) == figures["tokens"]
+        assert sum(trained.values()) == figures["trained_tokens"]
+
+
+def test_capabilities_agree_with_the_linters_reading_of_each_thread(output: Path):
+    from pipeline.capabilities import DEFAULT_CAPABILITY, thread_capabilities
+    from pipeline.mms import THREAD_ARROW_SCHEMA, threads_from_arrow
+
+    stats = json.loads((output / "reports" / "stats.json").read_text())["splits"]
+    for split, figures in stats.items():
+        table = pq.read_table(sorted((output / "data").glob(f"{split}-*.parquet")))
+        enabled: Counter[str] = Counter()
+        used: Counter[str] = Counter()
+        for thread in threads_from_arrow(
+            table.select([n for n in THREAD_ARROW_SCHEMA.names if n in table.column_names])
+        ):
+            caps = thread_capabilities(thread)
+            enabled.update(name for name in caps.enabled if name != DEFAULT_CAPABILITY)
+            used.update({use.format for use in caps.uses})
+        found = figures["capabilities"]
+        assert {f: c["enabled"] for f, c in found.items() if c["enabled"]} == dict(enabled)
+        assert {f: c["used"] for f, c in found.items() if c["used"]} == dict(used), split
+    assert any(figures["capabilities"] for figures in stats.values())
+
+
+def test_tokens_cut_by_truncation_are_the_whole_threads_less_the_written(output: Path):
+    """Each truncated thread's note gives its whole length; the written row its own."""
+    table = pq.read_table(
+        sorted((output / "data").glob("*.parquet")), columns=["meta", "num_tokens"]
+    )
+    whole = re.compile(r"\(the whole thread has (\d+) tokens\)")
+    cut = threads = 0
+    for meta, tokens in zip(
+        table["meta"].to_pylist(), table["num_tokens"].to_pylist(), strict=True
+    ):
+        notes = " ".join(orjson.loads(meta).get("notes", []))
+        if match := whole.search(notes):
+            cut += int(match.group(1)) - tokens
+            threads += 1
+    run = json.loads((output / "reports" / "stats.json").read_text())["run"]
+    counts = orjson.loads((output / "manifest.json").read_bytes())["counts"]
+    assert threads > 0
+    assert run["truncated"] == counts["threads_truncated"]
+    assert run["tokens_truncated"] == counts["tokens_truncated"]
 
 
 def test_the_json_follows_its_schema(output: Path):
@@ -138,11 +215,12 @@ def test_the_json_follows_its_schema(output: Path):
 def test_markdown_is_the_same_figures_and_the_run_writes_it(output: Path):
     shown = CliRunner().invoke(main, ["stats", str(output), "--output-format", "markdown"])
     assert shown.exit_code == 0
+    assert shown.output.rstrip("\n") == (output / "reports" / "stats.md").read_text().rstrip("\n")
     page, run = shown.output.split("\n## The run\n")
-    assert page.rstrip("\n") == (output / "reports" / "stats.md").read_text().rstrip("\n")
     figures = json.loads((output / "reports" / "stats.json").read_text())["splits"]["train"]
     assert f"| `train` | {figures['threads']:,} | {figures['messages']:,} |" in page
-    assert "exact duplicates" in run and "| input |" in run
+    assert "exact duplicates" in run and "| input |" in run and "tokens cut" in run
+    assert "## train: tokens per role" in page and "| `assistant` |" in page
 
 
 def test_a_packed_output_gives_its_rows_and_the_threads_packed_in_them(output: Path, tmp_path):
@@ -162,3 +240,19 @@ def test_a_packed_output_gives_its_rows_and_the_threads_packed_in_them(output: P
     assert (
         text.exit_code == 0 and "threads packed in" in text.output and "row length" in text.output
     )
+
+
+def test_the_card_carries_the_headline_figures_and_points_at_the_reports(output: Path):
+    counts = orjson.loads((output / "manifest.json").read_bytes())["counts"]
+    card = (output / "README.md").read_text()
+    dropped = counts["threads_dropped"]
+    assert f"| exact duplicates removed | {dropped['duplicate']:,} |" in card
+    assert f"| near duplicates removed | {dropped['near_duplicate']:,} |" in card
+    cut = f"{counts['threads_truncated']:,} ({counts['tokens_truncated']:,} tokens cut)"
+    assert f"| threads truncated to fit | {cut} |" in card
+    share = counts["trained_tokens"] / counts["tokens"]
+    assert f"| trained share | {share:.1%} |" in card
+    assert "(reports/stats.md)" in card
+    figures = json.loads((output / "reports" / "stats.json").read_text())["splits"]["train"]
+    p = [figures[f"length_p{q}"] for q in (50, 90, 99)]
+    assert f"| {p[0]:,} / {p[1]:,} / {p[2]:,} / {figures['length_max']:,} |" in card

@@ -9,7 +9,7 @@ import click
 
 from pipeline.accounting import most_first
 from pipeline.cli.output import input_table, output_argument
-from pipeline.jobs.stats import StatsError, compute_stats, run_figures, shard_files, stats_json
+from pipeline.jobs.stats import StatsError, output_stats, stats_json
 from pipeline.output.files import atomic_text_output
 from pipeline.output.stats_markdown import stats_markdown
 from pipeline.wording import plural
@@ -52,17 +52,16 @@ def stats_command(
 ) -> None:
     """The figures of OUTPUT folders (mms run, tokenize, pack; hf:ORG/NAME too) or Parquet
     FILES: threads, messages, user turns and tool calls per thread, tokens and the
-    trained share, thread lengths in tokens (p50/p90/p99/max and a histogram), per split
-    and with --by per value of a meta field. Computed by polars over lazy scans of the
-    shards, streaming: memory stays bounded whatever their size."""
+    trained share, thread lengths in tokens (p50/p90/p99/max and a histogram), tokens per
+    role, capabilities enabled and used, per split and with --by per value of a meta
+    field; for a run's folder also its accounting (quarantined, duplicates, drops and
+    truncation with their tokens, packing, per input). Computed by polars over streaming
+    scans, one shard at a time: memory stays bounded whatever the dataset's size."""
     folders = [str(output_argument(t)) if t.startswith("hf:") else t for t in targets]
     try:
-        stats = compute_stats(shard_files(folders), by)
+        stats = output_stats(folders, by)
     except StatsError as err:
         raise click.UsageError(str(err)) from None
-    runs = [figures for folder in folders if (figures := run_figures(folder)) is not None]
-    if len(runs) == 1:
-        stats["run"] = runs[0]
     if output is None:
         _write(stats, output_format, sys.stdout)
         return
@@ -123,6 +122,22 @@ def _details(figures: dict[str, Any]) -> list[str]:
             f"{figures['turns_max'] or 0}; {plural(figures['tool_calls'], 'tool call')} in "
             f"{plural(figures['threads_with_tool_calls'], 'thread')}"
         )
+    roles = figures.get("roles")
+    if roles:
+        shares = ", ".join(
+            f"{role} {found['tokens']:,} ({found['token_share']:.1%}, "
+            f"{found['trained_tokens']:,} trained)"
+            for role, found in sorted(roles.items(), key=lambda item: -item[1]["tokens"])
+        )
+        lines.append(f"tokens per role: {shares}")
+    capabilities = figures.get("capabilities")
+    if capabilities:
+        used = most_first({name: found["used"] for name, found in capabilities.items()})
+        shown = ", ".join(
+            f"{name} {count:,}/{capabilities[name]['enabled']:,}" for name, count in used[:8]
+        )
+        more = f" and {len(used) - 8:,} more" if len(used) > 8 else ""
+        lines.append(f"capabilities (threads using/enabling): {shown}{more}")
     return lines
 
 
@@ -143,10 +158,15 @@ def _run_lines(run: dict[str, Any]) -> list[str]:
     lines = [
         f"run: {plural(run['records_read'], 'record')} read, {run['records_quarantined']:,} "
         f"quarantined; {plural(run['threads'], 'thread')}: {rates['exact']:.2%} exact "
-        f"duplicates, {rates['near']:.2%} near; {run['truncated']:,} truncated to fit"
+        f"duplicates, {rates['near']:.2%} near; {run['truncated']:,} truncated to fit "
+        f"({plural(run['tokens_truncated'], 'token')} cut)"
     ]
     if run["dropped"]:
-        dropped = ", ".join(f"{reason} {count:,}" for reason, count in most_first(run["dropped"]))
+        tokens = run["tokens_dropped"]
+        dropped = ", ".join(
+            f"{reason} {count:,}" + (f" ({tokens[reason]:,} tokens)" if reason in tokens else "")
+            for reason, count in most_first(run["dropped"])
+        )
         lines.append(f"  dropped: {dropped}")
     packing = run.get("packing")
     if packing:

@@ -11,6 +11,7 @@ from typing import BinaryIO
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.accounting import Account
 from pipeline.jobs.driver import StreamDriver
@@ -19,7 +20,7 @@ from pipeline.output.files import atomic_output, discard_if_none
 from pipeline.output.shards import SHARD_ROWS, Shard, ShardWriter
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.quarantine import REJECTED_FILE, Rejection, rejection_line
-from pipeline.stages.contract import ORIGINAL_THREAD, Batch
+from pipeline.stages.contract import ORIGINAL_THREAD, TOKENS_CUT, Batch
 from pipeline.stages.tokenize import Tokenize
 from pipeline.tokenize.loading import LoadedTokenizer
 from pipeline.tokenize.overlong import OverlongPolicy, drop_reason
@@ -129,8 +130,10 @@ class _TokenizedSink:
         for row, reason in enumerate(reasons):
             if reason is not None:
                 self.dropped_out.write(self._drop_line(rows, row, reason))
+                self.account.tokens_dropped[reason] += rows["num_tokens"][row].as_py()
         kept = rows.filter(pa.array([reason is None for reason in reasons], pa.bool_()))
         self.account.truncated += kept.num_rows - kept[ORIGINAL_THREAD].null_count
+        self.account.tokens_truncated += pc.sum(kept[TOKENS_CUT]).as_py() or 0
         kept = kept.select(TOKENIZED_SCHEMA.names)
         self.account.count_written(self.shards.split, kept)
         if kept.num_rows:

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any, NotRequired, TypedDict
 
-import numpy as np
 import pyarrow as pa
 import yaml
 
@@ -20,6 +19,7 @@ from pipeline.output.shards import SHARD_FILE
 from pipeline.sources.paths import HF_PREFIX
 from pipeline.tokenize.renderer import IGNORE
 from pipeline.version import __version__
+from pipeline.wording import plural
 
 SPEC = "Modular Model Spec v0.0.0"
 _SIZES = (
@@ -156,6 +156,19 @@ class CardStats(TypedDict):
     """Per split: tokens, trained tokens and row lengths (a tokenized, unpacked output)."""
     gate: NotRequired[str]
     """The lint gate's `fail_on` level the published threads passed."""
+    losses: NotRequired[Losses]
+    """What the run removed or cut (a run's card)."""
+    reports: NotRequired[list[str]]
+    """The report files with the full figures, relative to the output (a run's card)."""
+
+
+class Losses(TypedDict):
+    """Threads a run removed as duplicates, and what truncation cut to fit max_tokens."""
+
+    exact_duplicates: int
+    near_duplicates: int
+    truncated: int
+    tokens_truncated: int
 
 
 def lint_summary(report: LintReport) -> list[LintRow]:
@@ -200,27 +213,6 @@ def source_datasets(paths: Sequence[str]) -> list[str]:
         else:
             local = True
     return sorted(hub) + (["original"] if local else [])
-
-
-def token_figures(
-    tokens: Sequence[int] | np.ndarray, trained: Sequence[int] | np.ndarray
-) -> TokenFigures:
-    """A split's token figures from its rows' `num_tokens` and `num_trained` (percentiles
-    are row lengths that many rows do not exceed)."""
-    ordered = np.sort(np.asarray(tokens, dtype=np.int64))
-    count = len(ordered)
-
-    def percentile(share: float) -> int:
-        return int(ordered[min(count - 1, int(share * count))]) if count else 0
-
-    return TokenFigures(
-        tokens=int(ordered.sum()),
-        trained=int(np.asarray(trained, dtype=np.int64).sum()),
-        p50=percentile(0.5),
-        p90=percentile(0.9),
-        p99=percentile(0.99),
-        max=int(ordered[-1]) if count else 0,
-    )
 
 
 def size_category(rows: int) -> str:
@@ -395,11 +387,31 @@ def _stats(splits: Mapping[str, Sequence[str]], stats: CardStats) -> str:
         rows.append(("tokens", _count(stats["tokens"])))
     if stats["trained_tokens"] is not None:
         rows.append(("trained tokens", _count(stats["trained_tokens"])))
+    if stats["tokens"] and stats["trained_tokens"] is not None:
+        rows.append(("trained share", f"{stats['trained_tokens'] / stats['tokens']:.1%}"))
+    losses = stats.get("losses")
+    if losses is not None:
+        rows += [
+            ("exact duplicates removed", _count(losses["exact_duplicates"])),
+            ("near duplicates removed", _count(losses["near_duplicates"])),
+            (
+                "threads truncated to fit",
+                f"{_count(losses['truncated'])} ({_count(losses['tokens_truncated'])} tokens cut)",
+            ),
+        ]
     rows += [
-        (f"split `{split}`", f"{_count(stats['rows'][split])} rows in {len(files)} files")
+        (f"split `{split}`", f"{_count(stats['rows'][split])} rows in {plural(len(files), 'file')}")
         for split, files in splits.items()
     ]
-    return "## Statistics\n\n" + _table(("", "value"), rows, right=(1,))
+    text = "## Statistics\n\n" + _table(("", "value"), rows, right=(1,))
+    reports = stats.get("reports")
+    if reports:
+        named = ", ".join(f"[`{path}`]({path})" for path in reports)
+        text += (
+            f"\n\nEvery figure (tokens per role, length histograms, capabilities, drops per "
+            f"reason with their tokens, per input): {named}."
+        )
+    return text
 
 
 def _split_tokens(figures: Mapping[str, TokenFigures] | None) -> str:

@@ -1,12 +1,16 @@
-"""`mms stats` as Markdown (and an output's reports/stats.md): a table of the splits, one
-per split's groups with --by, and a run's accounting."""
+"""`mms stats` as Markdown (and an output's reports/stats.md): a table of the splits, the
+tokens per role and the capabilities of each, one table per split's groups with --by, and
+a run's accounting."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pipeline.accounting import most_first
+
 COLUMNS = (
     ("threads", "threads"),
+    ("rows", "rows"),
     ("messages", "messages"),
     ("tool_calls", "tool calls"),
     ("tokens", "tokens"),
@@ -16,7 +20,7 @@ COLUMNS = (
     ("length_p99", "p99"),
     ("length_max", "max"),
 )
-"""The figures each table shows (token columns only when the shards are tokenized)."""
+"""The figures each table shows (those the shards have: tokens when tokenized ...)."""
 
 
 def stats_markdown(stats: dict[str, Any]) -> str:
@@ -25,33 +29,21 @@ def stats_markdown(stats: dict[str, Any]) -> str:
     lines = ["# mms stats", ""]
     lines += _table("split", [(name, figures) for name, figures in splits.items()])
     for name, figures in splits.items():
+        if figures.get("roles"):
+            lines += ["", f"## {name}: tokens per role", ""]
+            lines += _roles(figures["roles"])
+        if figures.get("capabilities"):
+            lines += ["", f"## {name}: capabilities (threads)", ""]
+            lines += ["| format | enabled | used |", "|---|---:|---:|"]
+            for fmt, counts in figures["capabilities"].items():
+                lines.append(f"| `{fmt}` | {counts['enabled']:,} | {counts['used']:,} |")
         grouped = figures.get("by")
         if grouped:
             lines += ["", f"## {name} by `{grouped['field']}`", ""]
             lines += _table(grouped["field"], [(g["group"], g) for g in grouped["groups"]])
     run = stats.get("run")
     if run is not None:
-        lines += ["", "## The run", ""]
-        rates = run["duplicate_rate"]
-        lines += [
-            f"- records read: {run['records_read']:,}, quarantined: {run['records_quarantined']:,}",
-            f"- threads: {run['threads']:,}; exact duplicates {rates['exact']:.2%}, near "
-            f"{rates['near']:.2%}; truncated to fit: {run['truncated']:,}",
-        ]
-        for reason, count in sorted(run["dropped"].items()):
-            lines.append(f"- dropped `{reason}`: {count:,}")
-        if run["inputs"]:
-            lines += [
-                "",
-                "| input | read | quarantined | dropped | written | tokens |",
-                "|---|---:|---:|---:|---:|---:|",
-            ]
-            for source in run["inputs"]:
-                lines.append(
-                    f"| `{source['path']}` | {source['records_read']:,} | "
-                    f"{source['records_quarantined']:,} | {source['threads_dropped']:,} | "
-                    f"{source['rows_written']:,} | {source.get('tokens', 0):,} |"
-                )
+        lines += ["", "## The run", "", *_run(run)]
     return "\n".join(lines) + "\n"
 
 
@@ -64,4 +56,49 @@ def _table(first: str, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
     for name, figures in rows:
         cells = [f"{figures[key]:,}" if key in figures else "" for key, _ in shown]
         lines.append("| " + " | ".join([f"`{name}`", *cells]) + " |")
+    return lines
+
+
+def _roles(roles: dict[str, dict[str, Any]]) -> list[str]:
+    lines = ["| role | messages | tokens | share | trained |", "|---|---:|---:|---:|---:|"]
+    for role, figures in roles.items():
+        lines.append(
+            f"| `{role}` | {figures['messages']:,} | {figures['tokens']:,} | "
+            f"{figures['token_share']:.1%} | {figures['trained_tokens']:,} |"
+        )
+    return lines
+
+
+def _run(run: dict[str, Any]) -> list[str]:
+    rates = run["duplicate_rate"]
+    lines = [
+        f"- records read: {run['records_read']:,}, quarantined: {run['records_quarantined']:,}",
+        f"- threads: {run['threads']:,}; exact duplicates {rates['exact']:.2%}, near "
+        f"{rates['near']:.2%}",
+        f"- truncated to fit max_tokens: {run['truncated']:,} threads, "
+        f"{run['tokens_truncated']:,} tokens cut",
+    ]
+    tokens = run["tokens_dropped"]
+    for reason, count in most_first(run["dropped"]):
+        lost = f" ({tokens[reason]:,} tokens)" if reason in tokens else ""
+        lines.append(f"- dropped `{reason}`: {count:,} threads{lost}")
+    packing = run.get("packing")
+    if packing:
+        lines.append(
+            f"- packed: {packing['threads']:,} threads into {packing['sequences']:,} rows of "
+            f"{packing['seq_len']:,} tokens; fill {packing['fill']:.2%}, padding "
+            f"{packing['padding']:,} tokens"
+        )
+    if run["inputs"]:
+        lines += [
+            "",
+            "| input | read | quarantined | dropped | written | tokens |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for source in run["inputs"]:
+            lines.append(
+                f"| `{source['path']}` | {source['records_read']:,} | "
+                f"{source['records_quarantined']:,} | {source['threads_dropped']:,} | "
+                f"{source['rows_written']:,} | {source.get('tokens', 0):,} |"
+            )
     return lines

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, threads_from_arrow
 from pipeline.quarantine import Rejection
@@ -25,12 +26,14 @@ from pipeline.quarantine import Rejection
 class Batch:
     """Threads in flight through the map stages of one part: the threads, the Arrow rows a
     sink writes (None until a stage builds them: tokenize does), the columns the stages
-    published (one value per thread) and the threads map stages left out, per reason."""
+    published (one value per thread) and the threads map stages left out, per reason (and
+    their tokens, once tokenized)."""
 
     threads: list[Thread]
     rows: pa.Table | None = None
     columns: dict[str, pa.Array] = field(default_factory=dict)
     dropped: Counter[str] = field(default_factory=Counter)
+    dropped_tokens: Counter[str] = field(default_factory=Counter)
 
     def keep(self, mask: list[bool], reason: str) -> Batch:
         """The batch without the threads `mask` leaves out, counted under `reason`."""
@@ -39,11 +42,16 @@ class Batch:
             return self
         self.dropped[reason] += left_out
         kept = pa.array(mask, pa.bool_())
+        rows = self.rows
+        if rows is not None and "num_tokens" in rows.column_names:
+            left = rows["num_tokens"].filter(pc.invert(kept))
+            self.dropped_tokens[reason] += pc.sum(left).as_py() or 0
         return Batch(
             [thread for thread, keep in zip(self.threads, mask, strict=True) if keep],
-            self.rows.filter(kept) if self.rows is not None else None,
+            rows.filter(kept) if rows is not None else None,
             {name: column.filter(kept) for name, column in self.columns.items()},
             self.dropped,
+            self.dropped_tokens,
         )
 
 
@@ -113,6 +121,9 @@ def repeated_column(stage: str) -> str:
 ORIGINAL_THREAD = "original_thread"
 """The published column of a map stage that changes a thread (tokenize's truncation): the
 thread as read (JSON), null for the threads it left as they were."""
+TOKENS_CUT = "tokens_cut"
+"""The published column of a map stage that shortens a thread: the tokens it cut off
+(the whole thread's less the written one's), null for the threads it left whole."""
 
 
 def thread_as_read(rows: pa.Table, row: int) -> Thread:

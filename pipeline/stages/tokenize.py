@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.mms import Thread, settings_to_arrow, threads_to_arrow
-from pipeline.stages.contract import ORIGINAL_THREAD, Batch, Stage, thread_as_read
+from pipeline.stages.contract import ORIGINAL_THREAD, TOKENS_CUT, Batch, Stage, thread_as_read
 from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
 from pipeline.tokenize.overlong import Drop, OverlongPolicy, OverlongThreadError
 from pipeline.tokenize.tables import TOKENIZED_SCHEMA
@@ -58,6 +58,7 @@ class Tokenize(Stage):
     columns: ClassVar[tuple[pa.Field, ...]] = (
         pa.field(DROP_REASON, pa.string()),
         pa.field(ORIGINAL_THREAD, pa.binary()),
+        pa.field(TOKENS_CUT, pa.int32()),
     )
 
     def __init__(
@@ -83,6 +84,7 @@ class Tokenize(Stage):
         threads = batch.threads
         policy = "drop" if self.overlong == "error" else self.overlong
         dropped: dict[int, Drop] = {}
+        cut: dict[int, int] = {}
         tables = list(
             tokenize_threads(
                 threads,
@@ -91,6 +93,7 @@ class Tokenize(Stage):
                 overlong=policy,
                 batch_size=max(len(threads), 1),
                 on_drop=lambda drop: dropped.__setitem__(id(drop.thread), drop),
+                on_truncate=lambda thread, tokens: cut.__setitem__(id(thread), tokens),
             )
         )
         kept = pa.concat_tables(tables) if tables else TOKENIZED_SCHEMA.empty_table()
@@ -107,6 +110,9 @@ class Tokenize(Stage):
                 for thread, drop, count in zip(threads, drops, counts, strict=True)
             ],
             pa.binary(),
+        )
+        batch.columns[TOKENS_CUT] = pa.array(
+            [cut.get(id(thread)) for thread in threads], pa.int32()
         )
         return batch
 

@@ -55,6 +55,9 @@ class Fit:
     truncated: list[Thread] = field(default_factory=list)
     truncated_encoded: EncodedBatch | None = None
     drops: list[Drop] = field(default_factory=list)
+    cut_tokens: dict[int, int] = field(default_factory=dict)
+    """Per batch row that was truncated: the tokens its cut left out (the whole thread's
+    less the truncation's)."""
 
 
 def source_of(thread: Thread) -> str:
@@ -85,19 +88,24 @@ def fit_batch(
     keep = np.ones(len(threads), dtype=bool)
     drops: list[Drop] = []
     truncated: list[Thread] = []
+    whole: dict[int, int] = {}
     for index in overlong.tolist():
         thread, tokens = threads[index], int(num_tokens[index])
         kept = 0 if policy == "drop" else kept_messages(thread, encoded[index], max_tokens)
         if kept:
             source[index] = len(threads) + len(truncated)
             truncated.append(truncate(thread, kept, tokens, max_tokens))
+            whole[index] = tokens
             continue
         keep[index] = False
         drops.append(_drop(thread, policy, tokens, max_tokens))
     truncated_encoded = renderer.encode_batch(truncated) if truncated else None
+    cut_tokens: dict[int, int] = {}
     if truncated_encoded is not None:
         _check_fits(truncated, truncated_encoded, max_tokens)
-    return Fit(source[keep], truncated, truncated_encoded, drops)
+        kept_tokens = truncated_encoded.num_tokens.to_pylist()
+        cut_tokens = {i: n - kept for (i, n), kept in zip(whole.items(), kept_tokens, strict=True)}
+    return Fit(source[keep], truncated, truncated_encoded, drops, cut_tokens)
 
 
 def kept_messages(thread: Thread, encoded: EncodedThread, max_tokens: int) -> int:

@@ -43,11 +43,13 @@ def tokenize_threads(
     overlong: OverlongPolicy = "drop",
     batch_size: int = BATCH_SIZE,
     on_drop: Callable[[Drop], None] | None = None,
+    on_truncate: Callable[[Thread, int], None] | None = None,
 ) -> Iterator[pa.Table]:
     """Yield one TOKENIZED_SCHEMA table per `batch_size` threads, in input order.
 
     With `max_tokens`, longer threads are dropped, truncated at a message boundary or
-    raise OverlongThreadError (`overlong`); each drop goes to `on_drop`. A batch whose
+    raise OverlongThreadError (`overlong`); each drop goes to `on_drop`, each thread as
+    read that was truncated to `on_truncate` with the tokens its cut left out. A batch whose
     threads were all dropped yields nothing."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
@@ -62,6 +64,9 @@ def tokenize_threads(
             if on_drop is not None:
                 for drop in fit.drops:
                     on_drop(drop)
+            if on_truncate is not None:
+                for index, cut in fit.cut_tokens.items():
+                    on_truncate(batch[index], cut)
         if table.num_rows:
             yield table
 

@@ -27,6 +27,7 @@ from pipeline.formats.detect import detect
 from pipeline.jobs.parallel import splits_by_record
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.outputs import (
+    STATS_REPORTS,
     remove_stale_outputs,
     ship_tokenizer,
     write_card,
@@ -230,10 +231,14 @@ def run_pipeline(
         tokenizer=tokenizer is not None,
         quarantine=bool(counts.quarantined_total),
     )
-    reports += write_stats(out, shards)
+    figures = write_stats(out, shards, counts, tokenizer, packing)
+    if figures is not None:
+        reports += STATS_REPORTS
     write_run_manifest(out, config, units, counts, shards, tokenizer, reports, report, packing)
     if shards:
-        write_card(out, config, report, counts, shards, shard_schema(config), tokenizer, packing)
+        assert figures is not None  # shards were written, so were their stats
+        schema = shard_schema(config)
+        write_card(out, config, report, counts, shards, schema, tokenizer, packing, figures)
     # the output is complete: the units' intermediate files are no longer needed
     shutil.rmtree(out / WORK_DIR)
     encoder = tokenizer["text_encoder"] if tokenizer else None

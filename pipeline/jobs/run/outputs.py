@@ -9,7 +9,6 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.accounting import Account
 from pipeline.jobs.run.config import RunConfig
@@ -17,12 +16,12 @@ from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
 from pipeline.output.card import (
     CardStats,
+    Losses,
     SourceRow,
     TokenFigures,
     dataset_card,
     license_fields,
     lint_summary,
-    token_figures,
     training_facts,
 )
 from pipeline.output.files import (
@@ -42,6 +41,7 @@ from pipeline.output.shards import SHARD_FILE, Shard
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE
 from pipeline.quarantine import REJECTED_FILE
 from pipeline.sources.parts import WorkUnit
+from pipeline.tokenize.special import ROLE
 
 REPORTS = (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html"))
 TOKENIZER_DIR = "tokenizer"
@@ -60,22 +60,30 @@ def write_reports(out: Path, report: LintReport) -> list[str]:
 STATS_REPORTS = ("reports/stats.json", "reports/stats.md")
 
 
-def write_stats(out: Path, shards: dict[str, list[Shard]]) -> list[str]:
-    """reports/stats.{json,md}: `mms stats`' figures of the shards just written (the run's
-    own accounting is in the manifest, which `mms stats OUT` adds); none without shards,
-    and an earlier run's removed."""
+def write_stats(
+    out: Path,
+    shards: dict[str, list[Shard]],
+    counts: Account,
+    tokenizer: dict[str, Any] | None,
+    packing: dict[str, Any] | None,
+) -> dict[str, Any] | None:
+    """reports/stats.{json,md}: `mms stats OUT`' figures (the shards just written, with
+    tokens per role, and the run's accounting as the manifest will give it), returned for
+    the card; none without shards, and an earlier run's removed."""
     if not shards:
         for name in STATS_REPORTS:
             (out / name).unlink(missing_ok=True)
-        return []
-    from pipeline.jobs.stats import compute_stats, shard_files, stats_json
+        return None
+    from pipeline.jobs.stats import compute_stats, figures_of_counts, shard_files, stats_json
     from pipeline.output.stats_markdown import stats_markdown
 
-    stats = compute_stats(shard_files([out]))
+    role_id = tokenizer["special_tokens"][ROLE] if tokenizer else None
+    stats = compute_stats(shard_files([out]), role_id=role_id)
+    stats["run"] = figures_of_counts(counts.to_dict(), packing)
     for name, text in zip(STATS_REPORTS, (stats_json(stats), stats_markdown(stats)), strict=True):
         with atomic_text_output(out / name) as handle:
             handle.write(text)
-    return list(STATS_REPORTS)
+    return stats
 
 
 def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
@@ -195,11 +203,13 @@ def write_card(
     shards: dict[str, list[Shard]],
     schema: pa.Schema,
     tokenizer: dict[str, Any] | None,
-    packing: dict[str, Any] | None = None,
+    packing: dict[str, Any] | None,
+    figures: dict[str, Any],
 ) -> None:
-    """README.md: the dataset card (front matter with configs and features, the stats,
-    how to load it and train on it). `tokenizer` is the manifest's record of the shipped
-    tokenizer, None when the run did not tokenize."""
+    """README.md: the dataset card (front matter with configs and features, the headline
+    figures, how to load it and train on it). `tokenizer` is the manifest's record of the
+    shipped tokenizer, None when the run did not tokenize; `figures` what write_stats
+    found."""
     renderer = tokenizer["renderer"] if tokenizer else None
     tags = sorted({tag for spec in config.inputs for tag in spec.tags} | {"mms"})
     profile = report.profile
@@ -229,8 +239,17 @@ def write_card(
     }
     stats["gate"] = config.stages.lint.fail_on
     stats["quarantined"] = counts.quarantined_total
+    stats["losses"] = Losses(
+        exact_duplicates=counts.dropped.get("duplicate", 0),
+        near_duplicates=counts.dropped.get("near_duplicate", 0),
+        truncated=counts.truncated,
+        tokens_truncated=counts.tokens_truncated,
+    )
+    stats["reports"] = list(STATS_REPORTS)
     if renderer is not None and packing is None:
-        stats["split_tokens"] = {name: _token_figures(out, split) for name, split in shards.items()}
+        stats["split_tokens"] = {
+            name: _token_figures(split) for name, split in figures["splits"].items()
+        }
     card = dataset_card(
         name=config.name,
         description=f"MMS threads built by `mms run` from {len(config.inputs)} input(s).",
@@ -247,9 +266,13 @@ def write_card(
         handle.write(card)
 
 
-def _token_figures(out: Path, shards: list[Shard]) -> TokenFigures:
-    """A split's token figures, from its shards' `num_tokens` and `num_trained` columns."""
-    columns = ["num_tokens", "num_trained"]
-    tables = [pq.read_table(out / DATA_DIR / shard.name, columns=columns) for shard in shards]
-    table = pa.concat_tables(tables)
-    return token_figures(table["num_tokens"].to_numpy(), table["num_trained"].to_numpy())
+def _token_figures(split: dict[str, Any]) -> TokenFigures:
+    """A split's token figures, as `mms stats` found them."""
+    return TokenFigures(
+        tokens=split["tokens"],
+        trained=split["trained_tokens"],
+        p50=split["length_p50"],
+        p90=split["length_p90"],
+        p99=split["length_p99"],
+        max=split["length_max"],
+    )

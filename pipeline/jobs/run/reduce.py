@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.accounting import Account, InputAccount
 from pipeline.jobs.driver import decide
@@ -28,7 +29,7 @@ from pipeline.output.shards import Shard, ShardWriter
 from pipeline.packing import PACKED_SCHEMA, SEQUENCES_PER_SHARD
 from pipeline.quarantine import REJECTED_FILE, rejection_from_line
 from pipeline.sources.parts import WorkUnit
-from pipeline.stages.contract import Stage, repeated_column
+from pipeline.stages.contract import TOKENS_CUT, Stage, repeated_column
 from pipeline.stages.lint import Lint
 from pipeline.stages.pack import Pack
 from pipeline.stages.sample import SPLIT_GROUP
@@ -196,6 +197,7 @@ class _Reducer:
                 table = self._with_repeated(threads.get_batch(index), unit, start)
                 start += table.num_rows
                 reasons = decide(self.stages, table, self.counts)
+                _count_tokens_lost(table, reasons, self.counts)
                 origin.dropped_by.update(reason for reason in reasons if reason is not None)
                 keep = [reason is None for reason in reasons]
                 kept = table.filter(pa.array(keep, pa.bool_())).select([*self.columns, SPLIT_GROUP])
@@ -226,6 +228,24 @@ class _Reducer:
         if unit.path not in counts.files:
             counts.files.append(unit.path)
         counts.dropped.update(unit_counts["dropped"])
+        counts.tokens_dropped.update(unit_counts["dropped_tokens"])
+
+
+def _count_tokens_lost(table: pa.Table, reasons: list[str | None], counts: Account) -> None:
+    """The tokens of the rows dropped here, per reason, and of the cuts of the kept rows a
+    map stage truncated (TOKENS_CUT)."""
+    if "num_tokens" not in table.column_names:
+        return
+    if any(reason is not None for reason in reasons):
+        tokens = table["num_tokens"].to_pylist()
+        for reason, count in zip(reasons, tokens, strict=True):
+            if reason is not None and count is not None:
+                counts.tokens_dropped[reason] += count
+    if TOKENS_CUT in table.column_names:
+        kept = pa.array([reason is None for reason in reasons], pa.bool_())
+        cut = table[TOKENS_CUT].filter(kept)
+        counts.truncated += len(cut) - cut.null_count
+        counts.tokens_truncated += pc.sum(cut).as_py() or 0
 
 
 def _write(

@@ -43,7 +43,7 @@ UNIT_THREADS = "threads.arrow"
 UNIT_REJECTED = "rejected.jsonl"
 UNIT_STATS = "stats.json"
 UNIT_TOKENIZER = "tokenizer"
-PART_FORMAT = "mms-run-part-2"
+PART_FORMAT = "mms-run-part-3"
 """The layout of a part's directory: a work directory of another layout is not resumed."""
 
 
@@ -114,6 +114,7 @@ class _UnitWriter:
         options = self.config.stages.normalize.to_convert_options()
         stats = Account()
         dropped: Counter[str] = Counter()
+        dropped_tokens: Counter[str] = Counter()
         with (self.out / UNIT_REJECTED).open("wb") as rejected:
             items = iter_unit_records(
                 read_as, split=spec.split or DEFAULT_SPLIT, hf_config=spec.hf_config
@@ -129,6 +130,7 @@ class _UnitWriter:
             with pa.ipc.new_file(self.out / UNIT_THREADS, self.schema) as writer:
                 for batch in map_batches(threads, self.stages):
                     dropped.update(batch.dropped)
+                    dropped_tokens.update(batch.dropped_tokens)
                     writer.write_table(self._table(batch))
         counts = {
             "records_read": stats.records_read,
@@ -137,6 +139,7 @@ class _UnitWriter:
             "quarantined": dict(sorted(stats.quarantined.items())),
             "formats": stats.formats,
             "dropped": dict(sorted(dropped.items())),
+            "dropped_tokens": dict(sorted(dropped_tokens.items())),
         }
         self._write_json(UNIT_STATS, counts)
         for stage in self.stages:

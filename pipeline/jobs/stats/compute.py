@@ -1,0 +1,82 @@
+"""`mms stats`: the figures a curator decides from, computed by polars over streaming
+scans of an output's Parquet shards, one shard at a time, each reduced to small count
+tables that are merged as they come (memory bounded by distinct lengths and groups, not
+by threads): per split, and per value of a meta field (`--by source`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.jobs.stats.capabilities import (
+    capability_figures,
+    merge_capabilities,
+    shard_capabilities,
+)
+from pipeline.jobs.stats.files import StatsError, role_token_id, shard_files
+from pipeline.jobs.stats.roles import merge_role_tokens, role_figures, shard_role_tokens
+from pipeline.jobs.stats.run import run_figures
+from pipeline.jobs.stats.threads import Shape, merge_counts, shard_counts, thread_figures
+
+_FIELD = re.compile(r"^[A-Za-z_][\w-]*$")
+
+
+def compute_stats(
+    files: dict[str, list[str]], by: str | None = None, *, role_id: int | None = None
+) -> dict[str, Any]:
+    """The figures of every split (and, with `by`, of every value of that meta field).
+    With `role_id` (the `<|role|>` id) tokens are also counted per role."""
+    if by is not None and not _FIELD.match(by):
+        raise StatsError(f"--by takes a meta field name (source, source_format ...), not {by!r}")
+    return {"splits": {split: _split(paths, by, role_id) for split, paths in files.items()}}
+
+
+def _split(paths: Sequence[str], by: str | None, role_id: int | None) -> dict[str, Any]:
+    columns = set(pl.scan_parquet(paths[0]).collect_schema().names())
+    shape = Shape.of(columns)
+    if by is not None and "meta" not in columns:
+        raise StatsError(f"--by needs the `meta` column, which these shards lack: {paths[0]}")
+    whole = grouped = roles = capabilities = None
+    with_roles = role_id is not None and shape.messages and shape.tokenized and not shape.packed
+    for path in paths:
+        whole = merge_counts(whole, shard_counts(path, shape, None))
+        if by is not None:
+            grouped = merge_counts(grouped, shard_counts(path, shape, by))
+        if with_roles:
+            assert role_id is not None
+            roles = merge_role_tokens(roles, shard_role_tokens(path, role_id))
+        if shape.messages:
+            capabilities = merge_capabilities(capabilities, shard_capabilities(path))
+    assert whole is not None
+    figures = next(iter(thread_figures(whole, shape).values()))
+    if roles is not None:
+        figures["roles"] = role_figures(roles)
+    if capabilities is not None:
+        figures["capabilities"] = capability_figures(capabilities)
+    if grouped is not None:
+        groups = thread_figures(grouped, shape)
+        figures["by"] = {
+            "field": by,
+            "groups": [{"group": name, **found} for name, found in groups.items()],
+        }
+    return figures
+
+
+def stats_json(stats: dict[str, Any]) -> str:
+    """The figures as JSON text (sorted keys: the same figures give the same bytes)."""
+    return json.dumps(stats, indent=2, sort_keys=True) + "\n"
+
+
+def output_stats(targets: Sequence[str | Path], by: str | None = None) -> dict[str, Any]:
+    """`compute_stats` of output folders or Parquet files, with the run's accounting when
+    exactly one run's folder is given."""
+    stats = compute_stats(shard_files(targets), by, role_id=role_token_id(targets))
+    runs = [figures for target in targets if (figures := run_figures(target)) is not None]
+    if len(runs) == 1:
+        stats["run"] = runs[0]
+    return stats

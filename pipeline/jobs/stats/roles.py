@@ -1,0 +1,76 @@
+"""Tokens per role: which message each token renders, read off the `<|role|>` ids that open
+every message (DESIGN §4; a `<|role|>` in content is text tokens, never that id), so no
+tokenizer is loaded. Computed with list expressions per row: one shard's tokens are in
+memory at once, and what is kept is a row per role."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+BEFORE_FIRST_MESSAGE = "bos"
+"""The tokens before the first message's `<|role|>` (the BOS a config asked for)."""
+
+
+def shard_role_tokens(path: str, role_id: int) -> pl.DataFrame:
+    """One shard's messages, tokens and trained tokens per role. A message's tokens run
+    from its `<|role|>` to the next message's; the last one's to the end of the row, so a
+    trailing halt `<|role|>` counts with the assistant message it closes."""
+    ids, labels = pl.col("input_ids"), pl.col("labels")
+    roles = pl.col("messages").list.eval(pl.element().struct.field("role"))
+    count = roles.list.len()
+    opens = ids.list.eval(pl.element().eq(role_id).arg_true()).cast(pl.List(pl.Int64))
+    trained = labels.list.eval((pl.element() != -100).cast(pl.Int64).cum_sum())
+    per_message = pl.scan_parquet(path).select(
+        role=roles,
+        start=opens.list.head(count),
+        end=pl.concat_list(opens.list.slice(1, count - 1), ids.list.len().cast(pl.Int64)),
+        trained_before=pl.concat_list(pl.lit(0, pl.Int64), trained),
+    )
+    spans = per_message.select(
+        "role",
+        tokens=pl.col("end") - pl.col("start"),
+        trained=pl.col("trained_before").list.gather(pl.col("end"))
+        - pl.col("trained_before").list.gather(pl.col("start")),
+        lead=pl.col("start").list.first().fill_null(0),
+        lead_trained=pl.col("trained_before").list.get(pl.col("start").list.first().fill_null(0)),
+    )
+    by_role = (
+        spans.select("role", "tokens", "trained")
+        .explode("role", "tokens", "trained")
+        .group_by("role")
+        .agg(
+            pl.len().cast(pl.Int64).alias("messages"),
+            pl.col("tokens").sum(),
+            pl.col("trained").sum(),
+        )
+    )
+    lead = spans.select(
+        pl.lit(BEFORE_FIRST_MESSAGE).alias("role"),
+        pl.lit(0, pl.Int64).alias("messages"),
+        pl.col("lead").sum().cast(pl.Int64).alias("tokens"),
+        pl.col("lead_trained").sum().cast(pl.Int64).alias("trained"),
+    ).filter(pl.col("tokens") > 0)
+    return pl.concat([by_role, lead]).collect(engine="streaming")
+
+
+def merge_role_tokens(counts: pl.DataFrame | None, more: pl.DataFrame) -> pl.DataFrame:
+    """`counts` with a further shard's added."""
+    if counts is None:
+        return more
+    return pl.concat([counts, more]).group_by("role").agg(pl.exclude("role").sum())
+
+
+def role_figures(counts: pl.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per role: messages, tokens, trained tokens and the role's share of all tokens."""
+    total = int(counts["tokens"].sum())
+    return {
+        row["role"]: {
+            "messages": row["messages"],
+            "tokens": row["tokens"],
+            "trained_tokens": row["trained"],
+            "token_share": round(row["tokens"] / total, 6) if total else 0.0,
+        }
+        for row in counts.sort("role").iter_rows(named=True)
+    }

@@ -1,0 +1,42 @@
+"""What a run's manifest adds to `mms stats`: records read and quarantined, the duplicate
+rates, threads and tokens dropped per reason, truncation, packing and the per-input
+accounting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+DUPLICATE_REASONS = (("exact", "duplicate"), ("near", "near_duplicate"))
+
+
+def run_figures(folder: str | Path) -> dict[str, Any] | None:
+    """The run figures of an output folder's manifest; None for a folder without one."""
+    path = Path(folder) / "manifest.json"
+    if not path.is_file():
+        return None
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    return figures_of_counts(manifest.get("counts", {}), manifest.get("packing"))
+
+
+def figures_of_counts(counts: dict[str, Any], packing: dict[str, Any] | None) -> dict[str, Any]:
+    """The run figures of a manifest's `counts` (and `packing`, None when not packed)."""
+    threads = counts.get("threads", 0)
+    dropped = counts.get("threads_dropped", {})
+    return {
+        "records_read": counts.get("records_read", 0),
+        "records_quarantined": sum(counts.get("records_quarantined", {}).values()),
+        "threads": threads,
+        "duplicate_rate": {
+            kind: round(dropped.get(reason, 0) / threads, 6) if threads else 0.0
+            for kind, reason in DUPLICATE_REASONS
+        },
+        "dropped": dropped,
+        "tokens_dropped": counts.get("tokens_dropped", {}),
+        "truncated": counts.get("threads_truncated", 0),
+        "tokens_truncated": counts.get("tokens_truncated", 0),
+        "weighted_copies": counts.get("weighted_copies", 0),
+        "packing": packing,
+        "inputs": counts.get("inputs", []),
+    }
