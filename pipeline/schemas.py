@@ -39,6 +39,19 @@ def validator(name: str) -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
+@cache
+def definition_validator(name: str, definition: str) -> jsonschema.protocols.Validator:
+    """A compiled validator for `$defs/<definition>` of schema `name` (the pipeline
+    config's `mapping`, which a mapping file holds alone)."""
+    schema = json.loads(schema_path(name).read_text(encoding="utf-8"))
+    part = {"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]}
+    if "$schema" in schema:
+        part["$schema"] = schema["$schema"]
+    cls = jsonschema.validators.validator_for(part)
+    cls.check_schema(part)
+    return cls(part)
+
+
 @dataclass(frozen=True, slots=True)
 class SchemaProblem:
     """Why a record fails its format's JSON Schema: the most relevant error and the rest."""

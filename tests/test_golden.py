@@ -3,7 +3,9 @@
 (a sample that no reader can parse, e.g. broken JSON, has no format: `-`).
 
 A format whose samples show an option (prompt-json's select expansion) names it in
-`data_samples/expected/<format>/options.json` (ConvertOptions fields).
+`data_samples/expected/<format>/options.json` (ConvertOptions fields). A folder holding a
+LLaMA-Factory `dataset_info.json` (the `mapped` format, which is never detected) is read
+as `mms convert --dataset-info` reads it: each dataset it names, with its mapping.
 
 After an intended change of output, regenerate with
 `MMS_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py` and review the diff.
@@ -18,6 +20,7 @@ import pytest
 
 from pipeline import convert
 from pipeline.formats import ConvertOptions
+from pipeline.jobs.mappings import read_dataset_info
 from pipeline.jobs.read import ReadSpec
 from tests.conftest import REPO
 
@@ -34,7 +37,13 @@ def test_sample_converts_to_the_expected_output(name, tmp_path, monkeypatch):
     chosen = expected / "options.json"
     options = ConvertOptions(**json.loads(chosen.read_text())) if chosen.is_file() else None
     spec = ReadSpec(options=options) if options else None
-    result = convert(f"data_samples/{name}", out, spec, quarantine=rejected)
+    inputs: str | tuple[str, ...] = f"data_samples/{name}"
+    registry_file = SAMPLES / name / "dataset_info.json"
+    if registry_file.is_file():
+        registry = read_dataset_info(f"data_samples/{name}/dataset_info.json")
+        inputs = registry.inputs()
+        spec = ReadSpec("mapped", ConvertOptions(mapping=registry.mappings()))
+    result = convert(inputs, out, spec, quarantine=rejected)
     assert result.account.balanced
     detected = {label for label in result.account.formats.values() if label != "-"}
     assert detected == {name}, "auto-detection picked another format"

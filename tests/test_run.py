@@ -200,10 +200,11 @@ def test_a_finished_run_says_what_to_do_next(tmp_path, monkeypatch):
     steps = result.output.split("Next:\n")[1].splitlines()
     commands = [line.split("  ")[1] for line in steps]
     assert commands[0] == "open out/reports/lint.html" and (tmp_path / commands[0][5:]).is_file()
-    assert commands[1] == 'datasets.load_dataset("out")'
-    shard = commands[2].removeprefix("mms inspect ")
+    assert commands[1] == "open out/reports/stats.html" and (tmp_path / commands[1][5:]).is_file()
+    assert commands[2] == 'datasets.load_dataset("out")'
+    shard = commands[3].removeprefix("mms inspect ")
     assert shard.startswith("out/data/") and (tmp_path / shard).is_file()
-    assert commands[3:] == ["mms verify out", "mms push out ORG/NAME"]
+    assert commands[4:] == ["mms verify out", "mms push out ORG/NAME"]
     assert "Resumed" not in result.output
 
 

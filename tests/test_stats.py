@@ -119,7 +119,8 @@ def test_a_run_writes_its_stats_and_mms_stats_adds_its_accounting(output: Path):
 
 def test_tokens_per_role_agree_with_the_shards_split_at_each_role_token(output: Path):
     """Each message's tokens run from its `<|role|>` id to the next message's (the last to
-    the row's end): counted here in Python over every row, against polars' figures."""
+    the row's end), a trained `<|role|>` (a halt) counted with the message before it:
+    counted here in Python over every row, against polars' figures."""
     role_id = orjson.loads((output / "tokenizer" / "mms_special_tokens.json").read_bytes())[
         "special_tokens"
     ]["<|role|>"]
@@ -138,16 +139,24 @@ def test_tokens_per_role_agree_with_the_shards_split_at_each_role_token(output: 
             opens = [i for i, token in enumerate(ids) if token == role_id][: len(thread)]
             assert len(opens) == len(thread)
             ends = [*opens[1:], len(ids)]
-            for message, start, end in zip(thread, opens, ends, strict=True):
-                messages[message["role"]] += 1
-                tokens[message["role"]] += end - start
-                trained[message["role"]] += sum(label != -100 for label in labels[start:end])
+            for index, (message, start, end) in enumerate(zip(thread, opens, ends, strict=True)):
+                role = message["role"]
+                messages[role] += 1
+                tokens[role] += end - start
+                trained[role] += sum(label != -100 for label in labels[start:end])
+                if index and labels[start] != -100:
+                    halted = thread[index - 1]["role"]
+                    assert halted == "assistant"
+                    for counts in (tokens, trained):
+                        counts[role] -= 1
+                        counts[halted] += 1
         roles = figures["roles"]
         assert {role: r["tokens"] for role, r in roles.items()} == dict(tokens), split
         assert {role: r["trained_tokens"] for role, r in roles.items()} == dict(trained)
         assert {role: r["messages"] for role, r in roles.items()} == dict(messages)
         assert sum(tokens.values()) == figures["tokens"]
         assert sum(trained.values()) == figures["trained_tokens"]
+        assert {role for role, count in trained.items() if count} == {"assistant"}
 
 
 def test_capabilities_agree_with_the_linters_reading_of_each_thread(output: Path):

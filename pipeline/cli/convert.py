@@ -9,6 +9,7 @@ from typing import NoReturn
 import click
 
 from pipeline.accounting import Account, most_first
+from pipeline.cli.mapping_inputs import mapped_inputs, mapping_options
 from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
@@ -50,9 +51,11 @@ def _codes_help() -> str:
     "  mms convert hf:HuggingFaceH4/ultrachat_200k --split train_sft -o out/ultrachat.jsonl\n"
     "  mms convert hf:HuggingFaceTB/smoltalk --hf-config all --split test -o out/smoltalk.jsonl\n"
     "  mms convert hf:./my_dataset --split validation -o out/valid.jsonl\n"
+    "  mms convert renamed.jsonl --mapping my_mapping.yaml -o out/threads.jsonl\n"
+    "  mms convert --dataset-info data/dataset_info.json alpaca_en_demo -o out/alpaca.jsonl\n"
     "\b\nQuarantine codes (the `code` field of each rejected record):\n" + _codes_help(),
 )
-@click.argument("inputs", nargs=-1, required=True, metavar="INPUT...")
+@click.argument("inputs", nargs=-1, metavar="INPUT...")
 @click.option(
     "-o",
     "--output",
@@ -63,6 +66,7 @@ def _codes_help() -> str:
     "rejected.jsonl here).",
 )
 @input_format_option("Input format; `auto` detects it per file.")
+@mapping_options
 @click.option(
     "--quarantine",
     type=click.Path(dir_okay=False),
@@ -139,6 +143,8 @@ def convert_command(
     inputs: tuple[str, ...],
     output: str,
     input_format: str,
+    mapping_file: str | None,
+    dataset_info: str | None,
     quarantine: str | None,
     strict: bool,
     max_record_bytes: int,
@@ -167,14 +173,17 @@ def convert_command(
         max_depth=max_depth,
         max_decompression_ratio=max_decompression_ratio,
     )
+    chosen = mapped_inputs(inputs, input_format, mapping_file, dataset_info, split, hf_config)
+    inputs, input_format = chosen.inputs, chosen.input_format
     options = ConvertOptions(
         parallel_calls=parallel_calls,  # type: ignore[arg-type]
         reasoning=reasoning,  # type: ignore[arg-type]
         multimodal=multimodal,  # type: ignore[arg-type]
         oasst_paths=oasst_paths,  # type: ignore[arg-type]
         expand_selects=expand_selects,
+        mapping=chosen.mapping,
     )
-    spec = read_spec(inputs, input_format, split, hf_config, options, limits)
+    spec = read_spec(inputs, input_format, chosen.split, chosen.hf_config, options, limits)
     try:
         with read_progress() as update:
             result = convert(

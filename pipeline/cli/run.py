@@ -185,6 +185,7 @@ def _print_next_steps(result: RunResult, pushed: bool) -> None:
     first = next(iter(result.shards.values()))[0].name
     steps = [
         (f"open {shown / 'reports' / 'lint.html'}", "the lint report, thread by thread"),
+        (f"open {shown / 'reports' / 'stats.html'}", "lengths, tokens per role, drops, sources"),
         (f'datasets.load_dataset("{shown}")', "the splits, in Python"),
         (f"mms inspect {shown / 'data' / first}", "threads as the MMS spec draws them"),
         (f"mms verify {shown}", "every row rendered again and checked"),

@@ -11,10 +11,11 @@ from pipeline.accounting import most_first
 from pipeline.cli.output import input_table, output_argument
 from pipeline.jobs.stats import StatsError, output_stats, stats_json
 from pipeline.output.files import atomic_text_output
+from pipeline.output.stats_html import write_stats_html
 from pipeline.output.stats_markdown import stats_markdown
 from pipeline.wording import plural
 
-FORMATS = ("text", "json", "markdown")
+FORMATS = ("text", "json", "markdown", "html")
 
 
 @click.command(
@@ -23,6 +24,7 @@ FORMATS = ("text", "json", "markdown")
     "  mms stats out/quickstart\n"
     "  mms stats out/quickstart --by source\n"
     "  mms stats out/quickstart/data/train-00000-of-00001.parquet --output-format json\n"
+    "  mms stats out/quickstart --by source --output-format html -o stats.html\n"
     "  mms stats hf:ORG/NAME --by source_format",
 )
 @click.argument("targets", nargs=-1, required=True, metavar="OUTPUT|FILE...")
@@ -37,8 +39,8 @@ FORMATS = ("text", "json", "markdown")
     type=click.Choice(FORMATS),
     default="text",
     show_default=True,
-    help="text (for people), json (every figure, sorted keys; schemas/stats.schema.json) or "
-    "markdown.",
+    help="text (for people), json (every figure, sorted keys; schemas/stats.schema.json), "
+    "markdown, or html (one self-contained page with plots; use -o).",
 )
 @click.option(
     "-o",
@@ -75,6 +77,9 @@ def _write(stats: dict[str, Any], output_format: str, out: TextIO) -> None:
         return
     if output_format == "markdown":
         out.write(stats_markdown(stats))
+        return
+    if output_format == "html":
+        write_stats_html(stats, out)
         return
     run = stats.get("run")
     if run is not None:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+from pipeline.formats.field_mapping import FieldMapping, FileMappings
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
 from pipeline.sources import Record
@@ -28,6 +29,7 @@ class ConvertOptions:
     a `[image]`-style `placeholder`. oasst_paths: every root-to-leaf path, or only the
     `top`-ranked one. expand_selects: for prompt templates with select variables, up to
     this many threads per prompt, one per allowed value (0 renders only the defaults).
+    mapping: what the `mapped` format reads where (one for every input, or per file).
     """
 
     parallel_calls: Literal["sequence", "jsonl"] = "sequence"
@@ -35,6 +37,7 @@ class ConvertOptions:
     multimodal: Literal["drop", "placeholder"] = "drop"
     oasst_paths: Literal["all", "top"] = "all"
     expand_selects: int = 0
+    mapping: FieldMapping | FileMappings | None = None
 
 
 class Sniff(NamedTuple):

@@ -11,7 +11,16 @@ from pipeline.formats.base import InputFormat
 
 AUTO = "auto"
 SHARED_MODULES = frozenset(
-    {"base", "builder", "detect", "media_tags", "registry", "tool_prompt", "typescript"}
+    {
+        "base",
+        "builder",
+        "detect",
+        "field_mapping",
+        "media_tags",
+        "registry",
+        "tool_prompt",
+        "typescript",
+    }
 )
 """Modules of this package that serve the adapters rather than being one."""
 

@@ -16,25 +16,22 @@ pipeline.sources.yaml_text: no tag ever constructs an object.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import math
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema
-import yaml
-
+from pipeline.config_file import ConfigFileError as RunConfigError
+from pipeline.config_file import PathPart, YamlDocument, check_schema, parse_yaml
 from pipeline.formats import AUTO, FORMATS
+from pipeline.formats.field_mapping import FieldMapping, MappingError, mapping_from_data
+from pipeline.formats.mapped import NAME as MAPPED
 from pipeline.lint import UnknownRuleError, select_rules
-from pipeline.schemas import json_path, validator
-from pipeline.sources.jsonable import NotTextError, TooLargeError
+from pipeline.schemas import validator
 from pipeline.sources.paths import HF_PREFIX
-from pipeline.sources.yaml_text import DataOnlyLoader, load_yaml
 from pipeline.stages.dedup import DedupSettings
 from pipeline.stages.filters import FilterSettings
 from pipeline.stages.lint import LintSettings
@@ -50,24 +47,8 @@ from pipeline.tokenize.loading import (
 )
 
 SCHEMA = "pipeline-config"
-MAX_VALUES = 100_000
-"""Most YAML values a config may expand to (aliases included)."""
 DEFAULT_HF_SPLIT = "train"
 _LOCAL_PREFIXES = (".", "/", "~")
-
-PathPart = str | int
-
-
-class RunConfigError(ValueError):
-    """A pipeline config that cannot be used: the file, the key path, the line, and why."""
-
-    def __init__(self, file: str | os.PathLike[str], reason: str, path: str = "", line: int = 0):
-        self.file = str(file)
-        self.reason = reason
-        self.path = path
-        self.line = line
-        where = f" (line {line})" if line else ""
-        super().__init__(f"{self.file}: {path + ': ' if path else ''}{reason}{where}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +58,8 @@ class InputSpec:
 
     path: str
     format: str = AUTO
+    mapping: FieldMapping | None = None
+    """What the `mapped` format reads where (`format` is then `mapped`)."""
     split: str | None = None
     hf_config: str | None = None
     sample: float = 1.0
@@ -166,7 +149,8 @@ class RunConfig:
         return {
             "name": self.name,
             "inputs": [
-                {**_plain(spec), "path": self.recorded_path(spec.path)} for spec in self.inputs
+                {**_input_plain(spec), "path": self.recorded_path(spec.path)}
+                for spec in self.inputs
             ],
             "stages": {
                 "normalize": _plain(stages.normalize),
@@ -240,6 +224,15 @@ def _plain(part: Any) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(part).items()}
 
 
+def _input_plain(spec: InputSpec) -> dict[str, Any]:
+    """An input's settings; its mapping (only when it has one) as the keys it sets."""
+    plain = _plain(dataclasses.replace(spec, mapping=None))
+    del plain["mapping"]
+    if spec.mapping is not None:
+        plain["mapping"] = spec.mapping.to_plain()
+    return plain
+
+
 def _shard_plain(shard: ShardSettings) -> dict[str, Any]:
     return {**_plain(shard), "splits": dict(shard.splits)}
 
@@ -252,120 +245,19 @@ def load_run_config(path: str | os.PathLike[str]) -> RunConfig:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise RunConfigError(file, f"cannot read the config: {err}") from None
-    data, root = _parse(file, text)
-    doc = _Document(file, root)
+    data, doc = parse_yaml(file, text, "the config", "name, inputs, ...")
     _check_schema(doc, data)
     return _Builder(doc, data, file.resolve().parent).config()
 
 
-def _parse(file: Path, text: str) -> tuple[Any, yaml.Node]:
-    """The data (safe, bounded) and the node tree (for line numbers) of the YAML text."""
-    try:
-        data = load_yaml(text, max_values=MAX_VALUES)
-        root = yaml.compose(text, Loader=DataOnlyLoader)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line = mark.line + 1 if mark else 0
-        raise RunConfigError(file, f"not valid YAML: {err.problem or err}", line=line) from None
-    except (yaml.YAMLError, TooLargeError, NotTextError) as err:
-        raise RunConfigError(file, f"not valid YAML: {err}") from None
-    if root is None:
-        raise RunConfigError(file, "the config is empty")
-    if not isinstance(data, dict):
-        raise RunConfigError(file, "the config must be a mapping (name, inputs, ...)", line=1)
-    _check_duplicate_keys(file, root, set())
-    return data, root
-
-
-def _check_duplicate_keys(file: Path, node: yaml.Node, seen: set[int]) -> None:
-    """YAML keeps the last of two equal keys silently; a config refuses them."""
-    if id(node) in seen:
-        return
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        first: dict[str, int] = {}
-        for key, value in node.value:
-            line = key.start_mark.line + 1
-            if isinstance(key, yaml.ScalarNode) and key.value in first:
-                reason = f"duplicate key {key.value!r} (first at line {first[key.value]})"
-                raise RunConfigError(file, reason, line=line)
-            if isinstance(key, yaml.ScalarNode):
-                first[key.value] = line
-            _check_duplicate_keys(file, value, seen)
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            _check_duplicate_keys(file, item, seen)
-
-
-@dataclass(frozen=True, slots=True)
-class _Document:
-    """The config file and its YAML node tree, to name the line of a key path."""
-
-    file: Path
-    root: yaml.Node
-
-    def line(self, parts: Sequence[PathPart], key: bool = False) -> int:
-        """The line of the value at `parts` (of its key with `key`), or of the deepest
-        existing part of the path."""
-        node = self.root
-        line = node.start_mark.line + 1
-        for part in parts:
-            child = _child(node, part)
-            if child is None:
-                break
-            key_node, node = child
-            line = (key_node or node).start_mark.line + 1 if key else node.start_mark.line + 1
-        return line
-
-    def error(self, parts: Sequence[PathPart], reason: str, key: bool = False) -> RunConfigError:
-        """A RunConfigError at `parts` with its line."""
-        return RunConfigError(self.file, reason, json_path(parts), self.line(parts, key))
-
-
-def _child(node: yaml.Node, part: PathPart) -> tuple[yaml.Node | None, yaml.Node] | None:
-    if isinstance(node, yaml.MappingNode) and isinstance(part, str):
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode) and key.value == part:
-                return key, value
-    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-        return None, node.value[part]
-    return None
-
-
-EXPECTED_KEY = "x-expected"
-"""A schema annotation (JSON Schema ignores it) saying in words what a `pattern` wants, for
-the error message in place of the regular expression."""
-
-
-def _check_schema(doc: _Document, data: Any) -> None:
-    errors = sorted(
-        validator(SCHEMA).iter_errors(data), key=lambda e: (json_path(e.absolute_path), e.message)
-    )
-    if not errors:
-        return
-    best = jsonschema.exceptions.best_match(errors)
-    parts = list(best.absolute_path)
-    if best.validator == "additionalProperties" and isinstance(best.instance, dict):
-        known = list(best.schema.get("properties", {}))
-        unknown = sorted(k for k in best.instance if k not in known)
-        if unknown:
-            raise doc.error([*parts, unknown[0]], _unknown_key(unknown[0], known), key=True)
-    expected = best.schema.get(EXPECTED_KEY) if isinstance(best.schema, dict) else None
-    if best.validator == "pattern" and expected:
-        raise doc.error(parts, f"{best.instance!r} is not {expected}")
-    raise doc.error(parts, best.message)
-
-
-def _unknown_key(key: str, known: list[str]) -> str:
-    near = difflib.get_close_matches(key, known, n=1)
-    hint = f"; did you mean {near[0]!r}?" if near else ""
-    return f"unknown key {key!r} (known: {', '.join(known)}){hint}"
+def _check_schema(doc: YamlDocument, data: Any) -> None:
+    check_schema(doc, data, validator(SCHEMA))
 
 
 class _Builder:
     """Turns schema-valid config data into a RunConfig, making the checks a schema cannot."""
 
-    def __init__(self, doc: _Document, data: dict[str, Any], base: Path):
+    def __init__(self, doc: YamlDocument, data: dict[str, Any], base: Path):
         self.doc = doc
         self.data = data
         self.base = base
@@ -460,6 +352,19 @@ class _Builder:
         if name != AUTO and name not in FORMATS:
             known = ", ".join([AUTO, *FORMATS])
             raise self.doc.error([*where, "format"], f"unknown format {name!r} (known: {known})")
+        mapping = None
+        if "mapping" in raw:
+            if name not in (AUTO, MAPPED):
+                reason = f"a mapping is read by the {MAPPED} format, not {name!r}"
+                raise self.doc.error([*where, "format"], reason)
+            name = MAPPED
+            try:
+                mapping = mapping_from_data(raw["mapping"])
+            except MappingError as err:
+                raise self.doc.error([*where, "mapping"], str(err)) from None
+        elif name == MAPPED:
+            reason = f"the {MAPPED} format needs a mapping (inputs[].mapping)"
+            raise self.doc.error([*where, "format"], reason)
         path = raw["path"]
         is_hf = path.startswith(HF_PREFIX)
         if is_hf:
@@ -476,6 +381,7 @@ class _Builder:
         return InputSpec(
             path=path,
             format=name,
+            mapping=mapping,
             split=raw.get("split", DEFAULT_HF_SPLIT) if is_hf else None,
             hf_config=raw.get("hf_config"),
             sample=float(raw.get("sample", 1.0)),

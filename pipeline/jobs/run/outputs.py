@@ -57,7 +57,7 @@ def write_reports(out: Path, report: LintReport) -> list[str]:
     return written
 
 
-STATS_REPORTS = ("reports/stats.json", "reports/stats.md")
+STATS_REPORTS = ("reports/stats.json", "reports/stats.md", "reports/stats.html")
 
 
 def write_stats(
@@ -67,7 +67,7 @@ def write_stats(
     tokenizer: dict[str, Any] | None,
     packing: dict[str, Any] | None,
 ) -> dict[str, Any] | None:
-    """reports/stats.{json,md}: `mms stats OUT`' figures (the shards just written, with
+    """reports/stats.{json,md,html}: `mms stats OUT`' figures (the shards just written, with
     tokens per role, and the run's accounting as the manifest will give it), returned for
     the card; none without shards, and an earlier run's removed."""
     if not shards:
@@ -75,12 +75,14 @@ def write_stats(
             (out / name).unlink(missing_ok=True)
         return None
     from pipeline.jobs.stats import compute_stats, figures_of_counts, shard_files, stats_json
+    from pipeline.output.stats_html import stats_html
     from pipeline.output.stats_markdown import stats_markdown
 
     role_id = tokenizer["special_tokens"][ROLE] if tokenizer else None
     stats = compute_stats(shard_files([out]), role_id=role_id)
     stats["run"] = figures_of_counts(counts.to_dict(), packing)
-    for name, text in zip(STATS_REPORTS, (stats_json(stats), stats_markdown(stats)), strict=True):
+    texts = (stats_json(stats), stats_markdown(stats), stats_html(stats))
+    for name, text in zip(STATS_REPORTS, texts, strict=True):
         with atomic_text_output(out / name) as handle:
             handle.write(text)
     return stats

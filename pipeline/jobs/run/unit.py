@@ -112,6 +112,8 @@ class _UnitWriter:
     def process(self, unit: WorkUnit, read_as: WorkUnit) -> None:
         spec = self.config.inputs[unit.input_index]
         options = self.config.stages.normalize.to_convert_options()
+        if spec.mapping is not None:
+            options = dataclasses.replace(options, mapping=spec.mapping)
         stats = Account()
         dropped: Counter[str] = Counter()
         dropped_tokens: Counter[str] = Counter()

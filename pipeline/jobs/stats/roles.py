@@ -15,8 +15,10 @@ BEFORE_FIRST_MESSAGE = "bos"
 
 def shard_role_tokens(path: str, role_id: int) -> pl.DataFrame:
     """One shard's messages, tokens and trained tokens per role. A message's tokens run
-    from its `<|role|>` to the next message's; the last one's to the end of the row, so a
-    trailing halt `<|role|>` counts with the assistant message it closes."""
+    from its `<|role|>` to the next message's; the last one's to the end of the row. A
+    trained `<|role|>` is the halt of the assistant message before it (DESIGN §4), so it
+    counts with that message: the halt after a tool call is the assistant's, not the
+    tool result's."""
     ids, labels = pl.col("input_ids"), pl.col("labels")
     roles = pl.col("messages").list.eval(pl.element().struct.field("role"))
     count = roles.list.len()
@@ -28,11 +30,15 @@ def shard_role_tokens(path: str, role_id: int) -> pl.DataFrame:
         end=pl.concat_list(opens.list.slice(1, count - 1), ids.list.len().cast(pl.Int64)),
         trained_before=pl.concat_list(pl.lit(0, pl.Int64), trained),
     )
+    before = pl.col("trained_before")
+    opening_trained = before.list.gather(pl.col("start") + 1) - before.list.gather(pl.col("start"))
+    halt = pl.concat_list(pl.lit(0, pl.Int64), opening_trained.list.slice(1))
+    next_halt = pl.concat_list(opening_trained.list.slice(1), pl.lit(0, pl.Int64))
+    shift = next_halt - halt
     spans = per_message.select(
         "role",
-        tokens=pl.col("end") - pl.col("start"),
-        trained=pl.col("trained_before").list.gather(pl.col("end"))
-        - pl.col("trained_before").list.gather(pl.col("start")),
+        tokens=pl.col("end") - pl.col("start") + shift,
+        trained=before.list.gather(pl.col("end")) - before.list.gather(pl.col("start")) + shift,
         lead=pl.col("start").list.first().fill_null(0),
         lead_trained=pl.col("trained_before").list.get(pl.col("start").list.first().fill_null(0)),
     )

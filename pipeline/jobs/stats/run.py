@@ -12,12 +12,16 @@ DUPLICATE_REASONS = (("exact", "duplicate"), ("near", "near_duplicate"))
 
 
 def run_figures(folder: str | Path) -> dict[str, Any] | None:
-    """The run figures of an output folder's manifest; None for a folder without one."""
+    """The run figures of an output folder's manifest; None for a folder without one, or
+    whose manifest is not a run's (`mms pack` and `mms tokenize` count other things)."""
     path = Path(folder) / "manifest.json"
     if not path.is_file():
         return None
     manifest = json.loads(path.read_text(encoding="utf-8"))
-    return figures_of_counts(manifest.get("counts", {}), manifest.get("packing"))
+    counts = manifest.get("counts", {})
+    if "records_read" not in counts or "inputs" not in counts:
+        return None
+    return figures_of_counts(counts, manifest.get("packing"))
 
 
 def figures_of_counts(counts: dict[str, Any], packing: dict[str, Any] | None) -> dict[str, Any]:
