@@ -135,7 +135,7 @@ def test_strict_exits_1_only_when_something_was_quarantined(tmp_path):
 
 def test_undetectable_file_is_quarantined_as_unknown_format(tmp_path):
     path = tmp_path / "other.jsonl"
-    path.write_bytes(b'{"question_id": 1, "turns": ["a"]}\n{"question_id": 2, "turns": ["b"]}\n')
+    path.write_bytes(b'{"sample_id": 1, "steps": ["a"]}\n{"sample_id": 2, "steps": ["b"]}\n')
     result = run("convert", str(path), "-o", str(tmp_path / "o.jsonl"))
     assert result.exit_code == 0
     assert "no format detected" in result.output

@@ -33,6 +33,8 @@ SHARED_FOLDERS = {
     "glm": ["formats/glm"],
     "mms": ["formats/mms"],
     "anthropic": ["realdata/anthropic_cookbook"],
+    "mt-bench": ["realdata/fastchat"],
+    "prompts": ["realdata/open_assistant"],
 }
 """Real files per format in ../shared, read besides the samples when they are there."""
 

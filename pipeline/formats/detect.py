@@ -66,15 +66,17 @@ class Detection:
 
 def detect(values: Iterable[object]) -> Detection:
     """Score every format over `values` (a file's first parsed records) and pick the one
-    that accepts the most records, then scores highest. If records it rejects are
+    that accepts the most records, then scores highest. If objects it rejects are
     accepted by another format, the file is mixed and each record is detected on its
     own; otherwise the rest go to the chosen format, which quarantines them with a
-    specific reason."""
+    specific reason (a stray string in a file of objects is not read as a prompt)."""
     scores = {name: FormatScore(name) for name in FORMATS}
     verdicts: list[dict[str, Sniff]] = []
+    objects: list[bool] = []
     for value in values:
         record_verdicts = sniff_all(value)
         verdicts.append(record_verdicts)
+        objects.append(isinstance(value, dict))
         for name, verdict in record_verdicts.items():
             score = scores[name]
             score.total += verdict.score
@@ -85,7 +87,8 @@ def detect(values: Iterable[object]) -> Detection:
         return Detection(len(verdicts), ranked, None, per_record=False)
     best = ranked[0].name
     mixed = any(
-        record[best].score == 0 and any(v.score > 0 for v in record.values()) for record in verdicts
+        is_object and record[best].score == 0 and any(v.score > 0 for v in record.values())
+        for record, is_object in zip(verdicts, objects, strict=True)
     )
     if mixed:
         return Detection(len(verdicts), ranked, None, per_record=True)

@@ -16,6 +16,7 @@ SHARED_MODULES = frozenset(
         "builder",
         "detect",
         "field_mapping",
+        "follow_ups",
         "media_tags",
         "registry",
         "tool_prompt",
