@@ -3,7 +3,6 @@ written HTML), and the same page loaded in headless Chromium (skipped without it
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import re
 import subprocess
@@ -21,6 +20,7 @@ from pipeline.jobs.read import ReadSpec
 from pipeline.lint import LintConfig, LintReport
 from pipeline.lint.reports import charts, write_report
 from pipeline.mms import Thread
+from tests.browser import chromium
 from tests.conftest import REPO, SHARED
 
 URL_ATTRIBUTES = {"src", "href", "xlink:href", "srcset", "action", "poster", "data", "formaction"}
@@ -327,23 +327,9 @@ def test_writing_the_page_loads_no_plotting_library():
 # --- in a browser -------------------------------------------------------------------------
 
 
-def render_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "render_lint_report", REPO / "scripts" / "render_lint_report.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def browser() -> tuple[ModuleType, str]:
-    script = render_script()
-    found = script.find_chromium()
-    if found is None:
-        pytest.skip("headless Chromium (`chromium` on PATH) is needed to load the HTML report")
-    return script, found
+    return chromium("the HTML report")
 
 
 @pytest.fixture(scope="module")

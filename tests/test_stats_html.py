@@ -7,7 +7,6 @@ Chromium)."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import io
 import re
 from html.parser import HTMLParser
@@ -21,7 +20,7 @@ from click.testing import CliRunner
 from pipeline.cli import main
 from pipeline.jobs.stats import output_stats
 from pipeline.output.stats_html import write_stats_html
-from tests.conftest import REPO
+from tests.browser import chromium
 from tests.test_run import (
     NO_GATE,
     OPENAI_SAMPLES,
@@ -320,23 +319,9 @@ def test_every_subset_of_the_figures_renders(
 # --- in a browser -------------------------------------------------------------------------
 
 
-def render_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "render_lint_report", REPO / "scripts" / "render_lint_report.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def browser() -> tuple[ModuleType, str]:
-    script = render_script()
-    found = script.find_chromium()
-    if found is None:
-        pytest.skip("headless Chromium (`chromium` on PATH) is needed to load the stats page")
-    return script, found
+    return chromium("the stats page")
 
 
 def test_browser_renders_the_page_with_data_in_its_charts(

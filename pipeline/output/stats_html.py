@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any, TextIO
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
+from jinja2 import Template
 from markupsafe import Markup
 
 from pipeline.accounting import most_first
 from pipeline.lint.reports import charts
+from pipeline.lint.reports.page import page_template
 from pipeline.output import stats_charts
 
 TEMPLATE = "stats.html.j2"
@@ -94,18 +94,9 @@ def stats_html(stats: dict[str, Any]) -> str:
     return "".join(_template().generate(page=_page(stats)))
 
 
-@cache
 def _template() -> Template:
     """The page template, compiled once per process."""
-    environment = Environment(
-        loader=FileSystemLoader(Path(__file__).parent),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    return environment.get_template(TEMPLATE)
+    return page_template(Path(__file__).parent, TEMPLATE)
 
 
 def _page(stats: Mapping[str, Any]) -> dict[str, Any]:

@@ -41,65 +41,72 @@ def lookup(data: dict[str, Any], path: str) -> tuple[bool, Any]:
     return True, value
 
 
+class _Rewrite:
+    """The rewritten record being built, and the record's keys the mapping read."""
+
+    def __init__(self, data: dict[str, Any]):
+        self.data = data
+        self.record: dict[str, Any] = {}
+        self.used: set[str] = set()
+
+    def take(self, ours: str, theirs: str | None) -> None:
+        """Copy the value at `theirs` (a dotted path) to `ours`, when there is one."""
+        if theirs is None:
+            return
+        self.used.add(theirs.split(".")[0])
+        found, value = lookup(self.data, theirs)
+        if found:
+            self.record[ours] = value
+
+    def finish(self, mapping: FieldMapping, taken: frozenset[str]) -> dict[str, Any]:
+        """With the media lists and the id, and the keys the mapping did not read."""
+        for kind in MEDIA:
+            self.take(kind, getattr(mapping, kind))
+        self.take("id", mapping.id)
+        kept = {
+            key: value
+            for key, value in self.data.items()
+            if key not in self.used and key not in taken and key not in self.record
+        }
+        return {**kept, **self.record}
+
+
 def sharegpt_record(data: dict[str, Any], mapping: FieldMapping) -> dict[str, Any]:
     """The record as ShareGPT turns, for the sharegpt adapter."""
     key, turns = _messages(data, mapping)
-    rewritten: dict[str, Any] = {
-        "conversations": [_turn(t, f"{key}[{i}]", mapping) for i, t in enumerate(turns)]
-    }
-    used = {key.split(".")[0]}
-    for ours, theirs in (
-        ("system", mapping.system),
-        ("tools", mapping.tools),
-        ("kto_tag", mapping.label),
-    ):
-        if theirs is not None:
-            found, value = lookup(data, theirs)
-            used.add(theirs.split(".")[0])
-            if found:
-                rewritten[ours] = value
+    rewrite = _Rewrite(data)
+    rewrite.used.add(key.split(".")[0])
+    rewrite.record["conversations"] = [
+        _turn(turn, f"{key}[{i}]", mapping) for i, turn in enumerate(turns)
+    ]
+    rewrite.take("system", mapping.system)
+    rewrite.take("tools", mapping.tools)
+    rewrite.take("kto_tag", mapping.label)
     for side in ("chosen", "rejected"):
-        theirs = getattr(mapping, side)
-        if theirs is None:
-            continue
-        used.add(theirs.split(".")[0])
-        found, value = lookup(data, theirs)
-        if found:
-            rewritten[side] = _side(value, side, mapping)
-    _media(data, mapping, rewritten, used)
-    _id(data, mapping, rewritten, used)
-    return _carry_over(data, rewritten, used, SHAREGPT_KEYS)
+        rewrite.take(side, getattr(mapping, side))
+        if side in rewrite.record:
+            rewrite.record[side] = _side(rewrite.record[side], side, mapping)
+    return rewrite.finish(mapping, SHAREGPT_KEYS)
 
 
 def alpaca_record(data: dict[str, Any], mapping: FieldMapping) -> dict[str, Any]:
     """The record as Alpaca columns, for the alpaca adapter (`output` absent when the
     record has no response: a prompt-only record)."""
-    rewritten: dict[str, Any] = {}
-    used: set[str] = set()
-    for ours, theirs in (
-        ("instruction", mapping.prompt or "instruction"),
-        ("input", mapping.query or "input"),
-        ("output", mapping.response or "output"),
-        ("system", mapping.system),
-        ("history", mapping.history),
-        ("chosen", mapping.chosen),
-        ("rejected", mapping.rejected),
-    ):
-        if theirs is None:
-            continue
-        used.add(theirs.split(".")[0])
-        found, value = lookup(data, theirs)
-        if found:
-            rewritten[ours] = value
-    if not isinstance(rewritten.get("instruction"), str):
+    rewrite = _Rewrite(data)
+    rewrite.take("instruction", mapping.prompt or "instruction")
+    rewrite.take("input", mapping.query or "input")
+    rewrite.take("output", mapping.response or "output")
+    rewrite.take("system", mapping.system)
+    rewrite.take("history", mapping.history)
+    rewrite.take("chosen", mapping.chosen)
+    rewrite.take("rejected", mapping.rejected)
+    prompt = rewrite.record.get("instruction")
+    if not isinstance(prompt, str):
         where = mapping.prompt or "instruction"
         raise RecordRejected(
-            "missing_field",
-            f"{where} (the mapping's prompt) is {json_kind(rewritten.get('instruction'))}, not text",
+            "missing_field", f"{where} (the mapping's prompt) is {json_kind(prompt)}, not text"
         )
-    _media(data, mapping, rewritten, used)
-    _id(data, mapping, rewritten, used)
-    return _carry_over(data, rewritten, used, ALPACA_KEYS)
+    return rewrite.finish(mapping, ALPACA_KEYS)
 
 
 def _messages(data: dict[str, Any], mapping: FieldMapping) -> tuple[str, list[Any]]:
@@ -171,37 +178,3 @@ def _side(value: Any, side: str, mapping: FieldMapping) -> Any:
     if isinstance(value, str):
         return {"from": "gpt", "value": value}
     return value
-
-
-def _media(
-    data: dict[str, Any], mapping: FieldMapping, rewritten: dict[str, Any], used: set[str]
-) -> None:
-    for kind in MEDIA:
-        theirs = getattr(mapping, kind)
-        if theirs is None:
-            continue
-        used.add(theirs.split(".")[0])
-        found, value = lookup(data, theirs)
-        if found:
-            rewritten[kind] = value
-
-
-def _id(
-    data: dict[str, Any], mapping: FieldMapping, rewritten: dict[str, Any], used: set[str]
-) -> None:
-    if mapping.id is None:
-        return
-    used.add(mapping.id.split(".")[0])
-    found, value = lookup(data, mapping.id)
-    if found:
-        rewritten["id"] = value
-
-
-def _carry_over(
-    data: dict[str, Any], rewritten: dict[str, Any], used: set[str], taken: frozenset[str]
-) -> dict[str, Any]:
-    """The rewritten record with the record's keys the mapping did not read."""
-    kept = {
-        k: v for k, v in data.items() if k not in used and k not in taken and k not in rewritten
-    }
-    return {**kept, **rewritten}

@@ -6,16 +6,16 @@ Built from the report's counters and capped examples, never from a list of all f
 from __future__ import annotations
 
 from collections import Counter
-from functools import cache
 from pathlib import Path
 from typing import Any, TextIO
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
+from jinja2 import Template
 from markupsafe import Markup
 
 from pipeline.accounting import most_first
 from pipeline.lint.report import Example, LintReport
 from pipeline.lint.reports import charts
+from pipeline.lint.reports.page import page_template
 from pipeline.lint.rule import Rule
 from pipeline.lint.rules import RULES_BY_CODE
 
@@ -33,18 +33,9 @@ def write_html(report: LintReport, out: TextIO) -> None:
     out.writelines(_template().generate(page=_page(report)))
 
 
-@cache
 def _template() -> Template:
     """The page template, compiled once per process."""
-    environment = Environment(
-        loader=FileSystemLoader(Path(__file__).parent),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    return environment.get_template(TEMPLATE)
+    return page_template(Path(__file__).parent, TEMPLATE)
 
 
 def _page(report: LintReport) -> dict[str, Any]:
