@@ -34,6 +34,7 @@ SHARED_FOLDERS = {
     "mms": ["formats/mms"],
     "anthropic": ["realdata/anthropic_cookbook"],
     "mt-bench": ["realdata/fastchat"],
+    "harmony": ["formats/harmony"],
     "prompts": ["realdata/open_assistant"],
 }
 """Real files per format in ../shared, read besides the samples when they are there."""

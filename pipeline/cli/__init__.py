@@ -23,6 +23,7 @@ COMMANDS = {
     "push": "pipeline.cli.push:push_command",
     "tokenize": "pipeline.cli.tokenize:tokenize_command",
     "pack": "pipeline.cli.pack:pack_command",
+    "export": "pipeline.cli.export:export_command",
     "formats": "pipeline.cli.formats:formats_command",
     "rules": "pipeline.cli.rules:rules_command",
 }

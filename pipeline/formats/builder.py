@@ -190,6 +190,10 @@ class ThreadBuilder:
         developer declaration unless an earlier developer message already does."""
         self.response_format = _ResponseFormat(format_name, schema, tuple(allowed_values))
 
+    def platform(self, content: str, **meta: Any) -> None:
+        """A platform message (a serving platform's own system prompt, as Harmony's)."""
+        self._items.append(_Item("text", "platform", content, meta=meta))
+
     def developer(self, content: str, **meta: Any) -> None:
         self._items.append(_Item("text", "developer", content, meta=meta))
 

@@ -14,6 +14,7 @@ from pipeline.quarantine import Rejection
 from pipeline.sources.compression import open_binary
 from pipeline.sources.documents import iter_json, iter_yaml
 from pipeline.sources.guard import guarded
+from pipeline.sources.harmony_files import HARMONY_KIND
 from pipeline.sources.hf import DEFAULT_SPLIT, iter_hf
 from pipeline.sources.jsonl import iter_jsonl
 from pipeline.sources.limits import ReadLimits
@@ -81,7 +82,7 @@ def _records(
             yield from iter_json(path, stream, limits)
         elif kind == "yaml":
             yield from iter_yaml(path, stream, limits)
-        elif kind in ("ppe", "skprompt"):
+        elif kind in ("ppe", "skprompt", HARMONY_KIND):
             yield from iter_text_document(path, stream, limits, kind)
         else:
             yield from iter_csv(path, stream, limits)

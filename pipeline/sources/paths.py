@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.sources.compression import split_compression
+from pipeline.sources.harmony_files import HARMONY_KIND, is_harmony_file
+from pipeline.sources.harmony_files import SUFFIX as HARMONY_SUFFIX
 from pipeline.sources.stdin import STDIN
 from pipeline.sources.text_documents import SKPROMPT_NAME, skprompt_config_path
 
@@ -66,6 +68,8 @@ def file_kind(path: str) -> str | None:
     for ending, text_kind in TEXT_KINDS:
         if name.endswith(ending):
             return text_kind
+    if name.endswith(HARMONY_SUFFIX):
+        return HARMONY_KIND if is_harmony_file(path) else None
     kind = FILE_KINDS.get(Path(base).suffix.lower())
     if kind == "parquet" and compression is not None:
         return None
