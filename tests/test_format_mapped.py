@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -254,8 +255,9 @@ def test_weights_and_prompt_only_rows_of_the_alpaca_shape(tmp_path):
 
 
 def test_a_run_config_reads_an_input_through_its_mapping(tmp_path):
+    """The renamed copy through inputs[].mapping gives the shards the original gives."""
     records = sharegpt_samples()
-    _, copy = write_pair(tmp_path, records)
+    original, copy = write_pair(tmp_path, records)
     indented = "".join(f"      {line}\n" for line in OUR_MAPPING.splitlines())
     config = tmp_path / "run.yaml"
     config.write_text(
@@ -268,6 +270,21 @@ def test_a_run_config_reads_an_input_through_its_mapping(tmp_path):
     assert manifest["counts"]["records_quarantined"] == {}
     assert manifest["config"]["inputs"][0]["mapping"]["messages"] == "dialog"
     assert manifest["config"]["inputs"][0]["format"] == "mapped"
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(
+        f"name: mapped\ninputs:\n  - path: {original.name}\n"
+        "stages:\n  lint: {fail_on: never}\noutput: plain\n"
+    )
+    assert run_cli(str(plain)).exit_code == 0
+    assert len(list((tmp_path / "out" / "data").glob("*.parquet"))) >= 1
+    for split in ("train", "validation", "test"):
+        found = sorted((tmp_path / "out" / "data").glob(f"{split}-*.parquet"))
+        expected = sorted((tmp_path / "plain" / "data").glob(f"{split}-*.parquet"))
+        assert len(found) == len(expected)
+        for mine, theirs in zip(found, expected, strict=True):
+            a, b = pq.read_table(mine), pq.read_table(theirs)
+            assert a["id"].to_pylist() == b["id"].to_pylist()
+            assert a["messages"].to_pylist() == b["messages"].to_pylist()
     config.write_text(
         config.read_text().replace("    mapping:\n", "    format: sharegpt\n    mapping:\n")
     )
