@@ -31,7 +31,7 @@ METADATA_KEYS = frozenset({"category", "source", "lang", "language", "tags"})
 ALLOWED_KEYS = frozenset({*ID_KEYS, SYSTEM, *METADATA_KEYS})
 """Keys a prompt object may hold besides its prompt and still be detected as one."""
 TRANSCRIPT = re.compile(
-    r"<\|im_start\|>|^[ \t]*(?:system|user|assistant|human|gpt|tool)[ \t]*:",
+    r"<\|im_start\|>|<\|start\|>|^[ \t]*(?:system|user|assistant|human|gpt|tool)[ \t]*:",
     re.IGNORECASE | re.MULTILINE,
 )
 PROMPT_ONLY_REASON = "a prompt without an answer: the assistant turn is to be generated"
