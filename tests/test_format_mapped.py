@@ -335,3 +335,48 @@ def test_any_renaming_reads_back_into_the_threads_of_the_original(tmp_path, keys
     )
     assert [t.messages for t in found] == [t.messages for t in expected]
     assert [t.id for t in found] == [t.id for t in expected]
+
+
+def test_a_named_hub_entry_streams_through_hf_with_its_split(tmp_path):
+    """A registry entry with `hf_hub_url` (here a local dataset folder, as `hf:` reads
+    one) is read only when named, with the entry's split and its own mapping."""
+    from tests.test_source_hf import write_parquet_dataset
+
+    rows = [
+        {
+            "dialog": [
+                {"speaker": "customer", "text": f"q{n}"},
+                {"speaker": "agent", "text": f"a{n}"},
+            ]
+        }
+        for n in range(4)
+    ]
+    dataset = write_parquet_dataset(tmp_path / "chats", {"train": [rows[:1]], "dev": [rows[1:]]})
+    registry = tmp_path / "dataset_info.json"
+    registry.write_text(
+        json.dumps(
+            {
+                "chats": {
+                    "hf_hub_url": str(dataset),
+                    "split": "dev",
+                    "formatting": "sharegpt",
+                    "columns": {"messages": "dialog"},
+                    "tags": {
+                        "role_tag": "speaker",
+                        "content_tag": "text",
+                        "user_tag": "customer",
+                        "assistant_tag": "agent",
+                    },
+                }
+            }
+        )
+    )
+    unnamed = CliRunner().invoke(
+        main, ["convert", "--dataset-info", str(registry), "-o", str(tmp_path / "x.jsonl")]
+    )
+    assert unnamed.exit_code == 2 and "no dataset to read" in unnamed.output
+    found, _ = convert_lines(
+        "--dataset-info", str(registry), "chats", "-o", str(tmp_path / "c.jsonl")
+    )
+    assert [t["messages"][0]["content"] for t in found] == ["q1", "q2", "q3"]
+    assert all(t["meta"]["source_format"] == "mapped" for t in found)

@@ -52,6 +52,10 @@ LLAMA_FACTORY_COLUMNS = {
 """LLaMA-Factory's `columns` and the FieldMapping field each one sets."""
 
 
+HF_PREFIX = "hf:"
+"""How a record's source names a Hugging Face dataset (pipeline.sources.paths says so too)."""
+
+
 class MappingError(ValueError):
     """A mapping that cannot be used (a key path and why)."""
 
@@ -111,13 +115,16 @@ class FieldMapping:
 @dataclass(frozen=True, slots=True)
 class FileMappings:
     """A mapping per input file or folder (a LLaMA-Factory registry names one per
-    dataset): `for_source` finds a record's by its file, or the nearest folder above."""
+    dataset): `for_source` finds a record's by its file, or the nearest folder above; an
+    `hf:` dataset's by the dataset, whatever split its records come from."""
 
     by_path: tuple[tuple[str, FieldMapping], ...] = field(default=())
 
     def for_source(self, source: str) -> FieldMapping | None:
-        path = os.path.abspath(source)
-        found = dict(self.by_path)
+        found = {source_key(path): mapping for path, mapping in self.by_path}
+        path = source_key(source)
+        if path.startswith(HF_PREFIX):
+            return found.get(path)
         while True:
             if path in found:
                 return found[path]
@@ -125,6 +132,14 @@ class FileMappings:
             if parent == path:
                 return None
             path = parent
+
+
+def source_key(source: str) -> str:
+    """Where a record came from, as mappings are keyed: a local path made absolute, an
+    `hf:` dataset without the `[config/split]` its records name."""
+    if source.startswith(HF_PREFIX):
+        return source[: source.rindex("[")] if source.endswith("]") and "[" in source else source
+    return os.path.abspath(source)
 
 
 def mapping_from_data(data: dict[str, Any]) -> FieldMapping:

@@ -80,7 +80,7 @@ class Registry:
 
     def mappings(self) -> FileMappings:
         """Each dataset's mapping, by its input."""
-        return FileMappings(tuple((os.path.abspath(d.path), d.mapping) for d in self.datasets))
+        return FileMappings(tuple((d.path, d.mapping) for d in self.datasets))
 
     def hub_split(self) -> tuple[str, str | None] | None:
         """The split and subset the Hub datasets to read ask for (one for all of them:
