@@ -268,3 +268,22 @@ def test_record_notes_from_the_reader_reach_the_thread():
     b = ThreadBuilder(record, "test", ConvertOptions(), thread_id="t")
     b.developer("x")
     assert b.build().meta["notes"] == ["accepted 1 trailing comma(s)"]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"n": 123456789012345678901234, "m": -9223372036854775809}',
+        '"{\\"n\\": 123456789012345678901234, \\"m\\": -9223372036854775809}"',
+    ],
+    ids=["json", "json-encoded-twice"],
+)
+def test_call_arguments_keep_integers_beyond_64_bits_exact(arguments):
+    b = builder()
+    b.declare_tools([WEATHER])
+    b.user("Count.")
+    b.tool_call("get_weather", arguments, "c1")
+    b.tool_result("ok", call_id="c1")
+    b.assistant("Done.")
+    call = next(m for m in b.build().messages if m.format == "get_weather:json")
+    assert call.content == '{"m":-9223372036854775809,"n":123456789012345678901234}'

@@ -10,6 +10,7 @@ developer message and settings, lineage and everything lossy recorded in `meta`.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -109,6 +110,19 @@ def turn_list(data: dict[str, Any], key: str, items: str) -> list[Any]:
         )
     if not value:
         raise RecordRejected("empty_conversation", f"{key} is an empty list")
+    return value
+
+
+_LONG_NUMBER = re.compile(rb"\d{19,}")
+"""A run of digits that may be an integer beyond 64 bits, which orjson reads as a float."""
+
+
+def exact_json(text: str) -> Any:
+    """The JSON value of `text`, integers of any size kept exact (orjson is used, and the
+    standard library only when a long run of digits is there). Raises orjson's error."""
+    value = orjson.loads(text)
+    if _LONG_NUMBER.search(text.encode()):
+        value = json.loads(text)
     return value
 
 
@@ -553,13 +567,13 @@ class ThreadBuilder:
         if not isinstance(arguments, str):
             return canonical_json(arguments)
         try:
-            value = orjson.loads(arguments)
+            value = exact_json(arguments)
         except orjson.JSONDecodeError:
             self.note(f"arguments of a {name!r} call are not valid JSON; kept as written")
             return arguments
         if isinstance(value, str):
             try:
-                value = orjson.loads(value)
+                value = exact_json(value)
                 self.note(f"arguments of a {name!r} call were JSON encoded twice; decoded")
             except orjson.JSONDecodeError:
                 pass
