@@ -701,3 +701,26 @@ def test_mms_export_refuses_a_txt_output_and_missing_inputs(tmp_path, export_com
     result = CliRunner().invoke(main, ["export", str(tmp_path / "gone.jsonl"), "-o", str(folder)])
     assert result.exit_code == 2 and "no such file" in result.output
     assert not folder.exists()
+
+
+def test_threads_of_other_formats_export_with_their_tool_descriptions(tmp_path):
+    """Every adapter keeps what each declared tool does in `meta.tool_descriptions`, so
+    a Harmony transcript written from an OpenAI or ShareGPT thread describes its tools."""
+    from pipeline import convert
+
+    out = tmp_path / "threads.jsonl"
+    convert(
+        [str(REPO / "data_samples" / "openai"), str(REPO / "data_samples" / "sharegpt")],
+        out,
+        quarantine=tmp_path / "rejected.jsonl",
+    )
+    described = [
+        Thread.from_dict(orjson.loads(line))
+        for line in out.read_bytes().splitlines()
+        if b"tool_descriptions" in line
+    ]
+    assert len(described) >= 3
+    for thread in described:
+        text = thread_to_harmony(thread)
+        for description in thread.meta["tool_descriptions"].values():
+            assert f"// {description.splitlines()[0]}" in text, thread.id

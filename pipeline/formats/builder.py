@@ -546,6 +546,11 @@ class ThreadBuilder:
             # the declared JSON Schemas, as the source wrote them: the developer message
             # shows them as TypeScript, the linter (MMS403) validates calls against these
             meta["tool_schemas"] = schemas
+        descriptions = {t.name: t.description for t in self.tools if t.description}
+        if descriptions:
+            # what each tool does, as the source said: a transcript written back from the
+            # thread (mms export) declares its tools with these
+            meta["tool_descriptions"] = descriptions
         if self.response_format is not None:
             meta["response_format"] = self.response_format.name
         if self.unrenderable_constructs:

@@ -120,9 +120,6 @@ class _Reader:
         tools = [tool.name for s in self.developer_spaces for tool in tool_specs([s])]
         if spaces != default_namespaces(tools):
             harmony["namespaces"] = [{"name": s.name, "description": s.description} for s in spaces]
-        described = {tool.name: tool.description for tool in self.b.tools if tool.description}
-        if described:
-            self.b.meta["tool_descriptions"] = described
         if transcript.prompt is not None:
             self.b.prompt_only(
                 f"the transcript ends with a generation prompt ({START}{GENERATION_PROMPT}): "
