@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
+
+from pipeline.sources.paths import HF_PREFIX
 
 ROLE_TARGETS = ("user", "assistant", "system", "tool_call", "tool")
 """What a source role can mean: a user turn, an assistant answer, a system prompt, an
@@ -50,10 +53,6 @@ LLAMA_FACTORY_COLUMNS = {
     "history": "history",
 }
 """LLaMA-Factory's `columns` and the FieldMapping field each one sets."""
-
-
-HF_PREFIX = "hf:"
-"""How a record's source names a Hugging Face dataset (pipeline.sources.paths says so too)."""
 
 
 class MappingError(ValueError):
@@ -121,17 +120,23 @@ class FileMappings:
     by_path: tuple[tuple[str, FieldMapping], ...] = field(default=())
 
     def for_source(self, source: str) -> FieldMapping | None:
-        found = {source_key(path): mapping for path, mapping in self.by_path}
-        path = source_key(source)
-        if path.startswith(HF_PREFIX):
-            return found.get(path)
-        while True:
-            if path in found:
-                return found[path]
-            parent = os.path.dirname(path)
-            if parent == path:
-                return None
-            path = parent
+        return _mapping_of(self, source)
+
+
+@lru_cache(maxsize=1024)
+def _mapping_of(mappings: FileMappings, source: str) -> FieldMapping | None:
+    """FileMappings.for_source, found once per source (its records all ask)."""
+    found = {source_key(path): mapping for path, mapping in mappings.by_path}
+    path = source_key(source)
+    if path.startswith(HF_PREFIX):
+        return found.get(path)
+    while True:
+        if path in found:
+            return found[path]
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
 
 
 def source_key(source: str) -> str:

@@ -14,6 +14,8 @@ from pipeline.tokenize.hf_files import pad_token, special_tokens_map, tokenizer_
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.renderer import IGNORE, LABEL_POLICIES, Renderer
 
+TOKENIZER_DIR = "tokenizer"
+"""The folder of an output that holds its augmented tokenizer."""
 SPECIAL_TOKENS_FILE = "mms_special_tokens.json"
 """Beside tokenizer.json: the MMS special ids, the BOS, the renderer, the text encoder, both
 tokenizers' sha256."""

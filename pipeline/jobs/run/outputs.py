@@ -38,13 +38,12 @@ from pipeline.output.manifest import (
     write_manifest,
 )
 from pipeline.output.shards import SHARD_FILE, Shard
-from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE
+from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, TOKENIZER_DIR
 from pipeline.quarantine import REJECTED_FILE
 from pipeline.sources.parts import WorkUnit
 from pipeline.tokenize.special import ROLE
 
 REPORTS = (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html"))
-TOKENIZER_DIR = "tokenizer"
 
 
 def write_reports(out: Path, report: LintReport) -> list[str]:

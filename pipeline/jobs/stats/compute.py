@@ -21,7 +21,13 @@ from pipeline.jobs.stats.capabilities import (
 from pipeline.jobs.stats.files import StatsError, role_token_id, shard_files
 from pipeline.jobs.stats.roles import merge_role_tokens, role_figures, shard_role_tokens
 from pipeline.jobs.stats.run import run_figures
-from pipeline.jobs.stats.threads import Shape, merge_counts, shard_counts, thread_figures
+from pipeline.jobs.stats.threads import (
+    Shape,
+    merge_counts,
+    shard_counts,
+    thread_figures,
+    ungrouped,
+)
 
 _FIELD = re.compile(r"^[A-Za-z_][\w-]*$")
 
@@ -41,25 +47,24 @@ def _split(paths: Sequence[str], by: str | None, role_id: int | None) -> dict[st
     shape = Shape.of(columns)
     if by is not None and "meta" not in columns:
         raise StatsError(f"--by needs the `meta` column, which these shards lack: {paths[0]}")
-    whole = grouped = roles = capabilities = None
+    counts = roles = capabilities = None
     with_roles = role_id is not None and shape.messages and shape.tokenized and not shape.packed
     for path in paths:
-        whole = merge_counts(whole, shard_counts(path, shape, None))
-        if by is not None:
-            grouped = merge_counts(grouped, shard_counts(path, shape, by))
+        counts = merge_counts(counts, shard_counts(path, shape, by))
         if with_roles:
             assert role_id is not None
             roles = merge_role_tokens(roles, shard_role_tokens(path, role_id))
         if shape.messages:
             capabilities = merge_capabilities(capabilities, shard_capabilities(path))
-    assert whole is not None
+    assert counts is not None
+    whole = ungrouped(counts) if by is not None else counts
     figures = next(iter(thread_figures(whole, shape).values()))
     if roles is not None:
         figures["roles"] = role_figures(roles)
     if capabilities is not None:
         figures["capabilities"] = capability_figures(capabilities)
-    if grouped is not None:
-        groups = thread_figures(grouped, shape)
+    if by is not None:
+        groups = thread_figures(counts, shape)
         figures["by"] = {
             "field": by,
             "groups": [{"group": name, **found} for name, found in groups.items()],

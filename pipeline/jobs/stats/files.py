@@ -9,12 +9,11 @@ from pathlib import Path
 
 from pipeline.output.manifest import DATA_DIR
 from pipeline.output.shards import SHARD_FILE
-from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE
+from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, TOKENIZER_DIR
 from pipeline.tokenize.special import ROLE
 
 ALL = "all"
 """The split name of Parquet files given one by one."""
-TOKENIZER_DIR = "tokenizer"
 
 
 class StatsError(ValueError):

@@ -86,13 +86,24 @@ def merge_counts(counts: pl.DataFrame | None, more: pl.DataFrame) -> pl.DataFram
     """`counts` with a further shard's added (sums summed, maxima kept)."""
     if counts is None:
         return more
-    keys = [name for name in (GROUP, LENGTH) if name in more.columns]
+    return _summed(pl.concat([counts, more]))
+
+
+def ungrouped(counts: pl.DataFrame) -> pl.DataFrame:
+    """Counts per group summed into one group: the whole split's, without reading the
+    shards again."""
+    return _summed(counts.with_columns(pl.lit(NO_VALUE).alias(GROUP)))
+
+
+def _summed(counts: pl.DataFrame) -> pl.DataFrame:
+    """One row per (group, length): sums summed, maxima kept."""
+    keys = [name for name in (GROUP, LENGTH) if name in counts.columns]
     aggregates = [
         pl.col(name).max() if name == "turns_max" else pl.col(name).sum()
-        for name in more.columns
+        for name in counts.columns
         if name not in keys
     ]
-    return pl.concat([counts, more]).group_by(keys).agg(aggregates)
+    return counts.group_by(keys).agg(aggregates)
 
 
 def thread_figures(counts: pl.DataFrame, shape: Shape) -> dict[Any, dict[str, Any]]:
