@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.jobs.stats import PERCENTILES
+from tests.conftest import REPO
 from tests.realdata_mix import write_mix_config
 from tests.test_run import output_files, run_cli
 
@@ -265,3 +266,25 @@ def test_the_card_carries_the_headline_figures_and_points_at_the_reports(output:
     figures = json.loads((output / "reports" / "stats.json").read_text())["splits"]["train"]
     p = [figures[f"length_p{q}"] for q in (50, 90, 99)]
     assert f"| {p[0]:,} / {p[1]:,} / {p[2]:,} / {figures['length_max']:,} |" in card
+
+
+def test_a_bos_is_counted_before_the_first_message_and_is_no_message(shared: Path, tmp_path):
+    config = tmp_path / "bos.yaml"
+    config.write_text(
+        f"name: bos\ninputs:\n  - path: {REPO / 'data_samples' / 'mms'}\n"
+        "stages:\n  lint: {fail_on: never}\n"
+        f"  tokenize: {{tokenizer: {shared / 'tokenizers' / 'phi-3-mini'}, bos: true}}\n"
+        "  shard: {splits: {train: 1.0}}\noutput: out\n"
+    )
+    result = run_cli(str(config))
+    assert result.exit_code == 0, result.output
+    figures = json.loads((tmp_path / "out" / "reports" / "stats.json").read_text())["splits"]
+    train = figures["train"]
+    assert train["roles"]["bos"] == {
+        "messages": 0,
+        "tokens": train["threads"],
+        "trained_tokens": 0,
+        "token_share": round(train["threads"] / train["tokens"], 6),
+    }
+    assert sum(r["tokens"] for r in train["roles"].values()) == train["tokens"]
+    assert sum(r["messages"] for r in train["roles"].values()) == train["messages"]

@@ -35,30 +35,29 @@ def shard_role_tokens(path: str, role_id: int) -> pl.DataFrame:
     halt = pl.concat_list(pl.lit(0, pl.Int64), opening_trained.list.slice(1))
     next_halt = pl.concat_list(opening_trained.list.slice(1), pl.lit(0, pl.Int64))
     shift = next_halt - halt
+    first = pl.col("start").list.first().fill_null(0)
     spans = per_message.select(
-        "role",
-        tokens=pl.col("end") - pl.col("start") + shift,
-        trained=before.list.gather(pl.col("end")) - before.list.gather(pl.col("start")) + shift,
-        lead=pl.col("start").list.first().fill_null(0),
-        lead_trained=pl.col("trained_before").list.get(pl.col("start").list.first().fill_null(0)),
+        # the tokens before the first message (a BOS) lead each row's list, under `bos`,
+        # with no message to count
+        role=pl.concat_list(pl.lit(BEFORE_FIRST_MESSAGE), "role"),
+        message=pl.concat_list(pl.lit(0, pl.Int64), pl.col("role").list.eval(pl.lit(1, pl.Int64))),
+        tokens=pl.concat_list(first, pl.col("end") - pl.col("start") + shift),
+        trained=pl.concat_list(
+            before.list.get(first),
+            before.list.gather(pl.col("end")) - before.list.gather(pl.col("start")) + shift,
+        ),
     )
-    by_role = (
-        spans.select("role", "tokens", "trained")
-        .explode("role", "tokens", "trained")
+    return (
+        spans.explode("role", "message", "tokens", "trained")
         .group_by("role")
         .agg(
-            pl.len().cast(pl.Int64).alias("messages"),
+            pl.col("message").sum().alias("messages"),
             pl.col("tokens").sum(),
             pl.col("trained").sum(),
         )
+        .filter((pl.col("role") != BEFORE_FIRST_MESSAGE) | (pl.col("tokens") > 0))
+        .collect(engine="streaming")
     )
-    lead = spans.select(
-        pl.lit(BEFORE_FIRST_MESSAGE).alias("role"),
-        pl.lit(0, pl.Int64).alias("messages"),
-        pl.col("lead").sum().cast(pl.Int64).alias("tokens"),
-        pl.col("lead_trained").sum().cast(pl.Int64).alias("trained"),
-    ).filter(pl.col("tokens") > 0)
-    return pl.concat([by_role, lead]).collect(engine="streaming")
 
 
 def merge_role_tokens(counts: pl.DataFrame | None, more: pl.DataFrame) -> pl.DataFrame:
