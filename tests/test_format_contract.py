@@ -7,16 +7,20 @@ else (which would be an `internal_error` quarantine, or a crash of detection).""
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pipeline
 from pipeline.formats import FORMATS, ConvertOptions
+from pipeline.formats.builder import ThreadBuilder
+from pipeline.formats.field_mapping import mapping_from_data
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record, TextDocument, expand_inputs, iter_file
@@ -173,3 +177,141 @@ def test_a_mistyped_field_costs_only_its_record(tmp_path: Path):
         assert len(threads) == 1 and stats.read_balanced
         assert [r.locator.rsplit(":", 1)[1] for r in rejected] == ["1"]
         assert rejected[0].code in ("missing_field", "invalid_thread", "unknown_role")
+
+
+# ------------------------------------------------ source keys never set message fields
+
+MESSAGE_METHODS = (
+    "platform",
+    "developer",
+    "user",
+    "assistant",
+    "context",
+    "reasoning",
+    "tool_call",
+    "tool_result",
+)
+STRAY_KEYS = sorted(
+    {
+        parameter
+        for method in MESSAGE_METHODS
+        for parameter in inspect.signature(getattr(ThreadBuilder, method)).parameters
+    }
+    - {"self", "content"}
+    | {"end_turn", "tool_call_id", "loss_weight"}
+)
+"""Keys named like a ThreadBuilder parameter or an MMS message field (issue 31: a message's
+`format`, `weight` or `name: null` key set the message's format or weight, or crashed the
+adapter), besides random keys."""
+READS = {
+    "openai": {"weight", "loss_weight", "name", "tool_call_id"},
+    "sharegpt": {"weight"},  # an assistant turn's training weight (axolotl)
+    # a message key the mapping does not name is carried over into the ShareGPT turn, and
+    # `weight` is read there as the turn's weight even when the mapping names no weight
+    "mapped": {"weight"},
+    "anthropic": {"name"},  # a tool_use block's tool
+    "toolbench": {"name"},  # a function message's tool
+    "prompt-json": {"name"},  # the prompt's name
+    "glm": {"meta"},  # an entry's meta, validated
+    "mms": {"format", "weight", "end_turn", "name", "meta"},  # MMS's own message fields
+}
+"""The stray keys a format reads itself (they may change the thread: not injected)."""
+STRICT = {"mms": "an MMS message is validated as the spec says: an unknown key is invalid"}
+"""Formats that may reject a record with an unknown key (never with internal_error)."""
+TOOL_LISTS = ("tools", "functions", "function")
+"""Keys of tool definition lists: their entries are no messages."""
+STRAY_VALUES = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.sampled_from(["", "evil:json", "markdown", "json", "user", "c1"])
+    | st.text(max_size=6)
+    | st.dictionaries(
+        st.sampled_from(["a", "name", "format"]), st.none() | st.integers(), max_size=2
+    )
+)
+
+
+def _sample_records(name: str) -> list[Record]:
+    """The records of the format's golden samples (data_samples/<name>)."""
+    found: list[Record] = []
+    for path in expand_inputs([str(SAMPLES / name)]).files:
+        found += [r for r in iter_file(path) if isinstance(r, Record)]
+    return found
+
+
+def _options(name: str, record: Record) -> ConvertOptions:
+    """The options a sample converts with: a `mapped` sample with its dataset_info entry."""
+    if name != "mapped":
+        return ConvertOptions()
+    registry = orjson.loads((SAMPLES / "mapped" / "dataset_info.json").read_bytes())
+    entry = registry.get(Path(record.source).stem)
+    return ConvertOptions(mapping=mapping_from_data(entry) if entry else None)
+
+
+def _message_objects(value: Any) -> list[dict]:
+    """Every message-like object of a record: the objects in its lists (of a one-key
+    `{role: {...}}` entry, as GLM's, the inner object), tool definition lists left out;
+    the record itself when it has none (its columns are the messages, as Alpaca's)."""
+    found = list(_listed_objects(value))
+    return found or ([value] if isinstance(value, dict) else [])
+
+
+def _listed_objects(value: Any, key: Any = None, in_list: bool = False) -> Iterator[dict]:
+    if isinstance(value, dict):
+        if in_list and len(value) != 1:
+            yield value
+        elif in_list and isinstance(inner := next(iter(value.values())), dict):
+            yield inner
+        for child_key, item in value.items():
+            yield from _listed_objects(item, child_key)
+    elif isinstance(value, list) and key not in TOOL_LISTS:
+        for item in value:
+            yield from _listed_objects(item, key, in_list=True)
+
+
+def _converted(name: str, record: Record) -> list[tuple] | str:
+    """The fields a source key must never set, per thread message; or the rejection code.
+    Anything but RecordRejected propagates (it would be an internal_error quarantine)."""
+    try:
+        threads = FORMATS[name].to_threads(record, _options(name, record))
+    except RecordRejected as err:
+        return err.code
+    return [
+        [(m.role, m.format, m.end_turn, m.weight) for m in thread.messages] for thread in threads
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_stray_message_keys_never_set_message_fields(name):
+    """Issue 31: keys the format does not read, put on every message-like object of its
+    samples (named like builder parameters, or random; any JSON value), never crash the
+    adapter nor change a message's role, format, end_turn or weight: they are data for
+    `meta`, never builder arguments."""
+    keys = [key for key in STRAY_KEYS if key not in READS.get(name, set())]
+    records = [r for r in _sample_records(name) if _message_objects(r.value)]
+    if not records:
+        pytest.skip(f"the {name} samples hold no message objects (text scripts or columns)")
+    samples = [(record, _converted(name, record)) for record in records]
+    assert any(not isinstance(out, str) for _, out in samples), f"no {name} sample converts"
+    random_keys = st.text(st.characters(categories=("Ll", "Nd")), max_size=6).map("x_".__add__)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def inject(data: st.DataObject) -> None:
+        record, expected = data.draw(st.sampled_from(samples))
+        value = copy.deepcopy(record.value)
+        for target in _message_objects(value):
+            added = data.draw(
+                st.dictionaries(st.sampled_from(keys) | random_keys, STRAY_VALUES, max_size=4)
+            )
+            target.update({k: v for k, v in added.items() if k not in target})
+        out = _converted(name, Record(record.source, record.locator, value))
+        if isinstance(expected, str):
+            assert isinstance(out, str), "a rejected sample converts with stray keys"
+        elif name in STRICT and isinstance(out, str):
+            assert out == "invalid_thread", STRICT[name]
+        else:
+            assert out == expected
+
+    inject()

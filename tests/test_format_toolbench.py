@@ -5,6 +5,7 @@ tool call enabled, and the real answer and instruction files."""
 from __future__ import annotations
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
@@ -105,3 +106,41 @@ def test_instruction_files_are_not_detected_as_conversations(shared):
         detected = result.output.splitlines()[0].rsplit("-> ", 1)[1]
         # query-only lists are prompts to answer; the others no format reads
         assert detected in ("-", "prompts"), result.output
+
+
+@pytest.mark.parametrize(
+    ("sample", "with_name"),
+    [
+        # system, user, the assistant's thought, (tool result), the final answer
+        ("1_ChatGPT_DFS_woFilter_w2.json", {0: True, 2: True, 3: True, 5: False, 6: True}),
+        # system, user, a call with no text (`name` clashed with the call's), the tool
+        # result, the text before the kept Finish call
+        ("2_ChatGPT_DFS_woFilter_w2.json", {0: True, 2: True, 3: True, 4: False, 5: True}),
+    ],
+)
+def test_message_keys_never_set_message_fields(tmp_path, sample, with_name):
+    """Issue 31: a Parquet round trip adds `name: null` to every message, and a stray
+    `format`/`weight` key is data, not an instruction: the thread is the same as without
+    them (no internal_error), and the keys are kept in the message's meta."""
+    original = (SAMPLES / sample).read_bytes()
+    path = tmp_path / sample  # the same path for both reads: the same thread id
+    path.write_bytes(original)
+    [plain], _, _ = read_all(str(path))
+    data = orjson.loads(original)
+    for message in data["answer_generation"]["train_messages"][-1]:
+        message.setdefault("name", None)
+        message |= {"format": "evil:json", "weight": 0}
+    path.write_bytes(orjson.dumps(data))
+    threads, rejected, _ = read_all(str(path))
+    assert [(r.code, r.message) for r in rejected] == []
+    [thread] = threads
+
+    def shape(t):
+        return [(m.role, m.format, m.end_turn, m.weight, m.name, m.content) for m in t.messages]
+
+    assert shape(thread) == shape(plain)
+    assert "evil:json" not in {f.name for f in thread.settings.formats}
+    kept = {"format": "evil:json", "weight": 0}
+    assert thread.meta["message_meta"] == {
+        str(index): {"name": None, **kept} if name else kept for index, name in with_name.items()
+    }

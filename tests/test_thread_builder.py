@@ -3,6 +3,8 @@ after their call, parallel calls, end_turn, declarations, reasoning, media, erro
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from pipeline.capabilities import ToolSpec, enabled_formats
@@ -170,13 +172,59 @@ def test_empty_conversation_is_rejected():
 
 def test_lineage_and_kept_fields_land_in_meta():
     b = builder()
-    b.user("q", weight=0)
+    b.user("q", meta={"weight": 0})
     b.keep("custom", {"a": 1})
     meta = b.build().meta
     assert meta["source"] == "data/x.jsonl" and meta["locator"] == "data/x.jsonl:7"
     assert meta["source_format"] == "test"
     assert meta["extra_fields"] == {"custom": {"a": 1}}
     assert meta["message_meta"] == {"0": {"weight": 0}}
+
+
+MESSAGE_METHODS = (
+    "platform",
+    "developer",
+    "user",
+    "assistant",
+    "context",
+    "reasoning",
+    "tool_call",
+    "tool_result",
+)
+
+
+@pytest.mark.parametrize("method", MESSAGE_METHODS)
+def test_message_meta_is_one_mapping_never_keyword_arguments(method):
+    """Issue 31: a source's keys reach a message only as its `meta` mapping, so none can
+    set a parameter (format, weight, name, call_id) by name: no method takes **kwargs."""
+    parameters = inspect.signature(getattr(ThreadBuilder, method)).parameters.values()
+    assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters)
+    assert parameters and [p.name for p in parameters][-1] == "meta"
+    assert list(parameters)[-1].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_message_meta_keys_named_like_fields_stay_meta():
+    b = builder(parallel_calls="jsonl")
+    stray = {"format": "evil:json", "weight": 0, "name": None, "call_id": "x", "end_turn": 1}
+    b.user("q", meta=stray)
+    b.tool_call("t", "{}", "c1", meta=stray)
+    b.tool_call("t", "{}", "c2", meta=stray)
+    b.tool_result("r", call_id="c1", meta=stray)
+    b.assistant("a", meta=stray)
+    thread = b.build()
+    assert [(m.role, m.format, m.end_turn, m.weight, m.name) for m in thread.messages] == [
+        ("user", None, None, None, None),
+        ("assistant", "t:jsonl", False, None, None),
+        ("context", None, None, None, "t"),
+        ("assistant", "markdown", True, None, None),
+    ]
+    assert thread.meta["message_meta"] == {
+        "0": stray,
+        "1": {**stray, "tool_call_ids": ["c1", "c2"]},
+        "2": {"tool_call_id": "c1", **stray},
+        "3": stray,
+    }
+    assert "tool_call_ids" not in stray  # the caller's mapping is copied, never changed
 
 
 def test_unread_fields_are_kept_in_their_order_under_their_path():

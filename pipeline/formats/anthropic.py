@@ -160,9 +160,9 @@ class _Message:
         meta: dict[str, Any] = {"citations": self.citations} if self.citations else {}
         text = ("" if self.citations else "\n\n").join(self.pieces)
         if self.role == "user":
-            self.builder.user(text, **meta)
+            self.builder.user(text, meta=meta)
         else:
-            self.builder.assistant(text, **meta)
+            self.builder.assistant(text, meta=meta)
         self.pieces, self.citations, self.dropped_media = [], [], False
 
     def block(self, block: Any, where: str) -> None:
@@ -241,7 +241,7 @@ class _Message:
             raise RecordRejected("missing_field", f"{where}.tool_use_id is missing")
         text = self.builder.text(block.get("content"), f"{where}.content")
         meta = {"is_error": True} if block.get("is_error") is True else {}
-        self.builder.tool_result(text, call_id=call_id, **meta)
+        self.builder.tool_result(text, call_id=call_id, meta=meta)
 
     def server_tool_result(self, block: dict[str, Any], where: str) -> None:
         self.flush()
@@ -250,7 +250,7 @@ class _Message:
             raise RecordRejected("missing_field", f"{where}.tool_use_id is missing")
         content = block.get("content")
         text = content if isinstance(content, str) else canonical_json(content)
-        self.builder.tool_result(text, call_id=call_id, block_type=block["type"])
+        self.builder.tool_result(text, call_id=call_id, meta={"block_type": block["type"]})
 
     def _thinking(self, block: dict[str, Any], where: str) -> None:
         self.flush()
@@ -259,7 +259,7 @@ class _Message:
             raise RecordRejected("missing_field", f"{where}.thinking is not a string")
         signature = block.get("signature")
         meta = {"signature": signature} if isinstance(signature, str) else {}
-        self.builder.reasoning(thinking, **meta)
+        self.builder.reasoning(thinking, meta=meta)
 
 
 def _messages(builder: ThreadBuilder, messages: list[Any]) -> None:

@@ -73,6 +73,12 @@ class _Item:
     """For an assistant item: the source's training weight (None: the default)."""
 
 
+def _own(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A message's meta as the item's own dict (a copy: the caller's mapping is not
+    shared, nor changed later by `build()`)."""
+    return dict(meta) if meta else {}
+
+
 def json_kind(value: Any) -> str:
     """The JSON name of a parsed value's type, for error messages: object, array, ..."""
     if value is None:
@@ -204,35 +210,56 @@ class ThreadBuilder:
         developer declaration unless an earlier developer message already does."""
         self.response_format = _ResponseFormat(format_name, schema, tuple(allowed_values))
 
-    def platform(self, content: str, **meta: Any) -> None:
+    # Every message method takes the message's own meta (what the source says about it
+    # that MMS has no field for: kept in `meta.message_meta`) as ONE mapping, `meta=`,
+    # never as keyword arguments: a source's key must never reach a parameter by name
+    # (a stray `format`, `weight` or `name` key would set the message's format, weight or
+    # tool name, or clash with a parameter and crash the adapter).
+
+    def platform(self, content: str, *, meta: Mapping[str, Any] | None = None) -> None:
         """A platform message (a serving platform's own system prompt, as Harmony's)."""
-        self._items.append(_Item("text", "platform", content, meta=meta))
+        self._items.append(_Item("text", "platform", content, meta=_own(meta)))
 
-    def developer(self, content: str, **meta: Any) -> None:
-        self._items.append(_Item("text", "developer", content, meta=meta))
+    def developer(self, content: str, *, meta: Mapping[str, Any] | None = None) -> None:
+        self._items.append(_Item("text", "developer", content, meta=_own(meta)))
 
-    def user(self, content: str, **meta: Any) -> None:
-        self._items.append(_Item("text", "user", content, meta=meta))
+    def user(self, content: str, *, meta: Mapping[str, Any] | None = None) -> None:
+        self._items.append(_Item("text", "user", content, meta=_own(meta)))
 
     def assistant(
-        self, content: str, format: str = "markdown", *, weight: float | None = None, **meta: Any
+        self,
+        content: str,
+        format: str = "markdown",
+        *,
+        weight: float | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         """An assistant answer; its `end_turn` is decided by `build()`. `weight` is the
         source's training weight (0: never trained)."""
         self._items.append(
-            _Item("text", "assistant", content, format=format, meta=meta, weight=weight)
+            _Item("text", "assistant", content, format=format, meta=_own(meta), weight=weight)
         )
 
-    def context(self, content: str, name: str | None = None, **meta: Any) -> None:
-        self._items.append(_Item("text", "context", content, name=name, meta=meta))
+    def context(
+        self, content: str, name: str | None = None, *, meta: Mapping[str, Any] | None = None
+    ) -> None:
+        self._items.append(_Item("text", "context", content, name=name, meta=_own(meta)))
 
-    def reasoning(self, content: str, *, weight: float | None = None, **meta: Any) -> None:
+    def reasoning(
+        self,
+        content: str,
+        *,
+        weight: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
         """The assistant's reasoning before its answer (kept or dropped per options)."""
         if self.options.reasoning == "drop":
             self.note("dropped the assistant's reasoning (--reasoning drop)")
             return
         self._items.append(
-            _Item("reasoning", "assistant", content, REASONING_FORMAT, meta=meta, weight=weight)
+            _Item(
+                "reasoning", "assistant", content, REASONING_FORMAT, meta=_own(meta), weight=weight
+            )
         )
 
     def tool_call(
@@ -242,11 +269,12 @@ class ThreadBuilder:
         call_id: str | None = None,
         *,
         weight: float | None = None,
-        **meta: Any,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         """A call of tool `name`; `arguments` is a JSON string or a parsed value."""
+        own = _own(meta)
         if call_id is not None:
-            meta = {"tool_call_id": call_id, **meta}
+            own = {"tool_call_id": call_id, **own}
         content = self._arguments_text(name, arguments)
         self._items.append(
             _Item(
@@ -256,20 +284,26 @@ class ThreadBuilder:
                 tool_format(name),
                 name=name,
                 call_id=call_id,
-                meta=meta,
+                meta=own,
                 weight=weight,
             )
         )
 
     def tool_result(
-        self, content: str, *, call_id: str | None = None, name: str | None = None, **meta: Any
+        self,
+        content: str,
+        *,
+        call_id: str | None = None,
+        name: str | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         """A tool's output, matched to its call by `call_id`, else by `name`, else to the
         oldest unanswered call."""
+        own = _own(meta)
         if call_id is not None:
-            meta = {"tool_call_id": call_id, **meta}
+            own = {"tool_call_id": call_id, **own}
         self._items.append(
-            _Item("result", "context", content, name=name, call_id=call_id, meta=meta)
+            _Item("result", "context", content, name=name, call_id=call_id, meta=own)
         )
 
     def declare_tools(self, tools: Iterable[ToolSpec]) -> None:

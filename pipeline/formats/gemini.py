@@ -198,9 +198,9 @@ class _Content:
         if not self.pieces and not self.dropped_media:
             return
         if self.role == "model":
-            self.builder.assistant(self._joined(), **self.meta)
+            self.builder.assistant(self._joined(), meta=self.meta)
         else:
-            self.builder.user(self._joined(), **self.meta)
+            self.builder.user(self._joined(), meta=self.meta)
         self.pieces, self.meta, self.dropped_media = [], {}, False
 
     def _joined(self) -> str:
@@ -241,7 +241,7 @@ class _Content:
             )
         if thought and self.role == "model":
             self.flush()
-            self.builder.reasoning(text, **meta)
+            self.builder.reasoning(text, meta=meta)
             return
         self.pieces.append((True, text))
         self.meta.update(meta)
@@ -267,7 +267,7 @@ class _Content:
             self.builder.tool_call(
                 CODE_EXECUTION.name,
                 {"language": payload.get("language"), "code": payload.get("code")},
-                **meta,
+                meta=meta,
             )
             return
         name = payload.get("name")
@@ -278,7 +278,7 @@ class _Content:
             name,
             payload.get("args"),
             call_id=call_id if isinstance(call_id, str) else None,
-            **meta,
+            meta=meta,
         )
 
     def _result(self, kind: str, payload: Any, meta: dict[str, Any], where: str) -> None:
@@ -290,7 +290,7 @@ class _Content:
             outcome = payload.get("outcome")
             if outcome is not None and outcome != "OUTCOME_OK":
                 meta = {**meta, "outcome": outcome}
-            self.builder.tool_result(text, name=CODE_EXECUTION.name, **meta)
+            self.builder.tool_result(text, name=CODE_EXECUTION.name, meta=meta)
             return
         name = payload.get("name")
         response = payload.get("response")
@@ -300,7 +300,7 @@ class _Content:
             text,
             call_id=call_id if isinstance(call_id, str) else None,
             name=name if isinstance(name, str) and name else None,
-            **meta,
+            meta=meta,
         )
 
 

@@ -384,7 +384,7 @@ def _call(builder: ThreadBuilder, body: str, where: str) -> None:
     if python:
         builder.note("read Python-literal (single-quoted) tool calls")
     extra = {k: v for k, v in value.items() if k not in ("name", "arguments")}
-    builder.tool_call(name, value.get("arguments"), **({"call_fields": extra} if extra else {}))
+    builder.tool_call(name, value.get("arguments"), meta={"call_fields": extra} if extra else None)
 
 
 def _results(builder: ThreadBuilder, text: str, role: str) -> None:

@@ -355,7 +355,7 @@ def _thread(
     builder = ThreadBuilder(record, NAME, options, thread_id=str(_message_id(path[-1])), meta=meta)
     for message in path:
         add = builder.user if message["role"] == "prompter" else builder.assistant
-        add(message["text"], **_message_meta(message, lang))
+        add(message["text"], meta=_message_meta(message, lang))
     builder.keep_unread(extras)
     for note in notes:
         builder.note(note)

@@ -36,6 +36,9 @@ SPEAKERS = {
 HERMES_TAGS = ("<tool_call>", "<tools>", "<tool_response>")
 KTO_KEYS = ("kto_tag", "label")
 READ_KEYS = frozenset({*TURN_KEYS, "system", "tools", "chosen", "rejected", "kto_tag"})
+WEIGHT = "weight"
+"""An assistant turn's training weight (axolotl's; the `mapped` format writes the weight a
+mapping names here). Other turns keep it in their meta, as any other key."""
 
 
 def _strict_turns_key(value: dict[str, Any]) -> str | None:
@@ -96,6 +99,7 @@ class _Conversation:
         if "value" not in turn:
             raise RecordRejected("missing_field", f"{where} has no value")
         meta = {k: v for k, v in turn.items() if k not in ("from", "value")}
+        weight = meta.pop(WEIGHT, None) if kind in ("assistant", "call") else None
         text = self._text(turn["value"], where)
         if not text.strip() and kind != "result":
             self.builder.note(f"{where} ({speaker}) is empty; left it out")
@@ -104,11 +108,13 @@ class _Conversation:
             self.builder.note(f"{where} is a second {kind} turn in a row")
         self.last_role = kind
         if kind == "call":
-            self._calls(text, where, meta)
+            self._calls(text, where, weight, meta)
+        elif kind == "assistant":
+            self.builder.assistant(text, weight=weight, meta=meta)
         elif kind == "result":
-            self.builder.tool_result(text, **meta)
+            self.builder.tool_result(text, meta=meta)
         else:
-            getattr(self.builder, kind)(text, **meta)
+            getattr(self.builder, kind)(text, meta=meta)
 
     def _text(self, value: Any, where: str) -> str:
         """The turn's text; media tags dropped or replaced when the record lists media."""
@@ -117,7 +123,7 @@ class _Conversation:
             self.builder.note("turns hold Hermes <tool_call>/<tools> tags, kept as text")
         return self.media.replace(text)
 
-    def _calls(self, text: str, where: str, meta: dict[str, Any]) -> None:
+    def _calls(self, text: str, where: str, weight: Any, meta: dict[str, Any]) -> None:
         """A function_call turn: one `{name, arguments}` object or a list of them."""
         try:
             parsed = orjson.loads(text)
@@ -133,7 +139,7 @@ class _Conversation:
                 raise RecordRejected(
                     "invalid_tool_call", f"{at} is not a {{name, arguments}} call with a tool name"
                 )
-            self.builder.tool_call(name, call.get("arguments"), **meta)
+            self.builder.tool_call(name, call.get("arguments"), weight=weight, meta=meta)
 
 
 def _declare_tools(builder: ThreadBuilder, tools: Any) -> None:

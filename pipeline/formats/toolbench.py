@@ -122,17 +122,21 @@ class _Converter:
         extras = {k: v for k, v in message.items() if k not in ("role", "content")}
         text = self.builder.text(message.get("content"), f"{where}.content")
         if role == "system":
-            self.builder.developer(text, **extras)
+            self.builder.developer(text, meta=extras)
             self.builder.note(
                 "kept ToolBench's system prompt as the developer message; it describes "
                 "ToolBench's own convention (a short thought, then a function call; `Finish` "
                 "to answer or give up)"
             )
         elif role == "user":
-            self.builder.user(text, **extras)
+            self.builder.user(text, meta=extras)
         elif role == "function":
-            name = extras.pop("name", None)
-            self.builder.tool_result(text, name=name if isinstance(name, str) else None, **extras)
+            name = extras.get("name")
+            if isinstance(name, str):
+                del extras["name"]  # the tool's name; any other value is kept in meta
+            self.builder.tool_result(
+                text, name=name if isinstance(name, str) else None, meta=extras
+            )
         elif role == "assistant":
             self._assistant(where, text, message)
         else:
@@ -145,7 +149,7 @@ class _Converter:
         call = message.get("function_call")
         extras = {k: v for k, v in message.items() if k not in ("role", "content", "function_call")}
         if text:
-            self.builder.assistant(text, **extras)
+            self.builder.assistant(text, meta=extras)
             extras = {}
         if call is None:
             if not text:
@@ -161,7 +165,7 @@ class _Converter:
             return
         if name not in self.declared:
             self.builder.note(f"calls {name!r}, which answer_generation.function does not define")
-        self.builder.tool_call(name, arguments, **extras)
+        self.builder.tool_call(name, arguments, meta=extras)
 
     def _finish(self, arguments: Any, extras: dict[str, Any]) -> None:
         """`Finish(give_answer)` becomes the final answer; any other Finish stays a call."""
@@ -170,7 +174,7 @@ class _Converter:
         answer = parsed.get("final_answer") if isinstance(parsed, dict) else None
         gives_answer = isinstance(parsed, dict) and parsed.get("return_type") == "give_answer"
         if gives_answer and isinstance(answer, str):
-            self.builder.assistant(answer, **extras)
+            self.builder.assistant(answer, meta=extras)
             self.builder.note(
                 "ToolBench's Finish(give_answer) call became the final assistant message"
             )
@@ -181,7 +185,7 @@ class _Converter:
             f"kept a Finish call ({return_type or 'unreadable arguments'}): ToolBench's "
             "pseudo-tool that ends a trajectory; `give_up_and_restart` means it gave up"
         )
-        self.builder.tool_call(FINISH, arguments, **extras)
+        self.builder.tool_call(FINISH, arguments, meta=extras)
 
     def declare(self) -> None:
         """Declare the API functions, and Finish only when a Finish call is kept."""

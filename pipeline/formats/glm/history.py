@@ -82,9 +82,9 @@ def _history_entry(
         emit_assistant_turn(builder, pieces, meta)
         return bool(pieces)
     if role == "user":
-        builder.user(content, **meta)
+        builder.user(content, meta=meta)
     else:
-        builder.context(content, "user_interaction", **meta)
+        builder.context(content, "user_interaction", meta=meta)
     _user_calls(builder, listed, field_where)
     return False
 

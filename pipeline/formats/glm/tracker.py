@@ -94,11 +94,13 @@ def _tracker_entry(
         emit_assistant_turn(builder, pieces, meta)
         return bool(pieces)
     if role == "developer":
-        builder.developer(substitute_symbols(builder, content, f"{where}.content", symbols), **meta)
+        builder.developer(
+            substitute_symbols(builder, content, f"{where}.content", symbols), meta=meta
+        )
     elif role == "tool":
-        builder.tool_result(result_text(entry.get("return_value", content)), **meta)
+        builder.tool_result(result_text(entry.get("return_value", content)), meta=meta)
     else:
-        builder.user(content, **meta)
+        builder.user(content, meta=meta)
     return False
 
 

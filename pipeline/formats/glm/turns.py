@@ -175,9 +175,9 @@ def emit_assistant_turn(builder: ThreadBuilder, pieces: list[Piece], meta: dict[
     for index, piece in enumerate(pieces):
         piece_meta = meta if index == 0 else {}
         if piece.kind == "text":
-            builder.assistant(piece.text, **piece_meta)
+            builder.assistant(piece.text, meta=piece_meta)
         elif piece.kind == "call":
             code_meta = {"call_code": piece.code} if piece.code else {}
-            builder.tool_call(piece.name, piece.arguments, **piece_meta, **code_meta)
+            builder.tool_call(piece.name, piece.arguments, meta={**piece_meta, **code_meta})
         else:
-            builder.tool_result(piece.text, name=piece.name or None, **piece_meta)
+            builder.tool_result(piece.text, name=piece.name or None, meta=piece_meta)

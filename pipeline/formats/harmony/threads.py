@@ -68,23 +68,23 @@ class _Reader:
         meta = {"harmony": changed} if changed else {}
         if kind.kind == "platform":
             self._declare(content, where, developer=False)
-            self.b.platform(content, **meta)
+            self.b.platform(content, meta=meta)
         elif kind.kind == "developer":
-            self.b.developer(content, **meta)
+            self.b.developer(content, meta=meta)
         elif kind.kind == "user":
-            self.b.user(content, **meta)
+            self.b.user(content, meta=meta)
         elif kind.kind == "reasoning":
-            self.b.reasoning(content, **meta)
+            self.b.reasoning(content, meta=meta)
         elif kind.kind == "call":
-            self.b.tool_call(kind.name or "", content, **meta)
+            self.b.tool_call(kind.name or "", content, meta=meta)
         elif kind.kind == "result":
-            self.b.tool_result(content, name=kind.name, **meta)
+            self.b.tool_result(content, name=kind.name, meta=meta)
         else:
             self._answer(kind, content, meta)
 
     def _answer(self, kind: Kind, content: str, meta: dict[str, Any]) -> None:
         fmt = kind.name or DEFAULT_FORMAT
-        self.b.assistant(content, format=fmt, **meta)
+        self.b.assistant(content, format=fmt, meta=meta)
         if fmt != DEFAULT_FORMAT:
             self.b.respond_in(fmt)
 

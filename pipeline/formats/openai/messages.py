@@ -61,9 +61,9 @@ class MessageReader:
         if role in TOOL_ROLES:
             self._result(where, message, text, {**weights, **first})
         elif role == "user":
-            self.b.user(text, **weights, **first)
+            self.b.user(text, meta={**weights, **first})
         else:
-            self.b.developer(text, **weights, **first)
+            self.b.developer(text, meta={**weights, **first})
 
     def finish(self) -> None:
         """Declare the tools the calls need (keep other hosted tools in meta), and note
@@ -127,13 +127,13 @@ class MessageReader:
     ) -> None:
         kind = piece[0]
         if kind == "reasoning":
-            self.b.reasoning(piece[1], weight=weight, **meta)
+            self.b.reasoning(piece[1], weight=weight, meta=meta)
         elif kind == "call":
             _, name, arguments, call_id = piece
             arguments = self.calls.arguments(name, arguments)
-            self.b.tool_call(name, arguments, call_id, weight=weight, **meta)
+            self.b.tool_call(name, arguments, call_id, weight=weight, meta=meta)
         else:
-            self.b.assistant(piece[1], weight=weight, **meta)
+            self.b.assistant(piece[1], weight=weight, meta=meta)
 
     def _reasoning_field(
         self, where: str, message: dict[str, Any], first: dict[str, Any]
@@ -157,7 +157,7 @@ class MessageReader:
         name = message.get("name") if isinstance(message.get("name"), str) else None
         embedded = None if call_id is not None else self._embedded_results(text)
         if embedded is None:
-            self.b.tool_result(text, call_id=call_id, name=name, **meta)
+            self.b.tool_result(text, call_id=call_id, name=name, meta=meta)
             return
         self.b.note(
             f"{where} holds a JSON list of {len(embedded)} tool result(s); "
@@ -167,7 +167,7 @@ class MessageReader:
             content = entry["content"]
             extra = {k: v for k, v in entry.items() if k not in ("name", "content")}
             text = content if isinstance(content, str) else canonical_json(content)
-            self.b.tool_result(text, name=entry["name"], **meta, **extra)
+            self.b.tool_result(text, name=entry["name"], meta={**meta, **extra})
 
     def _embedded_results(self, text: str) -> list[dict[str, Any]] | None:
         """The entries of a JSON list of `{name, content}` results of tools called earlier,

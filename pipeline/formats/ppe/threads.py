@@ -205,11 +205,11 @@ class _Walk:
 
     def add(self, role: str, content: str, message: Message, meta: dict[str, str]) -> None:
         if role == "developer":
-            self.builder.developer(content, **meta)
+            self.builder.developer(content, meta=meta)
         elif role == "user":
-            self.builder.user(content, **meta)
+            self.builder.user(content, meta=meta)
         else:
-            self.builder.assistant(content, format=self.answer_format(content, message), **meta)
+            self.builder.assistant(content, format=self.answer_format(content, message), meta=meta)
         self.last = (role, message.role)
         self.emitted += 1
 

@@ -153,11 +153,11 @@ def _add_message(builder: ThreadBuilder, part: ChatMessage | OutsideText, index:
         )
     extra = {"attributes": part.attributes} if part.attributes else {}
     if role == "assistant":
-        builder.assistant(part.content, **extra)
+        builder.assistant(part.content, meta=extra)
     elif role == "context":
-        builder.context(part.content, part.attributes.get("name"), **extra)
+        builder.context(part.content, part.attributes.get("name"), meta=extra)
     else:
-        getattr(builder, role)(part.content, **extra)
+        getattr(builder, role)(part.content, meta=extra)
 
 
 def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
