@@ -10,6 +10,8 @@ import orjson
 
 REJECTED_FILE = "quarantine/rejected.jsonl"
 """Where an output keeps the records that did not become threads (relative to it)."""
+DROPPED_FILE = "quarantine/dropped.jsonl"
+"""Where an output lists the threads a stage left out, with why (relative to it)."""
 RAW_KEEP_CHARS = 4096
 """How much of a rejected record's raw text the quarantine keeps."""
 

@@ -336,6 +336,7 @@ def test_manifest_is_byte_identical_and_names_each_shard_by_its_sha256(tmp_path)
         "tokenizer",
         "reports",
         "files",
+        "card",
     ]
     assert set(manifest["versions"]) == {
         "mms-pipeline",

@@ -208,13 +208,22 @@ def test_readme_test_command_is_what_ci_runs():
     assert quickstart[1] in ci.splitlines()
 
 
-def test_output_inside_an_input_directory_is_not_read_back(tmp_path):
+def test_an_output_over_an_input_is_refused_and_the_input_kept(tmp_path):
+    """`mms convert in -o in/a.jsonl`: a.jsonl is an input (the folder names it), so it is
+    never replaced: the command refuses, naming it, and writes nothing."""
     data = tmp_path / "data"
     data.mkdir()
     (data / "a.jsonl").write_bytes(good_thread(1) + b"\n")
-    for _ in range(2):
-        assert run("convert", str(data), "-o", str(data / "out.jsonl")).exit_code == 0
-    assert [t["id"] for t in lines_of(data / "out.jsonl")] == ["good-1"]
+    (data / "b.jsonl").write_bytes(good_thread(2) + b"\n")
+    original = (data / "a.jsonl").read_bytes()
+    for target in (data / "a.jsonl", tmp_path / "link.jsonl"):
+        if target.name == "link.jsonl":
+            target.symlink_to(data / "a.jsonl")
+        result = run("convert", str(data), "-o", str(target))
+        assert result.exit_code == 2, result.output
+        assert "a.jsonl" in result.output and "Traceback" not in result.output
+    assert (data / "a.jsonl").read_bytes() == original
+    assert sorted(p.name for p in data.iterdir()) == ["a.jsonl", "b.jsonl"]
 
 
 USER_ONLY = {"role": "user", "content": "hi"}

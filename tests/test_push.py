@@ -6,8 +6,13 @@ unfinished or unlisted output is refused before anything is sent."""
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +29,7 @@ import pipeline.jobs.push
 from pipeline.cli import main
 from pipeline.jobs.push import PushError, push_output
 from pipeline.loader import OutputLoader
+from pipeline.wording import visible
 from tests.conftest import REPO
 from tests.hub_stand_in import HubStandIn, point_client_at
 
@@ -130,7 +136,7 @@ def test_a_branch_and_a_pull_request(output: Path, hub: HubStandIn) -> None:
     ("damage", "reason"),
     [
         ("shard", "sha256 differs from the manifest's"),
-        ("workdir", "work directory of an unfinished run"),
+        ("workdir", "work directory of an unfinished command"),
         ("extra", "notes.txt"),
         ("temporary", ".train-00000-of-00001.parquet.tmp"),
     ],
@@ -168,6 +174,34 @@ def test_a_failed_gate_is_never_published(hub: HubStandIn, tmp_path: Path) -> No
 def test_a_bad_repository_id_is_a_usage_error(output: Path) -> None:
     result = CliRunner().invoke(main, ["push", str(output), "no-namespace"])
     assert result.exit_code == 2 and "not a repository id like ORG/NAME" in result.output
+
+
+@pytest.mark.parametrize(
+    ("repo_id", "problem"),
+    [
+        ("org/../outside", "`..` is not allowed"),
+        ("a/b/c", "this has 3 parts"),
+        ("-x/y", "`-x` starts or ends with `-` or `.`"),
+        ("org/na\x1bme", "`\\x1b` not allowed"),
+        ("org/name.git", "ends with `.git`"),
+    ],
+)
+def test_a_repository_id_is_checked_by_the_hubs_rules(
+    output: Path, repo_id: str, problem: str
+) -> None:
+    """By `mms push` (before anything is read or sent), `push_output`, and the commands
+    reading a pushed output back (stats, verify, inspect: hf:ORG/NAME[@REVISION])."""
+    pushed = CliRunner().invoke(main, ["push", str(output), "--", repo_id, "--dry-run"])
+    assert pushed.exit_code == 2
+    assert "not a repository id like ORG/NAME: " in pushed.output and problem in pushed.output
+    with pytest.raises(PushError, match="is not a Hub repository id"):
+        push_output(output, repo_id, dry_run=True)
+    for command in ("stats", "verify", "inspect"):
+        result = CliRunner().invoke(main, [command, f"hf:{repo_id}@v1"])
+        assert result.exit_code == 2
+        (error,) = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert error.startswith(f"Error: hf:{visible(repo_id)}@v1: not a Hub dataset id: ")
+        assert problem in error
 
 
 def test_a_pushed_output_reads_back_by_its_hub_name_online_and_from_the_cache(
@@ -231,6 +265,46 @@ def test_without_a_token_or_a_reachable_hub_the_push_says_so(
     monkeypatch.setattr(huggingface_hub.utils._http.time, "sleep", lambda seconds: None)
     result = push(output, "--dry-run")
     assert result.exit_code == 1 and f"cannot reach the Hub at {closed}" in result.output
+
+
+def closed_port_endpoint() -> str:
+    """An endpoint nobody listens on: connecting to it is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def test_an_unreachable_hub_is_one_clear_line_at_once(output: Path, tmp_path: Path) -> None:
+    """A refused connection fails at the first request, not after the client's backoff
+    (5 retries over 23 s), and none of the client's retry lines reach the terminal (its
+    log handler writes to the process's stderr: a subprocess, as a user runs it)."""
+    closed = closed_port_endpoint()
+    env = {**os.environ, "HF_ENDPOINT": closed, "HF_TOKEN": "hf_fake", "HF_HUB_OFFLINE": "0"}
+    env.update(HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_PROGRESS_BARS="1")
+    env.pop("HF_HUB_VERBOSITY", None)
+    command = [sys.executable, "-m", "pipeline.cli", "push", str(output), REPO_ID]
+    started = time.monotonic()
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started < 15
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: cannot reach the Hub at {closed}: ")
+
+
+def test_the_clients_retry_lines_stay_off_the_terminal(
+    output: Path, hub: HubStandIn, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A listing the Hub answers 503 once is retried by the client, which logs a warning
+    for each try: none of it is shown, the push still succeeds."""
+    monkeypatch.setattr(huggingface_hub.utils._http.time, "sleep", lambda seconds: None)
+    hub.fail("tree", 503)
+    with caplog.at_level(logging.DEBUG):
+        result = push(output)
+    assert result.exit_code == 0, result.output
+    assert [r.route for r in hub.requests if r.status == 503] == ["tree"]
+    assert not [r for r in caplog.records if r.name.startswith("huggingface_hub")]
+    assert "Retrying" not in result.output and "thrown while requesting" not in result.output
 
 
 def test_a_big_output_goes_in_several_commits_the_manifest_last_and_resumes(

@@ -244,22 +244,26 @@ def test_a_tokenizer_that_no_unit_could_load_is_a_config_error(tmp_path, text):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_run_leaves_nothing_of_an_earlier_run_it_does_not_write(tmp_path):
-    """Shards of a split this run does not write, and the card and tokenizer of a run that
-    writes none, are removed: nothing in the output disagrees with its manifest."""
+def test_a_run_removes_what_an_earlier_run_wrote_and_it_does_not_write(tmp_path):
+    """Shards of a split this run does not write, a quarantine it has no entry for, and the
+    card and tokenizer of a run that writes none are removed, because the earlier run's
+    manifest lists them unchanged: nothing in the output disagrees with its manifest, and
+    the summary says what went."""
     source = _inputs(tmp_path / "in")
+    bad = source.parent / "bad.jsonl"
+    bad.write_text("{not json\n")
     out = tmp_path / "out"
     tokenize = f"tokenize: {{tokenizer: {SAMPLE_TOKENIZER}}}"
-    sharded = _config(tmp_path, source, out, NO_GATE, tokenize)
-    assert _run(sharded).exit_code == 0
-    (train,) = (out / "data").glob("train-*.parquet")
-    shutil.copy(train, out / "data" / "validation-00000-of-00001.parquet")  # an old split
-    (out / "quarantine").mkdir()
-    (out / "quarantine" / "rejected.jsonl").write_text('{"code": "invalid_json"}\n')  # old
-    again = _run(sharded)
+    splits = "shard: {splits: {train: 0.5, validation: 0.5}}"
+    assert _run(_config(tmp_path, source.parent, out, NO_GATE, tokenize, splits)).exit_code == 0
+    assert {p.name.split("-")[0] for p in (out / "data").iterdir()} == {"train", "validation"}
+    assert (out / "quarantine" / "rejected.jsonl").is_file()
+    bad.unlink()
+    again = _run(_config(tmp_path, source, out, NO_GATE, tokenize))
     assert again.exit_code == 0, again.output
-    assert [p.name for p in (out / "data").iterdir()] == [train.name]
+    assert [p.name for p in (out / "data").iterdir()] == ["train-00000-of-00001.parquet"]
     assert not (out / "quarantine").exists()  # this run quarantined nothing
+    assert "Removed 2 files of the earlier output" in again.output
     files = orjson.loads((out / "manifest.json").read_bytes())["files"]
     assert not [entry for entry in files if entry["path"].startswith("quarantine/")]
 
@@ -269,6 +273,30 @@ def test_a_run_leaves_nothing_of_an_earlier_run_it_does_not_write(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "reports"]
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["splits"] == {} and manifest["tokenizer"] is None
+
+
+def test_a_file_an_earlier_run_did_not_write_is_named_and_kept(tmp_path):
+    """A shard-named file the user put in data/, and a report changed since the run wrote
+    it: the next run refuses, naming both, and changes nothing; --overwrite takes them
+    over and says so."""
+    source = _inputs(tmp_path / "in")
+    out = tmp_path / "out"
+    config = _config(tmp_path, source, out, NO_GATE)
+    assert _run(config).exit_code == 0
+    (train,) = (out / "data").glob("train-*.parquet")
+    shutil.copy(train, out / "data" / "validation-00000-of-00001.parquet")
+    (out / "reports" / "lint.md").write_text("my notes on the findings\n")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    refused = _run(config, "--fresh")
+    assert refused.exit_code == 2, refused.output
+    assert "data/validation-00000-of-00001.parquet" in refused.output
+    assert "reports/lint.md" in refused.output and "--overwrite" in refused.output
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    taken = _run(config, "--overwrite")
+    assert taken.exit_code == 0, taken.output
+    assert "--overwrite: replaced or removed 2 files" in taken.output
+    assert [p.name for p in (out / "data").iterdir()] == [train.name]
+    assert (out / "reports" / "lint.md").read_text() != "my notes on the findings\n"
 
 
 def test_a_lint_only_gate_failure_does_not_speak_of_shards(tmp_path):

@@ -6,6 +6,7 @@ lineage, splits and configs are chosen by option, and what cannot be read is a u
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from click.testing import CliRunner
 import pipeline
 from pipeline.cli import main
 from pipeline.formats import FORMATS
+from pipeline.hub_ids import repo_id_problem
 from pipeline.quarantine import Rejection
 from pipeline.sources import InputError, Record, expand_inputs, iter_file
 
@@ -311,3 +313,55 @@ def test_timestamps_and_dates_become_iso_text(tmp_path):
     pq.write_table(table, tmp_path / "dates" / "train.parquet")
     (item,) = iter_file(f"hf:{tmp_path / 'dates'}")
     assert item.value == {"day": "2024-05-01", "at": "2024-05-01T12:30:00"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("hf:org/../outside", "`..` is not allowed"),
+        ("hf:a/b/c", "a Hub id is ORG/NAME, this has 3 parts"),
+        ("hf:-x/y", "`-x` starts or ends with `-` or `.`"),
+        ("hf:org/name.", "`name.` starts or ends with `-` or `.`"),
+        ("hf:org/na me", "` ` not allowed"),
+        ("hf:org/" + "n" * 97, "longer than 96 characters"),
+    ],
+)
+def test_a_hub_id_is_checked_by_the_hubs_rules_before_datasets_sees_it(
+    spec, problem, tmp_path, monkeypatch
+):
+    (tmp_path / "outside").mkdir()  # org/../outside is a folder here: still not read
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("datasets.load_dataset", lambda *a, **k: pytest.fail("datasets called"))
+    result = run("convert", spec, "-o", str(tmp_path / "o.jsonl"))
+    assert result.exit_code == 2
+    (error,) = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert error.startswith(f"Error: {spec}: not a Hub dataset id: ") and problem in error
+    assert error.endswith("; name a Hub dataset hf:ORG/NAME, a local directory hf:./DIR")
+
+
+def test_a_relative_dataset_directory_is_local_and_its_errors_name_no_exception(
+    tmp_path, monkeypatch
+):
+    """`hf:../DIR` names a local directory (as a config records one): missing, it is said
+    so; present without data files, `datasets`' reason is given without a class name."""
+    here = tmp_path / "a" / "b"
+    here.mkdir(parents=True)
+    monkeypatch.chdir(here)
+    missing = run("convert", "hf:../../etc", "-o", str(tmp_path / "o.jsonl"))
+    assert missing.exit_code == 2
+    assert missing.output.splitlines()[-1] == "Error: hf:../../etc: no such directory"
+    (tmp_path / "etc").mkdir()
+    empty = run("convert", "hf:../../etc", "-o", str(tmp_path / "o.jsonl"))
+    assert empty.exit_code == 2
+    error = empty.output.splitlines()[-1]
+    assert error.startswith("Error: hf:../../etc (split 'train'): ")
+    assert "data files" in error and not re.search(r"\w+(Error|Exception)\b", error[7:])
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_hub_ids_the_hub_accepts_pass():
+    for repo_id in ("org/name", "squad", "Org-1/na_me.v2", "o/" + "n" * 96, "a.b/c-d_e"):
+        assert repo_id_problem(repo_id) is None, repo_id
+    assert repo_id_problem("squad", owner=True) == "a Hub id is ORG/NAME, this names no ORG"
+    assert repo_id_problem("a--b/c") == "`--` is not allowed"
+    assert repo_id_problem("ü/x") is not None and repo_id_problem("/x") is not None

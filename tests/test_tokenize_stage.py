@@ -284,15 +284,21 @@ def test_a_failed_run_leaves_the_earlier_shards_alone(tmp_path):
     assert len(earlier) == 2
 
 
-def test_a_new_run_replaces_the_shards_of_its_split_only(tmp_path):
+def test_a_writer_replaces_files_of_its_names_and_removes_nothing_else(tmp_path):
+    """Shards of the same names are replaced; every other file stays (what an earlier
+    output left is the output folder's to remove, pipeline/output/folder.py)."""
     write(tmp_path, [rows(25)])
     write(tmp_path, [rows(5)], split="test")
-    write(tmp_path, [rows(12)])
+    shards = write(tmp_path, [rows(12)])
     assert sorted(os.listdir(tmp_path)) == [
         "test-00000-of-00001.parquet",
         "train-00000-of-00002.parquet",
+        "train-00000-of-00003.parquet",
         "train-00001-of-00002.parquet",
+        "train-00001-of-00003.parquet",
+        "train-00002-of-00003.parquet",
     ]
+    assert [pq.read_metadata(tmp_path / s.name).num_rows for s in shards] == [10, 2]
 
 
 def test_no_rows_give_one_empty_shard_with_the_schema(tmp_path):

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from pipeline.cli.output import stderr
 from pipeline.version import __version__
+from pipeline.wording import visible
 
 COMMANDS = {
     "run": "pipeline.cli.run:run_command",
@@ -33,9 +34,10 @@ only when it runs (or help lists it), so `mms run` does not load what `mms push`
 
 
 class _Group(click.Group):
-    """The `mms` group: commands loaded from COMMANDS when asked for; an unexpected failure
-    (a bug) prints one line saying so, never a traceback; MMS_DEBUG=1 shows the traceback
-    for a bug report."""
+    """The `mms` group: commands loaded from COMMANDS when asked for; an error's message is
+    shown on one line with control characters escaped (it often names an input); an
+    unexpected failure (a bug) prints one line saying so, never a traceback; MMS_DEBUG=1
+    shows the traceback for a bug report."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
@@ -51,7 +53,10 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+        except click.ClickException as err:
+            err.message = visible(err.message)  # a name in it stays on the error's one line
+            raise
+        except (click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except BrokenPipeError:  # the reader went away (`mms lint ... | head`): stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -60,7 +65,7 @@ class _Group(click.Group):
             if os.environ.get("MMS_DEBUG") == "1":
                 raise
             stderr.print(
-                f"[red]internal error:[/] {escape(f'{type(err).__name__}: {err}')}. This is a "
+                f"[red]internal error:[/] {escape(visible(f'{type(err).__name__}: {err}'))}. This is a "
                 "bug in mms; please report it (run again with MMS_DEBUG=1 to see the traceback)."
             )
             sys.exit(3)

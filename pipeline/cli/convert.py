@@ -25,6 +25,7 @@ from pipeline.cli.output import (
     print_inputs,
     print_quarantine,
     read_progress,
+    safe,
     stderr,
 )
 from pipeline.engine import UnitFailed
@@ -241,7 +242,7 @@ def _exit_wrong_format(named: str, stats: Account) -> NoReturn:
 def _print_summary(result: ConvertResult) -> None:
     stats = result.account
     print_inputs(stats)
-    where = "standard output" if str(result.output) == STDOUT else result.output
+    where = "standard output" if str(result.output) == STDOUT else safe(result.output)
     stderr.print(f"Wrote {plural(stats.threads, 'thread')} to {where}")
     print_quarantine(stats, result.quarantine)
     stderr.print(

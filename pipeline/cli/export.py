@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.markup import escape
 
 from pipeline.cli.options import input_format_option
 from pipeline.cli.output import (
@@ -14,6 +13,7 @@ from pipeline.cli.output import (
     exit_unbalanced,
     print_inputs,
     print_quarantine,
+    safe,
     stderr,
 )
 from pipeline.jobs.convert import STDOUT
@@ -116,11 +116,11 @@ def _print_summary(result: ExportResult, target: str) -> None:
         where = str(result.output)
     else:
         where = f"{result.output}/ (one .txt each)"
-    stderr.print(f"Wrote {plural(stats.kept, f'{target} transcript')} to {escape(where)}")
+    stderr.print(f"Wrote {plural(stats.kept, f'{target} transcript')} to {safe(where)}")
     if result.left_out:
         stderr.print(f"Left out {plural(len(result.left_out), 'thread')} with no {target} form:")
         for thread_id, why in result.left_out[:SHOWN_LEFT_OUT]:
-            stderr.print(f"  {escape(thread_id)}: {escape(why)}")
+            stderr.print(f"  {safe(thread_id)}: {safe(why)}")
         if len(result.left_out) > SHOWN_LEFT_OUT:
             stderr.print(f"  and {len(result.left_out) - SHOWN_LEFT_OUT:,} more")
     print_quarantine(stats, result.quarantine)

@@ -6,6 +6,7 @@ import click
 
 from pipeline.formats import AUTO, FORMATS
 from pipeline.jobs.read import detect_file
+from pipeline.wording import visible
 
 
 @click.command(
@@ -30,13 +31,13 @@ def formats_command(detect_file: str | None) -> None:
 
 def _print_detection(path: str) -> None:
     detection = detect_file(path)
-    click.echo(f"{path}: {detection.records} record(s) sniffed -> {detection.label}")
+    click.echo(f"{visible(path)}: {detection.records} record(s) sniffed -> {detection.label}")
     width = max(len(name) for name in FORMATS)
     for score in detection.scores:
         mean = score.total / detection.records if detection.records else 0.0
         click.echo(
             f"  {score.name:<{width}}  {mean:4.2f}  accepts {score.accepted}/{detection.records}"
-            f"  {score.reason}"
+            f"  {visible(score.reason)}"
         )
     if detection.per_record:
         click.echo("  no format accepts every record: each record is detected on its own")

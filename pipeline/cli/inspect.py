@@ -26,6 +26,7 @@ from pipeline.tokenize.inspect import (
     stored_encoding,
     token_triples,
 )
+from pipeline.wording import visible
 
 
 @click.command(
@@ -144,7 +145,8 @@ def inspect_command(
     if triples and renderer is not None:
         for thread in chosen:
             click.echo(
-                f"# {thread.id}\n" + token_triples(renderer, renderer.encode(thread)), nl=False
+                f"# {visible(thread.id)}\n" + token_triples(renderer, renderer.encode(thread)),
+                nl=False,
             )
     else:
         show(Console(highlight=False), chosen, renderer)
@@ -202,7 +204,9 @@ def _inspect_shard(
     }
     if triples:
         for thread, _, _ in rows:
-            click.echo(f"# {thread.id}\n" + token_triples(renderer, stored[thread.id]), nl=False)
+            click.echo(
+                f"# {visible(thread.id)}\n" + token_triples(renderer, stored[thread.id]), nl=False
+            )
         return
     show(Console(highlight=False), [thread for thread, _, _ in rows], renderer, stored)
     stderr.print("[dim]the tokens stored in the shard, not rendered again[/]")

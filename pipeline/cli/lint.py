@@ -20,6 +20,7 @@ from pipeline.cli.output import (
     print_error,
     print_refused,
     read_progress,
+    safe,
     stderr,
 )
 from pipeline.engine import UnitFailed
@@ -162,6 +163,7 @@ def lint_command(
                 config=config,
                 progress=(lambda stats, _report: update(stats)) if update else None,
                 workers=worker_count(workers),
+                outputs=[output] if output is not None else [],
             )
     except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
@@ -188,7 +190,7 @@ def _gate_on_new(report: LintReport, baseline: Baseline, path: str) -> int:
     gating = [d for d in new if d.severity in severities]
     known = len(report.diagnostics) - len(new)
     stderr.print(
-        f"Baseline {path}: {plural(known, 'finding')} known, {len(new):,} new"
+        f"Baseline {safe(path)}: {plural(known, 'finding')} known, {len(new):,} new"
         + (f", {len(gating):,} of them at fail-on {report.config.fail_on}" if gating else ""),
         highlight=False,
     )
@@ -219,7 +221,7 @@ def _write_report(
         write_report(report, output_format, out, **options)
     summary = report.summary()
     stderr.print(
-        f"Wrote the {output_format} report to {output}: {summary['findings']:,} findings "
+        f"Wrote the {output_format} report to {safe(output)}: {summary['findings']:,} findings "
         f"({report.errors:,} errors, {report.warnings:,} warnings) in {summary['threads']:,} "
         f"threads from {summary['records']:,} records"
     )

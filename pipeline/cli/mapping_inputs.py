@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from pipeline.cli.output import stderr
+from pipeline.cli.output import safe, stderr
 from pipeline.config_file import ConfigFileError
 from pipeline.formats import AUTO
 from pipeline.formats.field_mapping import FieldMapping, FileMappings
@@ -106,10 +106,10 @@ def _registry_inputs(
     hub_only = [name for name, why in registry.skipped if why == HUB_ONLY]
     for name, why in registry.skipped:
         if why != HUB_ONLY:
-            stderr.print(f"[yellow]skipped[/] {name}: {why}", highlight=False)
+            stderr.print(f"[yellow]skipped[/] {safe(name)}: {safe(why)}", highlight=False)
     if hub_only:
         stderr.print(
-            f"{plural(len(hub_only), 'Hub dataset')} of {path} not read: name them to stream "
+            f"{plural(len(hub_only), 'Hub dataset')} of {safe(path)} not read: name them to stream "
             "them through hf:",
             highlight=False,
         )

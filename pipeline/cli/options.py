@@ -43,6 +43,16 @@ workers_option: Decorator = click.option(
     "same bytes for any N; 1 streams in this process.",
 )
 
+overwrite_option: Decorator = click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Write into a folder that holds files mms did not write (or that were changed "
+    "since): mms then replaces and removes what is in its places there (data/, tokenizer/, "
+    "quarantine/, reports/, README.md, manifest.json) and says what; anything else in the "
+    "folder is kept. Without it, mms writes only into an empty folder or its own output, "
+    "and removes only files its earlier manifest lists, unchanged.",
+)
+
 
 def worker_count(given: int | None) -> int:
     """The --workers a command runs with: the number given, else one per CPU."""

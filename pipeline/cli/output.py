@@ -23,9 +23,12 @@ from rich.progress import (
 )
 
 from pipeline.accounting import DEDUPLICATED, SAMPLED_OUT, Account, most_first
+from pipeline.hub_ids import repo_id_problem
+from pipeline.output.folder import Publication
 from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
 from pipeline.quarantine import ERROR_CODES
-from pipeline.wording import plural
+from pipeline.sources.paths import HF_PREFIX
+from pipeline.wording import plural, visible
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -87,10 +90,16 @@ def stage_progress() -> Iterator[Callable[[str, int, int, Account | None], None]
         yield update
 
 
-def some(paths: list[str], shown: int = 3) -> str:
-    """The first `shown` paths, and how many more."""
-    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
-    return ", ".join(paths[:shown]) + more
+def safe(value: object) -> str:
+    """`value` (a name, locator, id or reason from the data or the command line) ready for
+    a rich markup string: control characters escaped (`visible`), and markup too."""
+    return escape(visible(value))
+
+
+def some(paths: list[str], count: int = 3) -> str:
+    """The first `count` paths (markup-safe), and how many more."""
+    more = f" and {len(paths) - count} more" if len(paths) > count else ""
+    return ", ".join(safe(path) for path in paths[:count]) + more
 
 
 def check_mark(balanced: bool) -> str:
@@ -102,14 +111,21 @@ def output_argument(name: str) -> Path:
     """The folder an OUTPUT argument names: a local folder, or a pushed output
     (hf:ORG/NAME[@REVISION]) fetched into the Hugging Face cache (or found there offline)."""
     if is_hub_output(name):
+        repo_id = name.removeprefix(HF_PREFIX).partition("@")[0]
+        problem = repo_id_problem(repo_id, owner=True)
+        if problem is not None:
+            raise click.UsageError(
+                f"{name}: not a Hub dataset id: {problem}; a pushed output is "
+                "hf:ORG/NAME[@REVISION], a local one a folder"
+            )
         try:
-            with stderr.status(f"fetching {name}", spinner="dots"):
+            with stderr.status(f"fetching {safe(name)}", spinner="dots"):
                 return fetch_output(name)
         except OutputNotFound as err:
             raise click.UsageError(str(err)) from None
     folder = Path(name)
     if not folder.is_dir():
-        raise click.UsageError(f"{name} is not a folder (nor a Hub dataset: hf:ORG/NAME)")
+        raise click.UsageError(f"{visible(name)} is not a folder (nor a Hub dataset: hf:ORG/NAME)")
     return folder
 
 
@@ -124,9 +140,10 @@ class ConfigProblem(click.ClickException):
 
 
 def print_error(message: object, after: str = "") -> None:
-    """`error: MESSAGE` on stderr, the message shown as it is (no rich markup: a path or an
-    install hint like `mms-pipeline[ray]` keeps its brackets), then `after` (markup)."""
-    stderr.print(f"[red]error:[/] {escape(str(message))}{after}")
+    """`error: MESSAGE` on stderr, the message shown as it is on one line (no rich markup: a
+    path or an install hint like `mms-pipeline[ray]` keeps its brackets; control characters
+    escaped), then `after` (markup)."""
+    stderr.print(f"[red]error:[/] {safe(message)}{after}")
 
 
 def exit_unbalanced() -> NoReturn:
@@ -138,7 +155,7 @@ def exit_unbalanced() -> NoReturn:
 def print_inputs(stats: Account) -> None:
     """Records read per format, and the files skipped, read as companions or undetected."""
     by_format = Counter(stats.formats.values())
-    formats = ", ".join(f"{name}: {count}" for name, count in sorted(by_format.items()))
+    formats = ", ".join(f"{safe(name)}: {count}" for name, count in sorted(by_format.items()))
     stderr.print(
         f"Read {plural(stats.records_read, 'record')} from {plural(len(stats.files), 'file')} "
         f"({formats})"
@@ -149,7 +166,7 @@ def print_inputs(stats: Account) -> None:
             f"{some(stats.skipped_files)}"
         )
     for companion, main in sorted(stats.companion_files.items()):
-        stderr.print(f"  read {companion} as part of {main}")
+        stderr.print(f"  read {safe(companion)} as part of {safe(main)}")
     print_refused(stats.refused_files)
     undetected = [path for path, name in stats.formats.items() if name == "-"]
     if undetected:
@@ -164,7 +181,7 @@ def print_refused(refused: dict[str, str]) -> None:
     if refused:
         stderr.print(f"  [yellow]refused {plural(len(refused), 'file')}[/], never opened:")
         for path, why in sorted(refused.items()):
-            stderr.print(f"    {path}: {why}")
+            stderr.print(f"    {safe(path)}: {safe(why)}")
 
 
 def print_quarantine(stats: Account, path: Path) -> None:
@@ -186,14 +203,14 @@ def print_left_out(
     if not total:
         stderr.print(f"{verb} 0 {noun}")
         return
-    stderr.print(f"{verb} {total:,} {noun} to {path}:")
+    stderr.print(f"{verb} {total:,} {noun} to {safe(path)}:")
     for code, count in most_first(counts):
         stderr.print(f"  {count:>8,}  {code:<{width}} {meanings[code]}")
 
 
 def input_table(inputs: list[dict[str, Any]], tokenized: bool) -> list[str]:
-    """The per-input table of a run (manifest `counts.inputs` entries) as aligned lines:
-    read, quarantined, dropped, deduplicated, sampled out, weighted copies, written, tokens."""
+    """The per-input table of a run (manifest `counts.inputs` entries) as aligned plain
+    lines (no markup; the paths' control characters escaped): read, quarantined, dropped, deduplicated, sampled out, weighted copies, written, tokens."""
     header = ["input", "read", "quarantined", "dropped", "dedup", "sampled out", "copies"]
     header += ["written", "tokens"] if tokenized else ["written"]
     rows = []
@@ -209,7 +226,7 @@ def input_table(inputs: list[dict[str, Any]], tokenized: bool) -> list[str]:
             source["rows_written"],
             *([source["tokens"]] if tokenized else []),
         ]
-        rows.append([source["path"], *(f"{n:,}" for n in figures)])
+        rows.append([visible(source["path"]), *(f"{n:,}" for n in figures)])
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     return [
         "  ".join(
@@ -220,3 +237,21 @@ def input_table(inputs: list[dict[str, Any]], tokenized: bool) -> list[str]:
         )
         for row in [header, *rows]
     ]
+
+
+def print_publication(publication: Publication | None) -> None:
+    """What publishing an output removed beside writing it: the earlier output's files it
+    does not write again, and what --overwrite took over."""
+    if publication is None:
+        return
+    if publication.removed:
+        stderr.print(
+            f"Removed {plural(len(publication.removed), 'file')} of the earlier output that "
+            f"this one does not write: {some(publication.removed)}"
+        )
+    if publication.taken_over:
+        stderr.print(
+            f"[yellow]--overwrite:[/] replaced or removed "
+            f"{plural(len(publication.taken_over), 'file')} mms had not written (or that were "
+            f"changed since): {some(publication.taken_over, 10)}"
+        )

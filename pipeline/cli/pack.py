@@ -6,8 +6,15 @@ import sys
 
 import click
 
-from pipeline.cli.options import overlong_option
-from pipeline.cli.output import check_mark, exit_unbalanced, print_error, stderr
+from pipeline.cli.options import overlong_option, overwrite_option
+from pipeline.cli.output import (
+    check_mark,
+    exit_unbalanced,
+    print_error,
+    print_publication,
+    safe,
+    stderr,
+)
 from pipeline.jobs.pack import PackError, PackResult, pack_output
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.packing.best_fit import WINDOW
@@ -55,7 +62,10 @@ from pipeline.tokenize.overlong import DROP_CODES
     metavar="N",
     help="Threads sorted and placed together: larger packs tighter and holds more in memory.",
 )
-def pack_command(source: str, seq_len: int, output: str, overlong: str, window: int) -> None:
+@overwrite_option
+def pack_command(
+    source: str, seq_len: int, output: str, overlong: str, window: int, overwrite: bool
+) -> None:
     """Pack the tokenized output OUT into sequences of at most --seq-len tokens.
 
     Threads are placed best-fit-decreasing, a window at a time, so memory stays flat on any
@@ -77,8 +87,11 @@ def pack_command(source: str, seq_len: int, output: str, overlong: str, window: 
                 seq_len=seq_len,
                 overlong=overlong,  # type: ignore[arg-type]
                 window=window,
+                overwrite=overwrite,
                 progress=lambda done: status.update(f"packing: {done:,} threads read"),
             )
+    except OutputPathError as err:
+        raise click.UsageError(str(err)) from None
     except PackError as err:
         if "more than --seq-len" in str(err):
             print_error(err, "; nothing was written")
@@ -87,6 +100,7 @@ def pack_command(source: str, seq_len: int, output: str, overlong: str, window: 
     except TokenizerLoadError as err:
         raise click.UsageError(f"{source}/tokenizer: {err}") from None
     _print_summary(result)
+    print_publication(result.publication)
     if not result.balanced:
         exit_unbalanced()
 
@@ -96,7 +110,7 @@ def _print_summary(result: PackResult) -> None:
     for split, counts in result.splits.items():
         shards = result.shards[split]
         stderr.print(
-            f"  {split}: {counts.rows_in:,} threads -> {counts.sequences:,} sequences "
+            f"  {safe(split)}: {counts.rows_in:,} threads -> {counts.sequences:,} sequences "
             f"in {len(shards)} shard(s)"
             + (f", {counts.truncated:,} truncated" if counts.truncated else "")
         )
@@ -113,4 +127,4 @@ def _print_summary(result: PackResult) -> None:
         f"Check: {read:,} threads = {stats.rows:,} packed + {dropped:,} dropped "
         f"{check_mark(result.balanced)}"
     )
-    stderr.print(f"Wrote {result.output}")
+    stderr.print(f"Wrote {safe(result.output)}")

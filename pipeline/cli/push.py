@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
-import re
+import logging
+import os
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 
-from pipeline.cli.output import print_error, stderr
+from pipeline.cli.output import print_error, safe, stderr
+from pipeline.hub_ids import repo_id_problem
 from pipeline.jobs.push import PushError, PushResult, push_output
+from pipeline.wording import visible
 
-REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _SHOWN = 20
 
 
 def _repo_id(_: click.Context, __: click.Parameter, value: str) -> str:
-    if not REPO_ID.match(value) or ".." in value or value.endswith((".", "-")):
-        raise click.BadParameter(f"{value!r} is not a repository id like ORG/NAME")
+    problem = repo_id_problem(value, owner=True)
+    if problem is not None:
+        raise click.BadParameter(f"{value!r} is not a repository id like ORG/NAME: {problem}")
     return value
 
 
@@ -85,7 +90,10 @@ def push_and_report(output: Path, repo_id: str, **options: Any) -> None:
 
     disable_progress_bars()  # the status line says what is happening
     try:
-        with stderr.status("checking the output and the repository", spinner="dots") as status:
+        with (
+            _client_quiet(),
+            stderr.status("checking the output and the repository", spinner="dots") as status,
+        ):
             result = push_output(
                 output,
                 repo_id,
@@ -95,11 +103,29 @@ def push_and_report(output: Path, repo_id: str, **options: Any) -> None:
     except PushError as err:
         print_error(err)
         for problem in err.problems[:_SHOWN]:
-            stderr.print(f"  [red]✗[/] {escape(problem)}")
+            stderr.print(f"  [red]✗[/] {safe(problem)}")
         if len(err.problems) > _SHOWN:
             stderr.print(f"  ... and {len(err.problems) - _SHOWN} more")
         sys.exit(1)
     _print_result(result, options.get("dry_run", False))
+
+
+@contextmanager
+def _client_quiet() -> Iterator[None]:
+    """huggingface_hub's log lines (its retries: `'...' thrown while requesting GET ...`,
+    `Retrying in 1s [Retry 1/5].`) and warnings kept off the terminal while pushing: the
+    summary, or the one error line, says what happened. HF_HUB_VERBOSITY, when set, still
+    shows the client's lines."""
+    hub_logger = logging.getLogger("huggingface_hub")
+    level = hub_logger.level
+    if not os.environ.get("HF_HUB_VERBOSITY"):
+        hub_logger.setLevel(logging.CRITICAL + 1)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module="huggingface_hub")
+            yield
+    finally:
+        hub_logger.setLevel(level)
 
 
 def _print_result(result: PushResult, dry_run: bool) -> None:
@@ -107,9 +133,9 @@ def _print_result(result: PushResult, dry_run: bool) -> None:
     where = f"{plan.repo_id}@{plan.revision}"
     for file in plan.files:
         state = "same" if file.path in plan.same else "send"
-        click.echo(f"  {state}  {file.size:>14,}  {file.path}")
+        click.echo(f"  {state}  {file.size:>14,}  {visible(file.path)}")
     for path in plan.stale:
-        click.echo(f"  delete  {'':>12}  {path}")
+        click.echo(f"  delete  {'':>12}  {visible(path)}")
     sending = plan.to_send
     total = sum(file.size for file in sending)
     if plan.up_to_date:
@@ -127,4 +153,4 @@ def _print_result(result: PushResult, dry_run: bool) -> None:
         f"to {where}"
     )
     if result.pull_request:
-        click.echo(f"pull request: {result.pull_request}")
+        click.echo(f"pull request: {visible(result.pull_request)}")

@@ -11,23 +11,27 @@ from typing import Any
 import click
 
 from pipeline.accounting import InputAccount, most_first
+from pipeline.cli.options import overwrite_option
 from pipeline.cli.output import (
     ConfigProblem,
     check_mark,
     exit_unbalanced,
     input_table,
     print_error,
+    print_publication,
     print_refused,
+    safe,
     some,
     stage_progress,
     stderr,
 )
 from pipeline.cli.push import push_and_report
-from pipeline.engine import UnitFailed, WorkdirError, reset_workdir
+from pipeline.engine import UnitFailed, WorkdirError
 from pipeline.engine.ray import RayUnavailable
 from pipeline.jobs.run import (
     LOCAL_WORKERS,
     WORK_DIR,
+    FinishedBefore,
     RunResult,
     detected_format,
     plan,
@@ -35,9 +39,10 @@ from pipeline.jobs.run import (
 )
 from pipeline.jobs.run.config import RunConfig, RunConfigError, load_run_config
 from pipeline.output.files import OutputPathError, check_writable
+from pipeline.output.folder import OutputFolderError
 from pipeline.sources import InputError
 from pipeline.tokenize.overlong import OverlongThreadError
-from pipeline.wording import plural
+from pipeline.wording import plural, visible
 
 
 @click.command(
@@ -85,6 +90,7 @@ from pipeline.wording import plural
     show_default=True,
     help="Reuse the finished work units of an interrupted run, or start over.",
 )
+@overwrite_option
 @click.option(
     "--dry-run", is_flag=True, help="Print the plan (inputs, units, stages); write nothing."
 )
@@ -102,6 +108,7 @@ def run_command(
     ray_address: str | None,
     workers: int | None,
     resume: bool,
+    overwrite: bool,
     dry_run: bool,
     push: bool,
 ) -> None:
@@ -132,14 +139,19 @@ def run_command(
             raise ConfigProblem(str(err)) from None
         click.echo(f"engine: {_describe_engine(config, workers)}")
         if config.push is not None:
-            click.echo(f"push: {config.push.repo} when the run succeeds (--no-push: not)")
+            click.echo(f"push: {visible(config.push.repo)} when the run succeeds (--no-push: not)")
         return
-    if not resume:
-        reset_workdir(out / WORK_DIR)
     try:
         with stage_progress() as update:
-            result = run_pipeline(config, output=out, workers=workers, progress=update)
-    except (InputError, WorkdirError, ValueError) as err:
+            result = run_pipeline(
+                config,
+                output=out,
+                workers=workers,
+                progress=update,
+                fresh=not resume,
+                overwrite=overwrite,
+            )
+    except (InputError, WorkdirError, OutputFolderError, ValueError) as err:
         raise ConfigProblem(str(err)) from None
     except RayUnavailable as err:
         print_error(err)
@@ -150,10 +162,25 @@ def run_command(
     except OverlongThreadError as err:
         print_error(err, "; nothing was written (overlong: error)")
         sys.exit(1)
+    if isinstance(result, FinishedBefore):
+        stderr.print(
+            f"Nothing to do: {safe(result.output)} is the finished output of this config and "
+            "these inputs (its manifest.json says so, and every file it lists is as written); "
+            "--fresh runs it again"
+        )
+        if config.push is not None and push:
+            push_and_report(
+                result.output,
+                config.push.repo,
+                private=config.push.private,
+                revision=config.push.revision,
+            )
+        return
     _print_summary(result)
+    print_publication(result.publication)
     if result.verification is not None and not result.verification.passed:
         for problem in result.verification.problems:
-            stderr.print(f"  [red]✗[/] {problem.where}: {problem.what}")
+            stderr.print(f"  [red]✗[/] {safe(problem.where)}: {safe(problem.what)}")
         stderr.print("[red]error:[/] the output does not match its manifest; this is a bug")
         sys.exit(1)
     if not result.counts.balanced:
@@ -161,7 +188,7 @@ def run_command(
     if result.gate_failed:
         _print_gate_failure(result, config)
         if config.push is not None:
-            stderr.print(f"nothing was pushed to {config.push.repo}: the gate failed")
+            stderr.print(f"nothing was pushed to {safe(config.push.repo)}: the gate failed")
         sys.exit(1)
     pushed = config.push is not None and push
     if config.push is not None and push:
@@ -192,10 +219,10 @@ def _print_next_steps(result: RunResult, pushed: bool) -> None:
     ]
     if not pushed:
         steps.append((f"mms push {shown} ORG/NAME", "publish it on the Hugging Face Hub"))
-    width = max(len(command) for command, _ in steps)
+    width = max(len(visible(command)) for command, _ in steps)
     stderr.print("Next:", highlight=False)
     for command, what in steps:
-        stderr.print(f"  {command.ljust(width)}  {what}", highlight=False, markup=False)
+        stderr.print(f"  {visible(command).ljust(width)}  {what}", highlight=False, markup=False)
 
 
 def _with_engine(config: RunConfig, engine: str | None, address: str | None) -> RunConfig:
@@ -227,13 +254,14 @@ def _describe_engine(config: RunConfig, workers: int | None) -> str:
 def _print_plan(config: RunConfig, out: Path) -> None:
     units = plan(config, out)
     inputs, parts = plural(len(config.inputs), "input"), plural(len(units), "work unit")
-    click.echo(f"{config.name}: {inputs}, {parts} -> {out}")
+    click.echo(f"{visible(config.name)}: {inputs}, {parts} -> {visible(out)}")
     for unit in units:
-        click.echo(f"  {unit.id}  {detected_format(config, unit):<20} {unit.describe()}")
+        fmt = visible(detected_format(config, unit))
+        click.echo(f"  {visible(unit.id)}  {fmt:<20} {visible(unit.describe())}")
     stages = config.stages
     names = ["normalize", "lint", "filters"]
     names += ["dedup"] if stages.dedup.enabled else []
-    names += [f"tokenize ({stages.tokenize.tokenizer})"] if stages.tokenize else []
+    names += [f"tokenize ({visible(stages.tokenize.tokenizer)})"] if stages.tokenize else []
     names += (
         ["shard (" + ", ".join(f"{n} {f:g}" for n, f in stages.shard.splits) + ")"]
         if stages.shard
@@ -252,10 +280,10 @@ def _print_gate_failure(result: RunResult, config: RunConfig) -> None:
     )
     for code, severity, count, first in result.report.gate_findings(fail_on):
         where = first.locator or first.source or first.thread_id or ""
-        stderr.print(f"  {count:>8,}  {code} {severity:<7} first at {where}")
+        stderr.print(f"  {count:>8,}  {code} {severity:<7} first at {safe(where)}")
     stderr.print(
         f"Fix them, drop them (stages.lint.drop_on) or relax fail_on; details in "
-        f"{result.output / 'reports' / 'lint.md'}"
+        f"{safe(result.output / 'reports' / 'lint.md')}"
     )
 
 
@@ -264,7 +292,7 @@ def _print_summary(result: RunResult) -> None:
     if result.resumed:
         stderr.print(
             f"Resumed: {result.resumed:,} of {plural(result.units, 'work unit')} were done by "
-            f"an earlier run of this config (kept in {result.output / WORK_DIR}), not redone"
+            f"an earlier run of this config (kept in {safe(result.output / WORK_DIR)}), not redone"
         )
     stderr.print(
         f"Read {plural(counts.records_read, 'record')}: {counts.records_converted:,} converted "
@@ -277,16 +305,16 @@ def _print_summary(result: RunResult) -> None:
     for code, count in most_first(counts.quarantined):
         stderr.print(f"  {count:>8,}  quarantined  {code}")
     for reason, count in most_first(counts.dropped):
-        stderr.print(f"  {count:>8,}  dropped      {reason}")
+        stderr.print(f"  {count:>8,}  dropped      {safe(reason)}")
     for split, shards in result.shards.items():
         rows = counts.written[split] if result.packing else sum(s.rows for s in shards)
-        stderr.print(f"  {rows:>8,}  written      {split} ({plural(len(shards), 'shard')})")
+        stderr.print(f"  {rows:>8,}  written      {safe(split)} ({plural(len(shards), 'shard')})")
     if counts.copies:
         stderr.print(
             f"            of them {plural(counts.copies, 'weighted copy', 'weighted copies')}"
         )
     for split in result.empty_splits:
-        stderr.print(f"  [yellow]split {split} got no rows[/]: not written, not in the card")
+        stderr.print(f"  [yellow]split {safe(split)} got no rows[/]: not written, not in the card")
     if counts.withheld:
         stderr.print(f"  {counts.withheld:>8,}  withheld     the lint gate failed")
     if counts.tokens:
@@ -311,7 +339,7 @@ def _print_summary(result: RunResult) -> None:
     not_gated = f", {left_out:,} of them on what was dropped (not gated)" if left_out else ""
     stderr.print(
         f"Lint: {plural(len(report.diagnostics), 'finding')} ({plural(report.errors, 'error')}, "
-        f"{plural(report.warnings, 'warning')}){not_gated}; reports in {result.output / 'reports'}"
+        f"{plural(report.warnings, 'warning')}){not_gated}; reports in {safe(result.output / 'reports')}"
     )
     checked = result.verification.checked if result.verification else None
     if checked:

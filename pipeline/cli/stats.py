@@ -13,7 +13,7 @@ from pipeline.jobs.stats import StatsError, output_stats, stats_json
 from pipeline.output.files import atomic_text_output
 from pipeline.output.stats_html import write_stats_html
 from pipeline.output.stats_markdown import stats_markdown
-from pipeline.wording import plural
+from pipeline.wording import plural, visible
 
 FORMATS = ("text", "json", "markdown", "html")
 
@@ -86,14 +86,14 @@ def _write(stats: dict[str, Any], output_format: str, out: TextIO) -> None:
         for line in _run_lines(run):
             out.write(line + "\n")
     for split, figures in stats["splits"].items():
-        out.write(f"{split}: {_headline(figures)}\n")
+        out.write(f"{visible(split)}: {_headline(figures)}\n")
         for line in _details(figures):
             out.write(f"  {line}\n")
         grouped = figures.get("by")
         if grouped:
-            out.write(f"  by {grouped['field']}:\n")
+            out.write(f"  by {visible(grouped['field'])}:\n")
             for group in grouped["groups"]:
-                out.write(f"    {group['group']}: {_headline(group)}\n")
+                out.write(f"    {visible(group['group'])}: {_headline(group)}\n")
 
 
 def _headline(figures: dict[str, Any]) -> str:
@@ -130,7 +130,7 @@ def _details(figures: dict[str, Any]) -> list[str]:
     roles = figures.get("roles")
     if roles:
         shares = ", ".join(
-            f"{role} {found['tokens']:,} ({found['token_share']:.1%}, "
+            f"{visible(role)} {found['tokens']:,} ({found['token_share']:.1%}, "
             f"{found['trained_tokens']:,} trained)"
             for role, found in sorted(roles.items(), key=lambda item: -item[1]["tokens"])
         )
@@ -139,7 +139,8 @@ def _details(figures: dict[str, Any]) -> list[str]:
     if capabilities:
         used = most_first({name: found["used"] for name, found in capabilities.items()})
         shown = ", ".join(
-            f"{name} {count:,}/{capabilities[name]['enabled']:,}" for name, count in used[:8]
+            f"{visible(name)} {count:,}/{capabilities[name]['enabled']:,}"
+            for name, count in used[:8]
         )
         more = f" and {len(used) - 8:,} more" if len(used) > 8 else ""
         lines.append(f"capabilities (threads using/enabling): {shown}{more}")
@@ -169,7 +170,8 @@ def _run_lines(run: dict[str, Any]) -> list[str]:
     if run["dropped"]:
         tokens = run["tokens_dropped"]
         dropped = ", ".join(
-            f"{reason} {count:,}" + (f" ({tokens[reason]:,} tokens)" if reason in tokens else "")
+            f"{visible(reason)} {count:,}"
+            + (f" ({tokens[reason]:,} tokens)" if reason in tokens else "")
             for reason, count in most_first(run["dropped"])
         )
         lines.append(f"  dropped: {dropped}")

@@ -12,6 +12,7 @@ from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
     overlong_option,
+    overwrite_option,
     read_spec,
     split_option,
     train_on_option,
@@ -22,8 +23,10 @@ from pipeline.cli.output import (
     print_error,
     print_inputs,
     print_left_out,
+    print_publication,
     print_quarantine,
     read_progress,
+    safe,
     stderr,
 )
 from pipeline.jobs.tokenize import TokenizeResult, tokenize_dataset
@@ -115,6 +118,7 @@ from pipeline.tokenize.text_encoding import TEXT_ENCODERS
 )
 @split_option
 @hf_config_option
+@overwrite_option
 def tokenize_command(
     inputs: tuple[str, ...],
     tokenizer_spec: str,
@@ -128,6 +132,7 @@ def tokenize_command(
     shard_rows: int,
     split: str,
     hf_config: str | None,
+    overwrite: bool,
 ) -> None:
     """Tokenize INPUT threads into Parquet shards with exact loss masks (renderer mms-v0).
 
@@ -166,6 +171,7 @@ def tokenize_command(
                 overlong=overlong,  # type: ignore[arg-type]
                 shard_rows=shard_rows,
                 progress=update,
+                overwrite=overwrite,
             )
     except OverlongThreadError as err:
         print_error(
@@ -173,9 +179,10 @@ def tokenize_command(
             "; nothing was written. Raise --max-tokens, or use --overlong drop or truncate.",
         )
         sys.exit(1)
-    except InputError as err:
+    except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
     _print_summary(result)
+    print_publication(result.publication)
     if not result.balanced:
         exit_unbalanced()
 
@@ -185,7 +192,7 @@ def _print_summary(result: TokenizeResult) -> None:
     print_inputs(stats)
     trained_share = stats.trained_tokens / stats.tokens if stats.tokens else 0.0
     stderr.print(
-        f"Wrote {stats.kept:,} threads to {result.output / 'data'} in "
+        f"Wrote {stats.kept:,} threads to {safe(result.output / 'data')} in "
         f"{len(result.shards)} shard(s): {stats.tokens:,} tokens, "
         f"{stats.trained_tokens:,} trained ({trained_share:.1%}), longest {stats.longest:,}"
     )
@@ -202,7 +209,7 @@ def _print_summary(result: TokenizeResult) -> None:
             "rendered, not trained"
         )
     stderr.print(
-        f"Tokenizer with the MMS special tokens: {result.tokenizer} (text encoded by "
+        f"Tokenizer with the MMS special tokens: {safe(result.tokenizer)} (text encoded by "
         f"{result.text_encoder})"
     )
     print_left_out("Dropped", "threads", stats.dropped, result.dropped, DROP_CODES, width=20)

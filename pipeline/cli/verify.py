@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from pipeline.cli.output import output_argument, stderr
+from pipeline.cli.output import output_argument, safe, stderr
 from pipeline.jobs.verify import OutputError, verify_output
 from pipeline.wording import plural
 
@@ -51,14 +51,14 @@ def verify_command(output: str, no_render: bool, no_template: bool) -> None:
     for check, count in result.checked.items():
         stderr.print(f"  {count:>8,}  {check}")
     for note in result.notes:
-        stderr.print(f"  [yellow]note:[/] {note}")
+        stderr.print(f"  [yellow]note:[/] {safe(note)}")
     for problem in result.problems[:_SHOWN]:
-        stderr.print(f"  [red]✗[/] {problem.where}: {problem.what}")
+        stderr.print(f"  [red]✗[/] {safe(problem.where)}: {safe(problem.what)}")
     if len(result.problems) > _SHOWN:
         stderr.print(f"  ... and {len(result.problems) - _SHOWN} more")
     if result.problems:
         stderr.print(
-            f"[red]verify failed:[/] {plural(len(result.problems), 'problem')} in {output}"
+            f"[red]verify failed:[/] {plural(len(result.problems), 'problem')} in {safe(output)}"
         )
         sys.exit(1)
-    stderr.print(f"[green]✓[/] {output} verified")
+    stderr.print(f"[green]✓[/] {safe(output)} verified")

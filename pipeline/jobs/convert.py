@@ -26,6 +26,7 @@ from pipeline.output.files import (
     check_writable,
     discard_if_none,
 )
+from pipeline.output.overlap import refuse_output_in_managed_place
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.sources import InputError
 from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, WorkUnit
@@ -66,10 +67,18 @@ def default_quarantine_path(output: str | Path) -> Path:
 
 def check_output_file(path: str | Path) -> None:
     """Make sure a file can be written at `path` before any work starts (as
-    check_writable), and that it is not a device, pipe or socket: an output is written
-    to a temporary file renamed over it, which would replace `/dev/null` itself."""
+    check_writable), that it is not a device, pipe or socket (an output is written to a
+    temporary file renamed over it, which would replace `/dev/null` itself), nor a
+    symbolic link (it would be replaced, not written through), nor inside a folder
+    another mms output manages."""
+    if os.path.islink(path):
+        raise OutputPathError(
+            f"cannot write {path}: it is a symbolic link (to {os.readlink(path)}); name the "
+            "file itself"
+        )
     if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
         raise OutputPathError(f"cannot write {path}: not a regular file (a device or pipe)")
+    refuse_output_in_managed_place(path)
     check_writable(path)
 
 
@@ -99,8 +108,8 @@ def convert(
     check_output_file(quarantine)
     spec = spec or ReadSpec()
     account = Account()
-    exclude = (output, quarantine)
-    units = job_parts(inputs, spec, account, workers, split_bytes, exclude)
+    outputs = (output, quarantine)
+    units = job_parts(inputs, spec, account, workers, split_bytes, outputs)
     with output_stream(output) as out, atomic_output(quarantine) as rejected:
         sink = _JsonlSink(out, rejected, account)
         if units:
@@ -117,7 +126,7 @@ def convert(
                 batch_size=BATCH,
                 progress=(lambda: progress(account)) if progress is not None else None,
             )
-            read_all = read(inputs, spec, on_reject=driver.rejected, stats=account, exclude=exclude)
+            read_all = read(inputs, spec, on_reject=driver.rejected, stats=account, outputs=outputs)
             driver.run(read_all)
     discard_if_none(quarantine, account.quarantined_total)
     if progress is not None:

@@ -24,6 +24,7 @@ from pipeline.jobs.convert import STDOUT, check_output_file, default_quarantine_
 from pipeline.jobs.read import ReadSpec, files_to_read, read
 from pipeline.mms import Thread
 from pipeline.output.files import atomic_output, check_writable, discard_if_none
+from pipeline.output.overlap import refuse_inputs_inside, refuse_output_in_managed_place
 from pipeline.quarantine import rejection_line
 
 TARGETS: dict[str, Callable[[Thread], str]] = {"harmony": thread_to_harmony}
@@ -104,13 +105,16 @@ def export(
     OutputPathError for unusable paths, before anything is read."""
     render = TARGETS[to]
     spec = spec or ReadSpec()
-    files_to_read(inputs, spec)  # unusable inputs fail here, before anything is written
     output = Path(output)
     lines = writes_lines(output)
     quarantine = Path(quarantine) if quarantine is not None else default_quarantine_path(output)
+    # unusable inputs, and outputs over inputs, fail here, before anything is written
+    found = files_to_read(inputs, spec, outputs=(output, quarantine))
     if lines and str(output) != STDOUT:
         check_output_file(output)
     elif not lines:
+        refuse_inputs_inside(output, found.files)
+        refuse_output_in_managed_place(output)
         check_writable(output, directory=True)
         output.mkdir(parents=True, exist_ok=True)
     check_output_file(quarantine)
@@ -122,7 +126,7 @@ def export(
             spec,
             on_reject=lambda r: rejected.write(rejection_line(r)),
             stats=account,
-            exclude=(output, quarantine),
+            outputs=(output, quarantine),
         )
         if not lines:
             _write_all(threads, render, _FolderSink(output), result, to)

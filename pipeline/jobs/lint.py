@@ -4,6 +4,7 @@ findings of every thread and of every record that did not become one."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
@@ -35,6 +36,7 @@ def lint(
     progress: Callable[[Account, LintReport], None] | None = None,
     workers: int = 1,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
+    outputs: Iterable[str | os.PathLike[str]] = (),
 ) -> LintReport:
     """Lint INPUTS of any input format, read as `spec` says (normalized to MMS threads
     first). Every record that cannot become a thread is reported (MMS101/102/105) with its
@@ -43,15 +45,20 @@ def lint(
     With `workers` above 1 and more than one part to read (several files, or a big JSON
     Lines file of a named format cut into parts of about `split_bytes`), the parts are
     read and linted in that many processes, and the dataset rules see them in reading
-    order (pipeline/jobs/lint_parts.py): the same report."""
+    order (pipeline/jobs/lint_parts.py): the same report. `outputs`: the files the caller
+    writes (a report file), never one of the inputs (OutputPathError, before reading)."""
     paths = [inputs] if isinstance(inputs, str) else list(inputs)
     spec = spec or ReadSpec()
     stage, driver = _lint_job(paths, config, progress)
-    units = job_parts(paths, spec, driver.account, workers, split_bytes)
+    outputs = list(outputs)
+    units = job_parts(paths, spec, driver.account, workers, split_bytes, outputs)
     if units:
         lint_parts(units, spec, stage, driver.account, workers, driver.progress)
     else:
-        driver.run(read(paths, spec, on_reject=driver.rejected, stats=driver.account))
+        read_all = read(
+            paths, spec, on_reject=driver.rejected, stats=driver.account, outputs=outputs
+        )
+        driver.run(read_all)
     return _finished(stage, progress)
 
 

@@ -10,8 +10,6 @@ bytes, whatever the source's shard files."""
 
 from __future__ import annotations
 
-import hashlib
-import os
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -30,15 +28,26 @@ from pipeline.output.files import (
     discard_if_none,
     file_sha256,
 )
-from pipeline.output.manifest import build_manifest, file_entries, input_record, write_manifest
-from pipeline.output.shards import SHARD_FILE, Shard, ShardWriter, split_files
-from pipeline.output.tokenizer import shipped_renderer
+from pipeline.output.folder import OutputFolder, Publication
+from pipeline.output.manifest import (
+    CARD_FILE,
+    DATA_DIR,
+    MANIFEST_FILE,
+    build_manifest,
+    card_entry,
+    file_entries,
+    input_record,
+    json_sha256,
+    published_files,
+    write_manifest,
+)
+from pipeline.output.overlap import refuse_inputs_in_managed_places, refuse_output_in_managed_place
+from pipeline.output.shards import Shard, ShardWriter, split_files
+from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, TOKENIZER_DIR, shipped_renderer
 from pipeline.packing import PACKED_SCHEMA, SEQUENCES_PER_SHARD, TOKEN_COLUMNS, WINDOW, PackingStats
+from pipeline.quarantine import DROPPED_FILE
 from pipeline.stages.pack import Pack, PackError, SplitPacking
 from pipeline.tokenize.overlong import OverlongPolicy
-
-STAGING_DIR = ".packing"
-"""Where shards are written until every split is packed (under the output folder)."""
 
 
 @dataclass
@@ -50,6 +59,8 @@ class PackResult:
     shards: dict[str, list[Shard]]
     splits: dict[str, SplitPacking]
     stats: PackingStats
+    publication: Publication | None = None
+    """What publishing removed of an earlier output in the folder."""
 
     @property
     def balanced(self) -> bool:
@@ -79,36 +90,38 @@ def pack_output(
     overlong: OverlongPolicy = "drop",
     window: int = WINDOW,
     progress: Callable[[int], None] | None = None,
+    overwrite: bool = False,
 ) -> PackResult:
     """Pack the tokenized output `source` into `output` (see the module docstring): a
     source (the shards of each split, in order), the pack stage, and a sink (the packed
-    shards, published once every split is packed, and quarantine/dropped.jsonl)."""
+    shards and quarantine/dropped.jsonl, staged in the output folder and published when
+    every split is packed; pipeline/output/folder.py, `overwrite` as there)."""
     source, output = Path(source), Path(output)
     if output.resolve() == source.resolve():
         raise PackError("the packed output must be another folder than the one packed")
+    refuse_output_in_managed_place(output)
+    refuse_inputs_in_managed_places(output, [str(source)])
     splits = source_shards(source)
-    renderer = shipped_renderer(source / "tokenizer") if overlong == "truncate" else None
+    renderer = shipped_renderer(source / TOKENIZER_DIR) if overlong == "truncate" else None
     stage = Pack(seq_len, window=window, overlong=overlong, renderer=lambda: renderer)
     columns = [*TOKEN_COLUMNS, *(["messages"] if overlong == "truncate" else [])]
     shards: dict[str, list[Shard]] = {}
-    staging = output / STAGING_DIR
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
+    with OutputFolder(output, overwrite=overwrite) as folder:
+        staging = folder.staging
         dropped = 0
-        with atomic_output(output / "quarantine" / "dropped.jsonl") as dropped_out:
+        with atomic_output(staging / DROPPED_FILE) as dropped_out:
             for split, paths in splits.items():
                 rows = _source_rows(paths, columns, window)
-                shards[split] = _pack_split(stage, split, rows, staging, progress)
+                shards[split] = _pack_split(stage, split, rows, staging / DATA_DIR, progress)
                 lines = list(stage.dropped_lines(split))
                 dropped_out.writelines(lines)
                 dropped += len(lines)
-            _publish(staging, output / "data", shards)
-        discard_if_none(output / "quarantine" / "dropped.jsonl", dropped)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    counts = {split: stage.counts(split) for split in splits}
-    result = PackResult(output, seq_len, shards, counts, stage.stats())
-    _ship(source, output, result, overlong, window)
+        discard_if_none(staging / DROPPED_FILE, dropped)
+        counts = {split: stage.counts(split) for split in splits}
+        result = PackResult(output, seq_len, shards, counts, stage.stats())
+        _ship(source, staging, output.resolve().name, result, overlong, window)
+        result.publication = folder.publish()
+        folder.finish()
     return result
 
 
@@ -124,12 +137,12 @@ def _pack_split(
     stage: Pack,
     split: str,
     rows: Iterator[pa.Table],
-    staging: Path,
+    data: Path,
     progress: Callable[[int], None] | None,
 ) -> list[Shard]:
-    """One split through the pack stage into shards under `staging`."""
+    """One split through the pack stage into shards under `data`."""
     writer = ShardWriter(
-        staging, PACKED_SCHEMA, split=split, shard_rows=SEQUENCES_PER_SHARD, empty_shard=False
+        data, PACKED_SCHEMA, split=split, shard_rows=SEQUENCES_PER_SHARD, empty_shard=False
     )
     with writer:
         for table in rows:
@@ -142,27 +155,16 @@ def _pack_split(
     return writer.shards
 
 
-def _publish(staging: Path, data: Path, shards: dict[str, list[Shard]]) -> None:
-    """Move the new shards into `data`, and remove any shard an earlier run left there:
-    nothing appears until every split is packed."""
-    data.mkdir(parents=True, exist_ok=True)
-    names = {shard.name for split in shards.values() for shard in split}
-    for path in data.iterdir():
-        if SHARD_FILE.match(path.name) and path.name not in names:
-            path.unlink()
-    for name in sorted(names):
-        os.replace(staging / name, data / name)
-
-
-def _ship(source: Path, output: Path, result: PackResult, overlong: str, window: int) -> None:
-    """The tokenizer of the source, and the manifest of the packed output."""
-    if output.joinpath("tokenizer").exists():
-        shutil.rmtree(output / "tokenizer")
-    shutil.copytree(source / "tokenizer", output / "tokenizer")
-    source_manifest = source / "manifest.json"
+def _ship(
+    source: Path, staging: Path, name: str, result: PackResult, overlong: str, window: int
+) -> None:
+    """The tokenizer of the source, the card and the manifest of the packed output,
+    written into the staging folder (the manifest last); `name`: the output folder's."""
+    shutil.copytree(source / TOKENIZER_DIR, staging / TOKENIZER_DIR)
+    source_manifest = source / MANIFEST_FILE
     inputs = [
         input_record(path, "parquet", recorded_as=f"{source.name}/data/{path.name}")
-        for path in sorted((source / "data").glob("*.parquet"))
+        for path in sorted((source / DATA_DIR).glob("*.parquet"))
     ]
     stats = result.stats.to_dict()
     counts: dict[str, Any] = {
@@ -185,44 +187,33 @@ def _ship(source: Path, output: Path, result: PackResult, overlong: str, window:
         if source_manifest.is_file()
         else None,
     }
-    tokenizer_record = orjson.loads((output / "tokenizer" / "mms_special_tokens.json").read_bytes())
+    tokenizer_record = orjson.loads((staging / TOKENIZER_DIR / SPECIAL_TOKENS_FILE).read_bytes())
+    _card(source, staging, name, result, stats, tokenizer_record)
     manifest = build_manifest(
         inputs=inputs,
         config=config,
-        config_digest=_json_sha256(config),
+        config_digest=json_sha256(config),
         counts=counts,
         shards=result.shards,
         tokenizer={
-            "path": "tokenizer/tokenizer.json",
-            "sha256": file_sha256(output / "tokenizer" / "tokenizer.json"),
+            "path": f"{TOKENIZER_DIR}/tokenizer.json",
+            "sha256": file_sha256(staging / TOKENIZER_DIR / "tokenizer.json"),
             "renderer": tokenizer_record["renderer"],
             "label_policy": tokenizer_record.get("label_policy"),
             "pad_token": tokenizer_record["pad_token"],
             "vocabulary": tokenizer_record["vocabulary"],
         },
         reports=[],
-        files=file_entries(output, _published(output)),
+        files=file_entries(staging, published_files(staging)),
+        card=card_entry(staging),
     )
-    write_manifest(output / "manifest.json", manifest)
-    _card(source, output, result, stats, tokenizer_record)
-
-
-def _published(output: Path) -> list[str]:
-    """The files of a packed output besides its shards, card and manifest: the tokenizer
-    and what the quarantine holds."""
-    folders = [output / "tokenizer", output / "quarantine"]
-    return [
-        path.relative_to(output).as_posix()
-        for folder in folders
-        if folder.is_dir()
-        for path in sorted(folder.iterdir())
-        if path.is_file()
-    ]
+    write_manifest(staging / MANIFEST_FILE, manifest)
 
 
 def _card(
     source: Path,
     output: Path,
+    name: str,
     result: PackResult,
     stats: dict[str, Any],
     tokenizer_record: dict[str, Any],
@@ -254,9 +245,9 @@ def _card(
         },
         features=PACKED_SCHEMA,
         stats=card_stats,
-        how_to_load=output.name,
+        how_to_load=name,
     )
-    with atomic_text_output(output / "README.md") as handle:
+    with atomic_text_output(output / CARD_FILE) as handle:
         handle.write(card)
 
 
@@ -267,8 +258,3 @@ def _source_inputs(source: Path) -> list[dict[str, Any]]:
     if not manifest.is_file():
         return []
     return list(orjson.loads(manifest.read_bytes()).get("counts", {}).get("inputs", []))
-
-
-def _json_sha256(value: Any) -> str:
-    """sha256 of a value's canonical JSON (sorted keys)."""
-    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()

@@ -43,18 +43,19 @@ def job_parts(
     stats: Account,
     workers: int,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
-    exclude: Iterable[str | os.PathLike[str]] = (),
+    outputs: Iterable[str | os.PathLike[str]] = (),
 ) -> list[WorkUnit]:
     """The parts of a job's inputs when `workers` processes read them, with its files
     counted in `stats` (as `read` counts them); none, and nothing counted, when one
     process reads everything: one worker, or one part. The files are `read`'s, in its
     order; a big uncompressed JSON Lines file whose format `splits_by_record` is cut at
-    line boundaries into parts of about `split_bytes`, any other file is one part."""
+    line boundaries into parts of about `split_bytes`, any other file is one part.
+    `outputs`: the files the job writes, never one of the inputs (OutputPathError)."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
     if workers == 1:
         return []
-    found = files_to_read(inputs, spec, exclude)
+    found = files_to_read(inputs, spec, outputs)
     if STDIN in found.files:  # standard input is read once, by this process
         return []
     units = plan_units(

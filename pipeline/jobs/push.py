@@ -21,12 +21,13 @@ from typing import Any
 
 import orjson
 
+from pipeline.hub_ids import repo_id_problem
 from pipeline.jobs.verify import OutputError, verify_output
 from pipeline.output.card import card_for_repository
+from pipeline.output.folder import WORK_DIR
 
 MANIFEST = "manifest.json"
 CARD = "README.md"
-WORK_DIR = ".work"
 OWNED = ("data/", "tokenizer/", "reports/", "quarantine/")
 """The repository folders an output fills: a remote file there that the output does not
 have (a shard of an earlier push) is deleted; other remote files (.gitattributes, files a
@@ -96,8 +97,9 @@ def publishable_files(out: Path, repo_id: str) -> list[LocalFile]:
         raise PushError(f"{out} has no {MANIFEST}: it is not an output of mms run or mms pack")
     if (out / WORK_DIR).exists():
         raise PushError(
-            f"{out / WORK_DIR} is the work directory of an unfinished run: run it to the end "
-            "(or remove the folder) before pushing"
+            f"{out / WORK_DIR} is the work directory of an unfinished command: run it again "
+            "to the end before pushing (`mms run CONFIG` resumes it, or says the output is "
+            "finished and removes it)"
         )
     try:
         checked = verify_output(out, render=False, template=False)
@@ -122,6 +124,7 @@ def plan_push(api: Any, out: Path, repo_id: str, revision: str | None = None) ->
 
     files = publishable_files(out, repo_id)
     plan = PushPlan(out, repo_id, revision or "main", files)
+    _first_contact(api, repo_id, plan.revision)
     try:
         remote = list(
             api.list_repo_tree(repo_id, repo_type=REPO_TYPE, revision=plan.revision, recursive=True)
@@ -164,6 +167,9 @@ def push_output(
     from huggingface_hub.errors import HfHubHTTPError
 
     out = Path(out)
+    problem = repo_id_problem(repo_id, owner=True)
+    if problem is not None:
+        raise PushError(f"{repo_id!r} is not a Hub repository id like ORG/NAME: {problem}")
     if not dry_run and not (token or get_token()):
         raise PushError("no Hub token: pass --token, set HF_TOKEN, or log in with `hf auth login`")
     api = HfApi(endpoint=endpoint, token=token)
@@ -196,6 +202,20 @@ def push_output(
             raise
         raise PushError(f"cannot reach the Hub at {api.endpoint}: {_first_line(err)}") from None
     return result
+
+
+def _first_contact(api: Any, repo_id: str, revision: str) -> None:
+    """Reach the Hub once without the client's retries (repo_info is a single request), so
+    that an endpoint refusing connections, a host that does not resolve or one that does not
+    answer fails now, not after the client's backoff (list_repo_tree retries 5 times over
+    23 s). The requests that follow keep their retries, for a network that falters
+    mid-push; whatever the Hub answers here is left to them to act on."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        api.repo_info(repo_id, repo_type=REPO_TYPE, revision=revision)
+    except HfHubHTTPError:
+        return
 
 
 def _batches(plan: PushPlan, *, single: bool) -> Iterator[list[Any]]:

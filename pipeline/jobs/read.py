@@ -13,6 +13,7 @@ from pipeline.accounting import Account
 from pipeline.formats import AUTO, ConvertOptions, get_format
 from pipeline.formats.detect import Detection, detect
 from pipeline.mms import Thread
+from pipeline.output.overlap import refuse_outputs_over_inputs
 from pipeline.quarantine import Rejection
 from pipeline.sources import (
     DEFAULT_SPLIT,
@@ -22,7 +23,6 @@ from pipeline.sources import (
     expand_inputs,
     iter_file,
 )
-from pipeline.sources.stdin import STDIN
 from pipeline.stages.normalize import SNIFF_RECORDS, read_items
 
 
@@ -47,19 +47,19 @@ def read(
     *,
     on_reject: Callable[[Rejection], None] | None = None,
     stats: Account | None = None,
-    exclude: Iterable[str | os.PathLike[str]] = (),
+    outputs: Iterable[str | os.PathLike[str]] = (),
 ) -> Iterator[Thread]:
     """Yield MMS threads from files, directories, globs and `hf:` datasets, in input order,
     read as `spec` says (default: every format detected, default limits).
 
     Each record that cannot become a thread goes to `on_reject` and is counted in
-    `stats.quarantined`; the reading goes on. Files in `exclude` (e.g. the run's own
-    output inside an input directory) are passed over. Raises InputError for unusable
-    paths and datasets that cannot be opened.
+    `stats.quarantined`; the reading goes on. `outputs` are the files the caller writes:
+    one of them among the inputs raises OutputPathError, as unusable paths and datasets
+    that cannot be opened raise InputError, before anything is read.
     """
     spec = spec or ReadSpec()
     stats = stats if stats is not None else Account()
-    found = files_to_read(inputs, spec, exclude)
+    found = files_to_read(inputs, spec, outputs)
     count_files(stats, found)
     for path in found.files:
         items = iter_file(path, spec.limits, split=spec.split, config=spec.hf_config)
@@ -69,18 +69,15 @@ def read(
 
 
 def files_to_read(
-    inputs: str | Iterable[str], spec: ReadSpec, exclude: Iterable[str | os.PathLike[str]] = ()
+    inputs: str | Iterable[str], spec: ReadSpec, outputs: Iterable[str | os.PathLike[str]] = ()
 ) -> InputFiles:
-    """The files `read` reads, in its order: the inputs expanded, without those in
-    `exclude`. Raises InputError for unusable paths and an unknown format name before any
-    file is read."""
+    """The files `read` reads, in its order: the inputs expanded. Raises InputError for
+    unusable paths and an unknown format name, and OutputPathError when one of the files
+    the command writes (`outputs`) is among them, before any file is read."""
     if spec.format != AUTO:
         get_format(spec.format)
     found = expand_inputs([inputs] if isinstance(inputs, str) else list(inputs))
-    excluded = {os.path.realpath(path) for path in exclude if str(path) != STDIN}
-    found.files = [
-        path for path in found.files if path == STDIN or os.path.realpath(path) not in excluded
-    ]
+    refuse_outputs_over_inputs(found.files, [os.fspath(path) for path in outputs])
     return found
 
 

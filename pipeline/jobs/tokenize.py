@@ -15,11 +15,23 @@ import pyarrow.compute as pc
 
 from pipeline.accounting import Account
 from pipeline.jobs.driver import StreamDriver
-from pipeline.jobs.read import ReadSpec, read
+from pipeline.jobs.read import ReadSpec, files_to_read, read
 from pipeline.output.files import atomic_output, discard_if_none
+from pipeline.output.folder import OutputFolder, Publication
+from pipeline.output.manifest import (
+    DATA_DIR,
+    MANIFEST_FILE,
+    build_manifest,
+    file_entries,
+    input_record,
+    json_sha256,
+    published_files,
+    write_manifest,
+)
+from pipeline.output.overlap import refuse_inputs_in_managed_places, refuse_output_in_managed_place
 from pipeline.output.shards import SHARD_ROWS, Shard, ShardWriter
-from pipeline.output.tokenizer import write_tokenizer
-from pipeline.quarantine import REJECTED_FILE, Rejection, rejection_line
+from pipeline.output.tokenizer import TOKENIZER_DIR, shipped_tokenizer_record, write_tokenizer
+from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE, Rejection, rejection_line
 from pipeline.stages.contract import ORIGINAL_THREAD, TOKENS_CUT, Batch
 from pipeline.stages.tokenize import Tokenize
 from pipeline.tokenize.loading import LoadedTokenizer
@@ -40,6 +52,8 @@ class TokenizeResult:
     tokenizer: Path
     text_encoder: str
     """Which library encoded the text: `tiktoken` or `tokenizers`."""
+    publication: Publication
+    """What publishing removed of an earlier output in the folder."""
 
     @property
     def balanced(self) -> bool:
@@ -60,50 +74,82 @@ def tokenize_dataset(
     shard_rows: int = SHARD_ROWS,
     batch_size: int = BATCH_SIZE,
     progress: Callable[[Account], None] | None = None,
+    overwrite: bool = False,
 ) -> TokenizeResult:
     """Read `inputs`, tokenize every thread and write the dataset under `output` (DESIGN
     §7): `data/train-*.parquet`, `tokenizer/tokenizer.json` (augmented) with
     `tokenizer/mms_special_tokens.json`, `quarantine/rejected.jsonl` (records that did not
     become threads) and `quarantine/dropped.jsonl` (threads left out, with the reason), each
-    only when it holds something.
-    Nothing appears unless the whole run succeeds. `spec` says how inputs are read.
+    only when it holds something, and `manifest.json` (inputs, settings, counts, every
+    file's sha256). The folder is claimed as every output folder is
+    (pipeline/output/folder.py; `overwrite` lets it take over files mms did not write);
+    nothing appears unless the whole run succeeds. `spec` says how inputs are read.
 
     The job is a source (`read`), one stage (Tokenize) and a sink (the shards and the
     quarantine files)."""
-    output = Path(output)
+    spec = spec or ReadSpec()
     renderer = Renderer(tokenizer, bos=bos, policy=policy)
     renderer.check_shipped_tokenizer()  # before any text is encoded: fail fast
-    earlier = [path for path in output.rglob("*") if path.is_file()] if output.is_dir() else []
+    found = files_to_read(inputs, spec)
+    refuse_inputs_in_managed_places(output, found.files)
+    refuse_output_in_managed_place(output)
     account = Account()
-    quarantine, dropped = (
-        output / REJECTED_FILE,
-        output / "quarantine" / "dropped.jsonl",
-    )
-    with (
-        atomic_output(quarantine) as rejected_out,
-        atomic_output(dropped) as dropped_out,
-        ShardWriter(output / "data", TOKENIZED_SCHEMA, shard_rows=shard_rows) as shards,
-    ):
-        sink = _TokenizedSink(shards, rejected_out, dropped_out, account, max_tokens)
-        driver = StreamDriver(
-            [Tokenize(lambda: renderer, max_tokens, overlong)],
-            sink,
-            account,
-            batch_size=batch_size,
-            progress=(lambda: progress(account)) if progress is not None else None,
+    with OutputFolder(output, overwrite=overwrite) as folder:
+        staging = folder.staging
+        quarantine, dropped = staging / REJECTED_FILE, staging / DROPPED_FILE
+        with (
+            atomic_output(quarantine) as rejected_out,
+            atomic_output(dropped) as dropped_out,
+            ShardWriter(staging / DATA_DIR, TOKENIZED_SCHEMA, shard_rows=shard_rows) as shards,
+        ):
+            sink = _TokenizedSink(shards, rejected_out, dropped_out, account, max_tokens)
+            driver = StreamDriver(
+                [Tokenize(lambda: renderer, max_tokens, overlong)],
+                sink,
+                account,
+                batch_size=batch_size,
+                progress=(lambda: progress(account)) if progress is not None else None,
+            )
+            driver.run(read(inputs, spec, on_reject=driver.rejected, stats=account))
+            write_tokenizer(staging / TOKENIZER_DIR, renderer, tokenizer)
+        discard_if_none(dropped, account.dropped_total)
+        discard_if_none(quarantine, account.quarantined_total)
+        settings = {
+            "tokenize": {
+                "tokenizer": str(tokenizer.path),
+                "bos": bos,
+                "train_on": policy,
+                "max_tokens": max_tokens,
+                "overlong": overlong,
+                "shard_rows": shard_rows,
+            },
+            "format": spec.format,
+        }
+        write_manifest(
+            staging / MANIFEST_FILE,
+            build_manifest(
+                inputs=[input_record(path, spec.format) for path in account.files],
+                config=settings,
+                config_digest=json_sha256(settings),
+                counts=account.to_dict(),
+                shards={shards.split: shards.shards},
+                tokenizer=shipped_tokenizer_record(staging),
+                reports=[],
+                files=file_entries(staging, published_files(staging)),
+            ),
         )
-        driver.run(read(inputs, spec, on_reject=driver.rejected, stats=account, exclude=earlier))
-        tokenizer_file = write_tokenizer(output / "tokenizer", renderer, tokenizer)
-    discard_if_none(dropped, account.dropped_total)
-    discard_if_none(quarantine, account.quarantined_total)
+        publication = folder.publish()
+        folder.finish()
+    out = Path(output)
     return TokenizeResult(
-        output,
+        out,
         shards.shards,
         account,
-        quarantine,
-        dropped,
-        tokenizer_file,
+        out / REJECTED_FILE,
+        out / DROPPED_FILE,
+        out / TOKENIZER_DIR / "tokenizer.json",
         renderer.text_encoder_name,
+        publication,
     )
 
 

@@ -6,6 +6,7 @@ the bytes differ between environments whose versions differ."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 from collections.abc import Mapping, Sequence
@@ -19,20 +20,25 @@ import orjson
 from pipeline.output.files import atomic_output, file_sha256
 from pipeline.output.shards import Shard
 from pipeline.sources import is_hf_input
+from pipeline.sources.stdin import STDIN
 from pipeline.version import __version__
 
 MANIFEST_FORMAT = "mms-pipeline-manifest/1"
 """Names this layout, for readers that check what they were given."""
 DATA_DIR = "data"
 """Where the shards live, relative to the output directory."""
+CARD_FILE = "README.md"
+"""The dataset card's name in an output folder."""
+MANIFEST_FILE = "manifest.json"
+"""The manifest's name in an output folder; published last, it commits the output."""
 _VERSIONED = ("tokenizers", "tiktoken", "pyarrow")
 
 
 @dataclass(frozen=True, slots=True)
 class InputRecord:
     """One input as the run read it: path (as the config names it), format, and the
-    file's size and sha256 (None for an `hf:` dataset: `datasets` streams it, there is no
-    one file to hash)."""
+    file's size and sha256 (None for an `hf:` dataset, which `datasets` streams, and for
+    standard input: there is no one file to hash)."""
 
     path: str
     sha256: str | None
@@ -54,7 +60,7 @@ def input_record(
     """The InputRecord of a file (or `hf:` dataset) read as `format`, its path given as
     `recorded_as` if set."""
     shown = recorded_as if recorded_as is not None else str(path)
-    if is_hf_input(str(path)):
+    if is_hf_input(str(path)) or str(path) == STDIN:
         return InputRecord(shown, None, None, format)
     return InputRecord(shown, file_sha256(path), Path(path).stat().st_size, format)
 
@@ -82,6 +88,7 @@ def build_manifest(
     reports: Sequence[str],
     gate: Mapping[str, Any] | None = None,
     files: Sequence[Mapping[str, Any]] = (),
+    card: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest as a dict, keys in reading order.
 
@@ -91,7 +98,10 @@ def build_manifest(
     do not depend on the order work finished in. `reports` are paths relative to the output.
     `gate` says whether the lint gate passed (a failed gate publishes no shards). `files`
     lists every other file the output publishes but the card and the manifest (the
-    tokenizer's files, the reports, the quarantine), each with its bytes and sha256."""
+    tokenizer's files, the reports, the quarantine), each with its bytes and sha256;
+    `card` the card as written in the folder (`card_entry`: `mms push` rewrites its
+    loading name for the repository, so readers check a card by its front matter, and this
+    hash only says whether the folder's card is still the one mms wrote)."""
     return {
         "format": MANIFEST_FORMAT,
         "gate": dict(gate) if gate is not None else None,
@@ -110,6 +120,7 @@ def build_manifest(
         "tokenizer": dict(tokenizer) if tokenizer is not None else None,
         "reports": list(reports),
         "files": [dict(entry) for entry in files],
+        "card": dict(card) if card is not None else None,
     }
 
 
@@ -121,11 +132,64 @@ def file_entries(out: Path, paths: Sequence[str]) -> list[dict[str, Any]]:
     ]
 
 
+def published_files(folder: Path) -> list[str]:
+    """The files of an output `folder` its manifest lists under `files`: all but the shards
+    in data/, the card and the manifest, as POSIX paths relative to it, sorted."""
+    return sorted(
+        path.relative_to(folder).as_posix()
+        for path in folder.rglob("*")
+        if path.is_file()
+        and path.relative_to(folder).parts[0] != DATA_DIR
+        and path.relative_to(folder).as_posix() not in (CARD_FILE, MANIFEST_FILE)
+    )
+
+
+def card_entry(folder: Path) -> dict[str, Any] | None:
+    """The manifest's `card` entry of the folder's README.md (None when it has none)."""
+    card = folder / CARD_FILE
+    if not card.is_file():
+        return None
+    return {"path": CARD_FILE, "bytes": card.stat().st_size, "sha256": file_sha256(card)}
+
+
+def json_sha256(value: Any) -> str:
+    """sha256 of a value's canonical JSON (sorted keys): the digest of a job's settings."""
+    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
 def write_manifest(path: str | os.PathLike[str], manifest: Mapping[str, Any]) -> None:
     """Write `manifest` as JSON (indent 2, trailing newline) atomically to `path`."""
     text = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
     with atomic_output(path) as out:
         out.write(text)
+
+
+def read_own_manifest(folder: Path) -> dict[str, Any] | None:
+    """The manifest mms wrote in `folder` (its `format` says so), None when there is none
+    or the file there is not one of ours."""
+    path = folder / MANIFEST_FILE
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        manifest = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        return None
+    return manifest
+
+
+def listed_files(manifest: Mapping[str, Any]) -> dict[str, str | None]:
+    """Every file a manifest publishes besides itself (shards, `files` and the card),
+    relative to its folder, with its sha256."""
+    listed: dict[str, str | None] = {}
+    for split in (manifest.get("splits") or {}).values():
+        for shard in split.get("shards") or []:
+            listed[str(shard.get("path"))] = shard.get("sha256")
+    for entry in [*(manifest.get("files") or []), manifest.get("card") or {}]:
+        if entry:
+            listed[str(entry.get("path"))] = entry.get("sha256")
+    return listed
 
 
 def _shard_entry(shard: Shard) -> dict[str, Any]:

@@ -81,7 +81,7 @@ class ShardWriter:
     A shard ends after `shard_rows` rows, or after the row group that brings its written bytes
     to `shard_bytes` (footer not counted), whichever comes first; with neither given, shards
     hold `SHARD_ROWS` rows. Use it as a context manager: on success the shards are renamed to
-    their final names (replacing any earlier shards of `split`) and listed in `.shards`; on an
+    their final names (replacing files of the same names) and listed in `.shards`; on an
     exception every file written so far is removed. Rows are cut into row groups of
     `row_group_rows` whatever the batches written, so bytes depend on the rows only."""
 
@@ -135,7 +135,7 @@ class ShardWriter:
         if exc_type is None:
             self.commit()
         else:
-            self.discard(keep_earlier=True)
+            self.discard()
 
     def write(self, table: pa.Table) -> None:
         """Append `table`'s rows; full row groups go to disk at once."""
@@ -192,7 +192,7 @@ class ShardWriter:
                 sink.close()
 
     def commit(self) -> None:
-        """Publish the shards under their final names, replacing earlier shards of the split."""
+        """Publish the shards under their final names (files of those names are replaced)."""
         if self._pending.num_rows:
             self._flush(self._pending.num_rows)
         if not self._temps and self.empty_shard:  # one empty shard keeps the schema readable
@@ -206,27 +206,16 @@ class ShardWriter:
         ]
         for name, temp in zip(names, self._temps, strict=True):
             os.replace(temp, self.directory / name)
-        self._remove_stale(set(names))
 
-    def _remove_stale(self, keep: set[str]) -> None:
-        """Shards of this split from an earlier run that this run did not write."""
-        if not self.directory.is_dir():
-            return
-        pattern = re.compile(rf"^{re.escape(self.split)}-\d{{5}}-of-\d{{5}}\.parquet$")
-        for path in self.directory.iterdir():
-            if pattern.match(path.name) and path.name not in keep:
-                path.unlink()
-
-    def discard(self, *, keep_earlier: bool = False) -> None:
-        """Remove every file written so far, and (unless `keep_earlier`) the split's shards
-        from an earlier run too, so nothing of this split is left to be mistaken for output."""
+    def discard(self) -> None:
+        """Remove every file written so far. Files this writer did not write are never
+        touched: what an earlier output left is the output folder's business
+        (pipeline/output/folder.py), so write shards into a staging folder."""
         try:
             self._close()
         finally:
             for temp in self._temps:
                 temp.unlink(missing_ok=True)
-            if not keep_earlier:
-                self._remove_stale(set())
 
 
 def _check_positive(name: str, value: int | None, *, optional: bool) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import orjson
 
-from pipeline.output.files import atomic_output
+from pipeline.output.files import atomic_output, file_sha256
 from pipeline.tokenize.hf_files import pad_token, special_tokens_map, tokenizer_config, vocabulary
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.renderer import IGNORE, LABEL_POLICIES, Renderer
@@ -60,6 +61,25 @@ def write_tokenizer(
         with atomic_output(directory / name) as out:
             out.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     return file
+
+
+def shipped_tokenizer_record(output: Path) -> dict[str, Any]:
+    """The manifest's record of the tokenizer an output folder ships (its `tokenizer/`):
+    the file and its sha256, the renderer, the text encoder, the special ids, the labels
+    policy, the BOS, the vocabulary, the pad token and the base tokenizer."""
+    record = orjson.loads((output / TOKENIZER_DIR / SPECIAL_TOKENS_FILE).read_bytes())
+    return {
+        "path": f"{TOKENIZER_DIR}/tokenizer.json",
+        "sha256": file_sha256(output / TOKENIZER_DIR / "tokenizer.json"),
+        "renderer": record["renderer"],
+        "text_encoder": record["text_encoder"],
+        "special_tokens": record["special_tokens"],
+        "label_policy": record["label_policy"],
+        "bos": record["bos"],
+        "vocabulary": record["vocabulary"],
+        "pad_token": record["pad_token"],
+        "base": record["base_tokenizer"],
+    }
 
 
 def shipped_renderer(directory: Path) -> Renderer:

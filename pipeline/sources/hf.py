@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from pipeline.hub_ids import repo_id_problem
 from pipeline.quarantine import Rejection
 from pipeline.sources.jsonable import NotTextError, TooLargeError, to_jsonable
 from pipeline.sources.limits import ReadLimits
@@ -31,15 +32,26 @@ _STREAM_ERRORS = (pa.ArrowException, OSError, ValueError)
 
 
 def dataset_name(spec: str) -> str:
-    """The name or directory after `hf:`; raises InputError when it names nothing usable."""
+    """The name or directory after `hf:`; raises InputError when it names nothing usable.
+    A name starting with `/`, `./`, `../` or `~` is a local directory; any other is a Hub
+    id, checked by the Hub's rules (pipeline/hub_ids.py) before `datasets` sees it (one that
+    is also a directory here is read from there, as `datasets` does)."""
     name = spec.removeprefix(HF_PREFIX)
     if not name.strip():
         raise InputError(f"{spec}: give a dataset after hf:, e.g. hf:ORG/NAME or hf:./local/dir")
     local = os.path.expanduser(name)
     if os.path.isfile(local):
         raise InputError(f"{spec}: is a file; give it without hf: (files are read directly)")
-    if name.startswith(_LOCAL_PREFIXES) and not os.path.isdir(local):
-        raise InputError(f"{spec}: no such directory")
+    if name.startswith(_LOCAL_PREFIXES):
+        if not os.path.isdir(local):
+            raise InputError(f"{spec}: no such directory")
+        return local
+    problem = repo_id_problem(name)
+    if problem is not None:
+        raise InputError(
+            f"{spec}: not a Hub dataset id: {problem}; name a Hub dataset hf:ORG/NAME, "
+            "a local directory hf:./DIR"
+        )
     return local if os.path.isdir(local) else name
 
 
@@ -55,6 +67,8 @@ def _one_line(err: BaseException) -> str:
 
 def _load_problem(spec: str, split: str, config: str | None, err: BaseException) -> InputError:
     """An InputError naming the dataset, config and split, what went wrong, and a way out."""
+    from datasets.exceptions import DatasetsError
+
     chosen = f"split {split!r}" + (f", config {config!r}" if config else "")
     hint = ""
     if isinstance(err, ConnectionError):
@@ -63,7 +77,10 @@ def _load_problem(spec: str, split: str, config: str | None, err: BaseException)
         hint = "; slices such as train[:10%] cannot be streamed, give a whole split"
     elif config is None and "config" in str(err).lower():
         hint = "; choose a config with --hf-config NAME"
-    return InputError(f"{spec} ({chosen}): {type(err).__name__}: {_one_line(err)}{hint}")
+    # datasets' own errors and a missing file say what is wrong; any other is named
+    plain = isinstance(err, (DatasetsError, FileNotFoundError, ConnectionError))
+    kind = "" if plain else f"{type(err).__name__}: "
+    return InputError(f"{spec} ({chosen}): {kind}{_one_line(err)}{hint}")
 
 
 def _open(spec: str, split: str, config: str | None) -> Any:

@@ -22,6 +22,7 @@ from tokenizers.decoders import DecodeStream
 
 from pipeline.mms import Message, Thread
 from pipeline.tokenize.renderer import IGNORE, EncodedThread, Renderer
+from pipeline.wording import visible
 
 ROLE_STYLES = {
     "platform": "magenta",
@@ -216,31 +217,32 @@ def _title(index: int, message: Message) -> str:
     """`[3] assistant · format json · end_turn`: the message's place, role and fields."""
     parts = [f"[{index + 1}] {message.role}"]
     if message.role == "context" and message.name:
-        parts.append(f"name {message.name}")
+        parts.append(f"name {visible(message.name)}")
     if message.role == "assistant":
-        parts.append(f"format {message.format or 'markdown'}")
+        parts.append(f"format {visible(message.format or 'markdown')}")
         parts.append("end_turn" if message.end_turn else "no end_turn")
     return " · ".join(parts)
 
 
 def _header(thread: Thread) -> str:
     where = thread.meta.get("locator") or thread.meta.get("source")
-    parts = [f"thread {thread.id}", f"{len(thread.messages)} message(s)"]
+    parts = [f"thread {visible(thread.id)}", f"{len(thread.messages)} message(s)"]
     if where:
-        parts.append(f"from {where}")
+        parts.append(f"from {visible(where)}")
     if thread.settings is not None:
-        parts.append("formats " + ", ".join(f.name for f in thread.settings.formats))
+        parts.append("formats " + ", ".join(visible(f.name) for f in thread.settings.formats))
     return " · ".join(parts)
 
 
 def plain_thread(thread: Thread) -> str:
-    """The thread as text: a title line per message, then its numbered content lines."""
+    """The thread as text: a title line per message, then its numbered content lines (their
+    control characters escaped, as in the id, the source and the names: `visible`)."""
     lines = [_header(thread)]
     for index, message in enumerate(thread.messages):
         lines.append(_title(index, message))
         content = message.content.split("\n") if message.content else []
         width = len(str(len(content)))
-        lines += [f"  {n:>{width}} | {line}" for n, line in enumerate(content, 1)]
+        lines += [f"  {n:>{width}} | {visible(line)}" for n, line in enumerate(content, 1)]
         if not content:
             lines.append("  (empty content)")
     return "\n".join(lines) + "\n"
@@ -301,7 +303,7 @@ def rich_thread(thread: Thread) -> RenderableType:
         grid.add_column()
         lines = message.content.split("\n") if message.content else []
         for number, line in enumerate(lines, 1):
-            grid.add_row(str(number), Text(line))
+            grid.add_row(str(number), Text(visible(line)))
         if not lines:
             grid.add_row("", Text("(empty content)", style="dim italic"))
         panels.append(_panel(_title(index, message), message, grid))

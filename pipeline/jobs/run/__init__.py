@@ -6,18 +6,20 @@ that partitions by key (Ray)."""
 
 from pipeline.jobs.run.job import (
     LOCAL_WORKERS,
-    WORK_DIR,
+    FinishedBefore,
     RunResult,
     detected_format,
     engine_runner,
     plan,
     run_pipeline,
 )
+from pipeline.output.folder import WORK_DIR
 from pipeline.stages.fractions import stable_fraction
 
 __all__ = [
     "LOCAL_WORKERS",
     "WORK_DIR",
+    "FinishedBefore",
     "RunResult",
     "detected_format",
     "engine_runner",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.accounting import Account
-from pipeline.engine import LocalRunner, Partitioner, Runner, iter_units
+from pipeline.engine import LocalRunner, Partitioner, Runner, iter_units, reset_workdir
 from pipeline.engine.ray import RayRunner, RaySettings
 from pipeline.formats import AUTO
 from pipeline.formats.detect import detect
@@ -28,7 +27,7 @@ from pipeline.jobs.parallel import splits_by_record
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.outputs import (
     STATS_REPORTS,
-    remove_stale_outputs,
+    input_records,
     ship_tokenizer,
     write_card,
     write_reports,
@@ -41,8 +40,11 @@ from pipeline.jobs.run.stages import Side, run_stages, shard_schema
 from pipeline.jobs.run.unit import PART_FORMAT, UNIT_TOKENIZER, UnitJob
 from pipeline.jobs.verify import Verification, verify_output
 from pipeline.lint import LintReport
-from pipeline.output.files import remove_stale_temps
+from pipeline.output.files import discard_if_none
+from pipeline.output.folder import OutputFolder, Publication
+from pipeline.output.manifest import listed_files, versions
 from pipeline.output.shards import Shard
+from pipeline.quarantine import REJECTED_FILE
 from pipeline.sources import DEFAULT_SPLIT, Record, is_hf_input
 from pipeline.sources.parts import WorkUnit, input_files, iter_unit_records, plan_units
 from pipeline.stages.normalize import SNIFF_RECORDS
@@ -53,9 +55,13 @@ LOCAL_WORKERS = 2
 """Worker processes of the local engine when neither the config nor --workers says."""
 PARTITION_BYTES = 1 << 30
 """Inputs from which the local engine partitions keys by default (`engine.partition: auto`)."""
-WORK_DIR = ".work"
-"""The engine's work directory inside the output directory, removed once a run succeeds
-(a stopped run keeps it, and resumes from its finished units)."""
+
+
+@dataclass(frozen=True)
+class FinishedBefore:
+    """The folder held the finished output of this config and these inputs: nothing done."""
+
+    output: Path
 
 
 @dataclass
@@ -79,6 +85,8 @@ class RunResult:
     """Work units the run planned."""
     resumed: int = 0
     """Units an earlier, stopped run of the same config had finished: reused, not redone."""
+    publication: Publication | None = None
+    """What publishing removed of an earlier output (and took over with --overwrite)."""
 
 
 def plan(config: RunConfig, output: Path | None = None) -> list[WorkUnit]:
@@ -185,11 +193,41 @@ def run_pipeline(
     output: Path | None = None,
     workers: int | None = None,
     progress: Progress | None = None,
-) -> RunResult:
+    fresh: bool = False,
+    overwrite: bool = False,
+) -> RunResult | FinishedBefore:
     """Run every stage of `config` on its engine; output under `output` (default: the
-    config's)."""
+    config's). The folder is claimed first (pipeline/output/folder.py: nothing is written
+    through a link, nor over files mms did not write unless `overwrite`); the output is
+    written into its staging folder and published at the end. `fresh` forgets the work
+    units of an earlier run; without it they are reused, and a finished output of the same
+    config and inputs is left as it is (FinishedBefore)."""
     out = Path(output or config.output).resolve()
-    units = plan(config, out)
+    with OutputFolder(out, overwrite=overwrite) as folder:
+        units = plan(config, out)
+        if fresh:
+            reset_workdir(folder.work)
+        elif finished_before(config, folder, units):
+            folder.finish()
+            return FinishedBefore(out)
+        result = _run(config, folder, units, workers, progress)
+        publication = folder.publish()
+        folder.finish()  # the output is complete: the units' files are no longer needed
+    result.publication = publication
+    if result.shards:
+        result.verification = verify_output(out, render=False, template=False)
+    return result
+
+
+def _run(
+    config: RunConfig,
+    folder: OutputFolder,
+    units: list[WorkUnit],
+    workers: int | None,
+    progress: Progress | None,
+) -> RunResult:
+    """The run's stages into the claimed folder's staging folder, its manifest last."""
+    out, staging = folder.root, folder.staging
     stage = config.stages.tokenize
     resumed: list[int] = []  # the units already done when the run starts (its first report)
 
@@ -203,58 +241,69 @@ def run_pipeline(
         unit_dirs = iter_units(
             units,
             UnitJob(config, ships_tokenizer=units[0].id),
-            out / WORK_DIR,
+            folder.work,
             config_digest=f"{PART_FORMAT}:{config.digest()}",
             runner=runner,
             progress=units_progress,
-            on_claimed=lambda: remove_stale_temps(out, skip=(WORK_DIR,)),
             prepare_workers=lambda: renderer_for(stage) if stage else None,
             watched=_watched_files(units, config),
         )
         with closing(unit_dirs):  # a failed reduce stops the workers and frees the work dir
-            ready, repeated = _partition(config, runner, units, unit_dirs, out / WORK_DIR, progress)
+            ready, repeated = _partition(config, runner, units, unit_dirs, folder.work, progress)
             reduced = reduce_units(
-                config, out, units, ready, progress, *passed_over(config, out), repeated=repeated
+                config,
+                staging,
+                units,
+                ready,
+                progress,
+                *passed_over(config, out),
+                repeated=repeated,
             )
     counts, shards, report = reduced.counts, reduced.shards, reduced.report
-    gate_failed = reduced.gate_failed
-    reports = write_reports(out, report)
+    discard_if_none(staging / REJECTED_FILE, counts.quarantined_total)
+    reports = write_reports(staging, report)
     tokenizer = None
-    if config.stages.tokenize is not None and not gate_failed:
-        tokenizer = ship_tokenizer(reduced.unit_dirs[0] / UNIT_TOKENIZER, out)
+    if config.stages.tokenize is not None and not reduced.gate_failed:
+        tokenizer = ship_tokenizer(reduced.unit_dirs[0] / UNIT_TOKENIZER, staging)
     packing = reduced.packing
-    # nothing of an earlier run may pass for this run's output (a failed gate writes none)
-    remove_stale_outputs(
-        out,
-        shards,
-        card=bool(shards),
-        tokenizer=tokenizer is not None,
-        quarantine=bool(counts.quarantined_total),
-    )
-    figures = write_stats(out, shards, counts, tokenizer, packing)
+    figures = write_stats(staging, shards, counts, tokenizer, packing)
     if figures is not None:
         reports += STATS_REPORTS
-    write_run_manifest(out, config, units, counts, shards, tokenizer, reports, report, packing)
-    if shards:
-        assert figures is not None  # shards were written, so were their stats
         schema = shard_schema(config)
-        write_card(out, config, report, counts, shards, schema, tokenizer, packing, figures)
-    # the output is complete: the units' intermediate files are no longer needed
-    shutil.rmtree(out / WORK_DIR)
+        write_card(
+            staging, out.name, config, report, counts, shards, schema, tokenizer, packing, figures
+        )
+    write_run_manifest(staging, config, units, counts, shards, tokenizer, reports, report, packing)
     encoder = tokenizer["text_encoder"] if tokenizer else None
     configured = [name for name, _ in config.stages.shard.splits] if config.stages.shard else []
-    empty = tuple(name for name in configured if name not in shards and not gate_failed)
-    checked = verify_output(out, render=False, template=False) if shards else None
+    empty = tuple(name for name in configured if name not in shards and not reduced.gate_failed)
     return RunResult(
         out,
         counts,
         shards,
         report,
-        gate_failed,
+        reduced.gate_failed,
         encoder,
         empty,
-        checked,
+        None,
         packing,
         units=len(units),
         resumed=resumed[0] if resumed else 0,
     )
+
+
+def finished_before(config: RunConfig, folder: OutputFolder, units: list[WorkUnit]) -> bool:
+    """Whether the folder holds the finished output of this config and these inputs, as
+    this version of mms writes it: its manifest has the config's digest, the same versions
+    and inputs (sha256), a passed gate, and every file it lists is as it was written."""
+    manifest = folder.earlier
+    if manifest is None or any(is_hf_input(unit.path) for unit in units):
+        return False
+    if manifest.get("config_sha256") != config.digest() or manifest.get("versions") != versions():
+        return False
+    if (manifest.get("gate") or {}).get("passed") is not True:
+        return False
+    if set(listed_files(manifest)) - folder.unchanged:
+        return False
+    inputs = [record.to_dict() for record in input_records(config, units)]
+    return manifest.get("inputs") == inputs

@@ -3,11 +3,9 @@ tokenizer, the manifest and the Hugging Face dataset card."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pyarrow as pa
 
 from pipeline.accounting import Account
@@ -27,19 +25,19 @@ from pipeline.output.card import (
 from pipeline.output.files import (
     atomic_output,
     atomic_text_output,
-    discard_if_none,
-    file_sha256,
 )
 from pipeline.output.manifest import (
-    DATA_DIR,
+    CARD_FILE,
+    InputRecord,
     build_manifest,
+    card_entry,
     file_entries,
     input_record,
+    published_files,
     write_manifest,
 )
-from pipeline.output.shards import SHARD_FILE, Shard
-from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, TOKENIZER_DIR
-from pipeline.quarantine import REJECTED_FILE
+from pipeline.output.shards import Shard
+from pipeline.output.tokenizer import TOKENIZER_DIR, shipped_tokenizer_record
 from pipeline.sources.parts import WorkUnit
 from pipeline.tokenize.special import ROLE
 
@@ -68,10 +66,8 @@ def write_stats(
 ) -> dict[str, Any] | None:
     """reports/stats.{json,md,html}: `mms stats OUT`' figures (the shards just written, with
     tokens per role, and the run's accounting as the manifest will give it), returned for
-    the card; none without shards, and an earlier run's removed."""
+    the card; none without shards."""
     if not shards:
-        for name in STATS_REPORTS:
-            (out / name).unlink(missing_ok=True)
         return None
     from pipeline.jobs.stats import compute_stats, figures_of_counts, shard_files, stats_json
     from pipeline.output.stats_html import stats_html
@@ -91,49 +87,9 @@ def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
     """tokenizer/ (the augmented tokenizer and its special ids, as the first work unit
     wrote them), copied into the output; the manifest's record of it."""
     for file in sorted(unit_tokenizer.iterdir()):
-        with atomic_output(out / "tokenizer" / file.name) as target:
+        with atomic_output(out / TOKENIZER_DIR / file.name) as target:
             target.write(file.read_bytes())
-    record = orjson.loads((unit_tokenizer / SPECIAL_TOKENS_FILE).read_bytes())
-    return {
-        "path": "tokenizer/tokenizer.json",
-        "sha256": file_sha256(out / "tokenizer" / "tokenizer.json"),
-        "renderer": record["renderer"],
-        "text_encoder": record["text_encoder"],
-        "special_tokens": record["special_tokens"],
-        "label_policy": record["label_policy"],
-        "bos": record["bos"],
-        "vocabulary": record["vocabulary"],
-        "pad_token": record["pad_token"],
-        "base": record["base_tokenizer"],
-    }
-
-
-def remove_stale_outputs(
-    out: Path,
-    shards: dict[str, list[Shard]],
-    *,
-    card: bool,
-    tokenizer: bool,
-    quarantine: bool = True,
-) -> None:
-    """Remove what an earlier run in `out` left and this one does not write: shards of
-    any split this run did not write (another split list, an empty split, a failed gate;
-    `data/` itself once empty), the card, the tokenizer, and the quarantine file when
-    nothing was quarantined (an empty file says nothing). Nothing in `out` may then pass
-    for this run's output or disagree with its manifest."""
-    discard_if_none(out / REJECTED_FILE, int(quarantine))
-    data = out / DATA_DIR
-    written = {shard.name for split in shards.values() for shard in split}
-    if data.is_dir():
-        for path in data.iterdir():
-            if SHARD_FILE.match(path.name) and path.name not in written:
-                path.unlink()
-        if not any(data.iterdir()):
-            data.rmdir()
-    if not card:
-        (out / "README.md").unlink(missing_ok=True)
-    if not tokenizer:
-        shutil.rmtree(out / "tokenizer", ignore_errors=True)
+    return shipped_tokenizer_record(out)
 
 
 def write_run_manifest(
@@ -147,17 +103,11 @@ def write_run_manifest(
     report: LintReport,
     packing: dict[str, Any] | None = None,
 ) -> None:
-    """manifest.json: whether the gate passed, inputs with their sha256, the resolved
-    config, versions, counts, shards, tokenizer, reports, every other published file with
-    its sha256 (`files`) and, with a pack stage, packing."""
-    published = [*reports, *([REJECTED_FILE] if (out / REJECTED_FILE).is_file() else [])]
-    if tokenizer is not None:
-        published += [f"{TOKENIZER_DIR}/{p.name}" for p in (out / TOKENIZER_DIR).iterdir()]
+    """manifest.json, written last: whether the gate passed, inputs with their sha256, the
+    resolved config, versions, counts, shards, tokenizer, reports, every other published
+    file with its sha256 (`files`: the card too) and, with a pack stage, packing."""
     manifest = build_manifest(
-        inputs=[
-            input_record(unit.path, unit.format, recorded_as=config.recorded_path(unit.path))
-            for unit in _whole_files(units)
-        ],
+        inputs=input_records(config, units),
         config=config.resolved(),
         config_digest=config.digest(),
         counts=counts.to_dict(),
@@ -165,7 +115,8 @@ def write_run_manifest(
         tokenizer=tokenizer,
         reports=reports,
         gate=gate_record(report, config.stages.lint.fail_on),
-        files=file_entries(out, published),
+        files=file_entries(out, published_files(out)),
+        card=card_entry(out),
     )
     if packing is not None:
         manifest["packing"] = packing
@@ -191,6 +142,14 @@ def gate_record(report: LintReport, fail_on: str) -> dict[str, Any]:
     }
 
 
+def input_records(config: RunConfig, units: list[WorkUnit]) -> list[InputRecord]:
+    """The manifest's record of every input file (sha256, bytes), named as the config does."""
+    return [
+        input_record(unit.path, unit.format, recorded_as=config.recorded_path(unit.path))
+        for unit in _whole_files(units)
+    ]
+
+
 def _whole_files(units: list[WorkUnit]) -> list[WorkUnit]:
     """One unit per input file (a split file's first part stands for the file)."""
     return list({unit.path: unit for unit in reversed(units)}.values())[::-1]
@@ -198,6 +157,7 @@ def _whole_files(units: list[WorkUnit]) -> list[WorkUnit]:
 
 def write_card(
     out: Path,
+    name: str,
     config: RunConfig,
     report: LintReport,
     counts: Account,
@@ -207,8 +167,8 @@ def write_card(
     packing: dict[str, Any] | None,
     figures: dict[str, Any],
 ) -> None:
-    """README.md: the dataset card (front matter with configs and features, the headline
-    figures, how to load it and train on it). `tokenizer` is the manifest's record of the
+    """README.md in `out`: the dataset card (front matter with configs and features, the
+    headline figures, how to load it and train on it; `name`: the output folder's). `tokenizer` is the manifest's record of the
     shipped tokenizer, None when the run did not tokenize; `figures` what write_stats
     found."""
     renderer = tokenizer["renderer"] if tokenizer else None
@@ -261,9 +221,9 @@ def write_card(
         splits={name: [f"data/{s.name}" for s in split] for name, split in shards.items()},
         features=schema,
         stats=stats,
-        how_to_load=out.name,
+        how_to_load=name,
     )
-    with atomic_text_output(out / "README.md") as handle:
+    with atomic_text_output(out / CARD_FILE) as handle:
         handle.write(card)
 
 

@@ -65,7 +65,7 @@ def reduce_units(
     repeated: RepeatedRows | None = None,
 ) -> Reduced:
     """Read the parts' directories (in plan order, as they become ready) into the shards
-    under `out/data`, the quarantine file, and the lint report (which lists the `skipped`
+    under `out/data` (`out`: the output folder's staging folder), the quarantine file, and the lint report (which lists the `skipped`
     files of the inputs' folders and globs, that are not data files). The shards are
     published only when the lint gate passes; a split that got no rows gets no file.
     `repeated`: what a partition pass found (pipeline/jobs/run/partition.py), if any."""
@@ -107,7 +107,7 @@ def _discard_on_error(writers: dict[str, ShardWriter]) -> Callable[..., bool]:
     def on_exit(exc_type: type[BaseException] | None, *_: object) -> bool:
         if exc_type is not None:
             for writer in writers.values():
-                writer.discard(keep_earlier=True)
+                writer.discard()
         return False
 
     return on_exit

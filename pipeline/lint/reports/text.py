@@ -3,7 +3,9 @@ file, the same finding repeated in a file collapsed into one line with a count, 
 count per rule and a totals line (`statistics=True`: only the counts and totals).
 `concise`: one `path:line:col: CODE message` line per finding (clickable in editors and
 terminals), then the totals. Both colour severities and codes on a terminal and stop
-after `max_findings` lines."""
+after `max_findings` lines. What comes from the data (file names, locators, thread ids,
+messages quoting content) is shown with its control characters escaped (`visible`): a
+finding stays one line, and a name cannot colour or move the terminal."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import TextIO
 from pipeline.lint.diagnostic import Diagnostic, locator_line
 from pipeline.lint.report import LintReport
 from pipeline.lint.rule import Rule
-from pipeline.wording import plural
+from pipeline.wording import plural, visible
 
 NO_SOURCE = "(no source file)"
 """The group header of findings on threads that came from memory, not a file."""
@@ -54,9 +56,9 @@ def write_text(
 def write_concise(report: LintReport, out: TextIO, look: Look = Look()) -> None:
     """One `path:line:col: CODE message` line per finding, then the totals."""
     total = len(report.diagnostics)
-    for shown, diagnostic in enumerate(report.diagnostics):
-        if look.max_findings is not None and shown == look.max_findings:
-            out.write(_not_shown(total - shown, look))
+    for listed, diagnostic in enumerate(report.diagnostics):
+        if look.max_findings is not None and listed == look.max_findings:
+            out.write(_not_shown(total - listed, look))
             break
         out.write(concise_line(diagnostic, look) + "\n")
     out.write(totals_line(report) + "\n")
@@ -67,9 +69,9 @@ def concise_line(diagnostic: Diagnostic, look: Look = Look()) -> str:
     line and column (clickable), any other its locator or source as it is."""
     line = locator_line(diagnostic.locator)
     if diagnostic.source and line is not None:
-        place = f"{diagnostic.source}:{line}:1"
+        place = f"{visible(diagnostic.source)}:{line}:1"
     else:
-        place = diagnostic.locator or diagnostic.source or NO_SOURCE
+        place = visible(diagnostic.locator or diagnostic.source or NO_SOURCE)
     code = look.paint(diagnostic.code, "code")
     severity = look.paint(diagnostic.severity, diagnostic.severity)
     text = f"{look.paint(place, 'path')}: {code} {severity} {one_line(diagnostic.message)}"
@@ -82,23 +84,23 @@ def write_findings(diagnostics: Iterable[Diagnostic], out: TextIO, look: Look = 
     message), the first one's position first, with how many times and where else the
     file has it. Streams: one file's distinct findings are held at a time."""
     total = len(diagnostics) if isinstance(diagnostics, Sized) else None
-    shown = 0
+    listed = 0
     header: str | None = None
     alike: dict[tuple[str, str, str], _Alike] = {}
 
     def flush() -> bool:
         """Write the file's findings; False once max_findings stops the report."""
-        nonlocal shown
+        nonlocal listed
         if header is None:
             return True
-        out.write(look.paint(header, "path") + "\n")
+        out.write(look.paint(visible(header), "path") + "\n")
         for same in alike.values():
-            if look.max_findings is not None and shown >= look.max_findings:
-                left = total - shown if total is not None else None
+            if look.max_findings is not None and listed >= look.max_findings:
+                left = total - listed if total is not None else None
                 out.write(_not_shown(left, look))
                 return False
             out.write(finding_line(same.first, look) + same.repeats() + "\n")
-            shown += same.count
+            listed += same.count
         return True
 
     for diagnostic in diagnostics:
@@ -127,7 +129,7 @@ class _Alike:
     def add(self, diagnostic: Diagnostic) -> None:
         self.count += 1
         if len(self.others) < SHOWN_POSITIONS:
-            self.others.append(position(diagnostic) or f"thread {diagnostic.thread_id}")
+            self.others.append(position(diagnostic) or f"thread {visible(diagnostic.thread_id)}")
 
     def repeats(self) -> str:
         """` (x300: also :7, :9, :12 …)` for a finding the file has more than once."""
@@ -156,23 +158,24 @@ def position(diagnostic: Diagnostic) -> str:
     if not locator:
         return ""
     if source and locator.startswith(source):
-        return locator[len(source) :]
-    return locator
+        return visible(locator[len(source) :])
+    return visible(locator)
 
 
 def where(diagnostic: Diagnostic) -> str:
     """`[thread abc, msg 3]`, `[thread abc]` for thread- and dataset-level findings."""
     parts = []
     if diagnostic.thread_id is not None:
-        parts.append(f"thread {diagnostic.thread_id}")
+        parts.append(f"thread {visible(diagnostic.thread_id)}")
     if diagnostic.message_index is not None:
         parts.append(f"msg {diagnostic.message_index}")
     return f"[{', '.join(parts)}]" if parts else ""
 
 
 def one_line(text: str) -> str:
-    """`text` with line breaks shown as `\\n`, so one finding stays one line."""
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n")
+    """`text` with line breaks shown as `\\n` and other control characters escaped too
+    (`visible`), so one finding stays one line."""
+    return visible(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 def rule_counts(report: LintReport) -> list[tuple[int, Rule]]:
