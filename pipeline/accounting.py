@@ -6,12 +6,14 @@ every job alike (convert, lint, tokenize, run)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from pipeline.mms.groups import group_kind, group_runs
 
 TOKEN_FIGURES = ("num_tokens", "num_trained", "messages")
 """The columns written rows carry when they are tokenized (their token figures are counted)."""
@@ -118,6 +120,11 @@ class Account:
     """Assistant messages written that their source weighted 0 (rendered, not trained)."""
     inputs: list[InputAccount] = field(default_factory=list)
     """Per input of a run, in config order (empty for the other jobs)."""
+    groups_kept: Counter[str] = field(default_factory=Counter)
+    """Groups kept whole, by kind (`pair`: preference pairs; `group`: a task's instances,
+    a prompt's completions; pipeline/mms/groups.py)."""
+    groups_dropped: Counter[str] = field(default_factory=Counter)
+    """Groups left out whole, by kind (no stage ever leaves a group with a member missing)."""
 
     @property
     def quarantined_total(self) -> int:
@@ -164,6 +171,15 @@ class Account:
         self.longest = max(self.longest, pc.max(num_tokens).as_py())
         self.zero_weight_messages += zero_weight_messages(rows["messages"]) * weight
 
+    def count_groups(self, groups: Sequence[str | None], reasons: Sequence[str | None]) -> None:
+        """Count each group of the rows (`groups[i]`, consecutive) as kept or dropped: a
+        stage drops a group whole, so its first row's reason says for all of it."""
+        for start, _ in group_runs(groups):
+            group = groups[start]
+            if group is not None:
+                kept = reasons[start] is None
+                (self.groups_kept if kept else self.groups_dropped)[group_kind(group)] += 1
+
     def withhold(self) -> None:
         """The gate failed: what would have been written is withheld instead."""
         self.withheld += self.kept
@@ -192,6 +208,8 @@ class Account:
             "tokens": self.tokens,
             "trained_tokens": self.trained_tokens,
             "zero_weight_messages": self.zero_weight_messages,
+            "groups_kept": dict(sorted(self.groups_kept.items())),
+            "groups_dropped": dict(sorted(self.groups_dropped.items())),
             "balanced": self.balanced,
             **({"inputs": [source.to_dict() for source in self.inputs]} if self.inputs else {}),
         }

@@ -115,3 +115,21 @@ def raw_text(data: bytes | str | None, value: Any = None) -> str | None:
 def rejection_line(rejection: Rejection) -> bytes:
     """One line of the quarantine JSONL."""
     return orjson.dumps(rejection.to_dict()) + b"\n"
+
+
+def dropped_line(
+    thread_id: str, meta: Any, stage: str, code: str, details: dict[str, Any] | None = None
+) -> bytes:
+    """One line of `quarantine/dropped.jsonl`: a thread a stage left out (its id, where it
+    was read from, the stage and the code counted, and what more the stage said, such as
+    the id of the thread a duplicate repeats)."""
+    where = meta if isinstance(meta, dict) else {}
+    line = {
+        "id": thread_id,
+        "source": where.get("source"),
+        "locator": where.get("locator"),
+        "stage": stage,
+        "code": code,
+        **(details or {}),
+    }
+    return orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)

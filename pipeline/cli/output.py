@@ -24,6 +24,7 @@ from rich.progress import (
 
 from pipeline.accounting import DEDUPLICATED, SAMPLED_OUT, Account, most_first
 from pipeline.hub_ids import repo_id_problem
+from pipeline.mms.groups import GROUP_DROP
 from pipeline.output.folder import Publication
 from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
 from pipeline.quarantine import ERROR_CODES
@@ -205,7 +206,10 @@ def print_left_out(
         return
     stderr.print(f"{verb} {total:,} {noun} to {safe(path)}:")
     for code, count in most_first(counts):
-        stderr.print(f"  {count:>8,}  {code:<{width}} {meanings[code]}")
+        meaning = meanings.get(code.removeprefix(GROUP_DROP), code)
+        if code.startswith(GROUP_DROP):
+            meaning = f"left out with the rest of its pair or group: {meaning}"
+        stderr.print(f"  {count:>8,}  {code:<{width}} {meaning}")
 
 
 def input_table(inputs: list[dict[str, Any]], tokenized: bool) -> list[str]:

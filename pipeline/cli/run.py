@@ -40,6 +40,7 @@ from pipeline.jobs.run import (
 from pipeline.jobs.run.config import RunConfig, RunConfigError, load_run_config
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.output.folder import OutputFolderError
+from pipeline.quarantine import DROPPED_FILE
 from pipeline.sources import InputError
 from pipeline.tokenize.overlong import OverlongThreadError
 from pipeline.wording import plural, visible
@@ -306,6 +307,15 @@ def _print_summary(result: RunResult) -> None:
         stderr.print(f"  {count:>8,}  quarantined  {code}")
     for reason, count in most_first(counts.dropped):
         stderr.print(f"  {count:>8,}  dropped      {safe(reason)}")
+    if counts.dropped_total:
+        listed = safe(result.output / DROPPED_FILE)
+        stderr.print(f"            each dropped thread is listed, with why, in {listed}")
+    for kind, noun in (("pair", "preference pairs"), ("group", "thread groups")):
+        kept, dropped = counts.groups_kept[kind], counts.groups_dropped[kind]
+        if kept or dropped:
+            stderr.print(
+                f"  {noun}: {kept:,} kept and {dropped:,} left out, each whole (no side alone)"
+            )
     for split, shards in result.shards.items():
         rows = counts.written[split] if result.packing else sum(s.rows for s in shards)
         stderr.print(f"  {rows:>8,}  written      {safe(split)} ({plural(len(shards), 'shard')})")

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from pipeline.mms import Thread
+from pipeline.mms.groups import group_of
 
 DECLARATION_META = "declaration"
 """`meta.declaration = {"message": index, "key": hex}`: the converter-written developer
@@ -66,11 +67,19 @@ def content_key(thread: Thread) -> int:
         return _digest(json.dumps(body, ensure_ascii=False).encode())
 
 
+def group_content_key(keys: list[int]) -> int:
+    """The content key of a group of threads (a preference pair, a task's instances): its
+    members' keys in order, so a group is a duplicate of another group only when each of
+    its threads is, in the same places."""
+    return _digest(b"".join(key.to_bytes(8, "big") for key in keys))
+
+
 def split_group(thread: Thread, key: int | None = None) -> str:
-    """What decides a thread's sample and split: both sides of a preference pair share
-    their `meta.pair_id`; any other thread goes by its content key, so duplicates always
-    land together. `key` is the content key when the caller has it."""
-    pair = thread.meta.get("pair_id") if isinstance(thread.meta, dict) else None
-    if isinstance(pair, (str, int)) and not isinstance(pair, bool):
-        return f"pair:{pair}"
+    """What decides a thread's sample and split: the threads of a group (both sides of a
+    preference pair, a task's instances: pipeline/mms/groups.py) share their group; any
+    other thread goes by its content key, so duplicates always land together. `key` is the
+    content key when the caller has it."""
+    group = group_of(thread.meta)
+    if group is not None:
+        return group
     return f"content:{content_key(thread) if key is None else key:016x}"

@@ -106,6 +106,14 @@ def thread_signature(thread: Thread, settings: NearDedupSettings) -> bytes:
     return signature(thread_text(thread), settings).astype("<u4").tobytes()
 
 
+def group_signature(signatures: list[bytes]) -> bytes:
+    """The signature of a group of threads, compared as one text: the slot-wise minimum of
+    its members' signatures is the MinHash of the union of their shingles, so a pair is
+    near another pair when their texts together are, and never near one of its own sides."""
+    stacked = np.stack([np.frombuffer(sig, dtype="<u4") for sig in signatures])
+    return stacked.min(axis=0).astype("<u4").tobytes()
+
+
 def lsh_bands(permutations: int, threshold: float) -> tuple[int, int]:
     """(bands, rows per band) for `permutations` slots whose LSH candidate curve
     1 - (1 - s^rows)^bands best separates similarities below and above `threshold`

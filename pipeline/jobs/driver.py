@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pyarrow as pa
 
 from pipeline.accounting import Account
 from pipeline.mms import Thread, threads_to_arrow
+from pipeline.mms.groups import GROUP_DROP, group_column, group_of, group_runs
 from pipeline.quarantine import Rejection
 from pipeline.stages.contract import Batch, Stage
 
@@ -46,10 +48,26 @@ def map_batch(batch: Batch, stages: Sequence[Stage]) -> Batch:
 def map_batches(
     threads: Iterable[Thread], stages: Sequence[Stage], batch_size: int = BATCH
 ) -> Iterator[Batch]:
-    """The threads in batches of `batch_size`, each through every stage's map side."""
-    iterator = iter(threads)
-    while chunk := list(itertools.islice(iterator, batch_size)):
+    """The threads in batches of about `batch_size` (never cutting a group), each through
+    every stage's map side."""
+    for chunk in whole_group_batches(threads, batch_size):
         yield map_batch(Batch(chunk), stages)
+
+
+def whole_group_batches(threads: Iterable[Thread], batch_size: int) -> Iterator[list[Thread]]:
+    """The threads in lists of `batch_size`, each list grown past it to the end of a group
+    its last thread is in (pipeline/mms/groups.py), so no group is cut."""
+    iterator = iter(threads)
+    chunk = list(itertools.islice(iterator, batch_size))
+    while chunk:
+        group = group_of(chunk[-1].meta)
+        following = next(iterator, None)
+        while following is not None and group is not None and group_of(following.meta) == group:
+            chunk.append(following)
+            following = next(iterator, None)
+        yield chunk
+        chunk = [] if following is None else [following]
+        chunk += itertools.islice(iterator, batch_size - len(chunk))
 
 
 def batch_rows(batch: Batch, *, threads: bool = True) -> pa.Table:
@@ -66,15 +84,50 @@ def batch_rows(batch: Batch, *, threads: bool = True) -> pa.Table:
     return table
 
 
-def decide(stages: Sequence[Stage], rows: pa.Table, account: Account) -> list[str | None]:
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Why a row was left out: the stage, its reason and what more it said (dedup: the id
+    of the thread it repeats), for the list of threads left out."""
+
+    stage: str
+    reason: str
+    details: dict[str, Any]
+
+
+def decide(
+    stages: Sequence[Stage],
+    rows: pa.Table,
+    account: Account,
+    groups: Sequence[str | None] | None = None,
+    drops: dict[int, Drop] | None = None,
+) -> list[str | None]:
     """Each stage decides in turn on the rows the earlier ones kept; every stage then sees
-    the final reasons; each drop is counted once, under the first stage's reason."""
+    the final reasons; each drop is counted once, under the first stage's reason.
+
+    `groups` (each row's group, pipeline/mms/groups.py; a group's rows are consecutive and
+    all in `rows`): when a stage drops a row of a group, the group's other rows are dropped
+    with it, as `group:REASON`, before the next stage decides, so no group is ever left
+    with a member missing. `drops`, when given, receives each dropped row's Drop."""
     kept = [True] * rows.num_rows
     reasons: list[str | None] = [None] * rows.num_rows
+    runs = group_runs(groups) if groups is not None else []
     for stage in stages:
-        for row, reason in enumerate(stage.decide(rows, kept)):
+        decided = stage.decide(rows, kept)
+        details = stage.drop_details() if drops is not None else {}
+        for row, reason in enumerate(decided):
             if reason is not None and kept[row]:
                 reasons[row], kept[row] = reason, False
+                if drops is not None:
+                    drops[row] = Drop(stage.name, reason, details.get(row, {}))
+        for start, end in runs:
+            if end - start > 1 and not all(kept[start:end]) and any(kept[start:end]):
+                cause = next(r for r in reasons[start:end] if r is not None)
+                partner = GROUP_DROP + cause.removeprefix(GROUP_DROP)
+                for row in range(start, end):
+                    if kept[row]:
+                        reasons[row], kept[row] = partner, False
+                        if drops is not None:
+                            drops[row] = Drop(stage.name, partner, {})
     for stage in stages:
         stage.record(rows, reasons)
     account.dropped.update(reason for reason in reasons if reason is not None)
@@ -113,12 +166,17 @@ class StreamDriver:
             stage.rejected(rejection)
 
     def run(self, threads: Iterable[Thread]) -> None:
-        """Drive every thread through the stages into the sink."""
+        """Drive every thread through the stages into the sink (a batch is never cut
+        inside a group)."""
         for thread in threads:
-            self.pending.append(thread)
-            if len(self.pending) >= self.batch_size:
+            if len(self.pending) >= self.batch_size and not self._continues_group(thread):
                 self._flush()
+            self.pending.append(thread)
         self._flush()
+
+    def _continues_group(self, thread: Thread) -> bool:
+        group = group_of(thread.meta)
+        return group is not None and group == group_of(self.pending[-1].meta)
 
     def _flush(self) -> None:
         if not self.pending:
@@ -135,6 +193,7 @@ class StreamDriver:
         else:
             # nothing is written from these rows: the threads stay objects, not Arrow
             rows = batch_rows(batch, threads=False)
-            self.sink.write(batch, rows, decide(self.stages, rows, self.account))
+            groups = group_column(batch.threads)
+            self.sink.write(batch, rows, decide(self.stages, rows, self.account, groups))
         if self.progress is not None:
             self.progress()

@@ -169,6 +169,10 @@ class Losses(TypedDict):
     near_duplicates: int
     truncated: int
     tokens_truncated: int
+    groups_kept: NotRequired[dict[str, int]]
+    """Preference pairs (`pair`) and other groups (`group`) kept whole, by kind."""
+    groups_dropped: NotRequired[dict[str, int]]
+    """The same, left out whole (a stage never leaves a member of one alone)."""
 
 
 def lint_summary(report: LintReport) -> list[LintRow]:
@@ -399,6 +403,15 @@ def _stats(splits: Mapping[str, Sequence[str]], stats: CardStats) -> str:
                 f"{_count(losses['truncated'])} ({_count(losses['tokens_truncated'])} tokens cut)",
             ),
         ]
+        kept, dropped = losses.get("groups_kept", {}), losses.get("groups_dropped", {})
+        for kind, noun in (("pair", "preference pairs"), ("group", "thread groups")):
+            if kept.get(kind) or dropped.get(kind):
+                rows.append(
+                    (
+                        f"{noun} (kept or left out whole)",
+                        f"{_count(kept.get(kind, 0))} kept, {_count(dropped.get(kind, 0))} left out",
+                    )
+                )
     rows += [
         (f"split `{split}`", f"{_count(stats['rows'][split])} rows in {plural(len(files), 'file')}")
         for split, files in splits.items()

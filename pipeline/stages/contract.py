@@ -34,13 +34,21 @@ class Batch:
     columns: dict[str, pa.Array] = field(default_factory=dict)
     dropped: Counter[str] = field(default_factory=Counter)
     dropped_tokens: Counter[str] = field(default_factory=Counter)
+    left_out: list[tuple[Thread, str, str]] = field(default_factory=list)
+    """The threads map stages left out: (thread, stage, reason), for the list of drops."""
 
-    def keep(self, mask: list[bool], reason: str) -> Batch:
-        """The batch without the threads `mask` leaves out, counted under `reason`."""
+    def keep(self, mask: list[bool], reason: str, stage: str = "") -> Batch:
+        """The batch without the threads `mask` leaves out, counted under `reason` (by
+        `stage`). A map stage keeps or drops a group whole (pipeline/mms/groups.py)."""
         left_out = mask.count(False)
         if not left_out:
             return self
         self.dropped[reason] += left_out
+        self.left_out += [
+            (thread, stage, reason)
+            for thread, keep in zip(self.threads, mask, strict=True)
+            if not keep
+        ]
         kept = pa.array(mask, pa.bool_())
         rows = self.rows
         if rows is not None and "num_tokens" in rows.column_names:
@@ -52,6 +60,7 @@ class Batch:
             {name: column.filter(kept) for name, column in self.columns.items()},
             self.dropped,
             self.dropped_tokens,
+            self.left_out,
         )
 
 
@@ -86,6 +95,11 @@ class Stage:
         """Why each row still `kept` is dropped here (a reason), or None to keep it; rows
         already dropped by an earlier stage are given None."""
         return [None] * rows.num_rows
+
+    def drop_details(self) -> dict[int, dict[str, Any]]:
+        """What more there is to say of the rows the last `decide` dropped, by row (dedup:
+        the id of the thread a duplicate repeats), for the list of threads left out."""
+        return {}
 
     def partition_keys(self, rows: pa.Table) -> pa.Table:
         """The keys through which `decide` depends on other rows (columns `row`, the row's

@@ -8,9 +8,16 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from pipeline.dedup import NearDedupSettings, NearDuplicateIndex, thread_signature
+from pipeline.dedup import (
+    NearDedupSettings,
+    NearDuplicateIndex,
+    group_content_key,
+    group_signature,
+    thread_signature,
+)
+from pipeline.mms.groups import group_runs
 from pipeline.stages.contract import Batch, Stage, repeated_column
-from pipeline.stages.sample import CONTENT_KEY
+from pipeline.stages.sample import CONTENT_KEY, THREAD_GROUP
 
 NEAR_SIGNATURE = "near_signature"
 
@@ -38,16 +45,22 @@ class Dedup(Stage):
     """Tags each thread with its MinHash signature (when near dedup is on); drops a thread
     whose key an earlier kept thread had (`duplicate`) or that is near one
     (`near_duplicate`). Its keys are the content key and, with near dedup, the LSH band
-    keys of the signature: two threads can be (near) duplicates only if they share one."""
+    keys of the signature: two threads can be (near) duplicates only if they share one.
+    A group (a preference pair, pipeline/mms/groups.py) is compared as one unit with other
+    units: its members' keys combined, its signature that of their texts together."""
 
     name = "dedup"
     columns: ClassVar[tuple[pa.Field, ...]] = (pa.field(NEAR_SIGNATURE, pa.binary()),)
-    partition_columns: ClassVar[tuple[str, ...]] = (CONTENT_KEY, NEAR_SIGNATURE)
+    partition_columns: ClassVar[tuple[str, ...]] = (CONTENT_KEY, NEAR_SIGNATURE, THREAD_GROUP)
 
     def __init__(self, settings: DedupSettings):
         self.settings = settings
-        self.seen: set[int] = set()
+        self.seen: dict[int, str | None] = {}
+        """Every kept content key, with the id of the thread (or group) that has it."""
         self.near = NearDuplicateIndex(settings.near) if settings.near is not None else None
+        self.near_ids: list[str | None] = []
+        """The id of each thread (or group) the near index holds, by its ordinal."""
+        self.details: dict[int, dict[str, Any]] = {}
 
     def map(self, batch: Batch) -> Batch:
         near = self.settings.near
@@ -58,39 +71,78 @@ class Dedup(Stage):
         return batch
 
     def partition_keys(self, rows: pa.Table) -> pa.Table:
+        """The keys of every thread alone and of every group (on its first row: a group's
+        threads share one decision, and never count as each other's copies)."""
         row_ids: list[int] = []
         keys: list[bytes] = []
-        if self.settings.enabled:
-            content = rows[CONTENT_KEY].to_numpy().astype("<u8")
-            row_ids.extend(range(rows.num_rows))
-            keys.extend(b"k" + key.tobytes() for key in content)
-        if self.near is not None:
-            for row, signature in enumerate(rows[NEAR_SIGNATURE].to_pylist()):
-                if signature is None:
-                    continue
+        for start, _, key, signature in self._units(rows):
+            if self.settings.enabled:
+                row_ids.append(start)
+                keys.append(b"k" + key.to_bytes(8, "little"))
+            if self.near is not None and signature is not None:
                 for band, band_key in enumerate(self.near.band_keys(signature)):
-                    row_ids.append(row)
+                    row_ids.append(start)
                     keys.append(b"b" + band.to_bytes(2, "big") + band_key)
         return pa.table({"row": pa.array(row_ids, pa.int64()), "key": pa.array(keys, pa.binary())})
 
     def decide(self, rows: pa.Table, kept: list[bool]) -> list[str | None]:
-        keys = rows[CONTENT_KEY].to_pylist()
-        signatures = rows[NEAR_SIGNATURE].to_pylist()
+        """A thread alone, or a whole group, that repeats (or is near) an earlier kept one
+        is dropped; `drop_details` names the thread it repeats."""
         column = repeated_column(self.name)
         repeated = rows[column].to_pylist() if column in rows.column_names else None
-        return [
-            self._reason(key, signatures[row])
-            if kept[row] and (repeated is None or repeated[row])
-            else None
-            for row, key in enumerate(keys)
-        ]
+        ids = rows["id"].to_pylist() if "id" in rows.column_names else [None] * rows.num_rows
+        reasons: list[str | None] = [None] * rows.num_rows
+        self.details = {}
+        for start, end, key, signature in self._units(rows):
+            if not any(kept[start:end]) or (repeated is not None and not repeated[start]):
+                continue
+            found = self._reason(key, signature, ids[start])
+            if found is None:
+                continue
+            reason, original = found
+            for row in range(start, end):
+                if kept[row]:
+                    reasons[row] = reason
+                    self.details[row] = {"duplicate_of": original}
+        return reasons
 
-    def _reason(self, key: int, signature: bytes | None) -> str | None:
+    def drop_details(self) -> dict[int, dict[str, Any]]:
+        return self.details
+
+    def _units(self, rows: pa.Table) -> list[tuple[int, int, int, bytes | None]]:
+        """(first row, end row, content key, near signature) of every thread alone and every
+        group of consecutive rows (a pair's sides: their keys and signatures combined)."""
+        keys = rows[CONTENT_KEY].to_pylist()
+        signatures = rows[NEAR_SIGNATURE].to_pylist()
+        groups = (
+            rows[THREAD_GROUP].to_pylist()
+            if THREAD_GROUP in rows.column_names
+            else [None] * rows.num_rows
+        )
+        units = []
+        for start, end in group_runs(groups):
+            if end - start == 1:
+                units.append((start, end, keys[start], signatures[start]))
+                continue
+            members = signatures[start:end]
+            signature = None if None in members else group_signature(members)
+            units.append((start, end, group_content_key(keys[start:end]), signature))
+        return units
+
+    def _reason(
+        self, key: int, signature: bytes | None, thread_id: str | None
+    ) -> tuple[str, str | None] | None:
+        """Why the thread (or group) whose first id is `thread_id` is dropped, with the id of
+        the one it repeats; None: it is kept, and remembered."""
         if self.settings.enabled:
-            if key in self.seen:
-                return "duplicate"
-            self.seen.add(key)
+            earlier = self.seen.get(key)
+            if earlier is not None:
+                return "duplicate", earlier
+            self.seen[key] = thread_id
         near = self.near
-        if near is not None and signature is not None and near.check(signature) is not None:
-            return "near_duplicate"
+        if near is not None and signature is not None:
+            match = near.check(signature)
+            if match is not None:
+                return "near_duplicate", self.near_ids[match]
+            self.near_ids.append(thread_id)
         return None

@@ -44,7 +44,7 @@ from pipeline.output.files import discard_if_none
 from pipeline.output.folder import OutputFolder, Publication
 from pipeline.output.manifest import listed_files, versions
 from pipeline.output.shards import Shard
-from pipeline.quarantine import REJECTED_FILE
+from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE
 from pipeline.sources import DEFAULT_SPLIT, Record, is_hf_input
 from pipeline.sources.parts import WorkUnit, input_files, iter_unit_records, plan_units
 from pipeline.stages.normalize import SNIFF_RECORDS
@@ -261,6 +261,7 @@ def _run(
             )
     counts, shards, report = reduced.counts, reduced.shards, reduced.report
     discard_if_none(staging / REJECTED_FILE, counts.quarantined_total)
+    discard_if_none(staging / DROPPED_FILE, counts.dropped_total)
     reports = write_reports(staging, report)
     tokenizer = None
     if config.stages.tokenize is not None and not reduced.gate_failed:

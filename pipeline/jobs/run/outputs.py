@@ -205,6 +205,8 @@ def write_card(
         near_duplicates=counts.dropped.get("near_duplicate", 0),
         truncated=counts.truncated,
         tokens_truncated=counts.tokens_truncated,
+        groups_kept=dict(counts.groups_kept),
+        groups_dropped=dict(counts.groups_dropped),
     )
     stats["reports"] = list(STATS_REPORTS)
     if renderer is not None and packing is None:

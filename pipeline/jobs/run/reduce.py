@@ -6,7 +6,8 @@ mixing weights, the split, and the shards, published only if the lint gate passe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import shutil
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,22 +18,29 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.accounting import Account, InputAccount
-from pipeline.jobs.driver import decide
+from pipeline.jobs.driver import Drop, decide
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.partition import RepeatedRows, partitioned
 from pipeline.jobs.run.stages import Side, row_schema, run_stages
-from pipeline.jobs.run.unit import UNIT_REJECTED, UNIT_STATS, UNIT_THREADS, stage_file
+from pipeline.jobs.run.unit import (
+    UNIT_DROPPED,
+    UNIT_REJECTED,
+    UNIT_STATS,
+    UNIT_THREADS,
+    stage_file,
+)
 from pipeline.lint import LintReport, select_rules
 from pipeline.lint.store import DiagnosticStore
+from pipeline.mms.groups import whole_groups_end
 from pipeline.output.files import atomic_output
 from pipeline.output.shards import Shard, ShardWriter
 from pipeline.packing import PACKED_SCHEMA, SEQUENCES_PER_SHARD
-from pipeline.quarantine import REJECTED_FILE, rejection_from_line
+from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE, dropped_line, rejection_from_line
 from pipeline.sources.parts import WorkUnit
 from pipeline.stages.contract import TOKENS_CUT, Stage, repeated_column
 from pipeline.stages.lint import Lint
 from pipeline.stages.pack import Pack
-from pipeline.stages.sample import SPLIT_GROUP
+from pipeline.stages.sample import SPLIT_GROUP, THREAD_GROUP
 from pipeline.stages.split import split_rows
 
 Progress = Callable[[str, int, int, Account | None], None]
@@ -73,12 +81,13 @@ def reduce_units(
     writers = _shard_writers(config, out)
     with ExitStack() as stack:
         quarantine = stack.enter_context(atomic_output(out / REJECTED_FILE))
+        left_out = stack.enter_context(atomic_output(out / DROPPED_FILE))
         stack.push(_discard_on_error(writers))  # nothing half-written survives a failure
         if progress is not None:
             progress("lint, dedup, shard", 0, len(units), reducer.counts)
         read: list[Path] = []
         for done, (unit, unit_dir) in enumerate(zip(units, unit_dirs, strict=True), 1):
-            reducer.unit(unit, unit_dir, quarantine, writers)
+            reducer.unit(unit, unit_dir, (quarantine, left_out), writers)
             read.append(unit_dir)
             if progress is not None:
                 progress("lint, dedup, shard", done, len(units), reducer.counts)
@@ -174,9 +183,15 @@ class _Reducer:
         self.columns = row_schema(config).names
 
     def unit(
-        self, unit: WorkUnit, unit_dir: Path, quarantine: BinaryIO, writers: dict[str, ShardWriter]
+        self,
+        unit: WorkUnit,
+        unit_dir: Path,
+        lists: tuple[BinaryIO, BinaryIO],
+        writers: dict[str, ShardWriter],
     ) -> None:
-        """Take one part's files: its counts, quarantined records, stage states and rows."""
+        """Take one part's files: its counts, quarantined records, stage states and rows;
+        `lists`: the quarantine and the list of threads left out, which it extends."""
+        quarantine, left_out = lists
         self._account(unit, orjson.loads((unit_dir / UNIT_STATS).read_bytes()))
         with (unit_dir / UNIT_REJECTED).open("rb") as rejected:
             for line in rejected:
@@ -190,19 +205,40 @@ class _Reducer:
                 stage.merge_part(orjson.loads(state_file.read_bytes()))
         weight = self.config.inputs[unit.input_index].weight
         origin = self.counts.inputs[unit.input_index]
+        with (unit_dir / UNIT_DROPPED).open("rb") as map_drops:
+            shutil.copyfileobj(map_drops, left_out)
         with pa.memory_map(str(unit_dir / UNIT_THREADS)) as mapped:
-            threads = pa.ipc.open_file(mapped)
-            start = 0
-            for index in range(threads.num_record_batches):
-                table = self._with_repeated(threads.get_batch(index), unit, start)
-                start += table.num_rows
-                reasons = decide(self.stages, table, self.counts)
+            for table in self._whole_groups(pa.ipc.open_file(mapped), unit):
+                drops: dict[int, Drop] = {}
+                groups = table[THREAD_GROUP].to_pylist()
+                reasons = decide(self.stages, table, self.counts, groups, drops)
+                _list_drops(table, drops, left_out)
+                self.counts.count_groups(groups, reasons)
                 _count_tokens_lost(table, reasons, self.counts)
                 origin.dropped_by.update(reason for reason in reasons if reason is not None)
                 keep = [reason is None for reason in reasons]
                 kept = table.filter(pa.array(keep, pa.bool_())).select([*self.columns, SPLIT_GROUP])
                 if kept.num_rows:
                     _write(kept, self.config, (weight, origin), writers, self.counts, self.stages)
+
+    def _whole_groups(
+        self, threads: pa.ipc.RecordBatchFileReader, unit: WorkUnit
+    ) -> Iterator[pa.Table]:
+        """A part's rows in tables that never cut a group (a group's rows are decided
+        together), each with the partitioned stages' `repeated` columns."""
+        held: pa.Table | None = None
+        start = 0
+        for index in range(threads.num_record_batches):
+            table = self._with_repeated(threads.get_batch(index), unit, start)
+            start += table.num_rows
+            if held is not None:
+                table = pa.concat_tables([held, table])
+            end = whole_groups_end(table[THREAD_GROUP].to_pylist())
+            held = table.slice(end) if end < table.num_rows else None
+            if end:
+                yield table.slice(0, end)
+        if held is not None:
+            yield held
 
     def _with_repeated(self, batch: pa.RecordBatch, unit: WorkUnit, start: int) -> pa.Table:
         """A batch of a part's rows, with each partitioned stage's `repeated` column."""
@@ -229,6 +265,19 @@ class _Reducer:
             counts.files.append(unit.path)
         counts.dropped.update(unit_counts["dropped"])
         counts.tokens_dropped.update(unit_counts["dropped_tokens"])
+        counts.groups_dropped.update(unit_counts["groups_dropped"])
+
+
+def _list_drops(table: pa.Table, drops: dict[int, Drop], out: BinaryIO) -> None:
+    """One line of quarantine/dropped.jsonl per row the stages left out, in order."""
+    if not drops:
+        return
+    ids, metas = table["id"], table["meta"]
+    for row in sorted(drops):
+        drop = drops[row]
+        meta = orjson.loads(metas[row].as_py() or "{}")
+        line = dropped_line(ids[row].as_py(), meta, drop.stage, drop.reason, drop.details)
+        out.write(line)
 
 
 def _count_tokens_lost(table: pa.Table, reasons: list[str | None], counts: Account) -> None:

@@ -6,6 +6,7 @@ needs, and nothing it would have to recompute:
 - `threads.arrow`: one row per thread in reading order (an Arrow IPC file: written and
   read back without encoding): the shard columns, `settings`, and every stage's columns;
 - `rejected.jsonl`: the records that did not become threads;
+- `dropped.jsonl`: the threads map stages left out (sampling), one line each;
 - `stats.json`: the reading counts and the threads map stages left out, per reason;
 - `{stage}.json`: what a stage kept of the part (the lint profile and examples);
 - `tokenizer/`, in the part `UnitJob.ships_tokenizer` names: the augmented tokenizer the
@@ -30,8 +31,9 @@ from pipeline.jobs.driver import batch_rows, map_batches
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.stages import Side, part_schema, run_stages
 from pipeline.mms import settings_to_arrow
+from pipeline.mms.groups import group_column
 from pipeline.output.tokenizer import write_tokenizer
-from pipeline.quarantine import rejection_line
+from pipeline.quarantine import dropped_line, rejection_line
 from pipeline.sources import DEFAULT_SPLIT, is_hf_input
 from pipeline.sources.parts import WorkUnit, iter_unit_records
 from pipeline.sources.paths import HF_PREFIX
@@ -42,8 +44,9 @@ from pipeline.stages.tokenize import renderer_for
 UNIT_THREADS = "threads.arrow"
 UNIT_REJECTED = "rejected.jsonl"
 UNIT_STATS = "stats.json"
+UNIT_DROPPED = "dropped.jsonl"
 UNIT_TOKENIZER = "tokenizer"
-PART_FORMAT = "mms-run-part-3"
+PART_FORMAT = "mms-run-part-4"
 """The layout of a part's directory: a work directory of another layout is not resumed."""
 
 
@@ -117,7 +120,10 @@ class _UnitWriter:
         stats = Account()
         dropped: Counter[str] = Counter()
         dropped_tokens: Counter[str] = Counter()
-        with (self.out / UNIT_REJECTED).open("wb") as rejected:
+        with (
+            (self.out / UNIT_REJECTED).open("wb") as rejected,
+            (self.out / UNIT_DROPPED).open("wb") as left_out,
+        ):
             items = iter_unit_records(
                 read_as, split=spec.split or DEFAULT_SPLIT, hf_config=spec.hf_config
             )
@@ -133,6 +139,10 @@ class _UnitWriter:
                 for batch in map_batches(threads, self.stages):
                     dropped.update(batch.dropped)
                     dropped_tokens.update(batch.dropped_tokens)
+                    for thread, stage, reason in batch.left_out:
+                        left_out.write(dropped_line(thread.id, thread.meta, stage, reason))
+                    groups = group_column([thread for thread, _, _ in batch.left_out])
+                    stats.count_groups(groups, [reason for _, _, reason in batch.left_out])
                     writer.write_table(self._table(batch))
         counts = {
             "records_read": stats.records_read,
@@ -142,6 +152,7 @@ class _UnitWriter:
             "formats": stats.formats,
             "dropped": dict(sorted(dropped.items())),
             "dropped_tokens": dict(sorted(dropped_tokens.items())),
+            "groups_dropped": dict(sorted(stats.groups_dropped.items())),
         }
         self._write_json(UNIT_STATS, counts)
         for stage in self.stages:
