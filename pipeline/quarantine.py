@@ -24,6 +24,7 @@ ERROR_CODES: dict[str, str] = {
     "too_deep": "the record nests lists and objects deeper than --max-depth levels",
     "unreadable_file": "the file (or the rest of it) cannot be read or decompressed",
     "unknown_format": "no input format recognised the record; pass --from",
+    "dataset_registry": "the file is a dataset registry (dataset_info.json), not data",
     "not_an_object": "the record is not a JSON object (or a list of messages)",
     "invalid_thread": "the record has the right shape but is not a valid MMS thread",
     "missing_field": "a field the input format requires is missing or has the wrong type",

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from pipeline.config_file import check_schema, read_yaml_file
+from pipeline.formats.dataset_registry import swift_registry_entry
 from pipeline.formats.field_mapping import (
     FieldMapping,
     FileMappings,
@@ -101,6 +102,13 @@ def read_dataset_info(path: str | os.PathLike[str], names: Sequence[str] = ()) -
         entries = orjson.loads(file.read_bytes())
     except (OSError, orjson.JSONDecodeError) as err:
         raise RegistryError(f"{file}: cannot read the dataset registry ({err})") from None
+    if isinstance(entries, list) and any(map(swift_registry_entry, entries)):
+        raise RegistryError(
+            f"{file}: this is an ms-swift dataset registry (a list of entries), which "
+            "--dataset-info does not read (it reads LLaMA-Factory's); convert the datasets "
+            "it names instead: hf:HF_DATASET_ID, or the file at dataset_path (its columns "
+            "as a --mapping); `mms convert` on the registry lists each entry"
+        )
     if not isinstance(entries, dict):
         raise RegistryError(f"{file}: a dataset_info.json is an object of datasets by name")
     for name in names:
