@@ -244,6 +244,76 @@ def test_a_tokenizer_that_no_unit_could_load_is_a_config_error(tmp_path, text):
     assert not (tmp_path / "out").exists()
 
 
+def _sample_tokenizer(folder: Path, change) -> Path:
+    """The sample tokenizer, its parsed tokenizer.json changed by `change`, in `folder`."""
+    data = orjson.loads((SAMPLE_TOKENIZER / "tokenizer.json").read_bytes())
+    change(data)
+    folder.mkdir(parents=True)
+    (folder / "tokenizer.json").write_bytes(orjson.dumps(data))
+    return folder
+
+
+def _merges_unsplittable(data: dict) -> None:
+    """Merges written as text, the first with no space to split it at: the structure
+    check passes it, `tokenizers` refuses it ("Merges text file invalid")."""
+    merges = [" ".join(pair) for pair in data["model"]["merges"]]
+    data["model"]["merges"] = [merges[0].replace(" ", ""), *merges[1:]]
+
+
+def test_a_tokenizer_that_passes_the_check_but_fails_to_load_is_a_config_error(tmp_path):
+    source = _inputs(tmp_path / "in")
+    broken = _sample_tokenizer(tmp_path / "broken", _merges_unsplittable)
+    config = _config(
+        tmp_path, source, tmp_path / "out", "tokenize:", f"  tokenizer: {broken}", NO_GATE
+    )
+    result = _run(config)
+    assert result.exit_code == 2, result.output
+    assert "stages.tokenize.tokenizer: not a usable tokenizer" in result.output
+    assert "Merges text file invalid" in result.output
+    assert "(line 8)" in result.output and "run again" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_bos_with_a_tokenizer_that_names_no_bos_is_a_config_error(tmp_path):
+    source = _inputs(tmp_path / "in")
+    stages = ("tokenize:", f"  tokenizer: {SAMPLE_TOKENIZER}", "  bos: true", NO_GATE)
+    result = _run(_config(tmp_path, source, tmp_path / "out", *stages))
+    assert result.exit_code == 2, result.output
+    assert "stages.tokenize.bos: bos was asked for, but the tokenizer names no bos_token" in (
+        result.output
+    )
+    assert "(line 9)" in result.output and "run again" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def _with_specials(data: dict) -> None:
+    size = len(data["model"]["vocab"])
+    data["added_tokens"] = [
+        {"id": size + n, "content": token, "special": True, "normalized": False}
+        | {"single_word": False, "lstrip": False, "rstrip": False}
+        for n, token in enumerate(["<s>", "<unk>"])
+    ]
+
+
+def test_special_token_literals_are_those_of_the_runs_tokenizer(tmp_path):
+    """MMS404 flags `<s>` and `<unk>` when the run's tokenizer has them as special tokens;
+    `mms lint`, which knows no tokenizer, keeps its own list (neither is on it)."""
+    thread = _thread("t", "Fine.")
+    thread["messages"][0]["content"] = "Is <s> the same as <unk>?"
+    source = tmp_path / "in" / "threads.jsonl"
+    source.parent.mkdir()
+    source.write_bytes(orjson.dumps(thread) + b"\n")
+    tokenizer = _sample_tokenizer(tmp_path / "tokenizer", _with_specials)
+    stages = ("tokenize:", f"  tokenizer: {tokenizer}", NO_GATE)
+    result = _run(_config(tmp_path, source, tmp_path / "out", *stages))
+    assert result.exit_code == 0, result.output
+    report = orjson.loads((tmp_path / "out" / "reports" / "lint.json").read_bytes())
+    (finding,) = [d for d in report["diagnostics"] if d["code"] == "MMS404"]
+    assert "`<s>`, `<unk>`" in finding["message"] and finding["message_index"] == 0
+    linted = CliRunner().invoke(main, ["lint", str(source)])
+    assert "MMS404" not in linted.output, linted.output
+
+
 def test_a_run_removes_what_an_earlier_run_wrote_and_it_does_not_write(tmp_path):
     """Shards of a split this run does not write, a quarantine it has no entry for, and the
     card and tokenizer of a run that writes none are removed, because the earlier run's

@@ -138,6 +138,8 @@ def to_threads(record: Record, options: ConvertOptions | None = None) -> list[Th
     if isinstance(meta, dict):  # anything else is left for validation to report
         meta = dict(meta)
         _set_lineage(meta, record)
+        for note in record.notes:
+            _note(meta, note)
         if extras:
             _keep_extras(meta, extras)
         if unnamed:

@@ -12,12 +12,19 @@ import orjson
 import yaml
 
 from pipeline.quarantine import Rejection, raw_text
-from pipeline.sources.jsonable import NotTextError, TooLargeError, to_jsonable
+from pipeline.sources.jsonable import (
+    NotTextError,
+    TooLargeError,
+    loads_exact,
+    long_integers_as_text,
+    may_hold_long_integers,
+    to_jsonable,
+)
 from pipeline.sources.jsonl import UTF8_BOM, decode_problem, iter_jsonl
 from pipeline.sources.limits import ReadLimits
 from pipeline.sources.record import Record
 from pipeline.sources.trailing_commas import without_trailing_commas
-from pipeline.sources.yaml_text import UnsafeYamlError, load_yaml_documents, yaml_depth
+from pipeline.sources.yaml_text import TooDeepYamlError, UnsafeYamlError, load_yaml_documents
 
 
 def read_document_bytes(source: str, stream: BinaryIO, limits: ReadLimits) -> bytes | Rejection:
@@ -50,12 +57,25 @@ def read_document_text(
         return Rejection(source, source, code, message, raw=raw_text(data))
 
 
-def _elements(source: str, value: Any, notes: tuple[str, ...] = ()) -> Iterator[Record]:
+def _elements(
+    source: str, value: Any, notes: tuple[str, ...] = (), long_integers: bool = True
+) -> Iterator[Record]:
+    """A record per element of a top-level list, else one; with `long_integers` (the
+    document may hold integers beyond 64 bits), each record's are made text, noted."""
     if isinstance(value, list):
         for index, item in enumerate(value):
-            yield Record(source, f"{source}#{index}", item, notes=notes)
+            yield _record(source, f"{source}#{index}", item, notes, long_integers)
     else:
-        yield Record(source, source, value, notes=notes)
+        yield _record(source, source, value, notes, long_integers)
+
+
+def _record(
+    source: str, locator: str, value: Any, notes: tuple[str, ...], long_integers: bool
+) -> Record:
+    if long_integers:
+        value, more = long_integers_as_text(value)
+        notes = (*notes, *more)
+    return Record(source, locator, value, notes=notes)
 
 
 def _looks_like_json_lines(data: bytes) -> bool:
@@ -75,7 +95,7 @@ def iter_json(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Rec
         yield data
         return
     try:
-        value = orjson.loads(data)
+        value = loads_exact(data)
     except orjson.JSONDecodeError:
         if _looks_like_json_lines(data):
             yield from iter_jsonl(source, io.BytesIO(data), limits)
@@ -89,7 +109,7 @@ def iter_json(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Rec
         code, message = decode_problem(data)
         yield Rejection(source, source, code, message, raw=raw_text(data))
         return
-    yield from _elements(source, value)
+    yield from _elements(source, value, long_integers=may_hold_long_integers(data))
 
 
 def _with_trailing_commas_forgiven(source: str, data: bytes) -> Iterator[Record] | bytes | None:
@@ -104,12 +124,12 @@ def _with_trailing_commas_forgiven(source: str, data: bytes) -> Iterator[Record]
         return None
     text, lines = repaired
     try:
-        value = orjson.loads(text)
+        value = loads_exact(text)
     except orjson.JSONDecodeError:
         return text.encode()
     where = ", ".join(str(line) for line in lines)
     note = f"accepted {len(lines)} trailing comma(s), which JSON does not allow (line {where})"
-    return _elements(source, value, (note,))
+    return _elements(source, value, (note,), may_hold_long_integers(text))
 
 
 def iter_yaml(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Record | Rejection]:
@@ -120,16 +140,22 @@ def iter_yaml(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Rec
     _, text = document
     documents: list[Any] = []
     try:
-        for document in load_yaml_documents(text):
+        # one level more than a record's limit: a top-level list is split into records,
+        # each judged on its own depth afterwards
+        for document in load_yaml_documents(text, max_depth=limits.max_depth + 1):
             documents.append(to_jsonable(document, limits.max_yaml_values))
+    except TooDeepYamlError as err:
+        yield _too_deep_yaml(source, text, str(err), limits.max_depth)
+        return
     except UnsafeYamlError as err:
         yield Rejection(source, source, "unsafe_yaml", str(err), raw=text)
         return
     except yaml.YAMLError as err:
         yield Rejection(source, source, "invalid_yaml", f"invalid YAML: {_one_line(err)}", raw=text)
         return
-    except RecursionError:
-        yield _too_deep_yaml(source, text, limits.max_depth)
+    except RecursionError:  # a --max-depth beyond what the loader can build
+        problem = "the YAML nests sequences and mappings deeper than the loader can build"
+        yield _too_deep_yaml(source, text, problem, limits.max_depth)
         return
     except (TooLargeError, NotTextError) as err:
         yield Rejection(source, source, "invalid_yaml", f"YAML rejected: {err}", raw=text)
@@ -142,17 +168,17 @@ def iter_yaml(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Rec
     else:
         for index, document in enumerate(documents):
             if document is not None:
-                yield Record(source, f"{source}#{index}", document)
+                yield _record(source, f"{source}#{index}", document, (), True)
 
 
-def _too_deep_yaml(source: str, text: str, max_depth: int) -> Rejection:
-    """The rejection of a YAML file nested too deep for the loader to build at all."""
+def _too_deep_yaml(source: str, text: str, problem: str, max_depth: int) -> Rejection:
+    """The rejection of a YAML file nested too deep to build (`problem` says how deep)."""
     return Rejection(
         source,
         source,
         "too_deep",
-        f"the YAML nests sequences and mappings {yaml_depth(text)} levels deep, too deep to "
-        f"read (a record may nest at most {max_depth} levels)",
+        f"{problem}, too deep to read (a record may nest at most {max_depth} levels; "
+        "raise --max-depth if this is real data)",
         raw=text,
     )
 

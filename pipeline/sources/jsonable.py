@@ -5,8 +5,21 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import json
 import math
+import re
 from typing import Any
+
+import orjson
+
+SMALLEST_INTEGER = -(2**63)
+LARGEST_INTEGER = 2**64 - 1
+"""The integers JSON tools hold exactly (orjson, Arrow): signed 64-bit up to unsigned. An
+integer beyond refuses to be written (orjson) or is read as an inexact float."""
+_LONG_NUMBER = re.compile(rb"\d{20}|-\d{19}")
+"""A run of digits that may be an integer beyond 64 bits (2**64 has 20 digits, -2**63 - 1
+has 19), which orjson reads as a float or refuses; 19-digit ids are never one."""
+_NOTED_PATHS = 3
 
 
 class TooLargeError(ValueError):
@@ -71,3 +84,95 @@ def _key(key: Any) -> str:
     if isinstance(key, bool) or key is None:
         return {True: "true", False: "false", None: "null"}[key]
     return str(key)
+
+
+def long_integers_as_text(value: Any) -> tuple[Any, tuple[str, ...]]:
+    """`value` (JSON-compatible, freshly read: its lists and objects are changed in
+    place) with every integer beyond 64 bits, which the outputs' JSON and Arrow cannot
+    hold exactly, replaced by its exact digits as a string; and the note saying so and
+    where (no note when it holds no such integer). Without recursion."""
+    if _is_long_integer(value):
+        return str(value), (_long_integers_note(["the value"]),)
+    if not isinstance(value, (dict, list)):
+        return value, ()
+    found: list[str] = []
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        container, path = stack.pop()
+        keys: Any = container.keys() if isinstance(container, dict) else range(len(container))
+        for key in keys:
+            item = container[key]
+            if isinstance(item, (dict, list)):
+                stack.append((item, _step(path, key)))
+            elif _is_long_integer(item):
+                found.append(_step(path, key))
+                container[key] = str(item)
+    if not found:
+        return value, ()
+    return value, (_long_integers_note(sorted(found)),)
+
+
+def _is_long_integer(value: Any) -> bool:
+    return isinstance(value, int) and not SMALLEST_INTEGER <= value <= LARGEST_INTEGER
+
+
+def _step(path: str, key: Any) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def _long_integers_note(paths: list[str]) -> str:
+    shown = ", ".join(paths[:_NOTED_PATHS]) + (", ..." if len(paths) > _NOTED_PATHS else "")
+    return (
+        f"kept {len(paths)} integer(s) beyond 64 bits as text with their exact digits "
+        f"({shown}): JSON tools cannot hold them as numbers"
+    )
+
+
+def may_hold_long_integers(data: bytes | str) -> bool:
+    """Whether JSON text `data` may hold an integer beyond 64 bits (a long run of digits):
+    when not, `long_integers_as_text` of its value has nothing to do."""
+    return _LONG_NUMBER.search(data.encode() if isinstance(data, str) else data) is not None
+
+
+def loads_exact(data: bytes | str) -> Any:
+    """The JSON value of `data` as orjson reads it, but integers beyond 64 bits kept exact
+    (the standard library reads the text again when a long run of digits is there, which
+    is also the only case where orjson refuses an integer as "infinity"). Raises
+    orjson.JSONDecodeError as orjson does for anything else."""
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as err:
+        if not _LONG_NUMBER.search(raw) or "infinity" not in str(err):
+            raise
+        return _exact_or_raise(raw, err)
+    if _LONG_NUMBER.search(raw):
+        try:
+            return json.loads(raw)
+        except RecursionError:  # nested deeper than the standard library reads
+            return value
+    return value
+
+
+def _exact_or_raise(raw: bytes, err: orjson.JSONDecodeError) -> Any:
+    """`raw` read by the standard library when it is JSON orjson refused only for an
+    integer too long for a double; else orjson's error `err` is raised."""
+
+    def refuse(text: str) -> Any:
+        raise ValueError(text)
+
+    def finite(text: str) -> float:
+        number = float(text)
+        if not math.isfinite(number):
+            raise ValueError(text)
+        return number
+
+    try:
+        value = json.loads(raw, parse_constant=refuse, parse_float=finite)
+        # what else orjson refuses (a lone surrogate) is no UTF-8 either
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (ValueError, RecursionError):  # incl. an integer of more digits than Python reads
+        raise err from None
+    return value

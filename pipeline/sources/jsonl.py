@@ -8,6 +8,7 @@ from typing import BinaryIO
 import orjson
 
 from pipeline.quarantine import Rejection, raw_text
+from pipeline.sources.jsonable import loads_exact, long_integers_as_text, may_hold_long_integers
 from pipeline.sources.limits import ReadLimits
 from pipeline.sources.record import Record
 
@@ -116,9 +117,12 @@ def iter_jsonl(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Re
             line_no += _skip_blank_run(stream)
             continue
         try:
-            value = orjson.loads(body)
+            value = loads_exact(body)
         except orjson.JSONDecodeError:
             code, message = decode_problem(body)
             yield Rejection(source, f"{source}:{line_no}", code, message, raw=raw_text(body))
             continue
-        yield Record(source, f"{source}:{line_no}", value, body)
+        notes: tuple[str, ...] = ()
+        if may_hold_long_integers(body):
+            value, notes = long_integers_as_text(value)
+        yield Record(source, f"{source}:{line_no}", value, body, notes)

@@ -14,6 +14,7 @@ import orjson
 
 from pipeline.quarantine import Rejection
 from pipeline.sources.documents import read_document_text
+from pipeline.sources.jsonable import loads_exact, long_integers_as_text, may_hold_long_integers
 from pipeline.sources.jsonl import UTF8_BOM, decode_problem
 from pipeline.sources.limits import ReadLimits
 from pipeline.sources.record import Record
@@ -52,24 +53,28 @@ def iter_text_document(
         yield Record(source, source, TextDocument(kind, text), raw=data)
         return
     config_path = skprompt_config_path(source)
-    config = _read_config(config_path, limits.max_document_bytes)
-    if isinstance(config, str):
-        yield Rejection(source, source, "invalid_json", config, raw=text)
+    read = _read_config(config_path, limits.max_document_bytes)
+    if isinstance(read, str):
+        yield Rejection(source, source, "invalid_json", read, raw=text)
         return
+    config, notes = read
     found = config_path if os.path.exists(config_path) else None
-    yield Record(source, source, TextDocument(kind, text, config, found), raw=data)
+    value = TextDocument(kind, text, config, found)
+    notes = tuple(f"{config_path}: {note}" for note in notes)
+    yield Record(source, source, value, raw=data, notes=notes)
 
 
-def _read_config(path: str, max_bytes: int) -> Any:
-    """The parsed config.json (None when there is none), or the reason it cannot be read:
-    it is not a regular file (a device or pipe is never opened) or over `max_bytes`."""
+def _read_config(path: str, max_bytes: int) -> tuple[Any, tuple[str, ...]] | str:
+    """The parsed config.json (None when there is none) and the notes on reading it (its
+    integers beyond 64 bits kept as text), or the reason it cannot be read: it is not a
+    regular file (a device or pipe is never opened) or over `max_bytes`."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return f"cannot read {path}: not a regular file"
         with open(path, "rb") as handle:
             data = handle.read(max_bytes + 1)
     except FileNotFoundError:
-        return None
+        return None, ()
     except OSError as err:
         return f"cannot read {path}: {err.strerror}"
     if len(data) > max_bytes:
@@ -77,6 +82,7 @@ def _read_config(path: str, max_bytes: int) -> Any:
     if data.startswith(UTF8_BOM):
         data = data[len(UTF8_BOM) :]
     try:
-        return orjson.loads(data)
+        value = loads_exact(data)
     except orjson.JSONDecodeError:
         return f"{path}: {decode_problem(data)[1]}"
+    return long_integers_as_text(value) if may_hold_long_integers(data) else (value, ())

@@ -4,7 +4,8 @@ Known application tags get explicit constructors (PyALM's `!ConversationRole 'US
 the string, PPE's `!fn`/`!fn#` blocks stay text under a `{"!fn": code}` key); tags that
 would build Python objects (`!!python/...`) are refused; any other local tag is read as
 the plain value under it. Aliases are bounded, so a "billion laughs" document is refused
-instead of expanded.
+instead of expanded; nesting can be bounded too, so a document nested too deep is refused
+as soon as the loader reaches the bound, before it builds (or even scans) the rest.
 """
 
 from __future__ import annotations
@@ -28,9 +29,35 @@ class UnsafeYamlError(yaml.YAMLError):
     """The YAML asks for a Python object (`!!python/object/apply:os.system` ...)."""
 
 
+class TooDeepYamlError(yaml.YAMLError):
+    """The YAML nests sequences and mappings deeper than the loader's `max_depth`."""
+
+
 class DataOnlyLoader(yaml.SafeLoader):
     """SafeLoader with explicit constructors for the known tags and a refusal for
-    Python object tags; other unknown tags read as the plain value under them."""
+    Python object tags; other unknown tags read as the plain value under them. With
+    `max_depth`, a sequence or mapping nested deeper is refused (TooDeepYamlError) the
+    moment its start is read: the work done stays bounded by the depth allowed, whatever
+    the depth of the file (PyYAML's scanner costs more per token the deeper a flow
+    collection nests)."""
+
+    max_depth: int | None = None
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if self.max_depth is None or not self.check_event(yaml.CollectionStartEvent):
+            return super().compose_node(parent, index)
+        if self._depth >= self.max_depth:
+            mark = self.peek_event().start_mark
+            raise TooDeepYamlError(
+                f"the YAML nests sequences and mappings more than {self.max_depth} levels "
+                f"deep (line {mark.line + 1}, column {mark.column + 1})"
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _plain(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
@@ -73,30 +100,21 @@ DataOnlyLoader.add_multi_constructor("!", _tagged)
 DataOnlyLoader.add_multi_constructor("tag:", _tagged)
 
 
-def load_yaml_documents(text: str) -> Iterator[Any]:
+def load_yaml_documents(text: str, max_depth: int | None = None) -> Iterator[Any]:
     """Each document of a (possibly multi-document) YAML text, as constructed by the
-    data-only loader (aliases still shared: pass each through `to_jsonable`)."""
-    return yaml.load_all(text, Loader=DataOnlyLoader)
+    data-only loader (aliases still shared: pass each through `to_jsonable`). A document
+    nesting sequences and mappings more than `max_depth` levels raises TooDeepYamlError
+    once that depth is reached, before anything deeper is read."""
+    loader = DataOnlyLoader(text)
+    loader.max_depth = max_depth
+    try:
+        while loader.check_data():
+            yield loader.get_data()
+    finally:
+        loader.dispose()
 
 
 def load_yaml(text: str, max_values: int = 1_000_000) -> Any:
     """One YAML document as plain JSON-compatible data. Raises yaml.YAMLError (with line
     and column), UnsafeYamlError for Python tags, TooLargeError past `max_values` nodes."""
     return to_jsonable(yaml.load(text, Loader=DataOnlyLoader), max_values)
-
-
-def yaml_depth(text: str) -> int:
-    """How deep the YAML nests sequences and mappings, from its parse events (no
-    recursion, no construction; up to a syntax error, if any): for a document too deep
-    for the loader to build."""
-    depth = deepest = 0
-    try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                deepest = max(deepest, depth)
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-    except yaml.YAMLError:
-        pass
-    return deepest

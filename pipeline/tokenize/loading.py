@@ -48,6 +48,23 @@ class LoadedTokenizer:
         except Exception as err:  # tokenizers raises a bare Exception
             raise TokenizerLoadError(f"cannot load {self.path}: {err}") from None
 
+    @cached_property
+    def special_tokens(self) -> tuple[str, ...]:
+        """The strings this tokenizer encodes as special tokens: its added tokens flagged
+        special, then the control tokens its config names (bos/eos/unk/pad ...), each once.
+        Content spelling one is encoded as text, never as the token (lint's MMS404)."""
+        try:
+            added = orjson.loads(self.json_bytes).get("added_tokens")
+        except orjson.JSONDecodeError:  # loaded, so never: its encoder was built from it
+            added = None
+        flagged = (
+            entry.get("content")
+            for entry in (added if isinstance(added, list) else [])
+            if isinstance(entry, dict) and entry.get("special") is True
+        )
+        found = [token for token in flagged if isinstance(token, str) and token]
+        return tuple(dict.fromkeys([*found, *self.control_tokens]))
+
     @property
     def control_tokens(self) -> tuple[str, ...]:
         """bos/eos/unk/pad/... tokens the config names (a string or an AddedToken dict)."""

@@ -33,7 +33,7 @@ from pipeline.formats.ppe.steps import (
     Step,
 )
 from pipeline.quarantine import RecordRejected
-from pipeline.sources.jsonable import NotTextError, TooLargeError
+from pipeline.sources.jsonable import NotTextError, TooLargeError, long_integers_as_text
 from pipeline.sources.yaml_text import UnsafeYamlError, load_yaml
 
 MAX_VALUES = 1_000_000
@@ -56,6 +56,8 @@ class _Budget:
 
     def __init__(self, limit: int = MAX_VALUES):
         self.remaining = limit
+        self.notes: list[str] = []
+        """What reading the items had to change (integers beyond 64 bits made text)."""
 
     def load(self, text: str, first_line: int) -> Any:
         """The YAML value of `text` (which starts at `first_line` of the script)."""
@@ -70,6 +72,8 @@ class _Budget:
                 "invalid_yaml", f"line {first_line}: YAML rejected: {err}"
             ) from None
         self.remaining -= _size(value)
+        value, notes = long_integers_as_text(value)
+        self.notes.extend(f"line {first_line}: {note}" for note in notes)
         return value
 
 
@@ -320,4 +324,5 @@ def parse_script(text: str) -> Script:
     budget = _Budget()
     lines = [Line(number, line) for number, line in enumerate(text.splitlines(), 1)]
     front_matter, body = _front_matter(lines, budget)
-    return Script(front_matter, tuple(_Parser(budget).block(body, 0)))
+    steps = tuple(_Parser(budget).block(body, 0))
+    return Script(front_matter, steps, tuple(budget.notes))

@@ -70,7 +70,9 @@ Step = Message | Separator | Chain | Function | Directive | Conditional
 
 @dataclass(frozen=True, slots=True)
 class Script:
-    """A parsed script: its front-matter configuration and its steps in order."""
+    """A parsed script: its front-matter configuration and its steps in order, and the
+    notes on reading them (integers beyond 64 bits kept as text)."""
 
     front_matter: dict[str, Any]
     steps: tuple[Step, ...]
+    notes: tuple[str, ...] = ()

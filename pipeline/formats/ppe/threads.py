@@ -378,6 +378,8 @@ def script_threads(record: Record, options: ConvertOptions, script: Script) -> l
     if not builders:
         raise _no_thread(script, left_out, len(dialogues.empty))
     for builder in builders:
+        for note in script.notes:
+            builder.note(note)
         for dialogue, blocked in left_out:
             builder.note(f"left out {_label(dialogue) or 'the script'}: {blocked}")
         for dialogue in dialogues.empty:

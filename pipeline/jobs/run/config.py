@@ -38,7 +38,7 @@ from pipeline.stages.lint import LintSettings
 from pipeline.stages.normalize import NormalizeSettings
 from pipeline.stages.pack import PackSettings
 from pipeline.stages.split import ShardSettings
-from pipeline.stages.tokenize import TokenizeSettings
+from pipeline.stages.tokenize import TokenizeSettings, renderer_for
 from pipeline.tokenize.loading import (
     TokenizerLoadError,
     check_tokenizer,
@@ -436,14 +436,12 @@ class _Builder:
         if os.path.isdir(local) and not os.path.isfile(os.path.join(local, "tokenizer.json")):
             raise self.doc.error(where, f"{local} has no tokenizer.json")
         if os.path.exists(local):
-            self._check_tokenizer(local)
-            return TokenizeSettings(**{**raw, "tokenizer": local})
+            return self._check_tokenizer(TokenizeSettings(**{**raw, "tokenizer": local}))
         if hub_name(spec):
             from huggingface_hub import try_to_load_from_cache
 
             if isinstance(try_to_load_from_cache(spec, "tokenizer.json"), str):
-                self._check_tokenizer(spec)
-                return TokenizeSettings(**raw)
+                return self._check_tokenizer(TokenizeSettings(**raw))
             reason = (
                 f"no such file or directory {local}, and {spec} is not in the local Hugging "
                 f"Face cache (looked in {hub_cache_folder()}; mms never downloads: fetch it "
@@ -453,15 +451,23 @@ class _Builder:
             raise self.doc.error(where, reason)
         raise self.doc.error(where, f"no such file or directory: {local}")
 
-    def _check_tokenizer(self, spec: str) -> None:
-        """Refuse, before any work unit starts, a tokenizer no unit could load: a unit
-        that fails on it cannot be fixed by running again. Cheap: the JSON is parsed and
-        its structure checked; the vocabulary is never built."""
+    def _check_tokenizer(self, settings: TokenizeSettings) -> TokenizeSettings:
+        """`settings`, once the tokenizer they name is loaded as every work unit loads
+        it: a tokenizer no unit could load, or a `bos` it has no token for, is refused
+        before any unit starts (a unit that fails on it cannot be fixed by running
+        again). The structure is checked first (remembered per file), for the clearer
+        message; the loaded renderer is kept for this process's units."""
+        where = ["stages", "tokenize", "tokenizer"]
         try:
-            check_tokenizer(spec)
+            check_tokenizer(settings.tokenizer)
+            renderer_for(settings)
         except (TokenizerLoadError, OSError) as err:
-            reason = f"not a usable tokenizer: {err}"
-            raise self.doc.error(["stages", "tokenize", "tokenizer"], reason) from None
+            raise self.doc.error(where, f"not a usable tokenizer: {err}") from None
+        except ValueError as err:  # the renderer refuses it: a bos it names no token for
+            if settings.bos and "bos" in str(err):
+                where = ["stages", "tokenize", "bos"]
+            raise self.doc.error(where, str(err)) from None
+        return settings
 
     def _shard(self, raw: dict[str, Any] | Literal[False]) -> ShardSettings | None:
         if raw is False:

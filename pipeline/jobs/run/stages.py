@@ -4,6 +4,7 @@ part is read, its dataset side in the ordered pass (DESIGN §2)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ from pipeline.stages.filters import MessageFilter, TokenFilter
 from pipeline.stages.lint import Lint
 from pipeline.stages.pack import Pack
 from pipeline.stages.sample import Sample
-from pipeline.stages.tokenize import Tokenize
+from pipeline.stages.tokenize import Tokenize, renderer_for
 from pipeline.tokenize.tables import TOKENIZED_SCHEMA
 
 
@@ -33,9 +34,21 @@ class Side:
     report: LintReport | None = None
 
 
+def _lint(config: RunConfig, side: Side) -> Lint:
+    """The lint stage; with a tokenize stage, MMS404 flags the special tokens of the run's
+    tokenizer too (`<s>`, `<unk>` ...: content spelling them is encoded as text). The
+    tokenizer is loaded once per process (the config check has loaded it already)."""
+    settings = config.stages.lint
+    if config.stages.tokenize is not None:
+        specials = renderer_for(config.stages.tokenize)[1].special_tokens
+        extra = tuple(dict.fromkeys([*settings.special_tokens, *specials]))
+        settings = dataclasses.replace(settings, special_tokens=extra)
+    return Lint.from_settings(settings, side.lint_source, side.report)
+
+
 RUN_STAGES: tuple[Callable[[RunConfig, Side], Stage | None], ...] = (
     lambda config, side: Sample(side.sample),
-    lambda config, side: Lint.from_settings(config.stages.lint, side.lint_source, side.report),
+    _lint,
     lambda config, side: MessageFilter(config.stages.filters),
     lambda config, side: Dedup(config.stages.dedup),
     lambda config, side: (

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -136,8 +137,16 @@ def _matches(pattern: re.Pattern[str], text: str, extra: tuple[str, ...] = ()) -
     return list(found)
 
 
+@lru_cache(maxsize=16)
+def _extra_literals(literals: tuple[str, ...]) -> tuple[str, ...]:
+    """The configured literals the built-in pattern does not match already (a run adds
+    its tokenizer's special tokens: Llama 3's 256 `<|reserved_special_token_N|>` cost no
+    search of their own)."""
+    return tuple(literal for literal in literals if not SPECIAL_TOKEN.fullmatch(literal))
+
+
 def special_tokens(view: ThreadView, config: Any) -> Iterator[Finding]:
-    extra = tuple(getattr(config, "special_tokens", ()))
+    extra = _extra_literals(tuple(getattr(config, "special_tokens", ())))
     for index, message in enumerate(view.thread.messages):
         literals = _matches(SPECIAL_TOKEN, message.content, extra)
         if literals:
@@ -252,7 +261,9 @@ RULES = [
             "`<|im_end|>`, `<|eot_id|>`, `[INST]`, `</s>` in content are leftovers of another "
             "model's chat template. The renderer encodes them as ordinary text, so they do "
             "no harm to the structure, but the model learns to write them. Literals inside "
-            "code blocks and inline code are not reported; add your own with `special-tokens`."
+            "code blocks and inline code are not reported; add your own with `special-tokens`. "
+            "In `mms run` with a tokenize stage, the special tokens of its tokenizer "
+            "(`<s>`, `<unk>` ...) are flagged too."
         ),
         bad=[thread(user("Hi"), assistant("Hello!<|im_end|>"))],
         good=[thread(user("What ends a ChatML turn?"), assistant("The `<|im_end|>` token."))],
