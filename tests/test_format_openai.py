@@ -344,7 +344,8 @@ def test_hosted_tools_without_schema_are_kept():
 @pytest.mark.parametrize(
     ("value", "code", "message"),
     [
-        ([{"role": "user"}], "not_an_object", "expected an object with messages, got a JSON array"),
+        ("hi", "not_an_object", "expected an object with messages, got a JSON string"),
+        ([{"content": "x"}], "missing_field", "messages[0].role is missing"),
         ({"conversation": []}, "missing_field", "the record has keys conversation"),
         ({"messages": "hi"}, "missing_field", "messages is string, expected a list of messages"),
         ({"messages": [{"content": "x"}]}, "missing_field", "messages[0].role is missing"),
@@ -434,7 +435,11 @@ def test_bad_records_are_rejected_with_a_specific_reason(value, code, message):
         ({"messages": [{"role": "user", "content": [{"type": "tool_result"}]}]}, 0.0),
         ({"messages": [{"role": "context", "content": "q"}]}, 0.0),
         ({"chosen": "\n\nHuman: q\n\nAssistant: a", "rejected": "x"}, 0.0),
-        ([{"role": "user", "content": "q"}], 0.0),
+        ([{"role": "user", "content": "q"}], 0.4),  # MMS reads user-only lists too
+        ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], 0.8),
+        ([{"role": "assistant", "content": "a", "end_turn": True}], 0.0),  # MMS's
+        ([{"from": "human", "value": "q"}], 0.0),
+        ([], 0.0),
     ],
 )
 def test_sniff_scores(value, score):

@@ -8,7 +8,10 @@ prompt key (it is how pretraining corpora hold documents), nor is `instruction` 
 an object with any key beyond the prompt, ids, `system` and metadata is declined (an answer
 field makes it another format's); a string that reads as a chat transcript (ChatML
 `<|im_start|>`, `User:`/`Human:`/`ASSISTANT:` lines) is declined. `--from prompts` reads
-any such record anyway, keeping the other fields in `meta.extra_fields`.
+any such record anyway, keeping the other fields in `meta.extra_fields`, except one that
+holds an answer (`completion`, `response`, `chosen`/`rejected`, `completions`, `output`):
+a prompt-only thread would lose it, so the record is quarantined, pointing at the format
+that reads it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
 from pipeline.formats.builder import ThreadBuilder, a_json_kind, json_kind, source_thread_id
+from pipeline.formats.field_names import answer_fields
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
@@ -35,6 +39,8 @@ TRANSCRIPT = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 PROMPT_ONLY_REASON = "a prompt without an answer: the assistant turn is to be generated"
+ANSWER_KEYS = ("completion", "response", "chosen", "rejected", "completions", "output")
+"""Keys that hold the prompt's answer: such a record is not a prompt list's."""
 
 
 def _prompt_key(value: dict[str, Any]) -> str | None:
@@ -87,6 +93,14 @@ def _from_object(record: Record, options: ConvertOptions, value: dict[str, Any])
     if key is None:
         raise RecordRejected(
             "missing_field", f"no {', '.join(PROMPT_KEYS[:-1])} or {PROMPT_KEYS[-1]} field"
+        )
+    answers = [k for k in ANSWER_KEYS if value.get(k) is not None] or answer_fields(value)
+    if answers:
+        raise RecordRejected(
+            "missing_field",
+            f"the record holds an answer ({', '.join(answers)}), which a prompt-only thread "
+            "would lose: read it with its own format (auto-detection, or --from trl for "
+            "prompt + completion/response/chosen/rejected strings)",
         )
     id_key, source_id = _source_id(value)
     builder = ThreadBuilder(record, NAME, options, thread_id=source_thread_id(record, source_id))

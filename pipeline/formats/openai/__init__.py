@@ -10,8 +10,15 @@ Record shapes read (first match wins):
   message lists (full conversations, or completions after `prompt` / `messages`);
 - `{"input": [messages] | "text", "ideal": ...}` (OpenAI evals) -> input plus the ideal
   answer as the final assistant message;
-- `{"messages": [...]}` or TRL's `prompt` + `completion` message lists, with a boolean
-  `label` (KTO) -> one thread.
+- `{"messages": [...]}` or TRL's `prompt` + `completion` message lists (a string prompt
+  or completion is one user or assistant message: OpenAI's legacy fine-tuning files),
+  with a boolean `label` (KTO) -> one thread; a `prompt` alone (TRL's prompt-only type)
+  -> a prompt-only thread;
+- a bare JSON array of messages (a JSON Lines line that is a list, as xtuner's files
+  hold) -> one thread, as if it were `{"messages": [...]}`.
+
+TRL's other standard (string) forms (implicit-prompt preference, prompt/response,
+stepwise supervision) are the `trl` format's.
 
 Tool calls, tool results, reasoning and refusals follow the shared mapping (builder.py);
 fields MMS has no place for go to `meta.extra_fields` (record) or `meta.message_meta`
@@ -24,6 +31,7 @@ content parts and calls.py tool calls.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
@@ -92,12 +100,32 @@ def _uses_tools(value: dict[str, Any], messages: list[Any]) -> bool:
     )
 
 
+def _sniff_list(value: list[Any]) -> Sniff:
+    """A bare message list: typical with an assistant message; unlikely with user
+    messages only (MMS reads those as well); not when a message carries MMS's `end_turn`."""
+    if not value:
+        return Sniff(0.0, "an empty list")
+    for message in value:
+        reason = _foreign_shape(message)
+        if reason is not None:
+            return Sniff(0.0, reason)
+        if "end_turn" in message:
+            return Sniff(0.0, "a message carries end_turn (an MMS message list)")
+    if _uses_tools({}, value):
+        return Sniff(1.0, "a bare list of OpenAI messages with tool calls or results")
+    if any(message["role"] == "assistant" for message in value):
+        return Sniff(0.8, "a bare list of role/content messages (OpenAI chat)")
+    return Sniff(0.4, "a bare list of role/content messages without an assistant message")
+
+
 def sniff(value: object) -> Sniff:
     """Sure with tool calls, tool results or tool definitions; typical for role/content
-    message lists; unlikely with a top-level `system` (Anthropic); not for ShareGPT
-    from/value turns or Anthropic content blocks."""
+    message lists (also a bare list of them); unlikely with a top-level `system`
+    (Anthropic); not for ShareGPT from/value turns or Anthropic content blocks."""
+    if isinstance(value, list):
+        return _sniff_list(value)
     if not isinstance(value, dict):
-        return Sniff(0.0, "not a JSON object")
+        return Sniff(0.0, "not a JSON object or a list of messages")
     lists = _message_lists(value)
     if not lists:
         return Sniff(0.0, "no OpenAI message list (messages, chosen/rejected, input + ideal)")
@@ -115,11 +143,15 @@ def sniff(value: object) -> Sniff:
 
 def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
     """One thread per record; two (chosen, rejected) for preference pairs."""
+    if isinstance(record.value, list):  # a bare message list: its `messages`
+        record = replace(record, value={"messages": record.value})
     layout = read_layout(record)
     tools = read_tools(layout.tools)
     threads = []
     for side in layout.sides:
         builder = ThreadBuilder(record, NAME, options, thread_id=side.thread_id, meta=side.meta)
+        if side.prompt_only is not None:
+            builder.prompt_only(side.prompt_only)
         builder.declare_tools(tools.specs)
         reader = MessageReader(builder, record.value, tools)
         for where, message in side.turns:

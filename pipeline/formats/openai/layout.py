@@ -16,6 +16,8 @@ PAIRS = (("chosen_messages", "rejected_messages"), ("chosen", "rejected"))
 """Keys of preference pairs of message lists: LLaMA-Factory v1 DPO, then TRL / HF."""
 PREFERENCE_OUTPUTS = ("preferred_output", "non_preferred_output")
 """OpenAI preference fine-tuning: the two completions of `input.messages`."""
+OTHER_ANSWERS = ("response", "completions")
+"""Answers of a `prompt` in other formats' shapes: a prompt holding one is no prompt-only."""
 
 
 @dataclass(slots=True)
@@ -25,6 +27,8 @@ class Side:
     thread_id: str
     meta: dict[str, Any]
     turns: list[tuple[str, Any]]
+    prompt_only: str | None = None
+    """Why the thread ends with its prompt (a prompt without a completion), or None."""
 
 
 @dataclass(slots=True)
@@ -39,11 +43,12 @@ class Layout:
     notes: list[str] = field(default_factory=list)
 
 
-def _turns(value: Any, where: str, text_ok: bool = False) -> list[tuple[str, Any]]:
-    """A message list (or one message object, or, where `text_ok`, a text prompt) as
-    (where, message) turns."""
-    if text_ok and isinstance(value, str):
-        return [(where, {"role": "user", "content": value})]
+def _turns(value: Any, where: str, text_role: str | None = None) -> list[tuple[str, Any]]:
+    """A message list (or one message object, or, where `text_role` is given, a string:
+    one message of that role, as TRL's standard form and OpenAI's legacy fine-tuning
+    files hold a prompt and its completion) as (where, message) turns."""
+    if text_role is not None and isinstance(value, str):
+        return [(where, {"role": text_role, "content": value})]
     if isinstance(value, dict):
         return [(where, value)]
     if not isinstance(value, list):
@@ -64,7 +69,13 @@ def _preference_sides(
     sides = []
     prompted = False
     for key, preference in zip(keys, ("chosen", "rejected"), strict=True):
-        turns = _turns(value[key], key)
+        if isinstance(value[key], str) and not prompt:
+            raise RecordRejected(
+                "missing_field",
+                f"{key} is a string and there is no prompt (TRL's implicit-prompt "
+                "preference in its standard form): read it with --from trl",
+            )
+        turns = _turns(value[key], key, text_role="assistant")
         if prompt and _completions_only(turns):
             turns = prompt + turns
             prompted = True
@@ -94,7 +105,7 @@ def _message_pair(value: dict[str, Any], base: str, keys: tuple[str, str], layou
             raise RecordRejected("missing_field", f"{other} is present but {key} is missing")
     layout.used.update(keys)
     prompt_key = next((k for k in ("prompt", "messages") if value.get(k) is not None), None)
-    prompt = _turns(value[prompt_key], prompt_key, text_ok=True) if prompt_key else []
+    prompt = _turns(value[prompt_key], prompt_key, text_role="user") if prompt_key else []
     layout.sides, prompted = _preference_sides(value, base, keys, prompt)
     if prompted:
         layout.used.add(str(prompt_key))
@@ -105,7 +116,7 @@ def _message_pair(value: dict[str, Any], base: str, keys: tuple[str, str], layou
 
 def _evals_sample(value: dict[str, Any], base: str, layout: Layout) -> None:
     layout.used.update(("input", "ideal"))
-    turns = _turns(value["input"], "input", text_ok=True)
+    turns = _turns(value["input"], "input", text_role="user")
     ideal = value.get("ideal")
     if isinstance(ideal, list):
         if not ideal:
@@ -123,19 +134,34 @@ def _evals_sample(value: dict[str, Any], base: str, layout: Layout) -> None:
 
 
 def _chat(value: dict[str, Any], base: str, layout: Layout) -> None:
-    """`messages`, or TRL's `prompt` + `completion`; a boolean `label` is KTO's verdict."""
+    """`messages`, or TRL's `prompt` + `completion` (message lists or strings: OpenAI's
+    legacy fine-tuning files), or a `prompt` alone (TRL's prompt-only type); a boolean
+    `label` is KTO's verdict."""
+    prompt_only = None
     if "messages" in value:
         layout.used.add("messages")
         turns = _turns(value["messages"], "messages")
     else:
         layout.used.update(("prompt", "completion"))
-        turns = _turns(value["prompt"], "prompt", text_ok=True)
-        turns += _turns(value["completion"], "completion")
+        turns = _turns(value["prompt"], "prompt", text_role="user")
+        last = turns[-1][1] if turns else None
+        answers = [key for key in OTHER_ANSWERS if value.get(key) is not None]
+        if "completion" in value:
+            turns += _turns(value["completion"], "completion", text_role="assistant")
+        elif answers:
+            raise RecordRejected(
+                "missing_field",
+                f"prompt has no completion but the record holds {', '.join(answers)}: not an "
+                "OpenAI shape (--from trl reads prompt/response strings and TRL's stepwise "
+                "supervision, --from completions a list of model completions)",
+            )
+        elif not (isinstance(last, dict) and last.get("role") == "assistant"):
+            prompt_only = "a prompt without a completion: the assistant turn is to be generated"
     meta: dict[str, Any] = {}
     if isinstance(value.get("label"), bool):
         layout.used.add("label")
         meta["preference"] = "desirable" if value["label"] else "undesirable"
-    layout.sides = [Side(base, meta, turns)]
+    layout.sides = [Side(base, meta, turns, prompt_only)]
 
 
 def read_layout(record: Record) -> Layout:
@@ -155,7 +181,7 @@ def read_layout(record: Record) -> Layout:
         _message_pair(value, base, pair, layout)
     elif "input" in value and "messages" not in value:
         _evals_sample(value, base, layout)
-    elif "messages" in value or ("prompt" in value and "completion" in value):
+    elif "messages" in value or "prompt" in value:
         _chat(value, base, layout)
     else:
         keys = ", ".join(list(value)[:8]) or "none"
