@@ -54,6 +54,16 @@ class InputAccount:
         """Rows written, weighted copies included."""
         return sum(self.written_by.values())
 
+    def main_loss(self) -> str | None:
+        """What cost this input the most records or threads (`27 quarantined as
+        unknown_format`, `12 dropped as duplicate`), None when nothing was lost."""
+        losses = [(count, f"quarantined as {code}") for code, count in self.quarantined_by.items()]
+        losses += [(count, f"dropped as {reason}") for reason, count in self.dropped_by.items()]
+        if not losses:
+            return None
+        count, what = max(losses, key=lambda loss: (loss[0], loss[1]))
+        return f"{count:,} {what}"
+
     @property
     def deduplicated(self) -> int:
         return sum(self.dropped_by[reason] for reason in DEDUPLICATED)
@@ -73,6 +83,24 @@ class InputAccount:
             "weighted_copies": self.copies,
             "tokens": self.tokens,
         }
+
+
+@dataclass(slots=True)
+class FileCount:
+    """One file's share of a reading: records read, converted, and quarantined per code."""
+
+    read: int = 0
+    converted: int = 0
+    quarantined: Counter[str] = field(default_factory=Counter)
+
+    def to_list(self) -> list[Any]:
+        return [self.read, self.converted, dict(self.quarantined)]
+
+    def add(self, counts: list[Any]) -> None:
+        """Add a part's counts of the file (`to_list`'s form)."""
+        self.read += counts[0]
+        self.converted += counts[1]
+        self.quarantined.update(counts[2])
 
 
 @dataclass(slots=True)
@@ -120,11 +148,25 @@ class Account:
     """Assistant messages written that their source weighted 0 (rendered, not trained)."""
     inputs: list[InputAccount] = field(default_factory=list)
     """Per input of a run, in config order (empty for the other jobs)."""
+    by_file: dict[str, FileCount] = field(default_factory=dict)
+    """Each file's records read, converted and quarantined (the files no record of which
+    converted are named in the summary)."""
     groups_kept: Counter[str] = field(default_factory=Counter)
     """Groups kept whole, by kind (`pair`: preference pairs; `group`: a task's instances,
     a prompt's completions; pipeline/mms/groups.py)."""
     groups_dropped: Counter[str] = field(default_factory=Counter)
     """Groups left out whole, by kind (no stage ever leaves a group with a member missing)."""
+
+    def file(self, path: str) -> FileCount:
+        """The counts of the file at `path` (made on first use)."""
+        found = self.by_file.get(path)
+        if found is None:
+            found = self.by_file[path] = FileCount()
+        return found
+
+    def files_with_nothing_converted(self) -> list[tuple[str, FileCount]]:
+        """The files whose records were read but none converted, in reading order."""
+        return [(path, c) for path, c in self.by_file.items() if c.read and not c.converted]
 
     @property
     def quarantined_total(self) -> int:

@@ -23,7 +23,8 @@ ERROR_CODES: dict[str, str] = {
     "oversize_record": "the record is larger than --max-record-bytes",
     "too_deep": "the record nests lists and objects deeper than --max-depth levels",
     "unreadable_file": "the file (or the rest of it) cannot be read or decompressed",
-    "unknown_format": "no input format recognised the record; pass --from",
+    "unknown_format": "no input format recognised the record; pass --from, or a field "
+    "mapping (`mms formats --suggest-mapping FILE` writes one to start from)",
     "dataset_registry": "the file is a dataset registry (dataset_info.json), not data",
     "not_an_object": "the record is not a JSON object (or a list of messages)",
     "invalid_thread": "the record has the right shape but is not a valid MMS thread",

@@ -138,7 +138,9 @@ def test_undetectable_file_is_quarantined_as_unknown_format(tmp_path):
     path.write_bytes(b'{"sample_id": 1, "steps": ["a"]}\n{"sample_id": 2, "steps": ["b"]}\n')
     result = run("convert", str(path), "-o", str(tmp_path / "o.jsonl"))
     assert result.exit_code == 0
-    assert "no format detected" in result.output
+    assert f"none of the 2 records of {path} converted (mostly unknown_format)" in result.output
+    assert f"mms formats --suggest-mapping {path}" in result.output
+    assert "(unknown: 1)" in result.output  # not `-`, which reads as standard input
     assert [r["code"] for r in lines_of(tmp_path / "o.rejected.jsonl")] == ["unknown_format"] * 2
     named = run("convert", str(path), "-o", str(tmp_path / "o2.jsonl"), "--from", "mms")
     assert named.exit_code == 1  # a --from that converts nothing is an error

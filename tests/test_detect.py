@@ -28,7 +28,7 @@ def test_detect_explains_when_nothing_matches(tmp_path):
     path = tmp_path / "notes.jsonl"
     path.write_text("\n".join(json.dumps({"note": i}) for i in range(3)))
     output = detect(path)
-    assert output.splitlines()[0].endswith("3 record(s) sniffed -> -")
+    assert output.splitlines()[0].endswith("3 record(s) sniffed -> unknown")
     assert "no format accepts these records: name one with --from" in output
 
 

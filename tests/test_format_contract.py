@@ -209,6 +209,7 @@ READS = {
     # a message key the mapping does not name is carried over into the ShareGPT turn, and
     # `weight` is read there as the turn's weight even when the mapping names no weight
     "mapped": {"weight"},
+    "structural": {"weight"},  # read as the mapped format reads it
     "anthropic": {"name"},  # a tool_use block's tool
     "toolbench": {"name"},  # a function message's tool
     "prompt-json": {"name"},  # the prompt's name

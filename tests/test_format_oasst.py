@@ -138,4 +138,4 @@ def test_prompt_lists_and_sampling_reports_are_not_detected_as_oasst(shared):
         result = runner.invoke(main, ["formats", "--detect", str(folder / name)])
         assert result.exit_code == 0
         detected = result.output.splitlines()[0].rsplit("-> ", 1)[1]
-        assert detected == ("-" if name.endswith(".json") else "prompts"), result.output
+        assert detected == ("unknown" if name.endswith(".json") else "prompts"), result.output

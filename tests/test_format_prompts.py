@@ -97,8 +97,10 @@ def test_the_real_prompt_lists_convert_without_loss_and_are_detected(shared):
     open_domain = shared / "realdata/toolbench/instruction/inference_query_demo_open_domain.json"
     assert detect_file(str(open_domain)).label == "prompts"
     # pretraining `text` rows and ToolBench queries with their API lists stay undetected
-    assert detect_file(str(shared / "realdata/llamafactory/c4_demo.jsonl")).label == "-"
-    assert detect_file(str(shared / "realdata/toolbench/instruction/G1_query.json")).label == "-"
+    assert detect_file(str(shared / "realdata/llamafactory/c4_demo.jsonl")).label == "unknown"
+    assert (
+        detect_file(str(shared / "realdata/toolbench/instruction/G1_query.json")).label == "unknown"
+    )
 
 
 def test_a_transcript_among_prompts_is_still_converted_with_the_file(shared):

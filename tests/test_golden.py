@@ -20,6 +20,7 @@ import pytest
 
 from pipeline import convert
 from pipeline.formats import ConvertOptions
+from pipeline.formats.detect import UNKNOWN
 from pipeline.jobs.mappings import read_dataset_info
 from pipeline.jobs.read import ReadSpec
 from tests.conftest import REPO
@@ -45,7 +46,7 @@ def test_sample_converts_to_the_expected_output(name, tmp_path, monkeypatch):
         spec = ReadSpec("mapped", ConvertOptions(mapping=registry.mappings()))
     result = convert(inputs, out, spec, quarantine=rejected)
     assert result.account.balanced
-    detected = {label for label in result.account.formats.values() if label != "-"}
+    detected = {label for label in result.account.formats.values() if label != UNKNOWN}
     assert detected == {name}, "auto-detection picked another format"
     quarantined = rejected.read_bytes() if rejected.exists() else b""  # none: no file
     assert rejected.exists() == bool(result.account.quarantined_total)

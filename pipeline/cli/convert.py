@@ -31,6 +31,7 @@ from pipeline.cli.output import (
 from pipeline.engine import UnitFailed
 from pipeline.formats import AUTO, ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
+from pipeline.formats.detect import UNKNOWN
 from pipeline.jobs.convert import STDOUT, ConvertResult, convert
 from pipeline.jobs.read import detect_file
 from pipeline.output.files import OutputPathError
@@ -220,7 +221,7 @@ def _exit_wrong_format(named: str, stats: Account) -> NoReturn:
     found = Counter(
         detect_file(path).label for path in stats.files[:DETECTED_FILES] if not is_hf_input(path)
     )
-    found.pop("-", None)
+    found.pop(UNKNOWN, None)
     stderr.print(
         f"[red]error:[/] --from {named} converted none of the {plural(stats.records_read, 'record')}",
         highlight=False,

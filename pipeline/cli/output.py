@@ -23,6 +23,7 @@ from rich.progress import (
 )
 
 from pipeline.accounting import DEDUPLICATED, SAMPLED_OUT, Account, most_first
+from pipeline.formats.detect import UNKNOWN
 from pipeline.hub_ids import repo_id_problem
 from pipeline.mms.groups import GROUP_DROP
 from pipeline.output.folder import Publication
@@ -32,6 +33,9 @@ from pipeline.sources.paths import HF_PREFIX
 from pipeline.wording import plural, visible
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+UNMAPPED_CODES = frozenset({"unknown_format", "not_an_object"})
+"""Quarantine codes that a field mapping may cure (the records' keys are not the ones a
+format reads)."""
 
 
 def _live() -> Progress:
@@ -169,12 +173,28 @@ def print_inputs(stats: Account) -> None:
     for companion, main in sorted(stats.companion_files.items()):
         stderr.print(f"  read {safe(companion)} as part of {safe(main)}")
     print_refused(stats.refused_files)
-    undetected = [path for path, name in stats.formats.items() if name == "-"]
-    if undetected:
+    print_unread_files(stats)
+
+
+def print_unread_files(stats: Account, shown: int = 5) -> None:
+    """One line per file none of whose records converted: what most of them were
+    quarantined as, and how to read it (`--from`, or a field mapping)."""
+    unread = stats.files_with_nothing_converted()
+    for path, counts in unread[:shown]:
+        code, _ = most_first(counts.quarantined)[0] if counts.quarantined else ("", 0)
+        if code in UNMAPPED_CODES or stats.formats.get(path) == UNKNOWN:
+            hint = (
+                f"`mms formats --suggest-mapping {safe(path)}` prints a field mapping to read "
+                "it with (then --mapping FILE), or name its format with --from"
+            )
+        else:
+            hint = ERROR_CODES.get(code, "see the quarantine file")
         stderr.print(
-            f"  [yellow]no format detected[/] in {plural(len(undetected), 'file')}, "
-            f"e.g. {some(undetected)}: name it with --from"
+            f"  [yellow]none of the {plural(counts.read, 'record')} of {safe(path)} converted[/] "
+            f"(mostly {safe(code) or 'unreadable'}): {hint}"
         )
+    if len(unread) > shown:
+        stderr.print(f"  ... and {len(unread) - shown} more files none of whose records converted")
 
 
 def print_refused(refused: dict[str, str]) -> None:

@@ -360,6 +360,13 @@ def _print_summary(result: RunResult) -> None:
         )
     if len(counts.inputs) > 1:
         _print_inputs(counts.inputs, bool(counts.tokens))
+    for source in counts.inputs:
+        if not source.written and not result.gate_failed and result.shards:
+            loss = source.main_loss() or "nothing was read from it"
+            stderr.print(
+                f"[yellow]warning:[/] input {safe(source.path)} gave no row to the output "
+                f"({source.records_read:,} records read): mostly {safe(loss)}"
+            )
     unsharded = f" + {counts.not_sharded:,} linted only" if counts.not_sharded else ""
     unsharded += f" + {counts.withheld:,} withheld" if counts.withheld else ""
     copies = (

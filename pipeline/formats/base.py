@@ -73,3 +73,6 @@ class InputFormat:
         ]
         | None
     ) = None
+    fallback: bool = False
+    """Read a record only when no other format accepts it (a reading by structure alone):
+    detection never prefers it to a specific format."""

@@ -10,7 +10,6 @@ developer message and settings, lineage and everything lossy recorded in `meta`.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from pipeline.mms import (
 )
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
+from pipeline.sources.jsonable import has_long_digit_run
 
 REASONING_FORMAT = "reasoning"
 ENDS_A_TURN = frozenset({"user", "developer", "platform"})
@@ -119,15 +119,11 @@ def turn_list(data: dict[str, Any], key: str, items: str) -> list[Any]:
     return value
 
 
-_LONG_NUMBER = re.compile(rb"\d{19,}")
-"""A run of digits that may be an integer beyond 64 bits, which orjson reads as a float."""
-
-
 def exact_json(text: str) -> Any:
     """The JSON value of `text`, integers of any size kept exact (orjson is used, and the
     standard library only when a long run of digits is there). Raises orjson's error."""
     value = orjson.loads(text)
-    if _LONG_NUMBER.search(text.encode()):
+    if has_long_digit_run(text.encode()):
         value = json.loads(text)
     return value
 

@@ -86,6 +86,7 @@ def write_counts(part: Path, stats: Account) -> None:
         "threads": stats.threads,
         "quarantined": stats.quarantined,
         "formats": stats.formats,
+        "by_file": {path: count.to_list() for path, count in stats.by_file.items()},
     }
     (part / PART_COUNTS).write_bytes(orjson.dumps(counts))
 
@@ -99,6 +100,8 @@ def add_counts(account: Account, part: Path) -> dict[str, Any]:
     account.threads += counts["threads"]
     account.quarantined.update(counts["quarantined"])
     account.formats.update(counts["formats"])
+    for path, file_counts in counts["by_file"].items():
+        account.file(path).add(file_counts)
     return counts
 
 

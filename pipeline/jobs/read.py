@@ -91,6 +91,11 @@ def count_files(stats: Account, found: InputFiles) -> None:
 
 def detect_file(path: str, limits: ReadLimits | None = None) -> Detection:
     """How auto-detection reads the file at `path` (its first SNIFF_RECORDS records)."""
+    return detect(record.value for record in first_records(path, limits))
+
+
+def first_records(path: str, limits: ReadLimits | None = None) -> list[Record]:
+    """The first SNIFF_RECORDS records of the file at `path` that parse (what detection
+    looks at)."""
     items = iter_file(path, limits or ReadLimits())
-    head = itertools.islice((i.value for i in items if isinstance(i, Record)), SNIFF_RECORDS)
-    return detect(head)
+    return list(itertools.islice((i for i in items if isinstance(i, Record)), SNIFF_RECORDS))

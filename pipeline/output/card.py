@@ -113,6 +113,8 @@ class SourceRow(TypedDict):
     quarantined: int
     written: int
     tokens: int | None
+    main_loss: NotRequired[str | None]
+    """For an input that gave no row: what cost it the most (`27 quarantined as ...`)."""
 
 
 class TokenFigures(TypedDict):
@@ -463,7 +465,13 @@ def _sources(sources: Sequence[SourceRow] | None) -> str:
         "\n\nRows written count the copies a source's mixing weight adds; the license of "
         "this dataset is each source's, as listed."
     )
-    return "## Sources\n\n" + _table(headers, rows, right=(2, 3, 4, 5)) + note
+    empty = [
+        f"\n\n> **`{source['path']}` gave no row** ({_count(source['records_read'])} records "
+        f"read): mostly {source.get('main_loss') or 'nothing read from it'}."
+        for source in sources
+        if not source["written"]
+    ]
+    return "## Sources\n\n" + _table(headers, rows, right=(2, 3, 4, 5)) + note + "".join(empty)
 
 
 def _formats(stats: CardStats) -> str:

@@ -7,7 +7,6 @@ import datetime as dt
 import decimal
 import json
 import math
-import re
 from typing import Any
 
 import orjson
@@ -16,9 +15,12 @@ SMALLEST_INTEGER = -(2**63)
 LARGEST_INTEGER = 2**64 - 1
 """The integers JSON tools hold exactly (orjson, Arrow): signed 64-bit up to unsigned. An
 integer beyond refuses to be written (orjson) or is read as an inexact float."""
-_LONG_NUMBER = re.compile(rb"\d{20}|-\d{19}")
-"""A run of digits that may be an integer beyond 64 bits (2**64 has 20 digits, -2**63 - 1
-has 19), which orjson reads as a float or refuses; 19-digit ids are never one."""
+_DIGITS_AS_ZEROS = bytes.maketrans(b"123456789", b"000000000")
+_LONG_RUNS = (b"0" * 20, b"-" + b"0" * 19)
+"""Runs of digits that may be an integer beyond 64 bits (2**64 has 20 digits, -2**63 - 1
+has 19), which orjson reads as a float or refuses; 19-digit ids are never one. Searched in
+the text with every digit made 0: a translate and two substring searches cost a twentieth
+of a regular expression's scan, which every record of every file pays."""
 _NOTED_PATHS = 3
 
 
@@ -133,7 +135,13 @@ def _long_integers_note(paths: list[str]) -> str:
 def may_hold_long_integers(data: bytes | str) -> bool:
     """Whether JSON text `data` may hold an integer beyond 64 bits (a long run of digits):
     when not, `long_integers_as_text` of its value has nothing to do."""
-    return _LONG_NUMBER.search(data.encode() if isinstance(data, str) else data) is not None
+    return has_long_digit_run(data.encode() if isinstance(data, str) else data)
+
+
+def has_long_digit_run(raw: bytes) -> bool:
+    """Whether the bytes hold a run of digits long enough to be an integer beyond 64 bits."""
+    zeros = raw.translate(_DIGITS_AS_ZEROS)
+    return any(run in zeros for run in _LONG_RUNS)
 
 
 def loads_exact(data: bytes | str) -> Any:
@@ -145,10 +153,10 @@ def loads_exact(data: bytes | str) -> Any:
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as err:
-        if not _LONG_NUMBER.search(raw) or "infinity" not in str(err):
+        if not has_long_digit_run(raw) or "infinity" not in str(err):
             raise
         return _exact_or_raise(raw, err)
-    if _LONG_NUMBER.search(raw):
+    if has_long_digit_run(raw):
         try:
             return json.loads(raw)
         except RecursionError:  # nested deeper than the standard library reads

@@ -85,8 +85,11 @@ def read_items(
     stats = stats if stats is not None else Account()
     options = options or ConvertOptions()
 
+    counts = stats.file(path)
+
     def reject(rejection: Rejection) -> None:
         stats.quarantined[rejection.code] += 1
+        counts.quarantined[rejection.code] += 1
         if on_reject is not None:
             on_reject(rejection)
 
@@ -112,6 +115,7 @@ def read_items(
     for entry in stream:
         item, members = entry if isinstance(entry, tuple) else (entry, (entry,))
         stats.records_read += len(members)
+        counts.read += len(members)
         if isinstance(item, Rejection):
             reject(item)
             continue
@@ -125,6 +129,7 @@ def read_items(
                 reject(rejection)
             continue
         stats.records_converted += len(members)
+        counts.converted += len(members)
         stats.threads += len(result)
         yield from result
 
@@ -162,7 +167,8 @@ def _unknown_format(record: Record, path: str, per_record: bool) -> Rejection:
         record.locator,
         "unknown_format",
         f"no input format recognises {where} ({shape}); name one with --from "
-        f"({', '.join(FORMATS)}) or see `mms formats --detect`",
+        f"({', '.join(FORMATS)}), or write a field mapping: `mms formats --suggest-mapping "
+        f"{path}` prints one to start from (then --mapping FILE)",
         raw=raw_text(record.raw, record.value),
         stage="detect",
     )

@@ -42,10 +42,15 @@ def mapping_for(record: Record, options: ConvertOptions) -> FieldMapping:
 def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
     """The record rewritten as its mapping says, converted by the ShareGPT or Alpaca
     adapter; the threads say `source_format: mapped`."""
+    if not isinstance(record.value, dict):
+        raise RecordRejected("not_an_object", f"expected an object, got {json_kind(record.value)}")
+    return convert_with(record, options, mapping_for(record, options))
+
+
+def convert_with(record: Record, options: ConvertOptions, mapping: FieldMapping) -> list[Thread]:
+    """The record (an object) rewritten as `mapping` says, converted by the ShareGPT or
+    Alpaca adapter (the threads say `source_format: mapped`)."""
     data = record.value
-    if not isinstance(data, dict):
-        raise RecordRejected("not_an_object", f"expected an object, got {json_kind(data)}")
-    mapping = mapping_for(record, options)
     prompt_only = False
     if mapping.shape == "alpaca":
         rewritten = alpaca_record(data, mapping)

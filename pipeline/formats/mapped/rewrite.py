@@ -58,6 +58,10 @@ class _Rewrite:
         if found:
             self.record[ours] = value
 
+    def unread(self, key: str) -> str | None:
+        """`key`, unless the mapping already read it for another column."""
+        return None if key in self.used else key
+
     def finish(self, mapping: FieldMapping, taken: frozenset[str]) -> dict[str, Any]:
         """With the media lists and the id, and the keys the mapping did not read."""
         for kind in MEDIA:
@@ -94,8 +98,10 @@ def alpaca_record(data: dict[str, Any], mapping: FieldMapping) -> dict[str, Any]
     record has no response: a prompt-only record)."""
     rewrite = _Rewrite(data)
     rewrite.take("instruction", mapping.prompt or "instruction")
-    rewrite.take("input", mapping.query or "input")
-    rewrite.take("output", mapping.response or "output")
+    # a column is read under its Alpaca name only when the mapping does not name it, and
+    # never twice (a mapping whose prompt is `input` has no `input` query)
+    rewrite.take("input", mapping.query or rewrite.unread("input"))
+    rewrite.take("output", mapping.response or rewrite.unread("output"))
     rewrite.take("system", mapping.system)
     rewrite.take("history", mapping.history)
     rewrite.take("chosen", mapping.chosen)

@@ -194,6 +194,7 @@ def write_card(
                 quarantined=source.quarantined,
                 written=source.written,
                 tokens=source.tokens if renderer else None,
+                main_loss=source.main_loss(),
             )
             for source in counts.inputs
         ],
