@@ -169,3 +169,23 @@ def test_bad_rows_are_quarantined_with_a_specific_reason(tmp_path, record, messa
 )
 def test_sniff_scores_shapes_and_never_raises(value, score):
     assert ALPACA.sniff(value).score == score
+
+
+def test_dolly_rows_keep_their_context_as_the_input(tmp_path):
+    """Dolly's `instruction` + `context` + `response`: the context is the input, after the
+    instruction, not a field left in meta."""
+    path = tmp_path / "dolly.jsonl"
+    row = {
+        "instruction": "Summarize the text.",
+        "context": "Cats are mammals that purr.",
+        "response": "Cats purr.",
+        "category": "summarization",
+    }
+    path.write_bytes(orjson.dumps(row) + b"\n")
+    (thread,), rejected, _ = read_all(str(path))
+    assert not rejected
+    assert [(m.role, m.content) for m in thread.messages] == [
+        ("user", "Summarize the text.\n\nCats are mammals that purr."),
+        ("assistant", "Cats purr."),
+    ]
+    assert thread.meta["extra_fields"] == {"category": "summarization"}

@@ -573,3 +573,35 @@ def test_cli_converts_with_the_named_format(tmp_path):
     lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     assert [t["messages"][-1]["content"] for t in lines] == ["Y", "Canberra"]
     assert lines[1]["meta"]["extra_fields"] == {"ideal": ["Canberra, ACT"]}
+
+
+def test_ms_swift_dpo_rows_become_a_pair(tmp_path):
+    """ms-swift's DPO rows: `messages` ending in the chosen answer, `rejected_response`
+    the rejected one: a chosen and a rejected thread, paired."""
+    path = tmp_path / "dpo.jsonl"
+    messages = [
+        {"role": "system", "content": "Be kind."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!"},
+    ]
+    path.write_bytes(orjson.dumps({"messages": messages, "rejected_response": "Go away."}) + b"\n")
+    (chosen, rejected), quarantined, _ = read_all(str(path))
+    assert not quarantined
+    assert [m.content for m in chosen.messages][-2:] == ["Hi", "Hello!"]
+    assert [m.content for m in rejected.messages][-2:] == ["Hi", "Go away."]
+    assert chosen.meta["pair_id"] == rejected.meta["pair_id"]
+    assert (chosen.meta["preference"], rejected.meta["preference"]) == ("chosen", "rejected")
+
+
+def test_a_json_file_holding_one_chat_is_one_conversation(tmp_path):
+    """A .json file whose top level is one conversation's messages is one record, not a
+    record per message."""
+    path = tmp_path / "chat.json"
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    path.write_bytes(orjson.dumps(messages))
+    (thread,), rejected, _ = read_all(str(path))
+    assert not rejected
+    assert [(m.role, m.content) for m in thread.messages] == [
+        ("user", "Hi"),
+        ("assistant", "Hello"),
+    ]

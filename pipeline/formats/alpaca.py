@@ -1,6 +1,6 @@
 """Alpaca instruction data: `instruction` + `input` + `output` (with optional `system` and
 `history` of earlier [instruction, response] pairs), the `response` variant (GPTeacher,
-torchtune instruct), preference variants (LLaMA-Factory `chosen`/`rejected` strings,
+torchtune instruct; Dolly's `instruction` + `context` + `response`), preference variants (LLaMA-Factory `chosen`/`rejected` strings,
 torchtune stack_exchange_paired `question` + `response_j`/`response_k`) and torchtune's
 visual QA rows (`input` + `output` + `image`)."""
 
@@ -35,6 +35,8 @@ READ_KEYS = frozenset(
         "response_k",
     }
 )
+CONTEXT = "context"
+"""Dolly's name for the input: read as the input when the row has no `input`."""
 TEMPLATE_SLOT = re.compile(r"\{\{\s*\w+\s*\}\}")
 
 
@@ -78,9 +80,10 @@ def _text_field(data: dict[str, Any], key: str) -> str:
 
 
 def _prompt(data: dict[str, Any]) -> str:
-    """The user message: the instruction (or question), then the input after a blank line."""
+    """The user message: the instruction (or question), then the input (Dolly's `context`)
+    after a blank line."""
     instruction = _text_field(data, "question" if "question" in data else "instruction")
-    extra = _text_field(data, "input")
+    extra = _text_field(data, "input" if "input" in data else CONTEXT)
     prompt = "\n\n".join(part for part in (instruction, extra) if part)
     if not prompt.strip():
         raise RecordRejected("missing_field", "instruction and input are both empty")
@@ -148,6 +151,8 @@ def _thread(
     if slots:
         builder.note(f"holds unfilled template placeholders: {', '.join(slots)}")
     read = (READ_KEYS | {"id"}) if _is_source_id(data.get("id")) else READ_KEYS
+    if "input" not in data:
+        read |= {CONTEXT}
     builder.keep_unread(data, read)
     return builder.build()
 

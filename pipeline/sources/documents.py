@@ -60,13 +60,28 @@ def read_document_text(
 def _elements(
     source: str, value: Any, notes: tuple[str, ...] = (), long_integers: bool = True
 ) -> Iterator[Record]:
-    """A record per element of a top-level list, else one; with `long_integers` (the
-    document may hold integers beyond 64 bits), each record's are made text, noted."""
-    if isinstance(value, list):
+    """A record per element of a top-level list, else one (a list that is one
+    conversation's messages is one record); with `long_integers` (the document may hold
+    integers beyond 64 bits), each record's are made text, noted."""
+    if isinstance(value, list) and not _one_conversation(value):
         for index, item in enumerate(value):
             yield _record(source, f"{source}#{index}", item, notes, long_integers)
     else:
         yield _record(source, source, value, notes, long_integers)
+
+
+def _one_conversation(items: list[Any]) -> bool:
+    """Whether a document's top-level list is the messages of one conversation (every
+    element a `{role, content}` object, a user and an assistant among them), as a file
+    holding a single chat is written: one record, not a record per message."""
+    roles = set()
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("role"), str):
+            return False
+        if "content" not in item and "tool_calls" not in item:
+            return False
+        roles.add(item["role"])
+    return {"user", "assistant"} <= roles
 
 
 def _record(

@@ -16,6 +16,8 @@ PAIRS = (("chosen_messages", "rejected_messages"), ("chosen", "rejected"))
 """Keys of preference pairs of message lists: LLaMA-Factory v1 DPO, then TRL / HF."""
 PREFERENCE_OUTPUTS = ("preferred_output", "non_preferred_output")
 """OpenAI preference fine-tuning: the two completions of `input.messages`."""
+REJECTED_RESPONSE = "rejected_response"
+"""ms-swift's DPO rows: `messages` ending in the chosen answer, and the rejected one."""
 OTHER_ANSWERS = ("response", "completions")
 """Answers of a `prompt` in other formats' shapes: a prompt holding one is no prompt-only."""
 
@@ -161,6 +163,20 @@ def _chat(value: dict[str, Any], base: str, layout: Layout) -> None:
     if isinstance(value.get("label"), bool):
         layout.used.add("label")
         meta["preference"] = "desirable" if value["label"] else "undesirable"
+    rejected = value.get(REJECTED_RESPONSE)
+    last = turns[-1][1] if turns else None
+    if isinstance(rejected, str) and isinstance(last, dict) and last.get("role") == "assistant":
+        layout.used.add(REJECTED_RESPONSE)
+        answer = (REJECTED_RESPONSE, {"role": "assistant", "content": rejected})
+        layout.sides = [
+            Side(f"{base}:chosen", {**meta, "pair_id": base, "preference": "chosen"}, turns),
+            Side(
+                f"{base}:rejected",
+                {**meta, "pair_id": base, "preference": "rejected"},
+                [*turns[:-1], answer],
+            ),
+        ]
+        return
     layout.sides = [Side(base, meta, turns, prompt_only)]
 
 
