@@ -4,6 +4,7 @@ Anthropic's batch wrapper stays Anthropic's."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from pipeline.formats import FORMATS, ConvertOptions
@@ -77,6 +78,54 @@ def test_detection():
 
 
 def test_samples():
+    """The output file and the request file beside it are read together: every answered
+    request becomes one thread (or one per choice), its messages then its answer."""
     threads, rejected, stats = read_all(REPO / "data_samples" / "openai-batch")
-    assert stats.read_balanced and stats.records_read == 8 and len(threads) == 7
+    assert stats.read_balanced and stats.records_read == 8 and len(threads) == 4
     assert sorted(r.code for r in rejected) == ["empty_conversation", "missing_field"]
+    ((request_file, output_file),) = stats.companion_files.items()
+    assert request_file.endswith("batchinput.jsonl") and output_file.endswith("batch_output.jsonl")
+    assert all(
+        not t.meta.get("prompt_only") and t.messages[-1].role == "assistant" for t in threads
+    )
+
+
+def _write(path, *lines: dict) -> None:
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+
+
+def test_outputs_join_their_requests_by_custom_id(tmp_path):
+    """Outputs answer requests in any order; an unanswered request stays prompt-only; a
+    request file of another endpoint (embeddings) with the same ids is not taken; the
+    counts hold every line once."""
+    second = {**REQUEST, "custom_id": "r2"}
+    second["body"] = {**REQUEST["body"], "messages": [{"role": "user", "content": "Bye"}]}
+    third = {**REQUEST, "custom_id": "r3"}
+    _write(
+        tmp_path / "a_embeddings.jsonl",
+        {**REQUEST, "url": "/v1/embeddings", "body": {"input": "x"}},
+    )
+    _write(tmp_path / "requests.jsonl", REQUEST, second, third)
+    answer_two = output("See you")
+    answer_two["custom_id"] = "r2"
+    answer_two["response"]["body"]["object"] = "chat.completion"
+    _write(tmp_path / "results.jsonl", answer_two, output("Hello"))
+    threads, rejected, stats = read_all(tmp_path / "results.jsonl", tmp_path / "requests.jsonl")
+    assert not rejected and stats.records_read == 5 and stats.records_converted == 5
+    assert [(t.id, [m.content for m in t.messages]) for t in threads] == [
+        ("r2", ["Bye", "See you"]),
+        ("r1", ["Hi", "Hello"]),
+        ("r3", ["Hi"]),
+    ]
+    assert threads[2].meta["prompt_only"]
+    assert stats.companion_files == {
+        str(tmp_path / "requests.jsonl"): str(tmp_path / "results.jsonl")
+    }
+
+
+def test_an_output_without_its_request_file_is_the_answer_only(tmp_path):
+    _write(tmp_path / "results.jsonl", output("Hello"))
+    (thread,), rejected, _ = read_all(tmp_path / "results.jsonl")
+    assert (
+        not rejected and thread.id == "r1:0" and [m.role for m in thread.messages] == ["assistant"]
+    )

@@ -14,10 +14,17 @@ batch runners), each line on its own:
   failed request (an `error`, a status of 400 or more) is quarantined as
   `empty_conversation` with the error.
 
-Requests and outputs are not joined by `custom_id` (each file converts on its own)."""
+An output file and the request file beside it (same folder: the one holding the output's
+custom_ids) are read together: each answer after its request's messages (one thread per
+choice, the request's `custom_id` its id), the request file listed as read with the
+output file; a request no line answers is read on its own, prompt-only."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import os
+from collections.abc import Iterator
 from typing import Any
 
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
@@ -25,12 +32,15 @@ from pipeline.formats.builder import ThreadBuilder, a_json_kind, json_kind, sour
 from pipeline.formats.openai.messages import MessageReader
 from pipeline.formats.openai.tools import TOOL_KEYS, read_tools
 from pipeline.mms import Thread
-from pipeline.quarantine import RecordRejected
-from pipeline.sources import Record
+from pipeline.quarantine import RecordRejected, Rejection
+from pipeline.sources import ReadLimits, Record, iter_file
+from pipeline.sources.batch_files import batch_line_kind, request_file_for
 
 NAME = "openai-batch"
 REQUEST_KEYS = frozenset({"custom_id", "body"})
 OUTPUT_KEYS = frozenset({"custom_id", "response", "error"})
+JOINED, JOINED_REQUEST, JOINED_OUTPUT = "joined", "request", "output"
+"""An output line joined with its request: `meta.joined`, and the merged record's keys."""
 ANSWER_ONLY = (
     "an OpenAI Batch output line: the request's messages are in the batch input file "
     "(custom_id {custom_id}); this thread holds the answer only"
@@ -113,6 +123,22 @@ def _request_turns(url: str, body: dict[str, Any]) -> tuple[list[tuple[str, Any]
 
 
 def _request(record: Record, options: ConvertOptions, data: dict[str, Any]) -> list[Thread]:
+    builder, turns = _request_builder(record, options, data, _custom_id(record, data), {})
+    last = turns[-1][1]
+    if not (isinstance(last, dict) and last.get("role") == "assistant"):
+        builder.prompt_only(PROMPT_ONLY_REASON)
+    return [builder.build()]
+
+
+def _request_builder(
+    record: Record,
+    options: ConvertOptions,
+    data: dict[str, Any],
+    thread_id: str,
+    meta: dict[str, Any],
+) -> tuple[ThreadBuilder, list[tuple[str, Any]]]:
+    """A builder holding the request's messages and tools (its unread fields in meta),
+    and the request's turns."""
     body = _object(data.get("body"), "body")
     url = data.get("url")
     if not isinstance(url, str):
@@ -120,9 +146,12 @@ def _request(record: Record, options: ConvertOptions, data: dict[str, Any]) -> l
     turns, read = _request_turns(url, body)
     if not turns:
         raise RecordRejected("empty_conversation", "the request holds no messages")
-    custom_id = _custom_id(record, data)
     builder = ThreadBuilder(
-        record, NAME, options, thread_id=custom_id, meta={"custom_id": data.get("custom_id")}
+        record,
+        NAME,
+        options,
+        thread_id=thread_id,
+        meta={"custom_id": data.get("custom_id"), **meta},
     )
     tools = read_tools([(f"body.{key}", body[key]) for key in TOOL_KEYS if body.get(key)])
     builder.declare_tools(tools.specs)
@@ -130,12 +159,9 @@ def _request(record: Record, options: ConvertOptions, data: dict[str, Any]) -> l
     for where, message in turns:
         reader.message(where, message)
     reader.finish()
-    last = turns[-1][1]
-    if not (isinstance(last, dict) and last.get("role") == "assistant"):
-        builder.prompt_only(PROMPT_ONLY_REASON)
-    builder.keep_unread(data, REQUEST_KEYS)
+    builder.keep_unread(data, REQUEST_KEYS, where="request" if meta.get(JOINED) else "")
     builder.keep_unread(body, read | set(TOOL_KEYS), where="body")
-    return [builder.build()]
+    return builder, turns
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -218,7 +244,14 @@ def _responses_message(output: list[Any]) -> dict[str, Any]:
     return message
 
 
-def _output(record: Record, options: ConvertOptions, data: dict[str, Any]) -> list[Thread]:
+def _output(
+    record: Record,
+    options: ConvertOptions,
+    data: dict[str, Any],
+    request: dict[str, Any] | None = None,
+) -> list[Thread]:
+    """The thread of each choice's answer: after the request's messages when `request`
+    (its line) is given, else alone (the answer only, noted)."""
     custom_id = _custom_id(record, data)
     response = data.get("response")
     failure = _failure(data, response)
@@ -237,13 +270,19 @@ def _output(record: Record, options: ConvertOptions, data: dict[str, Any]) -> li
             meta["group_id"] = custom_id
         if isinstance(body.get("model"), str):
             meta["model"] = body["model"]
-        builder = ThreadBuilder(record, NAME, options, thread_id=f"{custom_id}:{index}", meta=meta)
+        thread_id = custom_id if len(choices) == 1 and request else f"{custom_id}:{index}"
+        if request is not None:
+            meta[JOINED] = True
+            builder, _ = _request_builder(record, options, request, thread_id, meta)
+        else:
+            builder = ThreadBuilder(record, NAME, options, thread_id=thread_id, meta=meta)
         if message.get("role", "assistant") != "assistant":
             raise RecordRejected("unknown_role", f"{where}.role is {message.get('role')!r}")
         reader = MessageReader(builder, body, read_tools([]))
         reader.message(where, {"role": "assistant", **message})
         reader.finish()
-        builder.note(ANSWER_ONLY.format(custom_id=custom_id))
+        if request is None:
+            builder.note(ANSWER_ONLY.format(custom_id=custom_id))
         builder.keep_unread(data, OUTPUT_KEYS)
         if wrapped:
             builder.keep_unread(response, {"body"}, where="response")
@@ -255,10 +294,13 @@ def _output(record: Record, options: ConvertOptions, data: dict[str, Any]) -> li
 
 def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
     """A request line: its thread (prompt-only before the answer); an output line: the
-    thread of each choice's answer."""
+    thread of each choice's answer, after its request's messages when `join_requests`
+    found them."""
     data = record.value
     if not isinstance(data, dict):
         raise RecordRejected("not_an_object", f"expected an object, got {json_kind(data)}")
+    if set(data) == {JOINED_REQUEST, JOINED_OUTPUT}:
+        return _output(record, options, data[JOINED_OUTPUT], data[JOINED_REQUEST])
     if "body" in data and "response" not in data:
         return _request(record, options, data)
     if "response" in data or "error" in data:
@@ -266,10 +308,52 @@ def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
     raise RecordRejected("missing_field", "neither a request body nor a response")
 
 
+def join_requests(
+    items: Iterator[Record | Rejection],
+) -> Iterator[Record | Rejection | tuple[Record, tuple[Record, ...]]]:
+    """An output file's lines, each joined with its request's line when the request file
+    beside it (pipeline/sources/batch_files.py) holds it: one merged record standing for
+    both; then the requests no output line answered, each on its own. The request file's
+    lines are held while the output file is read (a batch holds at most tens of
+    thousands); a request file's unreadable lines are passed on, quarantined with it."""
+    items = iter(items)
+    head = next(items, None)
+    if head is None:
+        return
+    request_file = request_file_for(head.source) if os.path.isfile(head.source) else None
+    requests: dict[Any, Record] = {}
+    if request_file is not None:
+        for item in iter_file(request_file, ReadLimits()):
+            custom_id = (
+                item.value.get("custom_id")
+                if isinstance(item, Record) and isinstance(item.value, dict)
+                else None
+            )
+            if isinstance(item, Record) and custom_id is not None and custom_id not in requests:
+                requests[custom_id] = item
+            else:
+                yield item
+    for item in itertools.chain([head], items):
+        value = item.value if isinstance(item, Record) else None
+        request = requests.pop(value.get("custom_id"), None) if isinstance(value, dict) else None
+        if request is None or batch_line_kind(value) != "output":
+            yield item
+            continue
+        merged = dataclasses.replace(
+            item,
+            value={JOINED_REQUEST: request.value, JOINED_OUTPUT: value},
+            notes=(*item.notes, *request.notes, f"joined with its request ({request.locator})"),
+        )
+        yield merged, (item, request)
+    yield from requests.values()
+
+
 FORMAT = InputFormat(
     name=NAME,
     summary="OpenAI Batch API files: request lines (custom_id, url, body.messages) as "
-    "prompt-only threads, output lines (response.body.choices) as the answers",
+    "prompt-only threads, output lines (response.body.choices) as the answers, joined with "
+    "their requests when the request file is beside the output file",
     sniff=sniff,
     to_threads=to_threads,
+    group=join_requests,
 )

@@ -10,6 +10,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.sources.batch_files import batch_companions
 from pipeline.sources.compression import split_compression
 from pipeline.sources.harmony_files import HARMONY_KIND, is_harmony_file
 from pipeline.sources.harmony_files import SUFFIX as HARMONY_SUFFIX
@@ -210,13 +211,15 @@ def _glob_root(pattern: str) -> str:
 
 
 def _set_companions_aside(found: InputFiles) -> None:
-    """A `config.json` beside a `skprompt.txt` is read with it, not as a record."""
+    """A `config.json` beside a `skprompt.txt` is read with it, not as a record; so is the
+    Batch API request file an output file answers (pipeline/sources/batch_files.py)."""
     listed = set(found.files)
     for path in found.files:
         if file_kind(path) == "skprompt":
             config = skprompt_config_path(path)
             if config in listed:
                 found.companions[config] = path
+    found.companions.update(batch_companions(found.files))
     found.files = [path for path in found.files if path not in found.companions]
 
 
