@@ -7,9 +7,12 @@
    threads, then TRL's `pack_dataset(strategy="bfd")` on the same rows as a `datasets`
    Dataset, each timed in this process, alternated `--repeat` times (best kept): fill =
    tokens / (rows x seq_len), seconds, threads/s, and whether every thread was kept whole.
-3. Loader: an output folder of the packed rows (written once), iterated by OutputLoader in
-   packed mode, tokens/s per process; and its peak RSS at 1x and 4x the rows (in child
-   processes), which must stay flat.
+3. Loader: an output folder of the packed rows (written once, and four times), iterated by
+   OutputLoader in packed mode in child processes: tokens/s per process and peak RSS (which
+   must stay flat from 1x to 4x), as the only consumer and as consumer 0 of 2 ranks x 2
+   workers (row groups dealt strided, every consumer the same steps); then the threads
+   themselves (unpacked) packed on the fly by consumer 0 of 2 x 2, where equal steps cost
+   what `surplus_rows` counts.
 
 Reports figures, asserts nothing about time."""
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -90,17 +94,29 @@ def fill(packed: pa.Table, seq_len: int) -> float:
     return tokens / (packed.num_rows * seq_len)
 
 
-def loader_run(folder: Path, seq_len: int) -> None:
-    """Child process: iterate the packed output once, print tokens/s and peak RSS."""
+def loader_run(folder: Path, seq_len: int, world_size: int, num_workers: int) -> None:
+    """Child process: iterate the output once as consumer 0 of `world_size x num_workers`,
+    print tokens/s, peak RSS and what equal steps left out."""
     from pipeline.loader import OutputLoader
 
-    loader = OutputLoader(folder, batch_size=8, mode="packed", seq_len=seq_len, pad_id=0)
-    start, tokens = time.perf_counter(), 0
+    loader = OutputLoader(
+        folder,
+        batch_size=8,
+        mode="packed",
+        seq_len=seq_len,
+        pad_id=0,
+        world_size=world_size,
+        num_workers=num_workers,
+    )
+    start, tokens, batches = time.perf_counter(), 0, 0
     for batch in loader:
         tokens += int(batch["input_ids"].size)  # what a training step consumes, padding included
+        batches += 1
     elapsed = time.perf_counter() - start
-    peak = _peak_rss_mib()
-    print(json.dumps({"seconds": elapsed, "tokens": tokens, "peak_rss_mib": peak}))
+    report = {"seconds": elapsed, "tokens": tokens, "batches": batches}
+    report |= {"peak_rss_mib": _peak_rss_mib(), "rows": loader.share().rows}
+    report["surplus_rows"] = getattr(loader, "surplus_rows", None)
+    print(json.dumps(report))
 
 
 def _peak_rss_mib() -> float:
@@ -121,6 +137,12 @@ def write_output(packed: pa.Table, folder: Path, copies: int) -> None:
         )
 
 
+def loader_report(folder: Path, args: argparse.Namespace, world: int, workers: int) -> dict:
+    command = [sys.executable, __file__, "--loader-run", str(folder)]
+    command += ["--seq-len", str(args.seq_len), "--consumers", f"{world}x{workers}"]
+    return json.loads(subprocess.run(command, check=True, capture_output=True).stdout)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=1_000_000)
@@ -129,9 +151,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--loader-run", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--consumers", default="1x1", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loader_run is not None:
-        loader_run(args.loader_run, args.seq_len)
+        world, workers = (int(n) for n in args.consumers.split("x"))
+        loader_run(args.loader_run, args.seq_len, world, workers)
         return
     sizes = lengths(args.threads, args.seq_len, args.lengths_from, args.seed)
     table = token_table(sizes)
@@ -156,18 +180,28 @@ def main() -> None:
         print(
             f"mms pack is {best['trl pack_dataset bfd'] / best['mms pack']:.2f}x as fast as TRL's bfd"
         )
+    runs = [("packed rows", results["mms pack"], 1, 1), ("packed rows", results["mms pack"], 2, 2)]
+    runs.append(("threads packed on the fly", table, 2, 2))
     with tempfile.TemporaryDirectory() as work:
-        for copies in (1, 4):
-            folder = Path(work) / f"out-{copies}x"
-            write_output(results["mms pack"], folder, copies)
-            command = [sys.executable, __file__, "--loader-run", str(folder)]
-            command += ["--seq-len", str(args.seq_len)]
-            report = json.loads(subprocess.run(command, check=True, capture_output=True).stdout)
-            rate = report["tokens"] / report["seconds"]
-            print(
-                f"loader {copies}x: {report['tokens']:,} tokens in {report['seconds']:.2f} s = "
-                f"{rate:,.0f} tokens/s, peak RSS {report['peak_rss_mib']:.1f} MiB"
-            )
+        for number, (what, rows, world, workers) in enumerate(runs):
+            for copies in (1, 4):
+                folder = Path(work) / f"out-{number}-{copies}x"
+                write_output(rows, folder, copies)
+                report = loader_report(folder, args, world, workers)
+                rate = report["tokens"] / report["seconds"]
+                who = (
+                    "the only consumer"
+                    if world * workers == 1
+                    else f"consumer 0 of {world}x{workers}"
+                )
+                surplus = report["surplus_rows"]
+                left = f", {surplus:,} of {report['rows']:,} threads left out" if surplus else ""
+                print(
+                    f"loader, {what}, {who}, {copies}x: {report['tokens']:,} tokens in "
+                    f"{report['batches']:,} batches, {report['seconds']:.2f} s = {rate:,.0f} "
+                    f"tokens/s, peak RSS {report['peak_rss_mib']:.1f} MiB{left}"
+                )
+                shutil.rmtree(folder)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,7 @@ def test_load_dataset_reads_tokenized_shards_with_the_declared_features(
     shards = write_splits(out, TOKENIZED_SCHEMA, {"train": table}, shard_rows=3)
     record = {"label_policy": "assistant", "pad_token": pad_token(renderer, base)}
     record["vocabulary"] = vocabulary(renderer, base)
+    record["special_tokens"] = renderer.special_ids.as_dict()
     card = card_for(
         out,
         TOKENIZED_SCHEMA,
@@ -169,6 +170,10 @@ def test_load_dataset_reads_tokenized_shards_with_the_declared_features(
     growth = record["vocabulary"]
     assert f"({growth['base_size']:,} → {growth['size']:,})" in card
     assert "model.resize_token_embeddings(len(tokenizer))" in card
+    assert f"needs a `vocab_size` of at least {growth['size']:,}, `len(tokenizer)`" in card
+    end_turn, role = renderer.stop_ids
+    assert f"`<|end_turn|>` (id {end_turn})" in card and f"`<|role|>` (id {role})" in card
+    assert "GenerationConfig.from_pretrained" in card and "`stop_reason`" in card
     assert f"Its pad token is `{record['pad_token']}`" in card
     assert "3 assistant messages their source weighted 0 are rendered, not trained" in card
 

@@ -141,8 +141,13 @@ def test_a_resumed_loader_gives_the_batches_an_uninterrupted_one_gives(output, m
         assert all(np.array_equal(got[key], expected[key]) for key in got)
 
 
-def test_packed_batches_hold_every_fitting_thread_once_and_apart(output, stored):
-    loader = OutputLoader(output, batch_size=4, mode="packed", seq_len=128, block_mask=True)
+@pytest.mark.parametrize("even", [False, True])
+def test_packed_batches_hold_every_fitting_thread_once_and_apart(output, stored, even):
+    """Every fitting thread once; with `even`, those of the sequences past the equal number
+    of batches are left out, and counted."""
+    loader = OutputLoader(
+        output, batch_size=4, mode="packed", seq_len=128, block_mask=True, even=even
+    )
     threads: Counter[tuple[int, ...]] = Counter()
     for batch in loader:
         assert batch["input_ids"].shape[1] == 128
@@ -156,7 +161,9 @@ def test_packed_batches_hold_every_fitting_thread_once_and_apart(output, stored)
                 assert allowed[:, start:stop].sum() == (stop - start) * (stop - start + 1) // 2
                 assert allowed.sum() == allowed[:, start:stop].sum()
     fitting = [ids for ids in stored if len(ids) <= 128]
-    assert sorted(threads) == sorted(fitting)
+    assert max(threads.values()) == 1 and set(threads) <= set(fitting)
+    assert len(threads) + loader.surplus_rows == len(fitting)
+    assert (loader.surplus_rows == 0) == (not even)
     assert loader.overlong_rows == len(stored) - len(fitting)
 
 

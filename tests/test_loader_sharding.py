@@ -1,7 +1,8 @@
 """Which rows each consumer reads (pipeline.loader.assignment), and the loader's shuffle:
 every row exactly once per epoch across `world_size x num_workers` consumers (num_workers 0
 is one in-process worker, as a DataLoader without workers is), the first `rows % consumers`
-consumers taking one row more, or with `even` equal shares and the rest counted; the same
+consumers taking one row more, or with `even` equal shares and the rest counted (different
+rows every epoch); row groups dealt to consumers strided, not in ranges; the same
 order for the same seed and epoch; a shuffle buffer that moves a row at most its size ahead."""
 
 from __future__ import annotations
@@ -67,7 +68,13 @@ def test_every_row_once_with_the_extra_rows_on_the_first_consumers(
     assert [part.rows for part in shares] == [base + (c < extra) for c in range(len(shares))]
     assert all(part.left_over == 0 for part in shares)
     whole = share(groups, consumer=0, consumers=1, seed=seed, epoch=epoch, even=False)
-    assert seen == _rows(whole)  # consecutive ranges of one shuffled order
+    order = [group for group, _, _ in whole.slices]  # the shuffled groups that hold rows
+    for consumer, part in enumerate(shares):  # groups dealt strided, then tails handed over
+        owned = order[consumer :: len(shares)]
+        read = list(dict.fromkeys(group for group, _, _ in part.slices))
+        mine = next((i for i, group in enumerate(read) if group not in owned), len(read))
+        assert read[:mine] == owned[:mine]
+        assert not set(read[mine:]) & set(owned)
 
 
 @pytest.mark.parametrize(("world_size", "num_workers"), CONSUMERS)

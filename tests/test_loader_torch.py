@@ -1,12 +1,17 @@
 """The torch adapter: `TorchBatches` in a real `torch.utils.data.DataLoader` (worker
-processes included) gives every row once, resumes, and its packed batches train a tiny
-Llama with the loss of the threads run one by one."""
+processes included) gives every row once, resumes (with workers, through torchdata's
+StatefulDataLoader; a plain DataLoader's copy refuses rather than replay), and its packed
+batches train a tiny Llama, left with its default config (a cache), with the loss of the
+threads run one by one: the README's snippets as written, the DataLoader loop and 🤗
+Trainer; `keep_threads_apart` refuses the batches a model would not keep apart."""
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from tests.test_loader import THREADS, output, stored  # noqa: F401 (fixtures)
@@ -16,7 +21,13 @@ transformers = pytest.importorskip("transformers", reason="transformers builds t
 
 from torch.utils.data import DataLoader  # noqa: E402
 
-from pipeline.loader.torch import TorchBatches  # noqa: E402
+from pipeline.loader import LoaderError  # noqa: E402
+from pipeline.loader.torch import (  # noqa: E402
+    PackedAttentionError,
+    TorchBatches,
+    keep_threads_apart,
+)
+from tests.conftest import REPO  # noqa: E402
 from tests.tiny_llama import tiny_llama  # noqa: E402
 
 
@@ -59,7 +70,8 @@ def test_packed_batches_train_with_the_loss_of_their_threads_alone(output, block
     batch = next(iter(DataLoader(batches, batch_size=None)))
     model = tiny_llama(int(batch["input_ids"].max()) + 1)
     with torch.no_grad():
-        packed = model(**batch, use_cache=False).loss.item()
+        assert batch["use_cache"] is False
+        packed = model(**batch).loss.item()
         total, targets = 0.0, 0
         flat_ids, flat_labels = batch["input_ids"].reshape(-1), batch["labels"].reshape(-1)
         bounds = batch["cu_seq_lens_q"].tolist()
@@ -74,3 +86,177 @@ def test_packed_batches_train_with_the_loss_of_their_threads_alone(output, block
             total += alone.loss.item() * count
             targets += count
     assert packed == pytest.approx(total / targets, abs=1e-4)
+
+
+def _same_batches(got: list[dict], expected: list[dict]) -> bool:
+    return len(got) == len(expected) and all(
+        torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["labels"], b["labels"])
+        for a, b in zip(got, expected, strict=True)
+    )
+
+
+def test_a_plain_dataloader_with_workers_refuses_to_give_a_state_that_would_replay(output):  # noqa: F811
+    batches = TorchBatches(output, batch_size=8, seed=4)
+    head = list(itertools.islice(iter(DataLoader(batches, batch_size=None, num_workers=2)), 5))
+    assert len(head) == 5
+    with pytest.raises(LoaderError, match="StatefulDataLoader"):
+        batches.state_dict()
+
+
+def test_a_stateful_dataloader_with_workers_resumes_where_it_stopped(output):  # noqa: F811
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    settings = {"batch_size": 8, "seed": 4}
+    whole = list(DataLoader(TorchBatches(output, **settings), batch_size=None, num_workers=2))
+    first = stateful.StatefulDataLoader(
+        TorchBatches(output, **settings), batch_size=None, num_workers=2
+    )
+    iterator = iter(first)
+    head = [next(iterator) for _ in range(5)]
+    state = first.state_dict()
+    del iterator
+    resumed = stateful.StatefulDataLoader(
+        TorchBatches(output, **settings), batch_size=None, num_workers=2
+    )
+    resumed.load_state_dict(state)
+    assert _same_batches(head + list(resumed), whole)
+
+
+# ------------------------------------------------ packed batches reaching a model
+
+
+def _readme_blocks() -> list[str]:
+    """The README's Python blocks that use TorchBatches, as written but for the
+    placeholders (the output, a small seq_len and batch, a few steps)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+    return [block for block in blocks if "TorchBatches" in block]
+
+
+def _runnable(block: str, output) -> str:  # noqa: F811
+    replaced = block.replace('"OUT"', repr(str(output))).replace("seq_len=4096", "seq_len=256")
+    return replaced.replace("batch_size=8", "batch_size=2").replace("max_steps=1000", "max_steps=3")
+
+
+class _LossCheck:
+    """A forward hook comparing each packed forward's loss with the token-weighted loss
+    of its threads run one by one (the same weights, cut at the restarting positions)."""
+
+    def __init__(self, model, most: int = 4, stop: bool = False):
+        self.model = model
+        self.most = most
+        self.stop = stop
+        """Whether to end the training (raise _Enough) after `most` compared forwards."""
+        self.inside = False
+        self.compared = 0
+        model.register_forward_hook(self, with_kwargs=True)
+
+    def __call__(self, module, args, kwargs, result):
+        if self.inside:
+            return
+        if self.compared == self.most:
+            if self.stop:
+                raise _Enough
+            return
+        self.inside = True
+        try:
+            alone = self._alone(kwargs["input_ids"], kwargs["labels"], kwargs["position_ids"])
+        finally:
+            self.inside = False
+        assert result.loss.item() == pytest.approx(alone, abs=1e-5)
+        self.compared += 1
+
+    def _alone(self, ids, labels, positions) -> float:
+        total, targets = 0.0, 0
+        with torch.no_grad():
+            for row in range(ids.shape[0]):
+                starts = (positions[row] == 0).nonzero().flatten().tolist()
+                for start, stop in itertools.pairwise([*starts, ids.shape[1]]):
+                    piece = labels[row, start:stop]
+                    count = int((piece[1:] != -100).sum())
+                    if not count:
+                        continue
+                    loss = self.model(
+                        input_ids=ids[row, start:stop][None],
+                        labels=piece[None],
+                        position_ids=torch.arange(stop - start)[None],
+                        use_cache=False,
+                    ).loss
+                    total += loss.item() * count
+                    targets += count
+        return total / targets
+
+
+def _pad_id(output) -> int:  # noqa: F811
+    from pipeline.loader import OutputLoader
+
+    return int(OutputLoader(output, batch_size=1).pad_id)
+
+
+class _Enough(Exception):
+    """Ends a README training loop once its first steps were checked."""
+
+
+def _model(output):  # noqa: F811
+    """The tiny Llama in float64, its config as a real one's: use_cache=True."""
+    ids = pq.read_table(next((output / "data").glob("*.parquet")), columns=["input_ids"])
+    largest = max(pc.max(pc.list_flatten(ids["input_ids"])).as_py(), _pad_id(output))
+    model = tiny_llama(largest + 1).double()
+    assert model.config.use_cache
+    return model
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_the_readme_loop_trains_packed_with_the_loss_of_the_threads_alone(output, attention):  # noqa: F811
+    model = _model(output)
+    model.config._attn_implementation = attention
+    check = _LossCheck(model, stop=True)
+    loop = next(block for block in _readme_blocks() if "for step, batch" in block)
+    with pytest.raises(_Enough):
+        exec(_runnable(loop, output), {"model": model.train()})
+    assert check.compared == 4
+
+
+def test_the_readme_trainer_trains_packed_with_the_loss_of_the_threads_alone(
+    output,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    pytest.importorskip("accelerate", reason="transformers' Trainer needs accelerate")
+    monkeypatch.chdir(tmp_path)  # the Trainer's output_dir
+    loop, trainer = _readme_blocks()[:2]
+    assert "Trainer(" in trainer and "use_cache" not in trainer
+    model = _model(output)
+    namespace = {"model": model}
+    exec(_runnable(loop, output).split("model = keep_threads_apart")[0], namespace)
+    check = _LossCheck(model)
+    exec(_runnable(trainer, output), namespace)
+    assert check.compared == 3
+
+
+def test_a_packed_batch_the_model_would_not_keep_apart_is_refused(output):  # noqa: F811
+    model = _model(output)
+    batch = next(iter(TorchBatches(output, batch_size=2, mode="packed", seq_len=256)))
+    alone = _LossCheck(model)._alone(batch["input_ids"], batch["labels"], batch["position_ids"])
+    without_cache_flag = {key: value for key, value in batch.items() if key != "use_cache"}
+    with torch.no_grad():  # what the batch used to be: the config's cache on, threads mixed
+        mixed = model.train()(**without_cache_flag).loss.item()
+    assert abs(mixed - alone) > 1e-4
+    guarded = keep_threads_apart(model)
+    refused = {
+        "a cache": without_cache_flag,
+        "a cache asked for": {**batch, "use_cache": True},
+        "without position_ids": {k: v for k, v in batch.items() if k != "position_ids"},
+        "a 2D attention_mask": {**batch, "attention_mask": torch.ones_like(batch["input_ids"])},
+    }
+    for what, inputs in refused.items():
+        with pytest.raises(PackedAttentionError):
+            guarded(**inputs)
+        assert what
+    guarded.config._attn_implementation = "some_kernel"
+    with pytest.raises(PackedAttentionError, match="some_kernel"):
+        guarded(**batch)
+    guarded.config._attn_implementation = "sdpa"
+    with torch.no_grad():
+        assert guarded(**batch).loss.item() == pytest.approx(alone, abs=1e-5)
+        padded = next(iter(TorchBatches(output, batch_size=2)))  # rows, not packed: let through
+        guarded(**{k: v for k, v in padded.items() if k != "use_cache"})

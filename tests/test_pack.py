@@ -184,6 +184,41 @@ def test_overlong_threads_are_truncated_as_the_tokenize_stage_truncates(tmp_path
         assert labels == expected[thread_id]["labels"]
 
 
+def test_threads_over_seq_len_are_said_to_be_over_seq_len(tmp_path):
+    """The drop summary names the limit `mms pack` has (--seq-len), not tokenize's."""
+    tokens = _tokenized(tmp_path, REPO / "data_samples" / "openai")
+    seq_len = 60
+    assert any(row["num_tokens"] > seq_len for row in _rows(tokens))
+    result = _invoke(
+        "pack", tokens, "--seq-len", seq_len, "--overlong", "drop", "-o", tmp_path / "p"
+    )
+    assert result.exit_code == 0, result.output
+    assert "dropped  overlong" in result.output
+    assert "longer than --seq-len (overlong policy drop)" in result.output
+    assert "max_tokens" not in result.output
+
+
+def test_the_packed_output_ships_the_source_generation_config(tmp_path):
+    """tokenizer/ comes over whole: the packed rows stop on the ids their tokens stop on,
+    and the packed manifest lists generation_config.json."""
+    tokens = _tokenized(tmp_path, REPO / "data_samples" / "openai")
+    packed = tmp_path / "p"
+    assert _invoke("pack", tokens, "--seq-len", 4096, "-o", packed).exit_code == 0
+    name = "tokenizer/generation_config.json"
+    assert (packed / name).read_bytes() == (tokens / name).read_bytes()
+    stops = set(orjson.loads((packed / name).read_bytes())["eos_token_id"])
+    ends = {
+        labels[i]
+        for row in _rows(packed)
+        for labels in [row["labels"]]
+        for i in range(len(labels))
+        if labels[i] != -100 and (i + 1 == len(labels) or labels[i + 1] == -100)
+    }
+    assert ends and ends <= stops
+    listed = orjson.loads((packed / "manifest.json").read_bytes())["files"]
+    assert name in {entry["path"] for entry in listed}
+
+
 def test_overlong_error_names_the_thread_and_writes_nothing(tmp_path):
     tokens = _tokenized(tmp_path, REPO / "data_samples" / "openai")
     result = _invoke("pack", tokens, "--seq-len", 20, "--overlong", "error", "-o", tmp_path / "p")

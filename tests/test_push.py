@@ -103,6 +103,8 @@ def test_a_push_makes_a_repository_datasets_loads_and_a_second_push_no_commit(
     card = (copy / "README.md").read_text(encoding="utf-8")
     assert f'load_dataset("{REPO_ID}")' in card and 'load_dataset("quickstart")' not in card
     assert f'from_pretrained("{REPO_ID}", subfolder="tokenizer")' in card
+    assert f'GenerationConfig.from_pretrained("{REPO_ID}", subfolder="tokenizer")' in card
+    assert '_pretrained("quickstart/tokenizer")' not in card
     assert DatasetCard(card).data.license
     again = push(output)
     assert again.exit_code == 0, again.output

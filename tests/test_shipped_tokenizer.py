@@ -151,3 +151,135 @@ def test_real_tokenizers_ship_complete_and_render_every_row(tmp_path, shared, na
     trained = {i for row in _rows(out) for i in row["labels"] if i != -100}
     assert tokenizer.pad_token_id not in trained
     assert _check_rows(out) > 200
+
+
+# ---------------------------------------------------------------- how generation stops
+
+
+def _span_ends(rows: list[dict]) -> list[int]:
+    """The last id of every trained span (a run of labels != -100) of every row."""
+    ends = []
+    for row in rows:
+        labels = row["labels"]
+        for index, label in enumerate(labels):
+            if label != -100 and (index + 1 == len(labels) or labels[index + 1] == -100):
+                ends.append(label)
+    return ends
+
+
+@pytest.mark.parametrize("policy", ["assistant", "last_assistant"])
+def test_every_trained_span_ends_in_an_eos_id_of_the_generation_config(tmp_path, policy):
+    """The model learns to stop where a trained span ends: on `<|end_turn|>`, or on the
+    `<|role|>` halt before a tool result (or appended after a thread that ends halted).
+    generation_config.json lists every such id as eos_token_id, the tokenizer's eos is
+    `<|end_turn|>`, and the pad is none of them and never trained."""
+    out = tmp_path / "out"
+    inputs = [str(REPO / "data_samples" / name) for name in ("mms", "openai", "hermes", "glm")]
+    args = ["tokenize", *inputs, "--tokenizer", str(SAMPLE_TOKENIZER), "-o", str(out)]
+    result = CliRunner().invoke(main, [*args, "--train-on", policy])
+    assert result.exit_code == 0, result.output
+    generation = transformers.GenerationConfig.from_pretrained(str(out / "tokenizer"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(out / "tokenizer"))
+    end_turn, role = (tokenizer.convert_tokens_to_ids(t) for t in ("<|end_turn|>", "<|role|>"))
+    assert generation.eos_token_id == [end_turn, role]
+    assert tokenizer.eos_token == "<|end_turn|>" and tokenizer.eos_token_id == end_turn
+    rows = _rows(out)
+    ends = _span_ends(rows)
+    assert set(ends) <= set(generation.eos_token_id)
+    assert {end_turn, role} <= set(ends)  # both stops occur: the check means something
+    trained = {label for row in rows for label in row["labels"] if label != -100}
+    assert generation.pad_token_id == tokenizer.pad_token_id not in trained | {end_turn, role}
+    listed = orjson.loads((out / "manifest.json").read_bytes())["files"]
+    assert "tokenizer/generation_config.json" in {entry["path"] for entry in listed}
+
+
+@pytest.mark.parametrize("name", REAL_TOKENIZERS)
+def test_real_tokenizers_ship_the_stop_ids_of_their_rows(tmp_path, shared, name):
+    realdata = shared / "realdata"
+    inputs = (
+        realdata / "llamafactory" / "glaive_toolcall_en_demo.json",
+        realdata / "toolbench" / "answer",
+    )
+    out = _tokenize(tmp_path, shared / "tokenizers" / name, *inputs)
+    generation = transformers.GenerationConfig.from_pretrained(str(out / "tokenizer"))
+    record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
+    special = record["special_tokens"]
+    assert generation.eos_token_id == [special["<|end_turn|>"], special["<|role|>"]]
+    assert set(_span_ends(_rows(out))) == set(generation.eos_token_id)
+    assert generation.pad_token_id == record["pad_id"] not in generation.eos_token_id
+
+
+# ---------------------------------------------------------------- the BOS
+
+
+def _tokenizer_with_bos(folder: Path) -> Path:
+    """The sample tokenizer as Llama 3 ships: a `<|begin_of_text|>` BOS its post-processor
+    adds to every encoding, and an `<|eot_id|>` eos, both named by its tokenizer_config."""
+    data = orjson.loads((SAMPLE_TOKENIZER / "tokenizer.json").read_bytes())
+    size = len(data["model"]["vocab"])
+    special = {"<|begin_of_text|>": size, "<|eot_id|>": size + 1}
+    data["added_tokens"] = [
+        {
+            "id": number,
+            "content": token,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for token, number in special.items()
+    ]
+    bos = {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}
+    data["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [
+            bos,
+            {"Sequence": {"id": "A", "type_id": 0}},
+            {"Sequence": {"id": "B", "type_id": 1}},
+        ],
+        "special_tokens": {
+            "<|begin_of_text|>": {
+                "id": "<|begin_of_text|>",
+                "ids": [size],
+                "tokens": ["<|begin_of_text|>"],
+            }
+        },
+    }
+    folder.mkdir()
+    (folder / "tokenizer.json").write_bytes(orjson.dumps(data))
+    config = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "add_bos_token": True}
+    (folder / "tokenizer_config.json").write_bytes(orjson.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("bos", [False, True])
+def test_the_shipped_tokenizer_adds_a_bos_exactly_when_the_rows_have_one(tmp_path, bos):
+    """`tokenizer(text)` of the shipped tokenizer starts with the BOS only under `bos: true`,
+    as every row does, and never ends with an EOS: a server that renders the chat template
+    to text and tokenizes it gets the rows' ids (under `bos: true` the template writes the
+    BOS itself, so such text is tokenized without special tokens, as Llama 3's is)."""
+    base = _tokenizer_with_bos(tmp_path / "base")
+    out = _tokenize(tmp_path, base, REPO / "data_samples" / "mms", bos=bos)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(out / "tokenizer"))
+    bos_id = tokenizer.convert_tokens_to_ids("<|begin_of_text|>")
+    plain = tokenizer("Weather in Tokyo?", add_special_tokens=False)["input_ids"]
+    assert plain and bos_id not in plain
+    assert tokenizer("Weather in Tokyo?")["input_ids"] == [bos_id] * bos + plain
+    config = orjson.loads((out / "tokenizer" / "tokenizer_config.json").read_bytes())
+    assert config["add_bos_token"] is bos and config["add_eos_token"] is False
+    rows = _rows(out)
+    assert all((row["input_ids"][0] == bos_id) is bos for row in rows)
+    assert all(row["input_ids"].count(bos_id) == bos for row in rows)
+    skipped = _literal_special_text(tokenizer, rows)
+    compared = 0
+    for index, row in enumerate(rows):
+        if index in skipped:
+            continue
+        text = tokenizer.apply_chat_template(row["messages"], tokenize=False)
+        assert tokenizer(text, add_special_tokens=not bos)["input_ids"] == row["input_ids"]
+        compared += 1
+    assert compared > 3
+    generation = transformers.GenerationConfig.from_pretrained(str(out / "tokenizer"))
+    assert generation.bos_token_id == (bos_id if bos else None)

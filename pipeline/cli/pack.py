@@ -19,7 +19,10 @@ from pipeline.jobs.pack import PackError, PackResult, pack_output
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.packing.best_fit import WINDOW
 from pipeline.tokenize import TokenizerLoadError
-from pipeline.tokenize.overlong import DROP_CODES
+from pipeline.tokenize.overlong import drop_codes
+
+PACK_DROP_CODES = drop_codes("--seq-len")
+"""What each drop code means for `mms pack`, whose limit is --seq-len."""
 
 
 @click.command(
@@ -115,7 +118,7 @@ def _print_summary(result: PackResult) -> None:
             + (f", {counts.truncated:,} truncated" if counts.truncated else "")
         )
         for code, count in sorted(counts.dropped.items()):
-            stderr.print(f"    {count:>8,}  dropped  {code:<20} {DROP_CODES.get(code, '')}")
+            stderr.print(f"    {count:>8,}  dropped  {code:<20} {PACK_DROP_CODES.get(code, '')}")
     stderr.print(
         f"Packed {stats.rows:,} threads into {stats.sequences:,} sequences of up to "
         f"{result.seq_len:,} tokens: fill {stats.fill:.2%}, {stats.rows_per_sequence:.1f} "

@@ -1,11 +1,30 @@
 """`OutputLoader`: a split of an output folder as training batches (numpy), for one consumer
 of `world_size x num_workers`: padded rows, sequences packed on the fly, or the rows of a
-packed output as they are. Exactly once per epoch across consumers (pipeline.loader.
+packed output as they are. At most once per epoch across consumers (pipeline.loader.
 assignment), shuffled from the seed with bounded memory, and resumable: `state_dict()` after
-n batches and `load_state_dict()` give the batches an uninterrupted run gives from n on."""
+n batches and `load_state_dict()` give the batches an uninterrupted run gives from n on.
+
+Equal steps: with `even` (the default) every consumer yields the same number of batches in
+an epoch, `batches_per_epoch()`, in every mode, so data-parallel ranks never wait for each
+other at the end of an epoch:
+
+- padded, and packed outputs read as they are: every consumer gets `rows // consumers` rows
+  (the `rows % consumers` left out are counted in `share().left_over`, different rows each
+  epoch), so `ceil(rows // consumers / batch_size)` batches, the last one maybe smaller;
+- packed on the fly: a consumer's rows make a number of sequences that depends on their
+  lengths, so every consumer yields `min over consumers of ceil(ceil(T_c / seq_len) /
+  batch_size)` batches, T_c the tokens of consumer c's rows that fit seq_len (from the
+  shards' `num_tokens`, known to every consumer): no consumer can make fewer sequences than
+  ceil(T_c / seq_len), so none repeats anything; the sequences a consumer makes beyond that
+  are dropped, their threads counted in `surplus_rows` (and rows over seq_len in
+  `overlong_rows`). Both are different rows each epoch (the shuffle decides which).
+
+Without `even`, every row is read exactly once (and packed on the fly every fitting thread)
+but consumers may differ by a batch or more: for evaluation, not for data-parallel steps."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,9 +32,10 @@ from typing import Any, Literal
 
 import numpy as np
 import orjson
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.loader.assignment import Share, epoch_rng, row_groups, share
+from pipeline.loader.assignment import RowGroup, Share, epoch_rng, row_groups, shares
 from pipeline.loader.batches import packed_batch, padded_batch
 from pipeline.output.hub import HF_PREFIX, OutputNotFound, fetch_output, is_hub_output
 from pipeline.output.shards import split_files
@@ -26,6 +46,8 @@ SHUFFLE_TOKENS = 4_000_000
 """Tokens held to shuffle within a consumer's share, by default (about 32 MB of ids and
 labels): 10,000 threads of 400 tokens, or 1,000 packed rows of 4,096."""
 _Row = tuple[np.ndarray, np.ndarray, list[int]]
+_THREADS = "_threads"
+"""The threads of a batch, counted on the way (removed before it is given)."""
 
 
 class LoaderError(ValueError):
@@ -51,6 +73,10 @@ class OutputLoader:
     """Rows held to shuffle; None: as many as hold about SHUFFLE_TOKENS tokens."""
     even: bool = True
     block_mask: bool = False
+    """Packed batches also carry an additive block-diagonal `attention_mask` [batch, 1,
+    seq_len, seq_len] float32, for attention that reads neither `position_ids` nor the
+    varlen arguments: quadratic in seq_len (512 MiB per batch of 8 at 4,096) and about 60x
+    slower than the varlen path; leave it off unless the model needs it."""
     pad_id: int | None = None
     epoch: int = 0
 
@@ -78,7 +104,12 @@ class OutputLoader:
         self._skip = 0
         self._yielded = 0
         self.overlong_rows = 0
-        """Rows over seq_len left out by on-the-fly packing (this iteration)."""
+        """Rows of this consumer's share over seq_len, left out by on-the-fly packing (set
+        when an epoch's iteration starts)."""
+        self.surplus_rows = 0
+        """Fitting rows of this consumer's share left out by on-the-fly packing so that every
+        consumer yields the same number of batches (set when an epoch's iteration ends)."""
+        self._fitting: dict[RowGroup, np.ndarray] = {}
 
     @property
     def consumers(self) -> int:
@@ -90,15 +121,50 @@ class OutputLoader:
 
     def share(self) -> Share:
         """This consumer's rows of the current epoch."""
-        return share(
+        return self._shares()[self.consumer]
+
+    def batches_per_epoch(self) -> int:
+        """The batches this consumer yields in the current epoch: with `even`, the same for
+        every consumer (see the module docstring); without it, packed on the fly, the fewest
+        it may yield."""
+        if self.mode == "packed" and not self.prepacked:
+            per_consumer = [self._packed_batches_at_least(part) for part in self._shares()]
+            return min(per_consumer) if self.even else per_consumer[self.consumer]
+        return -(-self.share().rows // self.batch_size)
+
+    def _shares(self) -> list[Share]:
+        return shares(
             self.groups,
-            consumer=self.consumer,
             consumers=self.consumers,
             seed=self.seed,
             epoch=self.epoch,
             shuffle=self.shuffle,
             even=self.even,
         )
+
+    def _packed_batches_at_least(self, part: Share) -> int:
+        """The fewest batches packing `part` on the fly can give: ceil(fitting tokens /
+        seq_len) sequences at least, in batches of batch_size."""
+        assert self.seq_len is not None
+        tokens = sum(
+            int(self._fitting_tokens(group)[start:stop].sum()) for group, start, stop in part.slices
+        )
+        sequences = -(-tokens // self.seq_len)
+        return -(-sequences // self.batch_size)
+
+    def _fitting_tokens(self, group: RowGroup) -> np.ndarray:
+        """The tokens of each row of `group`, 0 for a row over seq_len (read once)."""
+        if group not in self._fitting:
+            assert self.seq_len is not None
+            file = pq.ParquetFile(group.path)
+            if "num_tokens" in file.schema_arrow.names:
+                column = file.read_row_group(group.index, columns=["num_tokens"])["num_tokens"]
+                lengths = column.to_numpy(zero_copy_only=False).astype(np.int64)
+            else:
+                ids = file.read_row_group(group.index, columns=["input_ids"])["input_ids"]
+                lengths = pc.list_value_length(ids).to_numpy(zero_copy_only=False).astype(np.int64)
+            self._fitting[group] = np.where(lengths <= self.seq_len, lengths, 0)
+        return self._fitting[group]
 
     def set_epoch(self, epoch: int) -> None:
         """Start `epoch` (another shuffle) at its first batch."""
@@ -116,12 +182,24 @@ class OutputLoader:
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         skip, self._yielded = self._skip, self._skip
-        self._skip = self.overlong_rows = 0
-        for number, batch in enumerate(self._batches()):
+        self._skip = self.overlong_rows = self.surplus_rows = 0
+        on_the_fly = self.mode == "packed" and not self.prepacked
+        steps = self.batches_per_epoch() if self.even or not on_the_fly else None
+        part = self.share()
+        if on_the_fly:
+            self.overlong_rows = sum(
+                int((self._fitting_tokens(group)[start:stop] == 0).sum())
+                for group, start, stop in part.slices
+            )
+        threads = 0
+        for number, batch in enumerate(itertools.islice(self._batches(), steps)):
+            threads += int(batch.pop(_THREADS))
             if number < skip:
                 continue
             self._yielded += 1
             yield batch
+        if on_the_fly:
+            self.surplus_rows = part.rows - self.overlong_rows - threads
 
     # ----------------------------------------------------------------- internals
 
@@ -130,12 +208,14 @@ class OutputLoader:
         assert self.pad_id is not None
         if self.mode == "padded":
             for chunk in _chunks(rows, self.batch_size):
-                yield padded_batch([(ids, labels) for ids, labels, _ in chunk], self.pad_id)
+                batch = padded_batch([(ids, labels) for ids, labels, _ in chunk], self.pad_id)
+                yield {**batch, _THREADS: np.int64(len(chunk))}
             return
         assert self.seq_len is not None
         sequences = rows if self.prepacked else self._packed(rows)
         for chunk in _chunks(sequences, self.batch_size):
-            yield packed_batch(chunk, self.seq_len, self.pad_id, block_mask=self.block_mask)
+            batch = packed_batch(chunk, self.seq_len, self.pad_id, block_mask=self.block_mask)
+            yield {**batch, _THREADS: np.int64(sum(len(lengths) for _, _, lengths in chunk))}
 
     def _rows(self) -> Iterator[_Row]:
         columns = ["input_ids", "labels", *(["seq_lens"] if self.prepacked else [])]
@@ -184,7 +264,7 @@ class OutputLoader:
 
     def _packed(self, rows: Iterator[_Row]) -> Iterator[_Row]:
         """Rows packed best-fit-decreasing a window at a time (rows over seq_len are left
-        out: pack with `mms pack --overlong` to truncate or count them)."""
+        out, counted in `overlong_rows`: pack with `mms pack --overlong` to truncate them)."""
         assert self.seq_len is not None
         packer = BestFitPacker(self.seq_len, max_open=WINDOW)
         held: dict[int, _Row] = {}
@@ -201,7 +281,6 @@ class OutputLoader:
 
         def place() -> Iterator[_Row]:
             fitting = [row for row in window if len(row[0]) <= self.seq_len]  # type: ignore[operator]
-            self.overlong_rows += len(window) - len(fitting)
             start = packer.placed
             held.update(enumerate(fitting, start=start))
             yield from emit(packer.place(len(row[0]) for row in fitting))

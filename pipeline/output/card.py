@@ -17,7 +17,7 @@ from pipeline.lint.report import LintReport
 from pipeline.lint.rules import RULES_BY_CODE
 from pipeline.output.shards import SHARD_FILE
 from pipeline.sources.paths import HF_PREFIX
-from pipeline.tokenize.renderer import IGNORE
+from pipeline.tokenize.renderer import IGNORE, STOP_TOKENS
 from pipeline.version import __version__
 from pipeline.wording import plural
 
@@ -86,7 +86,11 @@ class TrainingFacts(TypedDict):
     pad_token: str
     base_size: int
     size: int
-    """The vocabulary size before and after the MMS tokens were added."""
+    """The vocabulary size before and after the MMS tokens were added (`size` is
+    `len(tokenizer)`, what a fresh model's `vocab_size` must reach)."""
+    stop_tokens: dict[str, int]
+    """The tokens generation stops on (renderer.STOP_TOKENS) and their ids: the
+    `eos_token_id` of tokenizer/generation_config.json."""
     zero_weight_messages: int
     """Assistant messages their source weighted 0 (rendered, not trained)."""
 
@@ -94,11 +98,13 @@ class TrainingFacts(TypedDict):
 def training_facts(tokenizer: Mapping[str, Any], zero_weight_messages: int) -> TrainingFacts:
     """The card's training facts, from the manifest's record of the shipped tokenizer."""
     vocabulary = tokenizer["vocabulary"]
+    special = tokenizer["special_tokens"]
     return TrainingFacts(
         policy=tokenizer["label_policy"],
         pad_token=tokenizer["pad_token"],
         base_size=vocabulary["base_size"],
         size=vocabulary["size"],
+        stop_tokens={token: special[token] for token in STOP_TOKENS},
         zero_weight_messages=zero_weight_messages,
     )
 
@@ -308,11 +314,13 @@ def dataset_card(
 
 def card_for_repository(text: str, folder: str, repo_id: str) -> str:
     """The card of the output folder named `folder` as published in the Hub repository
-    `repo_id`: its code loads the data, and the tokenizer (its `tokenizer` subfolder), from
-    the repository. A card written for `repo_id` already is returned unchanged."""
-    tokenizer = f"AutoTokenizer.from_pretrained({_literal(folder + '/tokenizer')})"
-    on_hub = f'AutoTokenizer.from_pretrained({_literal(repo_id)}, subfolder="tokenizer")'
-    text = text.replace(tokenizer, on_hub)
+    `repo_id`: its code loads the data, and the tokenizer and its generation config (its
+    `tokenizer` subfolder), from the repository. A card written for `repo_id` already is
+    returned unchanged."""
+    for loader in ("AutoTokenizer", "GenerationConfig"):
+        local = f"{loader}.from_pretrained({_literal(folder + '/tokenizer')})"
+        on_hub = f'{loader}.from_pretrained({_literal(repo_id)}, subfolder="tokenizer")'
+        text = text.replace(local, on_hub)
     return text.replace(f"load_dataset({_literal(folder)}", f"load_dataset({_literal(repo_id)}")
 
 
@@ -554,7 +562,7 @@ _POLICIES = {
 
 def _training(target: str, split: str, facts: TrainingFacts | None) -> str:
     """How to train on the tokens: the tokenizer as shipped, the vocabulary growth, the
-    pad token and the labels policy."""
+    pad token, the labels policy, and how generation stops."""
     if facts is None:
         return ""
     added = facts["size"] - facts["base_size"]
@@ -565,6 +573,12 @@ def _training(target: str, split: str, facts: TrainingFacts | None) -> str:
         if added
         else "The base vocabulary already had room for the five MMS special tokens: no new ids."
     )
+    growth += (
+        f" A model made from scratch needs a `vocab_size` of at least {facts['size']:,}, "
+        "`len(tokenizer)` (`tokenizer.vocab_size` counts the base's own vocabulary only, "
+        "without its added tokens)."
+    )
+    end_turn, role = (f"`{t}` (id {facts['stop_tokens'][t]})" for t in STOP_TOKENS)
     pad = f"Its pad token is `{facts['pad_token']}`, never a trained id."
     weighted = facts["zero_weight_messages"]
     skipped = (
@@ -585,13 +599,28 @@ each row and, with `return_assistant_tokens_mask=True`, exactly its trained posi
 
 ```python
 from datasets import load_dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 tokenizer = AutoTokenizer.from_pretrained({_literal(target + "/tokenizer")})
 model = AutoModelForCausalLM.from_pretrained("BASE-MODEL"){resize}
+model.generation_config = GenerationConfig.from_pretrained({_literal(target + "/tokenizer")})
 rows = load_dataset({_literal(target)}, split={_literal(split)})
 rows = rows.select_columns(["input_ids", "labels"])
-```"""
+```
+
+Every trained span ends in one of two tokens, so the model learns to stop on either:
+{end_turn}, the end of the assistant's turn, or {role}, the halt
+(an assistant message that does not end its turn, a tool call, is followed by the
+`<|role|>` of the next message). `tokenizer/generation_config.json` lists both as
+`eos_token_id` (the tokenizer's `eos_token` is `<|end_turn|>`; the base's eos is in no
+row). Set it on the model before training, as above, so every checkpoint saved carries
+it, and save the tokenizer with the checkpoint: `generate()`, vLLM and TGI then stop by
+themselves. The last id generated says which stop it was: `<|end_turn|>`, the turn is
+over; `<|role|>`, a halt: act on the message (run the tool call its format names),
+append the result as a `context` message and generate again from
+`apply_chat_template(messages, add_generation_prompt=True)`. vLLM reports it as the
+output's `stop_reason`: the `<|role|>` id for a halt, `None` for `<|end_turn|>` (the
+tokenizer's eos)."""
 
 
 def _how_to_load(target: str, splits: Mapping[str, Sequence[str]]) -> str:

@@ -1,6 +1,7 @@
 """The augmented tokenizer an output ships (DESIGN §4): tokenizer.json with the MMS
-tokens, the Hugging Face config files that make it complete, mms_special_tokens.json
-recording how it was made, and the Renderer read back from such a folder."""
+tokens, the Hugging Face config files that make it complete (generation_config.json: the
+ids generation stops on), mms_special_tokens.json recording how it was made, and the
+Renderer read back from such a folder."""
 
 from __future__ import annotations
 
@@ -11,12 +12,21 @@ from typing import Any
 import orjson
 
 from pipeline.output.files import atomic_output, file_sha256
-from pipeline.tokenize.hf_files import pad_token, special_tokens_map, tokenizer_config, vocabulary
+from pipeline.tokenize.hf_files import (
+    generation_config,
+    pad_token,
+    special_tokens_map,
+    tokenizer_config,
+    vocabulary,
+)
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.renderer import IGNORE, LABEL_POLICIES, Renderer
 
 TOKENIZER_DIR = "tokenizer"
 """The folder of an output that holds its augmented tokenizer."""
+GENERATION_CONFIG_FILE = "generation_config.json"
+"""Beside tokenizer.json: `eos_token_id` (every id a trained span ends with) and the pad
+id, for `GenerationConfig.from_pretrained` and the servers that read it."""
 SPECIAL_TOKENS_FILE = "mms_special_tokens.json"
 """Beside tokenizer.json: the MMS special ids, the BOS, the renderer, the text encoder, both
 tokenizers' sha256."""
@@ -27,7 +37,8 @@ def write_tokenizer(
 ) -> Path:
     """The augmented tokenizer.json, the tokenizer_config.json (bos/eos/unk/pad, the MMS
     tokens, the chat template that renders the shards) and special_tokens_map.json that
-    make it a complete Hugging Face tokenizer, and mms_special_tokens.json recording the
+    make it a complete Hugging Face tokenizer, generation_config.json (the stop ids: every
+    id a trained span ends with), and mms_special_tokens.json recording the
     special ids, the BOS (if rendered), the text encoder, how the vocabulary grew and both
     tokenizers' sha256. No Tokenizer is serialized; one is parsed only to check the file
     when tiktoken encoded the text."""
@@ -56,6 +67,7 @@ def write_tokenizer(
         SPECIAL_TOKENS_FILE: record,
         "tokenizer_config.json": config,
         "special_tokens_map.json": special_tokens_map(config),
+        GENERATION_CONFIG_FILE: generation_config(renderer, base),
     }
     for name, data in files.items():
         with atomic_output(directory / name) as out:

@@ -15,13 +15,15 @@ from pipeline.stages.sample import SPLIT_GROUP
 
 @dataclass(frozen=True, slots=True)
 class ShardSettings:
-    """Shard size, splits (name, fraction) in config order, split hash seed, codec."""
+    """Shard size, splits (name, fraction) in config order, split hash seed, codec, and
+    whether the train split is written in a shuffled order (seeded by `seed`)."""
 
     rows_per_shard: int = 50_000
     splits: tuple[tuple[str, float], ...] = (("train", 1.0),)
     seed: int = 0
     compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
     bytes_per_shard: int | None = None
+    shuffle: bool = True
 
 
 def split_rows(rows: pa.Table, settings: ShardSettings) -> dict[str, list[int]]:

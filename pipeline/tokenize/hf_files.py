@@ -1,7 +1,9 @@
 """The Hugging Face files that make the shipped tokenizer complete: tokenizer_config.json
-(bos/eos/unk/pad, the MMS tokens, the chat template that renders the shards exactly) and
-special_tokens_map.json, so `AutoTokenizer.from_pretrained(OUT/tokenizer)` gives a
-tokenizer whose `apply_chat_template` is the renderer."""
+(bos/eos/unk/pad, the MMS tokens, the chat template that renders the shards exactly),
+special_tokens_map.json and generation_config.json (the ids generation stops on), so
+`AutoTokenizer.from_pretrained(OUT/tokenizer)` gives a tokenizer whose `apply_chat_template`
+is the renderer and `GenerationConfig.from_pretrained(OUT/tokenizer)` stops where the rows
+train a stop."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.tokenize.loading import LoadedTokenizer
-from pipeline.tokenize.renderer import PAD_SOURCES, LabelPolicy, Renderer
+from pipeline.tokenize.renderer import PAD_SOURCES, STOP_TOKENS, LabelPolicy, Renderer
 
 TEMPLATE_FILE = Path(__file__).with_name("mms_v0_chat_template.jinja")
 _BOS_SWITCH = "{%- set mms_bos = false -%}"
@@ -52,14 +54,19 @@ def vocabulary(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any]:
 
 
 def tokenizer_config(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any]:
-    """tokenizer_config.json: the base's bos/eos/unk, a pad token, the five MMS tokens as
-    additional special tokens, the base's length limit, and the chat template."""
+    """tokenizer_config.json: the base's bos and unk, `<|end_turn|>` as the eos (the stop
+    every finished turn trains; the base's eos is in no row), a pad token, whether the
+    tokenizer adds the BOS (as the rows have it, per the `bos` setting; an EOS never), the
+    five MMS tokens as additional special tokens, the base's length limit, and the chat
+    template."""
     config: dict[str, Any] = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": base.named("bos_token"),
-        "eos_token": base.named("eos_token"),
+        "eos_token": STOP_TOKENS[0],
         "unk_token": base.named("unk_token"),
         "pad_token": pad_token(renderer, base),
+        "add_bos_token": renderer.bos_id is not None,
+        "add_eos_token": False,
         "additional_special_tokens": list(renderer.special_ids.as_dict()),
         "clean_up_tokenization_spaces": False,
         "chat_template": chat_template(renderer.bos_id is not None, renderer.policy),
@@ -67,6 +74,20 @@ def tokenizer_config(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any
     limit = base.config.get("model_max_length")
     if isinstance(limit, int) and limit < 2**40:
         config["model_max_length"] = limit
+    return config
+
+
+def generation_config(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any]:
+    """generation_config.json: `eos_token_id` lists every id a trained span ends with
+    (STOP_TOKENS: end of turn, then the halt before a tool result), so `generate()`, vLLM
+    and TGI stop where the model learned to; the pad id (never trained) and the BOS id when
+    the rows start with one."""
+    pad = renderer.token_id(pad_token(renderer, base))
+    config: dict[str, Any] = {}
+    if renderer.bos_id is not None:
+        config["bos_token_id"] = renderer.bos_id
+    config["eos_token_id"] = renderer.stop_ids
+    config["pad_token_id"] = pad
     return config
 
 

@@ -15,11 +15,19 @@ from pipeline.tokenize.renderer import IGNORE, EncodedBatch, EncodedThread, Rend
 
 OverlongPolicy = Literal["drop", "truncate", "error"]
 OVERLONG_POLICIES: tuple[str, ...] = ("drop", "truncate", "error")
-DROP_CODES: dict[str, str] = {
-    "overlong": "longer than max_tokens (overlong policy drop)",
-    "overlong_untrainable": "longer than max_tokens, and no message boundary under it keeps "
-    "a trained token (overlong policy truncate)",
-}
+
+
+def drop_codes(limit: str = "max_tokens") -> dict[str, str]:
+    """Why a stage leaves a thread out: the counted code and what it means, for a stage
+    whose length limit is `limit` (`max_tokens` for tokenize, `--seq-len` for pack)."""
+    return {
+        "overlong": f"longer than {limit} (overlong policy drop)",
+        "overlong_untrainable": f"longer than {limit}, and no message boundary under it "
+        "keeps a trained token (overlong policy truncate)",
+    }
+
+
+DROP_CODES: dict[str, str] = drop_codes()
 """Why the tokenize stage leaves a thread out: the counted code and what it means."""
 
 

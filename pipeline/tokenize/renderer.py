@@ -26,10 +26,13 @@ from pipeline.mms import Message, Thread
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError
 from pipeline.tokenize.proofs import remembered
 from pipeline.tokenize.special import (
+    END_TURN,
     MMS_SPECIAL_TOKENS,
     PAD,
+    ROLE,
     augmented_json,
     special_ids,
+    with_post_processor,
 )
 from pipeline.tokenize.text_encoding import TokenizersTextEncoder, text_encoder
 
@@ -48,6 +51,12 @@ SHIPPED_IDS_FACT = "mms_token_ids"
 """The proof (pipeline/tokenize/proofs.py) of the ids a shipped tokenizer.json gives the MMS
 tokens when `tokenizers` parses it."""
 _SPECIAL_SLOTS = 6
+STOP_TOKENS: tuple[str, ...] = (END_TURN, ROLE)
+"""The tokens a trained span ends with (DESIGN §4), so the ones generation stops on:
+`<|end_turn|>` ends the assistant's turn; `<|role|>` is the halt after a message with
+end_turn false (before a tool result), trained where the next message opens and appended
+when the thread ends halted. Under both labels policies every trained span ends in one of
+them; `<|end_turn|>` is the shipped eos_token."""
 PAD_SOURCES = ("pad_token", "eos_token", "unk_token")
 """Where the shipped pad token comes from, in order: the base's own pad, else its eos, else
 its unk (mms-v0 renders none of them: content that spells one is encoded as text), else an
@@ -196,10 +205,20 @@ class Renderer:
         a process that only encodes never pays for it."""
         return Tokenizer.from_str(self.tokenizer_json().decode("utf-8"))
 
+    @property
+    def stop_ids(self) -> list[int]:
+        """The ids of STOP_TOKENS, in that order: the `eos_token_id` of the shipped
+        generation_config.json."""
+        found = self.special_ids.as_dict()
+        return [found[token] for token in STOP_TOKENS]
+
     def tokenizer_json(self) -> bytes:
-        """The augmented tokenizer's tokenizer.json, as the dataset ships it (DESIGN §7)."""
+        """The augmented tokenizer's tokenizer.json, as the dataset ships it (DESIGN §7):
+        its post-processor adds the BOS exactly when the rows have it, and no EOS."""
         extra = dict([self.added_pad]) if self.added_pad else None
-        return augmented_json(self._base_json, self.special_ids, extra)
+        augmented = augmented_json(self._base_json, self.special_ids, extra)
+        bos = (self._bos_token_text(), self.bos_id) if self.bos_id is not None else None
+        return with_post_processor(augmented, bos)
 
     @property
     def text_encoder_name(self) -> str:
@@ -264,7 +283,8 @@ class Renderer:
     def _plan(self, thread: Thread, segments: _Segments) -> None:
         """The segments of one thread, labelled per §4: the `assistant` bullets, limited to
         the final assistant turn under `last_assistant`; a message weighted 0 trains nothing,
-        neither its tokens nor the halt that ends it."""
+        neither its tokens nor the halt that ends it (the <|role|> that opens it is trained
+        when it continues a trained message: that message's halt)."""
         if self.bos_id is not None:
             segments.special(_BOS, False)
         first_trained = final_turn_start(thread.messages) if self.policy == "last_assistant" else 0
@@ -276,8 +296,9 @@ class Renderer:
             )
             if message.role == "assistant":
                 trained = message.trained and index >= first_trained
-                # the header is prompt, unless the model chose to continue its own turn
-                segments.special(_ROLE, continuing and trained)
+                # the header is prompt, unless the model chose to continue its own turn; its
+                # <|role|> is the halt of a trained message before it, whatever its weight
+                segments.special(_ROLE, continuing and (trained or halt_trained))
                 segments.text("assistant", continuing and trained)
                 segments.special(_FORMAT, continuing and trained)
                 segments.text(message.format or "markdown", trained)

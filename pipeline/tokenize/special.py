@@ -85,14 +85,72 @@ def augmented_json(base_json: bytes, ids: SpecialIds, extra: dict[str, int] | No
     present = {entry.get("content") for entry in added}
     wanted = {**ids.as_dict(), **(extra or {})}
     new = [_added_entry(n, token) for token, n in wanted.items() if token not in present]
-    entries = orjson.dumps(added + new, option=orjson.OPT_INDENT_2).decode()
+    return _with_value(text, "added_tokens", added + new, found).encode()
+
+
+_ADDS_TOKENS = frozenset({"TemplateProcessing", "BertProcessing", "RobertaProcessing"})
+"""The post-processors that add special tokens (BOS, EOS, CLS, SEP) around the text."""
+
+
+def post_processor(base: dict[str, Any] | None, bos: tuple[str, int] | None) -> Any:
+    """The shipped post-processor (what `tokenizer("text")` adds around the ids): the
+    base's, without the processors that add special tokens (a BOS the rows do not have,
+    an EOS they never end with), and with `bos` (token, id) as the rows have it, first, when
+    the output renders one; pairs get it before each sequence (as transformers' own
+    `update_post_processor` builds it for `add_bos_token`). Offset processors (ByteLevel)
+    are kept. None: no post-processor."""
+    if base is None:
+        members: list[Any] = []
+    elif base.get("type") == "Sequence":
+        members = list(base.get("processors") or [])
+    else:
+        members = [base]
+    kept = [p for p in members if not (isinstance(p, dict) and p.get("type") in _ADDS_TOKENS)]
+    if bos is not None:
+        token, number = bos
+        first = {"SpecialToken": {"id": token, "type_id": 0}}
+        kept.append(
+            {
+                "type": "TemplateProcessing",
+                "single": [first, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [
+                    first,
+                    {"Sequence": {"id": "A", "type_id": 0}},
+                    {"SpecialToken": {"id": token, "type_id": 1}},
+                    {"Sequence": {"id": "B", "type_id": 1}},
+                ],
+                "special_tokens": {token: {"id": token, "ids": [number], "tokens": [token]}},
+            }
+        )
+    if not kept:
+        return None
+    return kept[0] if len(kept) == 1 else {"type": "Sequence", "processors": kept}
+
+
+def with_post_processor(tokenizer_json: bytes, bos: tuple[str, int] | None) -> bytes:
+    """`tokenizer_json` with the post-processor `post_processor` makes of its own, so the
+    tokenizer adds a BOS exactly when the rows have one (`bos`: its token and id) and never
+    an EOS; the bytes are unchanged when its post-processor does that already."""
+    text = tokenizer_json.decode("utf-8")
+    found = _top_level_value(text, "post_processor")
+    current = found[2] if found else None
+    wanted = post_processor(current, bos)
+    if wanted == current:
+        return tokenizer_json
+    return _with_value(text, "post_processor", wanted, found).encode()
+
+
+def _with_value(text: str, key: str, value: Any, found: tuple[int, int, Any] | None) -> str:
+    """The JSON object `text` with `key` set to `value` (`found`: where its value is, from
+    `_top_level_value`), written indented as the line it is on; every other byte kept."""
+    written = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
     if found:
         start, end, _ = found
         line = text[text.rfind("\n", 0, start) + 1 : start]
-        entries = entries.replace("\n", "\n" + line[: len(line) - len(line.lstrip())])
-        return (text[:start] + entries + text[end:]).encode()
+        written = written.replace("\n", "\n" + line[: len(line) - len(line.lstrip())])
+        return text[:start] + written + text[end:]
     after_brace = text.index("{") + 1
-    return (text[:after_brace] + f'"added_tokens": {entries},' + text[after_brace:]).encode()
+    return text[:after_brace] + f"{json.dumps(key)}: {written}," + text[after_brace:]
 
 
 def _top_level_value(text: str, key: str) -> tuple[int, int, Any] | None:

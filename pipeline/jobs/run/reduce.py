@@ -2,7 +2,11 @@
 output never depends on the number of workers or the engine). Every stage of the run
 (pipeline/jobs/run/stages.py) merges what it kept of each part and decides, batch by batch,
 which rows it drops and why; this pass counts every decision once, then writes the kept rows:
-mixing weights, the split, and the shards, published only if the lint gate passes."""
+mixing weights, the split, and the shards, published only if the lint gate passes. The train
+split's rows are shuffled (seeded by `shard.seed`; `shard.shuffle`, on by default;
+pipeline/output/shards.py: ShuffledShardWriter) before they are packed (if they are) and
+written, a preference pair's or group's rows kept together, so any range of its row groups
+holds the sources mixed as the whole does; the other splits keep the plan order."""
 
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ from pipeline.lint import LintReport, select_rules
 from pipeline.lint.store import DiagnosticStore
 from pipeline.mms.groups import whole_groups_end
 from pipeline.output.files import atomic_output
-from pipeline.output.shards import Shard, ShardWriter
+from pipeline.output.shards import Shard, ShardWriter, ShuffledShardWriter
 from pipeline.packing import PACKED_SCHEMA, SEQUENCES_PER_SHARD
 from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE, dropped_line, rejection_from_line
 from pipeline.sources.parts import WorkUnit
@@ -78,7 +82,7 @@ def reduce_units(
     published only when the lint gate passes; a split that got no rows gets no file.
     `repeated`: what a partition pass found (pipeline/jobs/run/partition.py), if any."""
     reducer = _Reducer(config, skipped, refused or {}, repeated)
-    writers = _shard_writers(config, out)
+    writers = _shard_writers(config, out, reducer.stages)
     with ExitStack() as stack:
         quarantine = stack.enter_context(atomic_output(out / REJECTED_FILE))
         left_out = stack.enter_context(atomic_output(out / DROPPED_FILE))
@@ -99,8 +103,9 @@ def reduce_units(
             if gate_failed:
                 writer.discard()  # no normal-looking output from a failed gate
                 continue
-            for table in _reshaped(reducer.stages, name, None):
-                writer.write(table)
+            if not isinstance(writer, ShuffledShardWriter):  # it flushes the stages itself
+                for table in _reshaped(reducer.stages, name, None):
+                    writer.write(table)
             writer.commit()
     shards = {name: writer.shards for name, writer in writers.items() if writer.shards}
     pack = next((stage for stage in reducer.stages if isinstance(stage, Pack)), None)
@@ -110,7 +115,12 @@ def reduce_units(
     return Reduced(reducer.counts, shards, report, read, gate_failed, packing)
 
 
-def _discard_on_error(writers: dict[str, ShardWriter]) -> Callable[..., bool]:
+Writer = ShardWriter | ShuffledShardWriter
+SHUFFLED_SPLIT = "train"
+"""The split written in a shuffled order (with `shard.shuffle`): what training reads."""
+
+
+def _discard_on_error(writers: dict[str, Writer]) -> Callable[..., bool]:
     """An exit callback removing every shard file written when the pass fails."""
 
     def on_exit(exc_type: type[BaseException] | None, *_: object) -> bool:
@@ -122,10 +132,30 @@ def _discard_on_error(writers: dict[str, ShardWriter]) -> Callable[..., bool]:
     return on_exit
 
 
-def _shard_writers(config: RunConfig, out: Path) -> dict[str, ShardWriter]:
+def _shard_writers(config: RunConfig, out: Path, stages: list[Stage]) -> dict[str, Writer]:
+    """A writer per split; the train split's shuffles its rows before the stages reshape
+    them (pack), so a packed run packs the threads in the order its unpacked run writes."""
     shard = config.stages.shard
     if shard is None:
         return {}
+    writers: dict[str, Writer] = dict(_plain_writers(config, out))
+    if shard.shuffle and SHUFFLED_SPLIT in writers:
+        plain = writers[SHUFFLED_SPLIT]
+        assert isinstance(plain, ShardWriter)
+        writers[SHUFFLED_SPLIT] = ShuffledShardWriter(
+            plain,
+            out,
+            shard.seed,
+            schema=row_schema(config),
+            reshape=lambda rows: _reshaped(stages, SHUFFLED_SPLIT, rows),
+            flush=lambda: _reshaped(stages, SHUFFLED_SPLIT, None),
+        )
+    return writers
+
+
+def _plain_writers(config: RunConfig, out: Path) -> dict[str, ShardWriter]:
+    shard = config.stages.shard
+    assert shard is not None
     if config.stages.pack is not None:
         return {
             name: ShardWriter(
@@ -187,7 +217,7 @@ class _Reducer:
         unit: WorkUnit,
         unit_dir: Path,
         lists: tuple[BinaryIO, BinaryIO],
-        writers: dict[str, ShardWriter],
+        writers: dict[str, Writer],
     ) -> None:
         """Take one part's files: its counts, quarantined records, stage states and rows;
         `lists`: the quarantine and the list of threads left out, which it extends."""
@@ -217,7 +247,8 @@ class _Reducer:
                 _count_tokens_lost(table, reasons, self.counts)
                 origin.dropped_by.update(reason for reason in reasons if reason is not None)
                 keep = [reason is None for reason in reasons]
-                kept = table.filter(pa.array(keep, pa.bool_())).select([*self.columns, SPLIT_GROUP])
+                kept = table.filter(pa.array(keep, pa.bool_()))
+                kept = kept.select([*self.columns, SPLIT_GROUP, THREAD_GROUP])
                 if kept.num_rows:
                     _write(kept, self.config, (weight, origin), writers, self.counts, self.stages)
 
@@ -301,12 +332,13 @@ def _write(
     table: pa.Table,
     config: RunConfig,
     origin: tuple[int, InputAccount],
-    writers: dict[str, ShardWriter],
+    writers: dict[str, Writer],
     counts: Account,
     stages: list[Stage],
 ) -> None:
     """Split a batch of kept rows of one input (`origin`: its weight and account), weight
-    it, reshape it (pack), then write it."""
+    it, reshape it (pack), then write it; to a shuffled split, the rows with their groups
+    (a weighted copy of a group is a group of its own), reshaped once shuffled."""
     weight, source = origin
     if not writers:
         counts.not_sharded += table.num_rows
@@ -314,15 +346,23 @@ def _write(
     shard = config.stages.shard
     assert shard is not None
     chosen = split_rows(table, shard)
-    table = table.drop_columns([SPLIT_GROUP])
+    thread_groups = table[THREAD_GROUP]
+    table = table.drop_columns([SPLIT_GROUP, THREAD_GROUP])
     for name, rows in chosen.items():
         if not rows:
             continue
-        part = table.take(pa.array(rows, type=pa.int64()))
+        taken = pa.array(rows, type=pa.int64())
+        part = table.take(taken)
+        groups = thread_groups.take(taken).to_pylist()
+        writer = writers[name]
         for copy in range(weight):
             rows_of_copy = part if copy == 0 else _copy_ids(part, copy)
+            if isinstance(writer, ShuffledShardWriter):  # it reshapes the rows once shuffled
+                copy_groups = [g if g is None or not copy else f"{g}#{copy}" for g in groups]
+                writer.write(rows_of_copy, copy_groups)
+                continue
             for written in _reshaped(stages, name, rows_of_copy):
-                writers[name].write(written)
+                writer.write(written)
         counts.count_written(name, part, weight, source)
 
 
