@@ -148,6 +148,9 @@ class Account:
     """Assistant messages written that their source weighted 0 (rendered, not trained)."""
     inputs: list[InputAccount] = field(default_factory=list)
     """Per input of a run, in config order (empty for the other jobs)."""
+    tagged: Counter[str] = field(default_factory=Counter)
+    """What the curation stages found, tagged or rewrote (`stage:what`: `pii:redacted:EMAIL`,
+    `language:en`, `quality:refusal` ...), in threads kept or not."""
     by_file: dict[str, FileCount] = field(default_factory=dict)
     """Each file's records read, converted and quarantined (the files no record of which
     converted are named in the summary)."""
@@ -250,6 +253,7 @@ class Account:
             "tokens": self.tokens,
             "trained_tokens": self.trained_tokens,
             "zero_weight_messages": self.zero_weight_messages,
+            "threads_tagged": dict(sorted(self.tagged.items())),
             "groups_kept": dict(sorted(self.groups_kept.items())),
             "groups_dropped": dict(sorted(self.groups_dropped.items())),
             "balanced": self.balanced,

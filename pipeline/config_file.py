@@ -96,14 +96,20 @@ def parse_yaml(file: Path, text: str, what: str, keys: str) -> tuple[Any, YamlDo
     return data, YamlDocument(file, root)
 
 
-def check_schema(doc: YamlDocument, data: Any, schema: jsonschema.protocols.Validator) -> None:
+def check_schema(
+    doc: YamlDocument,
+    data: Any,
+    schema: jsonschema.protocols.Validator,
+    where: Sequence[PathPart] = (),
+) -> None:
     """Raise the ConfigFileError of the most relevant schema error, if any: an unknown key
-    with the known ones (and the nearest), a pattern in words, else jsonschema's message."""
+    with the known ones (and the nearest), a pattern in words, else jsonschema's message.
+    `where`: the key path of `data` in the document (when it is a part of it)."""
     errors = sorted(schema.iter_errors(data), key=lambda e: (json_path(e.absolute_path), e.message))
     if not errors:
         return
     best = jsonschema.exceptions.best_match(errors)
-    parts = list(best.absolute_path)
+    parts = [*where, *best.absolute_path]
     if best.validator == "additionalProperties" and isinstance(best.instance, dict):
         known = list(best.schema.get("properties", {}))
         unknown = sorted(k for k in best.instance if k not in known)

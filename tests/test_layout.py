@@ -26,6 +26,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "pipeline.sources": (*DRIVERS, *SIDES, *DOMAIN),
     "pipeline.templates": (*DRIVERS, *SIDES, *DOMAIN),
     "pipeline.dedup": (*DRIVERS, *SIDES, *DOMAIN),
+    "pipeline.curation": (*DRIVERS, *SIDES, *DOMAIN, "pipeline.sources"),
     "pipeline.packing": (*DRIVERS, *SIDES, *DOMAIN, "pipeline.sources"),
     "pipeline.formats": (*DRIVERS, *SIDES, *DOMAIN),
     "pipeline.lint": (*DRIVERS, *SIDES, *DOMAIN, "pipeline.sources"),

@@ -18,6 +18,7 @@ COMMANDS = {
     "run": "pipeline.cli.run:run_command",
     "convert": "pipeline.cli.convert:convert_command",
     "lint": "pipeline.cli.lint:lint_command",
+    "curate": "pipeline.cli.curate:curate_command",
     "inspect": "pipeline.cli.inspect:inspect_command",
     "stats": "pipeline.cli.stats:stats_command",
     "verify": "pipeline.cli.verify:verify_command",

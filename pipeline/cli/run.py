@@ -307,6 +307,8 @@ def _print_summary(result: RunResult) -> None:
         stderr.print(f"  {count:>8,}  quarantined  {code}")
     for reason, count in most_first(counts.dropped):
         stderr.print(f"  {count:>8,}  dropped      {safe(reason)}")
+    for key, count in most_first(counts.tagged):
+        stderr.print(f"  {count:>8,}  tagged       {safe(key)}")
     if counts.dropped_total:
         listed = safe(result.output / DROPPED_FILE)
         stderr.print(f"            each dropped thread is listed, with why, in {listed}")

@@ -149,11 +149,15 @@ class StreamDriver:
         *,
         batch_size: int = BATCH,
         progress: Callable[[], None] | None = None,
+        keep_drops: bool = False,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         self.stages, self.sink, self.account = list(stages), sink, account
         self.batch_size, self.progress = batch_size, progress
+        self.keep_drops = keep_drops
+        self.drops: dict[int, Drop] = {}
+        """With `keep_drops`, why each row of the batch the sink is given was dropped."""
         self.in_order = any(stage.sees_rejections for stage in self.stages)
         self.pending: list[Thread] = []
 
@@ -184,6 +188,7 @@ class StreamDriver:
         batch = map_batch(Batch(self.pending), self.stages)
         self.pending = []
         self.account.dropped.update(batch.dropped)
+        self.account.tagged.update(batch.tagged)
         for stage in self.stages:
             state = stage.part_state()
             if state is not None:
@@ -194,6 +199,8 @@ class StreamDriver:
             # nothing is written from these rows: the threads stay objects, not Arrow
             rows = batch_rows(batch, threads=False)
             groups = group_column(batch.threads)
-            self.sink.write(batch, rows, decide(self.stages, rows, self.account, groups))
+            self.drops = {}
+            drops = self.drops if self.keep_drops else None
+            self.sink.write(batch, rows, decide(self.stages, rows, self.account, groups, drops))
         if self.progress is not None:
             self.progress()

@@ -181,6 +181,8 @@ class Losses(TypedDict):
     """Preference pairs (`pair`) and other groups (`group`) kept whole, by kind."""
     groups_dropped: NotRequired[dict[str, int]]
     """The same, left out whole (a stage never leaves a member of one alone)."""
+    tagged: NotRequired[dict[str, int]]
+    """What the curation stages found, tagged or rewrote (`stage:what`: count)."""
 
 
 def lint_summary(report: LintReport) -> list[LintRow]:
@@ -413,6 +415,11 @@ def _stats(splits: Mapping[str, Sequence[str]], stats: CardStats) -> str:
                 f"{_count(losses['truncated'])} ({_count(losses['tokens_truncated'])} tokens cut)",
             ),
         ]
+        by_stage: dict[str, list[str]] = {}
+        for key, count in sorted(losses.get("tagged", {}).items()):
+            stage, _, what = key.partition(":")
+            by_stage.setdefault(stage, []).append(f"{what} {_count(count)}")
+        rows += [(f"curation: {stage}", ", ".join(found)) for stage, found in by_stage.items()]
         kept, dropped = losses.get("groups_kept", {}), losses.get("groups_dropped", {})
         for kind, noun in (("pair", "preference pairs"), ("group", "thread groups")):
             if kept.get(kind) or dropped.get(kind):

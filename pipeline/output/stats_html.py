@@ -348,6 +348,7 @@ def _run(run: Mapping[str, Any], splits: Mapping[str, Mapping[str, Any]]) -> dic
             (reason, _count(n), _count(tokens_dropped.get(reason)) if tokenized else None)
             for reason, n in most_first(run.get("dropped") or {})
         ],
+        "tagged": [(key, _count(n)) for key, n in most_first(run.get("tagged") or {})],
         "tokenized": tokenized,
         "drops_without_tokens": tokenized
         and any(reason not in tokens_dropped for reason in run.get("dropped") or {}),

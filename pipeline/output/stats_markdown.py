@@ -82,6 +82,8 @@ def _run(run: dict[str, Any]) -> list[str]:
     for reason, count in most_first(run["dropped"]):
         lost = f" ({tokens[reason]:,} tokens)" if reason in tokens else ""
         lines.append(f"- dropped `{reason}`: {count:,} threads{lost}")
+    for key, count in most_first(run.get("tagged") or {}):
+        lines.append(f"- tagged `{key}`: {count:,}")
     packing = run.get("packing")
     if packing:
         lines.append(

@@ -36,6 +36,8 @@ class Batch:
     dropped_tokens: Counter[str] = field(default_factory=Counter)
     left_out: list[tuple[Thread, str, str]] = field(default_factory=list)
     """The threads map stages left out: (thread, stage, reason), for the list of drops."""
+    tagged: Counter[str] = field(default_factory=Counter)
+    """What curation stages found and tagged or rewrote (`stage:what`), counted."""
 
     def keep(self, mask: list[bool], reason: str, stage: str = "") -> Batch:
         """The batch without the threads `mask` leaves out, counted under `reason` (by
@@ -61,6 +63,7 @@ class Batch:
             self.dropped,
             self.dropped_tokens,
             self.left_out,
+            self.tagged,
         )
 
 

@@ -32,6 +32,8 @@ from pipeline.formats.mapped import NAME as MAPPED
 from pipeline.lint import UnknownRuleError, select_rules
 from pipeline.schemas import validator
 from pipeline.sources.paths import HF_PREFIX
+from pipeline.stages.curate.plugins import PluginError, load_plugin
+from pipeline.stages.curate.settings import CurationSettings
 from pipeline.stages.dedup import DedupSettings
 from pipeline.stages.filters import FilterSettings
 from pipeline.stages.lint import LintSettings
@@ -87,6 +89,8 @@ class Stages:
     tokenize: TokenizeSettings | None = None
     shard: ShardSettings | None = field(default_factory=ShardSettings)
     pack: PackSettings | None = None
+    curation: CurationSettings = field(default_factory=CurationSettings)
+    """The curation stages' slices (pii, language, quality, decontaminate, plugins)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +142,14 @@ class RunConfig:
     """The local paths the config file writes as absolute paths (resolved): outputs record
     them, and the files under them, as written, never relative to the config's folder."""
 
+    def _curation_plain(self) -> dict[str, Any]:
+        """The curation slices set, the evaluation inputs as the config records paths."""
+        plain = self.stages.curation.to_plain()
+        if "decontaminate" in plain:
+            against = plain["decontaminate"]["against"]
+            plain["decontaminate"]["against"] = [self.recorded_path(path) for path in against]
+        return plain
+
     def resolved(self) -> dict[str, Any]:
         """The config as plain JSON data, every default filled, local paths as
         `recorded_path` gives them (so the manifest and its config digest do not depend on
@@ -160,6 +172,7 @@ class RunConfig:
                 "tokenize": tokenize,
                 "shard": _shard_plain(stages.shard) if stages.shard else False,
                 **({"pack": _plain(stages.pack)} if stages.pack else {}),
+                **self._curation_plain(),
             },
             "output": self.recorded_path(self.output),
             "engine": self.engine.to_plain(),
@@ -291,6 +304,7 @@ class _Builder:
                 tokenize=tokenize,
                 shard=shard,
                 pack=pack,
+                curation=self._curation(stages),
             ),
             engine=self._engine(self.data.get("engine", {})),
             push=self._push(self.data["output"]),
@@ -321,6 +335,17 @@ class _Builder:
                 )
             raise self.doc.error(where, reason)
         return output
+
+    def _curation(self, stages: dict[str, Any]) -> CurationSettings:
+        """The curation slices, the evaluation inputs' paths made absolute, each plugin
+        loaded once here, so that one that cannot be is an error at its line."""
+        settings = CurationSettings.from_config(stages, self._local)
+        for index, spec in enumerate(settings.plugins):
+            try:
+                load_plugin(spec.use)
+            except PluginError as err:
+                raise self.doc.error(["stages", "plugins", index, "use"], str(err)) from None
+        return settings
 
     def _push(self, raw: str | dict[str, Any]) -> PushSettings | None:
         """`output.push_to_hub`: a repository id, or {repo, private, revision}."""

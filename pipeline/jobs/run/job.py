@@ -45,7 +45,7 @@ from pipeline.output.folder import OutputFolder, Publication
 from pipeline.output.manifest import listed_files, versions
 from pipeline.output.shards import Shard
 from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE
-from pipeline.sources import DEFAULT_SPLIT, Record, is_hf_input
+from pipeline.sources import DEFAULT_SPLIT, Record, expand_inputs, is_hf_input
 from pipeline.sources.parts import WorkUnit, input_files, iter_unit_records, plan_units
 from pipeline.stages.normalize import SNIFF_RECORDS
 from pipeline.stages.tokenize import renderer_for
@@ -126,6 +126,10 @@ def _watched_files(units: list[WorkUnit], config: RunConfig) -> list[str]:
     """The local files the units read, and the tokenizer files their tokens depend on: a
     resumed run refuses units made from other versions of them."""
     inputs = [unit.path for unit in units if not is_hf_input(unit.path)]
+    decontaminate = config.stages.curation.decontaminate
+    if decontaminate is not None and decontaminate.against:
+        found = expand_inputs(list(decontaminate.against)).files
+        inputs += [path for path in found if not is_hf_input(path)]
     if config.stages.tokenize is None:
         return inputs
     files = tokenizer_files(config.stages.tokenize.tokenizer)

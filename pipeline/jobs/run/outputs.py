@@ -208,6 +208,7 @@ def write_card(
         tokens_truncated=counts.tokens_truncated,
         groups_kept=dict(counts.groups_kept),
         groups_dropped=dict(counts.groups_dropped),
+        tagged=dict(counts.tagged),
     )
     stats["reports"] = list(STATS_REPORTS)
     if renderer is not None and packing is None:

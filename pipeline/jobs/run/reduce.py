@@ -297,6 +297,7 @@ class _Reducer:
         counts.dropped.update(unit_counts["dropped"])
         counts.tokens_dropped.update(unit_counts["dropped_tokens"])
         counts.groups_dropped.update(unit_counts["groups_dropped"])
+        counts.tagged.update(unit_counts["tagged"])
 
 
 def _list_drops(table: pa.Table, drops: dict[int, Drop], out: BinaryIO) -> None:

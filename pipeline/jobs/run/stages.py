@@ -1,5 +1,5 @@
-"""The stages of `mms run`, in order, one line each: adding a stage is a module in
-pipeline/stages/ and a line here. The same list runs on both sides: its map side where each
+"""The stages of `mms run`, in order, one line each (a line may make several: the curation
+stages a config turns on): adding a stage is a module in pipeline/stages/ and a line here. The same list runs on both sides: its map side where each
 part is read, its dataset side in the ordered pass (DESIGN §2)."""
 
 from __future__ import annotations
@@ -46,10 +46,12 @@ def _lint(config: RunConfig, side: Side) -> Lint:
     return Lint.from_settings(settings, side.lint_source, side.report)
 
 
-RUN_STAGES: tuple[Callable[[RunConfig, Side], Stage | None], ...] = (
+RUN_STAGES: tuple[Callable[[RunConfig, Side], Stage | list[Stage] | None], ...] = (
     lambda config, side: Sample(side.sample),
+    lambda config, side: config.stages.curation.redaction(),
     _lint,
     lambda config, side: MessageFilter(config.stages.filters),
+    lambda config, side: config.stages.curation.taggers(),
     lambda config, side: Dedup(config.stages.dedup),
     lambda config, side: (
         Tokenize.from_settings(config.stages.tokenize) if config.stages.tokenize else None
@@ -61,8 +63,11 @@ RUN_STAGES: tuple[Callable[[RunConfig, Side], Stage | None], ...] = (
 
 def run_stages(config: RunConfig, side: Side) -> list[Stage]:
     """The stages `config` turns on, in run order."""
-    built = (make(config, side) for make in RUN_STAGES)
-    return [stage for stage in built if stage is not None]
+    stages: list[Stage] = []
+    for make in RUN_STAGES:
+        built = make(config, side)
+        stages += built if isinstance(built, list) else [built] if built is not None else []
+    return stages
 
 
 def row_schema(config: RunConfig) -> pa.Schema:

@@ -46,7 +46,7 @@ UNIT_REJECTED = "rejected.jsonl"
 UNIT_STATS = "stats.json"
 UNIT_DROPPED = "dropped.jsonl"
 UNIT_TOKENIZER = "tokenizer"
-PART_FORMAT = "mms-run-part-4"
+PART_FORMAT = "mms-run-part-5"
 """The layout of a part's directory: a work directory of another layout is not resumed."""
 
 
@@ -120,6 +120,7 @@ class _UnitWriter:
         stats = Account()
         dropped: Counter[str] = Counter()
         dropped_tokens: Counter[str] = Counter()
+        tagged: Counter[str] = Counter()
         with (
             (self.out / UNIT_REJECTED).open("wb") as rejected,
             (self.out / UNIT_DROPPED).open("wb") as left_out,
@@ -139,6 +140,7 @@ class _UnitWriter:
                 for batch in map_batches(threads, self.stages):
                     dropped.update(batch.dropped)
                     dropped_tokens.update(batch.dropped_tokens)
+                    tagged.update(batch.tagged)
                     for thread, stage, reason in batch.left_out:
                         left_out.write(dropped_line(thread.id, thread.meta, stage, reason))
                     groups = group_column([thread for thread, _, _ in batch.left_out])
@@ -153,6 +155,7 @@ class _UnitWriter:
             "dropped": dict(sorted(dropped.items())),
             "dropped_tokens": dict(sorted(dropped_tokens.items())),
             "groups_dropped": dict(sorted(stats.groups_dropped.items())),
+            "tagged": dict(sorted(tagged.items())),
         }
         self._write_json(UNIT_STATS, counts)
         for stage in self.stages:

@@ -37,6 +37,7 @@ def figures_of_counts(counts: dict[str, Any], packing: dict[str, Any] | None) ->
             for kind, reason in DUPLICATE_REASONS
         },
         "dropped": dropped,
+        "tagged": counts.get("threads_tagged", {}),
         "tokens_dropped": counts.get("tokens_dropped", {}),
         "truncated": counts.get("threads_truncated", 0),
         "tokens_truncated": counts.get("tokens_truncated", 0),

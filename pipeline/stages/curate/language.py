@@ -1,0 +1,62 @@
+"""The `language` stage: each thread's language (pipeline/curation/language.py) in
+`meta.language`, each message's in `meta.message_languages` when the turns differ, and the
+other languages holding a quarter of its letters in `meta.languages_mixed`. With
+`languages: [en, zh]` a thread in another language is dropped (`language:XX`), and with
+`drop_mixed` a mixed one too (`language_mixed`); a thread too short to tell is kept."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass
+
+from pipeline.curation.language import thread_language
+from pipeline.mms import Thread
+from pipeline.stages.curate.tagging import Finding, Tagger
+
+PROSE_ROLES = ("platform", "developer", "user", "assistant")
+
+
+@dataclass(frozen=True, slots=True)
+class LanguageSettings:
+    """The languages kept (ISO 639 codes; empty: all, only tagged) and whether a thread in
+    several languages is dropped."""
+
+    languages: tuple[str, ...] = ()
+    drop_mixed: bool = False
+
+
+class Language(Tagger):
+    """Tags every thread with its languages; keeps only the ones listed (module docstring)."""
+
+    name = "language"
+
+    def __init__(self, settings: LanguageSettings):
+        self.settings = settings
+
+    def inspect(self, thread: Thread) -> Finding:
+        prose = [
+            (index, message.content)
+            for index, message in enumerate(thread.messages)
+            if message.role in PROSE_ROLES and (message.format or "markdown") == "markdown"
+        ]
+        found = thread_language([text for _, text in prose])
+        if found.language is None:
+            return Finding(thread, None, Counter({"unknown": 1}))
+        meta = {**thread.meta, "language": found.language}
+        judged = {lang for lang in found.messages if lang is not None}
+        if len(judged) > 1:
+            meta["message_languages"] = {
+                str(index): lang
+                for (index, _), lang in zip(prose, found.messages, strict=True)
+                if lang is not None
+            }
+        if found.mixed:
+            meta["languages_mixed"] = list(found.mixed)
+        counts = Counter({found.language: 1, **({"mixed": 1} if found.mixed else {})})
+        reason = None
+        if self.settings.languages and found.language not in self.settings.languages:
+            reason = f"language:{found.language}"
+        elif self.settings.drop_mixed and found.mixed:
+            reason = "language_mixed"
+        return Finding(dataclasses.replace(thread, meta=meta), reason, counts)

@@ -1,0 +1,114 @@
+"""Filters a curator writes (`stages.plugins`): each names a Python callable
+(`module.path:function`, or the name an installed package registers under the entry point
+group `mms_pipeline.filters`) that sees a thread and returns None (keep), a reason (a
+string: the thread is dropped under `plugin:NAME:REASON`, or only tagged with `action:
+tag`) or a dict of tags (counted, kept in `meta.plugins`). Its `options` are passed as
+keyword arguments.
+
+    def no_urls(thread, max_urls=0):
+        urls = sum(m.content.count("http") for m in thread.messages)
+        return "has urls" if urls > max_urls else None
+
+    stages:
+      plugins:
+        - {use: "my_filters:no_urls", options: {max_urls: 1}}
+
+A plugin runs in the worker that read the thread, on either engine; it must be importable
+there (installed, or on PYTHONPATH). One that raises stops the run with an error naming
+it and the thread (finished work units are kept: fix it and run again to resume)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from pipeline.mms import Thread
+from pipeline.stages.curate.tagging import Action, Finding, Tagger
+
+ENTRY_POINTS = "mms_pipeline.filters"
+
+
+class PluginError(RuntimeError):
+    """A plugin that cannot be loaded, or that raised on a thread (the message names it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    """One plugin: what to load, what its reason does, its keyword options."""
+
+    use: str
+    action: Action = "drop"
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The plugin's short name (its function's), as reasons and counts give it."""
+        return self.use.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+
+
+def load_plugin(use: str) -> Callable[..., Any]:
+    """The callable `use` names (`module:attribute`, or an entry point's name)."""
+    if ":" not in use:
+        found = [point for point in entry_points(group=ENTRY_POINTS) if point.name == use]
+        if not found:
+            raise PluginError(
+                f"plugin {use!r}: no `module:function` and no entry point of that name in "
+                f"the group {ENTRY_POINTS}"
+            )
+        return found[0].load()  # type: ignore[no-any-return]
+    module, _, attribute = use.partition(":")
+    try:
+        loaded: Any = importlib.import_module(module)
+        for part in attribute.split("."):
+            loaded = getattr(loaded, part)
+    except (ImportError, AttributeError) as err:
+        raise PluginError(f"plugin {use!r} cannot be loaded: {err}") from None
+    if not callable(loaded):
+        raise PluginError(f"plugin {use!r} is not callable")
+    return loaded  # type: ignore[no-any-return]
+
+
+class Plugins(Tagger):
+    """Runs the configured plugins on every thread, in order; the first reason decides."""
+
+    name = "plugins"
+
+    def __init__(self, specs: tuple[PluginSpec, ...]):
+        self.specs = specs
+        self.functions = [load_plugin(spec.use) for spec in specs]
+
+    def inspect(self, thread: Thread) -> Finding:
+        counts: Counter[str] = Counter()
+        tags: dict[str, Any] = {}
+        reason = None
+        for spec, function in zip(self.specs, self.functions, strict=True):
+            try:
+                said = function(thread, **dict(spec.options))
+            except Exception as err:
+                where = thread.meta.get("locator") if isinstance(thread.meta, dict) else None
+                raise PluginError(
+                    f"plugin {spec.use} raised {type(err).__name__}: {err} on thread "
+                    f"{thread.id} ({where or 'no locator'})"
+                ) from err
+            if isinstance(said, str) and said:
+                counts[spec.name] += 1
+                if spec.action == "drop" and reason is None:
+                    reason = f"plugin:{spec.name}:{said}"
+                tags[spec.name] = said
+            elif isinstance(said, dict) and said:
+                counts.update({f"{spec.name}:{key}": 1 for key in said})
+                tags[spec.name] = said
+            elif said is not None and not isinstance(said, (str, dict)):
+                raise PluginError(
+                    f"plugin {spec.use} returned {type(said).__name__} for thread {thread.id}: "
+                    "return None, a reason (a string) or tags (a dict)"
+                )
+        if not tags:
+            return Finding(thread)
+        changed = dataclasses.replace(thread, meta={**thread.meta, "plugins": tags})
+        return Finding(changed, reason, counts)

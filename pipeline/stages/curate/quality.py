@@ -1,0 +1,53 @@
+"""The `quality` stage: the quality heuristics for chat (pipeline/curation/quality.py) on
+every assistant answer in its context; the rules a thread breaks go to `meta.quality`, and
+with `action: drop` the thread is dropped under the first (`quality:RULE`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass, field
+
+from pipeline.curation.quality import QualitySettings, Turn, quality_flags
+from pipeline.mms import Thread
+from pipeline.stages.curate.tagging import Action, Finding, Tagger
+
+
+@dataclass(frozen=True, slots=True)
+class QualityStageSettings:
+    """The rules and their thresholds, and what breaking one does."""
+
+    rules: QualitySettings = field(default_factory=QualitySettings)
+    action: Action = "tag"
+
+
+def answers(thread: Thread) -> list[Turn]:
+    """The thread's text answers (tool calls and other formats aside), each with the user
+    turn before it; the last one marked."""
+    turns: list[Turn] = []
+    user = ""
+    for message in thread.messages:
+        if message.role == "user":
+            user = message.content
+        elif message.role == "assistant" and (message.format or "markdown") == "markdown":
+            turns.append(Turn(message.content, user, False))
+    if turns:
+        turns[-1] = dataclasses.replace(turns[-1], last=True)
+    return turns
+
+
+class Quality(Tagger):
+    """Flags the quality rules a thread's answers break (module docstring)."""
+
+    name = "quality"
+
+    def __init__(self, settings: QualityStageSettings):
+        self.settings = settings
+
+    def inspect(self, thread: Thread) -> Finding:
+        flags = quality_flags(answers(thread), self.settings.rules)
+        if not flags:
+            return Finding(thread)
+        changed = dataclasses.replace(thread, meta={**thread.meta, "quality": flags})
+        reason = f"quality:{flags[0]}" if self.settings.action == "drop" else None
+        return Finding(changed, reason, Counter(flags))

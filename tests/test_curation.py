@@ -1,0 +1,371 @@
+# ruff: noqa: RUF001 (the Chinese test threads hold full-width punctuation)
+"""The curation stages (issue 34) through `mms curate` and `mms run`: PII redaction keeps
+every thread valid and every tool call parseable, decontamination finds every planted
+evaluation item (verbatim, re-cased, with a sentence added) and not the same topic in
+other words, languages are tagged and kept by a list, the quality rules flag what they
+name, a curator's plugin drops are counted like ours and its failure is a clear error,
+and the same config gives the same bytes with any number of workers."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline import read
+from pipeline.cli import main
+from pipeline.mms import Thread, validate_thread_dict
+from tests.conftest import REPO
+
+MT_BENCH = REPO / "data_samples" / "mt-bench" / "question.jsonl"
+SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
+
+
+def mms(*args: object):
+    return CliRunner().invoke(main, [str(arg) for arg in args])
+
+
+def chat(user: str, answer: str, **meta: object) -> dict:
+    thread = {
+        "messages": [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]
+    }
+    return {**thread, **meta}
+
+
+def write(path: Path, records: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def threads_of(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def dropped_of(out: Path) -> list[dict]:
+    dropped = out.with_name(out.name.replace(".jsonl", ".dropped.jsonl"))
+    return threads_of(dropped) if dropped.exists() else []
+
+
+# ------------------------------------------------------------------------------ PII
+
+
+def _card_number(rng: random.Random) -> str:
+    """A Luhn-valid Visa number."""
+    digits = [4] + [rng.randrange(10) for _ in range(14)]
+    total = 0
+    for index, digit in enumerate(reversed(digits)):
+        value = digit * 2 if index % 2 == 0 else digit
+        total += value - 9 if value > 9 else value
+    return "".join(map(str, digits)) + str((10 - total % 10) % 10)
+
+
+PII_VALUES = st.one_of(
+    st.builds(
+        lambda name, host: f"{name}@{host}.com",
+        st.from_regex(r"[a-z]{3,8}", fullmatch=True),
+        st.from_regex(r"[a-z]{3,8}", fullmatch=True),
+    ),
+    st.builds(lambda seed: _card_number(random.Random(seed)), st.integers(0, 10**6)),
+    st.sampled_from(
+        ["8.8.8.8", "203.0.113.77".replace("203.0.113.77", "93.184.216.34"), "2001:4860:4860::8888"]
+    ),
+    st.sampled_from(["AKIAIOSFODNN7EXAMPLE", "ghp_" + "a1" * 18, "+1 415 555 2671"]),
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    values=st.lists(PII_VALUES, min_size=1, max_size=4),
+    key=st.sampled_from(["to", "email", "note"]),
+)
+def test_redaction_keeps_threads_valid_and_tool_calls_parseable(tmp_path_factory, values, key):
+    """PII in user text, in a tool call's argument values and in its JSON result: after
+    redaction none of it is left there, the same value has the same placeholder, keys are
+    untouched, every thread validates and every tool call's JSON parses."""
+    folder = tmp_path_factory.mktemp("pii")
+    first = values[0]
+    record = {
+        "messages": [
+            {"role": "user", "content": f"Please contact {' and '.join(values)} (again: {first})"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "send", "arguments": json.dumps({key: first, "n": 1})},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"sent_to": first})},
+            {"role": "assistant", "content": "Done."},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "send",
+                    "parameters": {"type": "object", "properties": {key: {"type": "string"}}},
+                },
+            }
+        ],
+    }
+    source = write(folder / "in.jsonl", [record])
+    out = folder / "out.jsonl"
+    pii = folder / "pii.yaml"
+    pii.write_text("pii: {assistant: redact}\n")
+    result = mms("curate", source, "-o", out, "--config", pii)
+    assert result.exit_code == 0, result.output
+    (thread,) = threads_of(out)
+    validate_thread_dict(thread)
+    user = next(m for m in thread["messages"] if m["role"] == "user")
+    assert all(value not in user["content"] for value in values)
+    placeholders = [part.split(">")[0] for part in user["content"].split("<")[1:]]
+    assert placeholders[0] == placeholders[-1]  # the same value, the same placeholder
+    call = next(m for m in thread["messages"] if m.get("format") == "send:json")
+    arguments = json.loads(call["content"])
+    assert set(arguments) == {key, "n"} and arguments[key] == f"<{placeholders[0]}>"
+    result_message = next(m for m in thread["messages"] if m["role"] == "context")
+    assert json.loads(result_message["content"]) == {"sent_to": f"<{placeholders[0]}>"}
+    assert Thread.from_dict(thread).id == thread["id"]
+
+
+def test_pii_in_answers_is_tagged_or_drops_the_thread(tmp_path):
+    source = write(
+        tmp_path / "in.jsonl",
+        [chat("Who?", "Write to ann@example.com"), chat("Hi", "Hello there, how can I help?")],
+    )
+    tagged = mms("curate", source, "-o", tmp_path / "t.jsonl", "--redact-pii")
+    assert tagged.exit_code == 0, tagged.output
+    first, _ = threads_of(tmp_path / "t.jsonl")
+    assert "ann@example.com" in first["messages"][1]["content"]
+    assert first["meta"]["pii"] == {"redacted": {}, "found": {"EMAIL": 1}}
+    (tmp_path / "drop.yaml").write_text("stages:\n  pii: {assistant: drop}\n")
+    dropped = mms("curate", source, "-o", tmp_path / "d.jsonl", "--config", tmp_path / "drop.yaml")
+    assert dropped.exit_code == 0, dropped.output
+    assert len(threads_of(tmp_path / "d.jsonl")) == 1
+    assert [d["code"] for d in dropped_of(tmp_path / "d.jsonl")] == ["pii"]
+
+
+# ------------------------------------------------------------------ decontamination
+
+
+def _mt_bench_prompts() -> list[str]:
+    """The evaluation prompts as mms reads them (a record it quarantines holds none): each
+    question's first turn, and its follow-up turns."""
+    prompts = []
+    for thread in read([str(MT_BENCH)]):
+        prompts += [m.content for m in thread.messages if m.role == "user"]
+        for follow_up in thread.meta.get("follow_ups") or []:
+            prompts += [m["content"] for m in follow_up if m.get("role") == "user"]
+    return prompts
+
+
+def test_threads_holding_an_evaluation_prompt_are_dropped_and_paraphrases_kept(tmp_path):
+    prompts = _mt_bench_prompts()[:4]
+    records = [
+        chat(prompts[0], "Here it is."),  # verbatim
+        chat(prompts[1].upper(), "Sure."),  # re-cased
+        chat("Quick one. " + prompts[2] + " Thanks a lot!", "Okay."),  # a sentence around it
+        chat("Could you write a friendly greeting for people who join a garden club?", "Hi!"),
+        chat("Tell me about trains and how long trips take.", "They vary."),
+    ]
+    source = write(tmp_path / "train.jsonl", records)
+    out = tmp_path / "out.jsonl"
+    result = mms("curate", source, "-o", out, "--against", MT_BENCH)
+    assert result.exit_code == 0, result.output
+    assert len(threads_of(out)) == 2  # the topics in other words stay
+    drops = dropped_of(out)
+    assert [d["code"] for d in drops] == ["contaminated"] * 3
+    assert all(d["matched"].startswith("question.jsonl:") for d in drops)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    picks=st.lists(st.integers(0, 1000), min_size=1, max_size=5),
+    noise=st.lists(
+        st.sampled_from(["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]), max_size=30
+    ),
+)
+def test_every_planted_evaluation_item_is_found(tmp_path_factory, picks, noise):
+    prompts = _mt_bench_prompts()
+    folder = tmp_path_factory.mktemp("planted")
+    planted = [prompts[pick % len(prompts)] for pick in picks]
+    records = [chat(" ".join(noise) + " " + text + " " + " ".join(noise), "ok") for text in planted]
+    records.append(chat(" ".join(noise) or "nothing here at all", "ok"))
+    out = folder / "out.jsonl"
+    result = mms("curate", write(folder / "in.jsonl", records), "-o", out, "--against", MT_BENCH)
+    assert result.exit_code == 0, result.output
+    assert len(dropped_of(out)) == len(planted) and len(threads_of(out)) == 1
+
+
+# ------------------------------------------------------------------ language, quality
+
+
+def test_languages_are_tagged_and_kept_by_a_list(tmp_path):
+    records = [
+        chat("What is the capital of France?", "The capital of France is Paris."),
+        chat("法国的首都是哪里？请告诉我。", "法国的首都是巴黎，这是一个美丽的城市。"),
+        chat("Wie spät ist es jetzt in Berlin?", "Es ist gerade drei Uhr nachmittags."),
+        chat("ok", "yes"),  # too short to tell: kept
+    ]
+    out = tmp_path / "out.jsonl"
+    result = mms("curate", write(tmp_path / "in.jsonl", records), "-o", out, "--languages", "en,zh")
+    assert result.exit_code == 0, result.output
+    kept = threads_of(out)
+    assert [t["meta"].get("language") for t in kept] == ["en", "zh", None]
+    assert [d["code"] for d in dropped_of(out)] == ["language:de"]
+
+
+def test_quality_rules_flag_what_they_name(tmp_path):
+    long_cut = (
+        "First you open the box and take out the parts, then you lay them on a clean table. "
+        "Next you read the manual twice, check every screw against the list, and sort the "
+        "panels by size. After that you join the two side panels with the long bolts and"
+    )
+    records = [
+        chat("Tell me a joke", "As an AI language model, I cannot tell jokes."),
+        chat("Hi", " "),
+        chat("Write a poem", "the sea is blue. " * 40),
+        chat(
+            "Please repeat after me: the quick brown fox jumps",
+            "Please repeat after me: the quick brown fox jumps",
+        ),
+        chat("Say café", "CafÃ© au lait is my favourite."),
+        chat("Explain", long_cut),
+        chat("How are you?", "I am well, thank you. How can I help you today?"),
+    ]
+    out = tmp_path / "out.jsonl"
+    result = mms("curate", write(tmp_path / "in.jsonl", records), "-o", out, "--quality", "drop")
+    assert result.exit_code == 0, result.output
+    assert [d["code"] for d in dropped_of(out)] == [
+        "quality:refusal",
+        "quality:empty_answer",
+        "quality:repetition",
+        "quality:copies_user",
+        "quality:mojibake",
+        "quality:cut_off",
+    ]
+    assert len(threads_of(out)) == 1
+
+
+# ---------------------------------------------------------------------------- plugins
+
+PLUGINS = """
+def no_urls(thread, max_urls=0):
+    urls = sum(m.content.count("http") for m in thread.messages)
+    return "has urls" if urls > max_urls else None
+
+def explodes(thread):
+    raise ValueError("boom")
+"""
+
+
+@pytest.fixture
+def plugin_module(tmp_path, monkeypatch):
+    (tmp_path / "my_filters.py").write_text(PLUGINS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "my_filters"
+    sys.modules.pop("my_filters", None)
+
+
+def test_a_plugins_drops_are_counted_like_ours(tmp_path, plugin_module):
+    records = [
+        chat("See http://a.example", "ok"),
+        chat("Plain", "fine"),
+        chat("x", "http://b http://c"),
+    ]
+    out = tmp_path / "out.jsonl"
+    result = mms(
+        "curate",
+        write(tmp_path / "in.jsonl", records),
+        "-o",
+        out,
+        "--plugin",
+        f"{plugin_module}:no_urls",
+    )
+    assert result.exit_code == 0, result.output
+    assert len(threads_of(out)) == 1
+    assert [d["code"] for d in dropped_of(out)] == ["plugin:no_urls:has urls"] * 2
+    assert "2 read" not in result.output and "3 threads = 1 written + 2 dropped" in result.output
+
+
+def test_a_failing_plugin_is_a_clear_error(tmp_path, plugin_module):
+    source = write(tmp_path / "in.jsonl", [chat("a", "b")])
+    failed = mms(
+        "curate", source, "-o", tmp_path / "o.jsonl", "--plugin", f"{plugin_module}:explodes"
+    )
+    assert failed.exit_code == 1
+    assert "plugin my_filters:explodes raised ValueError: boom on thread" in failed.output
+    missing = mms(
+        "curate", source, "-o", tmp_path / "o.jsonl", "--plugin", f"{plugin_module}:nothing"
+    )
+    assert missing.exit_code == 2 and "cannot be loaded" in missing.output
+    assert "Traceback" not in failed.output + missing.output
+
+
+# ------------------------------------------------------------------------------- runs
+
+
+def _run_config(folder: Path, source: Path, workers: int, plugin: str) -> Path:
+    """A curating run's config in `folder/w{workers}/run.yaml`, its output `out` there (the
+    same names whatever the workers: the reports name them)."""
+    config = folder / f"w{workers}" / "run.yaml"
+    config.parent.mkdir()
+    config.write_text(
+        f"name: curated\ninputs:\n  - path: {source}\noutput: {config.parent / 'out'}\n"
+        "stages:\n  lint: {fail_on: never}\n  pii: {}\n  language: {languages: [en]}\n"
+        f"  quality: {{action: drop}}\n  decontaminate: {{against: [{MT_BENCH}]}}\n"
+        f"  plugins: [{{use: '{plugin}:no_urls'}}]\n"
+        f"  tokenize: {{tokenizer: {SAMPLE_TOKENIZER}}}\nengine: {{workers: {workers}}}\n"
+    )
+    return config
+
+
+def test_a_run_curates_with_the_same_bytes_for_any_workers(tmp_path, plugin_module):
+    prompts = _mt_bench_prompts()
+    records = [
+        chat(f"Mail {n}@example.com about item {n}", f"Answer number {n} is done.")
+        for n in range(30)
+    ]
+    records += [
+        chat(prompts[0], "Here is the note you asked for."),
+        chat("法国的首都是哪里？请告诉我。", "是巴黎。这是法国的首都。"),
+        chat("see http://x", "ok"),
+    ]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for index in range(3):
+        write(folder / f"part{index}.jsonl", records[index::3])
+    outputs = []
+    for workers in (1, 2):
+        result = mms("run", _run_config(tmp_path, folder, workers, plugin_module))
+        assert result.exit_code == 0, result.output
+        out = tmp_path / f"w{workers}" / "out"
+        outputs.append(
+            {
+                p.relative_to(out).as_posix(): p.read_bytes()
+                for p in out.rglob("*")
+                if p.is_file() and p.name != "manifest.json" and p.name != "README.md"
+            }
+        )
+    assert outputs[0] == outputs[1]
+    manifest = orjson.loads((tmp_path / "w1" / "out" / "manifest.json").read_bytes())
+    counts = manifest["counts"]
+    assert counts["threads_dropped"] == {
+        "contaminated": 1,
+        "language:zh": 1,
+        "plugin:no_urls:has urls": 1,
+    }
+    assert counts["threads_tagged"]["pii:redacted:EMAIL"] == 30
+    assert counts["balanced"] is True
+    stats = orjson.loads((tmp_path / "w1" / "out" / "reports" / "stats.json").read_bytes())
+    assert stats["run"]["tagged"] == counts["threads_tagged"]
