@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from pipeline import read
 from pipeline.cli import main
+from pipeline.curation.pii import find_pii, may_hold_pii
 from pipeline.mms import Thread, validate_thread_dict
 from tests.conftest import REPO
 
@@ -155,6 +156,39 @@ def test_pii_in_answers_is_tagged_or_drops_the_thread(tmp_path):
     assert [d["code"] for d in dropped_of(tmp_path / "d.jsonl")] == ["pii"]
 
 
+PII_ALPHABET = st.sampled_from(
+    list("0123456789٠١٢٣٤٥٦٧٨٩०१२३४५६७८९０１２３")
+    + list(" \u00a0\u2009\u3000\t\n.-()+:@_")
+    + list("abcAKIAghpsk")
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(
+        st.one_of(
+            PII_VALUES,
+            st.builds(  # a phone number spaced as people write it
+                lambda spaces: "+1{}415{}555{}2671".format(*spaces),
+                st.lists(
+                    st.sampled_from(list(" \u00a0\u2009\u202f\u3000-.")), min_size=3, max_size=3
+                ),
+            ),
+            st.text(PII_ALPHABET, max_size=24),
+            st.text(max_size=8),
+        ),
+        max_size=6,
+    )
+)
+def test_a_text_the_detectors_find_pii_in_is_never_skipped(pieces):
+    """The stage runs the detectors only on texts `may_hold_pii` flags (one RE2 scan over a
+    batch): whatever `find_pii` finds, written with any script's digits and any space,
+    the scan flags its text."""
+    text = " ".join(pieces)
+    if find_pii(text):
+        assert may_hold_pii([text]) == [True]
+
+
 # ------------------------------------------------------------------ decontamination
 
 
@@ -223,6 +257,25 @@ def test_languages_are_tagged_and_kept_by_a_list(tmp_path):
     kept = threads_of(out)
     assert [t["meta"].get("language") for t in kept] == ["en", "zh", None]
     assert [d["code"] for d in dropped_of(out)] == ["language:de"]
+
+
+def test_short_chinese_turns_the_model_takes_for_others_are_chinese(tmp_path):
+    """fastText names these alpaca_zh turns Japanese, Wu and Vietnamese; Japanese with its
+    kana stays Japanese."""
+    records = [
+        chat("生成与电动汽车相关的适当关键词。", "电动汽车、充电桩、续航里程、锂电池。"),
+        chat("阅读以下情景并提出适当的问题。", "腐败往往源自人类内心的贪婪欲望。"),
+        chat(
+            "日本の首都はどこですか？教えてください。",
+            "日本の首都は東京です。とても大きな都市です。",
+        ),
+    ]
+    out = tmp_path / "out.jsonl"
+    result = mms("curate", write(tmp_path / "in.jsonl", records), "-o", out, "--languages", "zh")
+    assert result.exit_code == 0, result.output
+    kept = threads_of(out)
+    assert [t["meta"]["language"] for t in kept] == ["zh", "zh"]
+    assert [d["code"] for d in dropped_of(out)] == ["language:ja"]
 
 
 def test_quality_rules_flag_what_they_name(tmp_path):
@@ -369,3 +422,62 @@ def test_a_run_curates_with_the_same_bytes_for_any_workers(tmp_path, plugin_modu
     assert counts["balanced"] is True
     stats = orjson.loads((tmp_path / "w1" / "out" / "reports" / "stats.json").read_bytes())
     assert stats["run"]["tagged"] == counts["threads_tagged"]
+
+
+# -------------------------------------------------------------------------- realdata
+
+REAL_FILES = (
+    "llamafactory/alpaca_en_demo.json",
+    "llamafactory/alpaca_zh_demo.json",
+    "llamafactory/glaive_toolcall_en_demo.json",
+    "llamafactory/glaive_toolcall_zh_demo.json",
+    "openai_finetune_examples/weather_chat_fine_tuning.jsonl",
+    "open_assistant/en_100_text.jsonl",
+)
+
+
+def test_real_threads_with_planted_mt_bench_questions(shared, tmp_path):
+    """Real threads of six public files, 40 of them copied with an MT-Bench question
+    planted in their first user turn (verbatim, re-cased, or with a sentence added), all
+    five stages on: exactly the planted copies are dropped as contaminated, every kept
+    thread validates and every JSON content parses, the books balance, and the threads of
+    the English and Chinese sets are mostly named so."""
+    real = shared / "realdata"
+    threads = list(read([str(real / name) for name in REAL_FILES]))
+    questions = [
+        orjson.loads(line)["turns"][0]
+        for line in (real / "fastchat" / "mt_bench_question.jsonl").read_bytes().splitlines()
+    ]
+    rng = random.Random(7)
+    planted = []
+    for index, question in enumerate(rng.sample(questions, 40)):
+        copy = rng.choice([t for t in threads if t.messages[0].role == "user"]).to_dict()
+        text = [question, question.upper(), question + " Please be brief."][index % 3]
+        copy["messages"][0]["content"] = text
+        copy["id"] = f"planted-{index}"
+        planted.append(copy)
+    records = [t.to_dict() for t in threads] + planted
+    source = write(tmp_path / "in.jsonl", records)
+    (tmp_path / "all.yaml").write_text(
+        "pii: {assistant: redact}\nlanguage: {}\nquality: {action: tag}\n"
+        f"decontaminate: {{against: [{real / 'fastchat' / 'mt_bench_question.jsonl'}]}}\n"
+    )
+    out = tmp_path / "out.jsonl"
+    result = mms("curate", source, "-o", out, "--config", tmp_path / "all.yaml")
+    assert result.exit_code == 0, result.output
+    kept, dropped = threads_of(out), dropped_of(out)
+    assert sorted(d["id"] for d in dropped) == sorted(p["id"] for p in planted)
+    assert {d["code"] for d in dropped} == {"contaminated"}
+    assert len(kept) + len(dropped) == len(records)
+    for thread in kept:
+        assert not validate_thread_dict(thread), thread["id"]
+        for message in thread["messages"]:
+            if (message.get("format") or "").endswith("json"):
+                json.loads(message["content"])
+    origin = {thread.id: Path(thread.meta["source"]).name for thread in threads}
+    by_source: dict[str, list[str | None]] = {}
+    for thread in kept:
+        by_source.setdefault(origin[thread["id"]], []).append(thread["meta"].get("language"))
+    for name, language in (("alpaca_en_demo.json", "en"), ("alpaca_zh_demo.json", "zh")):
+        named = by_source[name]
+        assert named.count(language) >= 0.95 * len(named), (name, named.count(language))

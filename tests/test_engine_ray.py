@@ -196,3 +196,62 @@ def test_ray_address_needs_the_ray_engine(tmp_path: Path) -> None:
     result = run_cli(str(QUICKSTART), "-o", str(tmp_path), "--ray-address", "auto")
     assert result.exit_code == 2 and "--ray-address applies only with --engine ray" in result.output
     assert not (tmp_path / "manifest.json").exists()
+
+
+CURATION_PLUGIN = """
+def no_urls(thread):
+    return "has urls" if any("http" in m.content for m in thread.messages) else None
+"""
+
+
+def test_a_curating_run_writes_the_same_bytes_on_ray(
+    tmp_path: Path, ray_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All five curation stages, a curator's plugin among them: Ray puts the directory the
+    run starts from on its workers' path, as a curator runs from their project."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ray_curation_filters.py").write_text(CURATION_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mt_bench = REPO / "data_samples" / "mt-bench" / "question.jsonl"
+    prompt = orjson.loads(mt_bench.read_bytes().splitlines()[0])["turns"][0]
+    chats = [(f"Mail {n}@example.com about item {n}", f"Item {n} is done.") for n in range(20)]
+    chats += [
+        (prompt, "Here it is."),
+        ("法国的首都是哪里? 请告诉我。", "是巴黎。这是法国的首都。"),
+        ("see http://x.example", "ok"),
+        ("Say it.", "I'm sorry, but as an AI language model I cannot do that."),
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(
+        b"".join(
+            orjson.dumps(
+                {"messages": [{"role": "user", "content": u}, {"role": "assistant", "content": a}]}
+            )
+            + b"\n"
+            for u, a in chats
+        )
+    )
+    config = tmp_path / "curate.yaml"
+    config.write_text(
+        f"name: curated\ninputs:\n  - path: {source}\noutput: out\n"
+        "stages:\n  lint: {fail_on: never}\n  pii: {}\n  language: {languages: [en]}\n"
+        f"  quality: {{action: drop}}\n  decontaminate: {{against: [{mt_bench}]}}\n"
+        "  plugins: [{use: 'ray_curation_filters:no_urls'}]\n"
+        f"  tokenize: {{tokenizer: {REPO / 'configs' / 'sample_tokenizer'}}}\n"
+        "  shard: {rows_per_shard: 5}\n"
+    )
+    local, on_ray = tmp_path / "local" / "out", tmp_path / "ray" / "out"
+    result = run_cli(str(config), "-o", str(local), "--workers", "2")
+    assert result.exit_code == 0, result.output
+    result = run_cli(str(config), "-o", str(on_ray), "--engine", "ray", "--workers", "2")
+    assert result.exit_code == 0, result.output
+    expected = output_files(local)
+    counts = orjson.loads(expected["manifest.json"])["counts"]
+    assert counts["threads_dropped"] == {
+        "contaminated": 1,
+        "language:zh": 1,
+        "plugin:no_urls:has urls": 1,
+        "quality:refusal": 1,
+    }
+    assert counts["threads_tagged"]["pii:redacted:EMAIL"] == 20
+    same_but_engine(expected, output_files(on_ray))

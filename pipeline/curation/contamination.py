@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipeline.curation.ngrams import WordGrams
+
 NGRAM = 13
 """GPT-3's n (words)."""
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -34,23 +36,6 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 def words(text: str) -> list[str]:
     """The text normalised to its words: NFKC, lower case, punctuation and spacing gone."""
     return _WORD.findall(unicodedata.normalize("NFKC", text).lower())
-
-
-_COEFFICIENTS = np.random.default_rng(13).integers(1, 2**63, size=64, dtype=np.uint64) | 1
-"""The weights of a gram's word hashes in its hash (odd, so none cancels a word out)."""
-
-
-def gram_hashes(found: list[str], size: int) -> np.ndarray:
-    """The hash of every run of `size` words, in order (uint64; words hashed by Python, so
-    an index and its queries must be made in one process, as a stage's are)."""
-    if len(found) < size:
-        return np.empty(0, dtype=np.uint64)
-    hashes = np.fromiter(map(hash, found), dtype=np.int64, count=len(found)).view(np.uint64)
-    count = len(found) - size + 1
-    grams = np.zeros(count, dtype=np.uint64)
-    for offset in range(size):
-        grams += hashes[offset : offset + count] * _COEFFICIENTS[offset % len(_COEFFICIENTS)]
-    return grams
 
 
 @dataclass
@@ -77,7 +62,7 @@ class NgramIndex:
         size = min(len(found), self.n)
         if size < self.n:
             self.short_lengths.add(size)
-        self._pending.append((gram_hashes(found, size), len(self.item_ids)))
+        self._pending.append((WordGrams(found).windows(size), len(self.item_ids)))
         self.item_ids.append(item)
         self._keys = None
 
@@ -86,14 +71,13 @@ class NgramIndex:
         keys, owners = self._index()
         if not len(keys):
             return []
-        found = words(text)
-        hits: list[int] = []
-        for size in (self.n, *sorted(self.short_lengths)):
-            grams = gram_hashes(found, size)
-            if not len(grams):
-                continue
-            places = np.minimum(np.searchsorted(keys, grams), len(keys) - 1)
-            hits.extend(owners[places[keys[places] == grams]].tolist())
+        grams = WordGrams(words(text))
+        sizes = (self.n, *sorted(self.short_lengths))
+        found = np.concatenate([grams.windows(size) for size in sizes])
+        if not len(found):
+            return []
+        places = np.minimum(np.searchsorted(keys, found), len(keys) - 1)
+        hits = owners[places[keys[places] == found]].tolist()
         return [self.item_ids[owner] for owner in dict.fromkeys(hits)]
 
     def _index(self) -> tuple[np.ndarray, np.ndarray]:

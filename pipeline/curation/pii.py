@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 import phonenumbers
+import pyarrow as pa
+import pyarrow.compute as pc
 
 EMAIL, PHONE, IP, CREDIT_CARD, SECRET = "EMAIL", "PHONE", "IP", "CREDIT_CARD", "SECRET"
 KINDS = (EMAIL, PHONE, IP, CREDIT_CARD, SECRET)
@@ -37,6 +39,12 @@ _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]|\.\d)")
 _IPV6 = re.compile(r"(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:%\w+)?(?![\w:])")
 _CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
 _PHONE_HINT = re.compile(r"\d[\d\s().\-]{6,}\d")
+MIN_PHONE_DIGITS = 7
+"""No phone number of any region has fewer digits with its country code (Niue, Saint
+Helena, Tokelau: 3 + 4)."""
+PHONE_CONTEXT = 24
+"""Characters either side of a run of digits the phone matcher sees (a `+`, `tel:`, the
+letters that make a run part of a word)."""
 _IPV4_HINT = re.compile(r"\d\.\d+\.\d")
 _IPV6_HINT = re.compile(r"[0-9A-Fa-f]:[0-9A-Fa-f]*:")
 """Seven or more digits with phone-like separators: only then is libphonenumber asked."""
@@ -83,23 +91,63 @@ def _without_groups(pattern: str) -> str:
 
 
 _SECRETS = _secret_patterns()
-_SECRET_MARKERS = re.compile(
-    "|".join(
-        re.escape(marker)
-        for marker in (
-            "AKIA", "ASIA", "ABIA", "ACCA", "A3T", "AccountKey=", "ghp_", "gho_", "ghu_",
-            "ghs_", "ghr_", "glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "GR1348941",
-            "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-", "eyJ", "-us", "sk-",
-            "k_live_", "pypi-", "SG.", "xox", "hooks.slack.com", "sq0csp-", "hf_", "AIza",
-        )
-    )
+_SECRET_MARKERS = (
+    "AKIA", "ASIA", "ABIA", "ACCA", "A3T", "AccountKey=", "ghp_", "gho_", "ghu_", "ghs_",
+    "ghr_", "glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "GR1348941", "glcbt-", "glimt-",
+    "glptt-", "glagent-", "gloas-", "eyJ", "-us", "sk-", "k_live_", "pypi-", "SG.", "xox",
+    "hooks.slack.com", "sq0csp-", "hf_", "AIza",
 )  # fmt: skip
 """Literal parts of the secrets' shapes: a text holding none of them (nor a shape below)
 holds no secret, and the full expression is not run on it."""
+
+
+def _by_first_character(literals: tuple[str, ...]) -> re.Pattern[str]:
+    """One expression matching any of `literals`, its branches grouped by their first
+    character (so the search skips, in C, every position no literal starts at)."""
+    groups: dict[str, list[str]] = {}
+    for literal in literals:
+        groups.setdefault(literal[0], []).append(re.escape(literal[1:]))
+    return re.compile(
+        "|".join(f"{re.escape(first)}(?:{'|'.join(rests)})" for first, rests in groups.items())
+    )
+
+
+_MARKERS = _by_first_character(_SECRET_MARKERS)
 _TWILIO = re.compile(r"(?:AC|SK)[a-z0-9]{32}")
 _TELEGRAM = re.compile(r"[0-9]{8,10}:[0-9A-Za-z_-]{35}")
 _DISCORD = re.compile(r"\.[a-zA-Z0-9_-]{6}\.[a-zA-Z0-9_-]{27}")
 """The shapes without a literal part (Twilio, Telegram, Discord tokens)."""
+
+
+_UNICODE_SPACE = r"\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}"
+"""What Python's `\\s` matches, in RE2's terms (RE2's own `\\s` is ASCII only)."""
+_SIGNS = "|".join(
+    [
+        "@",
+        "PRIVATE KEY",
+        "PuTTY",
+        *(re.escape(marker) for marker in _SECRET_MARKERS),
+        # _PHONE_HINT (and card numbers), _IPV4_HINT, _IPV6_HINT with Unicode digits
+        rf"\p{{Nd}}[\p{{Nd}}{_UNICODE_SPACE}().\-]{{6,}}\p{{Nd}}",
+        r"\p{Nd}\.\p{Nd}+\.\p{Nd}",
+        _IPV6_HINT.pattern,
+        _TWILIO.pattern,
+        _TELEGRAM.pattern,
+        _DISCORD.pattern,
+    ]
+)
+"""What every find the detectors make holds (the signs each is run only after), as one
+RE2 expression: a text holding none of them holds nothing to find."""
+
+
+def may_hold_pii(texts: list[str]) -> list[bool]:
+    """For each text, whether `find_pii` may find something in it: False means it finds
+    nothing. Arrow's RE2 scans all texts at once, some fifty times faster than one
+    Python search per text."""
+    if not texts:
+        return []
+    signs = pc.match_substring_regex(pa.array(texts, pa.string()), _SIGNS)
+    return signs.to_pylist()  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -115,34 +163,59 @@ def find_pii(text: str, region: str = "US") -> list[Span]:
     """The personal data and secrets in `text`, in order, none overlapping (a secret or a
     card wins over what it holds). `region` is where a phone number without its country
     code is taken to be from. Each detector runs only when a cheap sign of what it finds
-    is in the text (an `@`, a provider's prefix, a run of digits): most text has none."""
+    is in the text (an `@`, a provider's prefix, enough digits): most text has none."""
     spans: list[Span] = []
     if "PRIVATE KEY" in text or "PuTTY" in text:
         spans += _spans(_PRIVATE_KEY_BLOCK, text, SECRET)
-    digits = any(digit in text for digit in "0123456789")
+    digits = sum(map(text.count, "0123456789"))
     if _may_hold_secret(text, digits):
         spans += _spans(_SECRETS, text, SECRET)
-    if digits:
+    if digits >= 13:
         spans += [s for s in _spans(_CARD, text, CREDIT_CARD) if _is_card(text[s.start : s.end])]
     if "@" in text:
         spans += _spans(_EMAIL, text, EMAIL)
-    if digits and _IPV4_HINT.search(text):
+    if digits >= 4 and _IPV4_HINT.search(text):
         spans += [s for s in _spans(_IPV4, text, IP) if _is_ip(text[s.start : s.end], True)]
     if ":" in text and _IPV6_HINT.search(text):
         spans += [s for s in _spans(_IPV6, text, IP) if _is_ip(text[s.start : s.end], False)]
-    if digits and _PHONE_HINT.search(text):
-        for found in phonenumbers.PhoneNumberMatcher(text, region):
-            spans.append(Span(found.start, found.end, PHONE))
+    if digits >= MIN_PHONE_DIGITS:
+        spans += _phone_spans(text, region)
     return _first_wins(spans)
 
 
-def _may_hold_secret(text: str, digits: bool) -> bool:
+def _phone_spans(text: str, region: str) -> list[Span]:
+    """The phone numbers libphonenumber finds in the stretches of `text` around runs of
+    MIN_PHONE_DIGITS digits or more (its matcher is slow: it is not run on the rest)."""
+    spans: list[Span] = []
+    for start, end in _phone_windows(text):
+        for found in phonenumbers.PhoneNumberMatcher(text[start:end], region):
+            spans.append(Span(start + found.start, start + found.end, PHONE))
+    return spans
+
+
+def _phone_windows(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each run of digits and a phone number's separators holding enough
+    digits, PHONE_CONTEXT characters either side; overlapping ones merged."""
+    windows: list[tuple[int, int]] = []
+    for match in _PHONE_HINT.finditer(text):
+        if sum(map(match.group().count, "0123456789")) < MIN_PHONE_DIGITS:
+            continue
+        start = max(0, match.start() - PHONE_CONTEXT)
+        end = min(len(text), match.end() + PHONE_CONTEXT)
+        if windows and start <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], end)
+        else:
+            windows.append((start, end))
+    return windows
+
+
+def _may_hold_secret(text: str, digits: int) -> bool:
     """Whether a secret's literal part or one of the shapes without one is in the text."""
-    if _SECRET_MARKERS.search(text) or _DISCORD.search(text):
+    if _MARKERS.search(text) or ("." in text and _DISCORD.search(text)):
         return True
     if ("AC" in text or "SK" in text) and _TWILIO.search(text):
         return True
-    return digits and _TELEGRAM.search(text) is not None
+    return digits >= 8 and ":" in text and _TELEGRAM.search(text) is not None
 
 
 def _spans(pattern: re.Pattern[str], text: str, kind: str) -> list[Span]:

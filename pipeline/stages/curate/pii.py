@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.curation.pii import KINDS, Redactor, find_pii, redact_json_text
+from pipeline.curation.pii import KINDS, Redactor, find_pii, may_hold_pii, redact_json_text
 from pipeline.mms import Message, Thread
 from pipeline.stages.curate.tagging import Finding, Tagger
 
@@ -49,14 +49,25 @@ class Pii(Tagger):
     def __init__(self, settings: PiiSettings):
         self.settings = settings
 
+    def inspect_all(self, threads: list[Thread]) -> list[Finding]:
+        signs = iter(may_hold_pii([m.content for t in threads for m in t.messages]))
+        return [self._inspect(t, [next(signs) for _ in t.messages]) for t in threads]
+
     def inspect(self, thread: Thread) -> Finding:
+        return self.inspect_all([thread])[0]
+
+    def _inspect(self, thread: Thread, signs: list[bool]) -> Finding:
+        """What is found in `thread`; `signs` (per message, as `may_hold_pii` gives them)
+        spares the messages that hold nothing to find."""
+        if not any(signs):
+            return Finding(thread)
         redactor = Redactor(self.settings.region, self.settings.kinds)
         found: Counter[str] = Counter()
         messages: list[Message] = []
         drop = False
-        for message in thread.messages:
+        for message, sign in zip(thread.messages, signs, strict=True):
             action = self.settings.action(message.role)
-            if action == "ignore":
+            if action == "ignore" or not sign:
                 messages.append(message)
             elif action == "redact":
                 messages.append(self._redacted(message, redactor))

@@ -47,12 +47,16 @@ class Tagger(Stage):
         """What the stage finds in `thread` (the subclass's rule)."""
         raise NotImplementedError
 
+    def inspect_all(self, threads: list[Thread]) -> list[Finding]:
+        """What the stage finds in each thread (a stage that works on many texts at once
+        overrides this)."""
+        return [self.inspect(thread) for thread in threads]
+
     def map(self, batch: Batch) -> Batch:
         threads: list[Thread] = []
         reasons: list[str | None] = []
         details: list[str | None] = []
-        for thread in batch.threads:
-            finding = self.inspect(thread)
+        for finding in self.inspect_all(batch.threads):
             threads.append(finding.thread)
             reasons.append(finding.reason)
             said = finding.details if finding.reason is not None else None
