@@ -30,12 +30,17 @@ from pipeline.cli.output import (
     stderr,
 )
 from pipeline.jobs.tokenize import TokenizeResult, tokenize_dataset
+from pipeline.objectives import OBJECTIVES
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.output.shards import SHARD_ROWS
 from pipeline.sources import InputError
+from pipeline.stages.objective import REASONS as OBJECTIVE_REASONS
 from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.overlong import DROP_CODES, OverlongThreadError
 from pipeline.tokenize.text_encoding import TEXT_ENCODERS
+
+ROW_NOUNS = {"preference": "pair", "unpaired_preference": "completion", "prompt": "prompt"}
+"""What a row of each objective other than sft is, in the summary."""
 
 
 @click.command(
@@ -100,6 +105,19 @@ from pipeline.tokenize.text_encoding import TEXT_ENCODERS
     "0 (OpenAI weight/loss_weight) is not trained, and a trained turn's stop token always is."
 )
 @click.option(
+    "--objective",
+    type=click.Choice(OBJECTIVES),
+    default="sft",
+    show_default=True,
+    help="What a row is. sft: a thread (input_ids, labels). preference: a pair, its shared "
+    "prompt once (prompt_ids, chosen_ids, rejected_ids, each side's labels: DPO, ORPO, "
+    "SimPO). unpaired_preference: a completion and its label (prompt_ids, completion_ids, "
+    "label: KTO; a pair gives two). prompt: the prompt up to the generation prompt, with a "
+    "reference for a reward function (GRPO, RLOO, evaluation). Each row is a cut of the "
+    "thread's sft row under --train-on last_assistant; a thread that cannot make one is "
+    "dropped with its reason.",
+)
+@click.option(
     "--encoder",
     type=click.Choice(TEXT_ENCODERS),
     default="auto",
@@ -129,6 +147,7 @@ def tokenize_command(
     overlong: str,
     bos: bool,
     policy: str,
+    objective: str,
     encoder: str,
     shard_rows: int,
     split: str,
@@ -147,6 +166,20 @@ def tokenize_command(
     spec = read_spec(inputs, input_format, split, hf_config)
     if max_tokens is None and given("overlong"):
         raise click.UsageError("--overlong applies only with --max-tokens N")
+    if objective != "sft":
+        if given("policy") and policy != "last_assistant":
+            raise click.UsageError(
+                f"--objective {objective} trains the final turn only: --train-on "
+                "last_assistant (the default with it)"
+            )
+        policy = "last_assistant"
+        if max_tokens is not None and overlong == "truncate":
+            if given("overlong"):
+                raise click.UsageError(
+                    f"--overlong truncate cuts the final turn a {objective} row is made of: "
+                    "use drop or error"
+                )
+            overlong = "drop"
     try:
         check_writable(output, directory=True)
     except OutputPathError as err:
@@ -168,6 +201,7 @@ def tokenize_command(
                 spec,
                 bos=bos,
                 policy=policy,  # type: ignore[arg-type]
+                objective=objective,
                 max_tokens=max_tokens,
                 overlong=overlong,  # type: ignore[arg-type]
                 shard_rows=shard_rows,
@@ -182,18 +216,20 @@ def tokenize_command(
         sys.exit(1)
     except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
-    _print_summary(result)
+    _print_summary(result, objective)
     print_publication(result.publication)
     if not result.balanced:
         exit_unbalanced()
 
 
-def _print_summary(result: TokenizeResult) -> None:
+def _print_summary(result: TokenizeResult, objective: str) -> None:
     stats = result.account
     print_inputs(stats)
     trained_share = stats.trained_tokens / stats.tokens if stats.tokens else 0.0
+    rows = sum(shard.rows for shard in result.shards)
+    made = "" if objective == "sft" else f" as {rows:,} {ROW_NOUNS[objective]}(s)"
     stderr.print(
-        f"Wrote {stats.kept:,} threads to {safe(result.output / 'data')} in "
+        f"Wrote {stats.kept:,} threads{made} to {safe(result.output / 'data')} in "
         f"{len(result.shards)} shard(s): {stats.tokens:,} tokens, "
         f"{stats.trained_tokens:,} trained ({trained_share:.1%}), longest {stats.longest:,}"
     )
@@ -213,7 +249,8 @@ def _print_summary(result: TokenizeResult) -> None:
         f"Tokenizer with the MMS special tokens: {safe(result.tokenizer)} (text encoded by "
         f"{result.text_encoder})"
     )
-    print_left_out("Dropped", "threads", stats.dropped, result.dropped, DROP_CODES, width=20)
+    meanings = {**DROP_CODES, **OBJECTIVE_REASONS}
+    print_left_out("Dropped", "threads", stats.dropped, result.dropped, meanings, width=20)
     print_quarantine(stats, result.quarantine)
     stderr.print(
         f"Check: {stats.records_read:,} records read = {stats.records_converted:,} converted "

@@ -39,6 +39,7 @@ from pipeline.mms import (
     ThreadValidationError,
     stable_thread_id,
 )
+from pipeline.mms.groups import group_of
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
 from pipeline.sources.jsonable import has_long_digit_run
@@ -510,26 +511,33 @@ class ThreadBuilder:
     def _uses_reasoning(self, items: list[_Item]) -> bool:
         return any(item.kind == "reasoning" for item in items)
 
+    def _wording_seed(self) -> str:
+        """What the declaration's wording is picked by: the thread's group when it has one
+        (the sides of a pair share their prompt, word for word), else the thread id."""
+        return group_of(self.meta) or self.thread_id
+
     def _declaration(self, items: list[_Item]) -> tuple[str, str | None]:
         """The developer message this converter writes (tools, reasoning, the response
-        format), worded per thread, and the key of what it declares (for dedup)."""
+        format), worded per thread (per group: `_wording_seed`), and the key of what it
+        declares (for dedup)."""
         parts, declared = [], []
+        seed = self._wording_seed()
         if self.tools:
             jsonl = self.options.parallel_calls == "jsonl"
-            parts.append(tool_declaration(self.tools, self.thread_id, jsonl=jsonl))
+            parts.append(tool_declaration(self.tools, seed, jsonl=jsonl))
             tools = sorted(self.tools, key=lambda t: t.name)
             declared.append(
                 ["tools", jsonl, [[t.name, t.description, t.parameters] for t in tools]]
             )
         if self._uses_reasoning(items):
-            parts.append(reasoning_declaration(self.thread_id))
+            parts.append(reasoning_declaration(seed))
             declared.append(["reasoning"])
         response = self.response_format
         if response is not None and not self._enabled_by_developer(items, response.name):
             parts.append(
                 response_format_declaration(
                     response.name,
-                    self.thread_id,
+                    seed,
                     schema=response.schema,
                     allowed_values=response.allowed_values,
                 )

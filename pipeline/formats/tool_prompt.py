@@ -2,7 +2,9 @@
 threads.
 
 The spec asks curators for variety, so wording and tool order vary across threads; they
-are picked from a hash of the thread id, so a thread always gets the same text.
+are picked from a hash of the thread id (of its group's id for the threads of a pair or
+group, so both sides of a preference pair get the same prompt), so a thread always gets
+the same text.
 """
 
 from __future__ import annotations

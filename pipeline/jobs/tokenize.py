@@ -16,6 +16,8 @@ import pyarrow.compute as pc
 from pipeline.accounting import Account
 from pipeline.jobs.driver import StreamDriver
 from pipeline.jobs.read import ReadSpec, files_to_read, read
+from pipeline.mms.groups import GROUP_DROP
+from pipeline.objectives import SCHEMAS
 from pipeline.output.files import atomic_output, discard_if_none
 from pipeline.output.folder import OutputFolder, Publication
 from pipeline.output.manifest import (
@@ -32,10 +34,12 @@ from pipeline.output.overlap import refuse_inputs_in_managed_places, refuse_outp
 from pipeline.output.shards import SHARD_ROWS, Shard, ShardWriter
 from pipeline.output.tokenizer import TOKENIZER_DIR, shipped_tokenizer_record, write_tokenizer
 from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE, Rejection, rejection_line
-from pipeline.stages.contract import ORIGINAL_THREAD, TOKENS_CUT, Batch
+from pipeline.stages.contract import ORIGINAL_THREAD, TOKENS_CUT, Batch, Stage
+from pipeline.stages.objective import REASONS as OBJECTIVE_REASONS
+from pipeline.stages.objective import ObjectiveStage
 from pipeline.stages.tokenize import Tokenize
 from pipeline.tokenize.loading import LoadedTokenizer
-from pipeline.tokenize.overlong import OverlongPolicy, drop_reason
+from pipeline.tokenize.overlong import DROP_CODES, OverlongPolicy, drop_reason
 from pipeline.tokenize.renderer import LabelPolicy, Renderer
 from pipeline.tokenize.tables import BATCH_SIZE, TOKENIZED_SCHEMA
 
@@ -69,6 +73,7 @@ def tokenize_dataset(
     *,
     bos: bool = False,
     policy: LabelPolicy = "assistant",
+    objective: str = "sft",
     max_tokens: int | None = None,
     overlong: OverlongPolicy = "drop",
     shard_rows: int = SHARD_ROWS,
@@ -84,9 +89,11 @@ def tokenize_dataset(
     file's sha256). The folder is claimed as every output folder is
     (pipeline/output/folder.py; `overwrite` lets it take over files mms did not write);
     nothing appears unless the whole run succeeds. `spec` says how inputs are read.
+    `objective` says what a row is (pipeline/objectives): a thread (`sft`), a pair, a
+    labelled completion or a prompt.
 
-    The job is a source (`read`), one stage (Tokenize) and a sink (the shards and the
-    quarantine files)."""
+    The job is a source (`read`), its stages (Tokenize, and the objective's when it is
+    not sft) and a sink (the shards and the quarantine files)."""
     spec = spec or ReadSpec()
     renderer = Renderer(tokenizer, bos=bos, policy=policy)
     renderer.check_shipped_tokenizer()  # before any text is encoded: fail fast
@@ -100,11 +107,16 @@ def tokenize_dataset(
         with (
             atomic_output(quarantine) as rejected_out,
             atomic_output(dropped) as dropped_out,
-            ShardWriter(staging / DATA_DIR, TOKENIZED_SCHEMA, shard_rows=shard_rows) as shards,
+            ShardWriter(staging / DATA_DIR, SCHEMAS[objective], shard_rows=shard_rows) as shards,
         ):
-            sink = _TokenizedSink(shards, rejected_out, dropped_out, account, max_tokens)
+            stages: list[Stage] = [
+                Tokenize(lambda: renderer, max_tokens, overlong, prompt_lengths=objective != "sft")
+            ]
+            if objective != "sft":
+                stages.append(ObjectiveStage(objective, lambda: renderer.generation_prompt_ids))
+            sink = _TokenizedSink(shards, rejected_out, dropped_out, account, max_tokens, stages)
             driver = StreamDriver(
-                [Tokenize(lambda: renderer, max_tokens, overlong)],
+                stages,
                 sink,
                 account,
                 batch_size=batch_size,
@@ -119,6 +131,7 @@ def tokenize_dataset(
                 "tokenizer": str(tokenizer.path),
                 "bos": bos,
                 "train_on": policy,
+                "objective": objective,
                 "max_tokens": max_tokens,
                 "overlong": overlong,
                 "shard_rows": shard_rows,
@@ -164,9 +177,10 @@ class _TokenizedSink:
         dropped: BinaryIO,
         account: Account,
         max_tokens: int | None,
+        stages: list[Stage],
     ):
         self.shards, self.rejected_out, self.dropped_out = shards, rejected, dropped
-        self.account, self.max_tokens = account, max_tokens
+        self.account, self.max_tokens, self.last_stage = account, max_tokens, stages[-1]
 
     def rejected(self, rejection: Rejection) -> None:
         self.rejected_out.write(rejection_line(rejection))
@@ -180,23 +194,32 @@ class _TokenizedSink:
         kept = rows.filter(pa.array([reason is None for reason in reasons], pa.bool_()))
         self.account.truncated += kept.num_rows - kept[ORIGINAL_THREAD].null_count
         self.account.tokens_truncated += pc.sum(kept[TOKENS_CUT]).as_py() or 0
-        kept = kept.select(TOKENIZED_SCHEMA.names)
-        self.account.count_written(self.shards.split, kept)
+        self.account.count_written(self.shards.split, kept.select(TOKENIZED_SCHEMA.names))
         if kept.num_rows:
-            self.shards.write(kept)
+            for reshaped in self.last_stage.reshape(self.shards.split, kept):
+                self.shards.write(reshaped.select(self.shards.schema.names))
 
     def _drop_line(self, rows: pa.Table, row: int, code: str) -> bytes:
         """One line of `quarantine/dropped.jsonl`."""
         meta = orjson.loads(rows["meta"][row].as_py())
-        assert self.max_tokens is not None  # only a limit drops threads here
+        own = code.removeprefix(GROUP_DROP)
+        stage = "tokenize" if own in DROP_CODES else ObjectiveStage.name
+        if own != code:
+            meaning = DROP_CODES.get(own) or OBJECTIVE_REASONS[own]
+            reason = f"another thread of its group was left out: {meaning}"
+        elif stage == "tokenize":
+            assert self.max_tokens is not None  # only a limit drops threads in tokenize
+            reason = drop_reason(own, rows["num_tokens"][row].as_py(), self.max_tokens)
+        else:
+            reason = OBJECTIVE_REASONS[own]
         return orjson.dumps(
             {
                 "id": rows["id"][row].as_py(),
                 "source": meta.get("source"),
                 "locator": meta.get("locator"),
-                "stage": "tokenize",
+                "stage": stage,
                 "code": code,
-                "reason": drop_reason(code, rows["num_tokens"][row].as_py(), self.max_tokens),
+                "reason": reason,
             },
             option=orjson.OPT_APPEND_NEWLINE,
         )

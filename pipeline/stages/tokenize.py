@@ -17,7 +17,7 @@ from pipeline.mms import Thread, settings_to_arrow, threads_to_arrow
 from pipeline.stages.contract import ORIGINAL_THREAD, TOKENS_CUT, Batch, Stage, thread_as_read
 from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
 from pipeline.tokenize.overlong import Drop, OverlongPolicy, OverlongThreadError
-from pipeline.tokenize.tables import TOKENIZED_SCHEMA
+from pipeline.tokenize.tables import PROMPT_MESSAGES, PROMPT_TOKENS, TOKENIZED_SCHEMA
 
 DROP_REASON = "tokenize_drop"
 """Why the stage leaves the thread out (an overlong code), else null; token columns are
@@ -66,10 +66,14 @@ class Tokenize(Stage):
         renderer: Callable[[], Renderer],
         max_tokens: int | None,
         overlong: OverlongPolicy,
+        *,
+        prompt_lengths: bool = False,
     ):
         """`renderer` gives the renderer when the map side first needs it (the dataset
-        side never loads the tokenizer)."""
+        side never loads the tokenizer). With `prompt_lengths` the rows also say where
+        their prompt ends (for an objective other than sft: pipeline/objectives)."""
         self.renderer, self.max_tokens, self.overlong = renderer, max_tokens, overlong
+        self.prompt_lengths = prompt_lengths
 
     @classmethod
     def from_settings(cls, settings: TokenizeSettings) -> Tokenize:
@@ -94,9 +98,10 @@ class Tokenize(Stage):
                 batch_size=max(len(threads), 1),
                 on_drop=lambda drop: dropped.__setitem__(id(drop.thread), drop),
                 on_truncate=lambda thread, tokens: cut.__setitem__(id(thread), tokens),
+                prompt_lengths=self.prompt_lengths,
             )
         )
-        kept = pa.concat_tables(tables) if tables else TOKENIZED_SCHEMA.empty_table()
+        kept = pa.concat_tables(tables) if tables else self._empty()
         drops = [dropped.get(id(thread)) for thread in threads]
         rows = _with_dropped(kept, drops) if dropped else kept
         batch.rows = rows.append_column("settings", settings_to_arrow(threads))
@@ -115,6 +120,12 @@ class Tokenize(Stage):
             [cut.get(id(thread)) for thread in threads], pa.int32()
         )
         return batch
+
+    def _empty(self) -> pa.Table:
+        if not self.prompt_lengths:
+            return TOKENIZED_SCHEMA.empty_table()
+        extra = [pa.field(PROMPT_TOKENS, pa.int32()), pa.field(PROMPT_MESSAGES, pa.int32())]
+        return pa.schema([*TOKENIZED_SCHEMA, *extra]).empty_table()
 
     def decide(self, rows: pa.Table, kept: list[bool]) -> list[str | None]:
         reasons = [
@@ -143,9 +154,9 @@ def _with_dropped(kept: pa.Table, drops: list[Drop | None]) -> pa.Table:
     )
     columns = [
         arrow[name] if name in arrow.column_names else pa.nulls(len(dropped), field.type)
-        for name, field in zip(TOKENIZED_SCHEMA.names, TOKENIZED_SCHEMA, strict=True)
+        for name, field in zip(kept.schema.names, kept.schema, strict=True)
     ]
-    both = pa.concat_tables([kept, pa.Table.from_arrays(columns, schema=TOKENIZED_SCHEMA)])
+    both = pa.concat_tables([kept, pa.Table.from_arrays(columns, schema=kept.schema)])
     order, next_kept, next_dropped = [], 0, kept.num_rows
     for drop in drops:
         if drop is None:

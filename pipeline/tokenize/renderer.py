@@ -271,6 +271,27 @@ class Renderer:
             self._plan(thread, segments)
         return self._gather(segments)
 
+    @cached_property
+    def generation_prompt_ids(self) -> list[int]:
+        """`<|role|>assistant<|format|>`: what the chat template's `add_generation_prompt`
+        renders, where the model's answer (its format first) begins."""
+        (assistant,) = self._text.encode_ids(["assistant"])
+        specials = self.special_ids
+        return [specials.role, *assistant, specials.format]
+
+    def prompt_lengths(self, threads: Sequence[Thread], encoded: EncodedBatch) -> np.ndarray:
+        """For each thread of `encoded`, the tokens of its prompt: everything before its
+        final assistant turn (`final_turn_start`) and the generation prompt that opens
+        the turn. Past `num_tokens` for a thread without an assistant message: its prompt
+        is the whole thread followed by the generation prompt."""
+        ends = encoded.message_ends
+        starts = [final_turn_start(thread.messages) for thread in threads]
+        opening = 1 if self.bos_id is not None else 0
+        lengths = [
+            (ends[row][start - 1].as_py() if start else opening) for row, start in enumerate(starts)
+        ]
+        return np.asarray(lengths, dtype=np.int32) + len(self.generation_prompt_ids)
+
     def render_text(self, thread: Thread) -> str:
         """The rendered string (special tokens as text), for inspection and round trips."""
         return "".join(_rendered(thread, self._bos_token_text()))

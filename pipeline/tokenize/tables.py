@@ -12,11 +12,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from pipeline.mms import MESSAGE_ARROW_TYPE, Thread, threads_to_arrow
 from pipeline.tokenize.overlong import Drop, Fit, OverlongPolicy, fit_batch
-from pipeline.tokenize.renderer import EncodedBatch, Renderer
+from pipeline.tokenize.renderer import EncodedBatch, Renderer, final_turn_start
 
 BATCH_SIZE = 1024
 """Threads per renderer call (one tokenizer `encode_batch` each)."""
@@ -32,6 +33,9 @@ TOKENIZED_SCHEMA = pa.schema(
     ]
 )
 """The columns of a tokenized batch, and of the Parquet shards written from them."""
+PROMPT_TOKENS, PROMPT_MESSAGES = "prompt_tokens", "prompt_messages"
+"""The columns `tokenize_threads(prompt_lengths=True)` adds (pipeline/objectives): the
+tokens of each row's prompt, and its messages (those before its final assistant turn)."""
 _TOKEN_COLUMNS = ("input_ids", "labels", "num_tokens", "num_trained")
 
 
@@ -44,8 +48,12 @@ def tokenize_threads(
     batch_size: int = BATCH_SIZE,
     on_drop: Callable[[Drop], None] | None = None,
     on_truncate: Callable[[Thread, int], None] | None = None,
+    prompt_lengths: bool = False,
 ) -> Iterator[pa.Table]:
     """Yield one TOKENIZED_SCHEMA table per `batch_size` threads, in input order.
+
+    With `prompt_lengths`, each table has two more columns, PROMPT_TOKENS and
+    PROMPT_MESSAGES: where the objectives cut the row (`Renderer.prompt_lengths`).
 
     With `max_tokens`, longer threads are dropped, truncated at a message boundary or
     raise OverlongThreadError (`overlong`); each drop goes to `on_drop`, each thread as
@@ -57,18 +65,43 @@ def tokenize_threads(
     while batch := list(itertools.islice(iterator, batch_size)):
         encoded = renderer.encode_batch(batch)
         if max_tokens is None:
-            table = _table(batch, _token_columns(encoded))
+            table, kept, kept_encoded = _table(batch, _token_columns(encoded)), batch, [encoded]
+            rows = np.arange(len(batch))
         else:
             fit = fit_batch(batch, encoded, renderer, max_tokens=max_tokens, policy=overlong)
             table = _fitted_table(batch, encoded, fit)
+            kept, kept_encoded, rows = batch + fit.truncated, [encoded], fit.rows
+            if fit.truncated_encoded is not None:
+                kept_encoded.append(fit.truncated_encoded)
             if on_drop is not None:
                 for drop in fit.drops:
                     on_drop(drop)
             if on_truncate is not None:
                 for index, cut in fit.cut_tokens.items():
                     on_truncate(batch[index], cut)
+        if prompt_lengths:
+            table = _with_prompts(table, renderer, kept, kept_encoded, rows)
         if table.num_rows:
             yield table
+
+
+def _with_prompts(
+    table: pa.Table,
+    renderer: Renderer,
+    threads: list[Thread],
+    encoded: list[EncodedBatch],
+    rows: np.ndarray,
+) -> pa.Table:
+    """`table` with PROMPT_TOKENS and PROMPT_MESSAGES; its row j is `threads[rows[j]]`,
+    encoded in `encoded` (the batch, then its truncations)."""
+    lengths, start = [], 0
+    for part in encoded:
+        lengths.append(renderer.prompt_lengths(threads[start : start + len(part)], part))
+        start += len(part)
+    tokens = np.concatenate(lengths)[rows]
+    turns = [final_turn_start(threads[row].messages) for row in rows.tolist()]
+    table = table.append_column(PROMPT_TOKENS, pa.array(tokens, pa.int32()))
+    return table.append_column(PROMPT_MESSAGES, pa.array(turns, pa.int32()))
 
 
 def _token_columns(encoded: EncodedBatch) -> pa.Table:

@@ -1,0 +1,373 @@
+"""`mms tokenize --objective` (issue 35): preference rows (one per pair), unpaired
+preference rows (one per labelled completion) and prompt rows, each the thread's SFT row
+under `last_assistant` cut at its prompt, on every row; threads that cannot make a row
+dropped with their reason; TRL's DPO, KTO and GRPO trainers running on the rows as
+written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from tests.conftest import REPO
+
+SAMPLES = REPO / "data_samples"
+SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
+PAIR_FILES = [
+    SAMPLES / "hh-rlhf" / "pairs.jsonl",
+    SAMPLES / "trl" / "preference.jsonl",
+    SAMPLES / "openai" / "preference.jsonl",
+    SAMPLES / "sharegpt" / "llamafactory_preference.json",
+    SAMPLES / "alpaca" / "preference.json",
+]
+CHECK = "threads = {written} written + {dropped} dropped ✓"
+
+
+def tokenize(*args: object):
+    result = CliRunner().invoke(main, ["tokenize", *map(str, args)])
+    assert "Traceback" not in result.output
+    return result
+
+
+def rows_of(out: Path) -> list[dict]:
+    return pq.read_table(sorted((out / "data").glob("*.parquet"))).to_pylist()
+
+
+def dropped_codes(out: Path) -> list[str]:
+    path = out / "quarantine" / "dropped.jsonl"
+    if not path.exists():
+        return []
+    return [orjson.loads(line)["code"] for line in path.read_bytes().splitlines()]
+
+
+def sft_rows(inputs: list[Path], out: Path, tokenizer: Path = SAMPLE_TOKENIZER) -> dict[str, dict]:
+    """The SFT rows (`--train-on last_assistant`) of `inputs`, by thread id."""
+    result = tokenize(*inputs, "--tokenizer", tokenizer, "-o", out, "--train-on", "last_assistant")
+    assert result.exit_code == 0, result.output
+    return {row["id"]: row for row in rows_of(out)}
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(record) + b"\n" for record in records))
+    return path
+
+
+def chat(*turns: tuple[str, str]) -> list[dict]:
+    return [{"role": role, "content": content} for role, content in turns]
+
+
+def assert_cut_of_sft(row: dict, side: str, completion: str, sft: dict) -> None:
+    """prompt + the side's completion are the SFT row's ids, and its labels with the
+    prompt untrained."""
+    prompt = row["prompt_ids"]
+    assert prompt + row[f"{completion}_ids"] == sft["input_ids"], side
+    assert [-100] * len(prompt) + row[f"{completion}_labels"] == sft["labels"], side
+    assert any(label != -100 for label in row[f"{completion}_labels"]), side
+
+
+# ------------------------------------------------------------------------ preference
+
+TOOL_PAIR = {
+    "chosen": [
+        {"role": "system", "content": "You can look up the weather."},
+        {"role": "user", "content": "Weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city": "Oslo"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": '{"temp": -3}'},
+        {"role": "assistant", "content": "It is -3 degrees in Oslo."},
+    ],
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ],
+}
+TOOL_PAIR["rejected"] = [*TOOL_PAIR["chosen"][:2], {"role": "assistant", "content": "Sunny!"}]
+
+
+def test_preference_rows_are_the_sft_rows_cut_at_the_prompt(tmp_path):
+    """Five public preference layouts and a pair whose chosen side calls a tool: one row
+    per pair, and prompt + each side is that side's SFT row, ids and labels."""
+    inputs = [*PAIR_FILES, write_jsonl(tmp_path / "tools.jsonl", [TOOL_PAIR])]
+    out = tmp_path / "pairs"
+    result = tokenize(
+        *inputs, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "preference"
+    )
+    assert result.exit_code == 0, result.output
+    assert "✓" in result.output
+    sft = sft_rows(inputs, tmp_path / "sft")
+    rows = rows_of(out)
+    sides = sum(1 for row in sft.values() if orjson.loads(row["meta"]).get("pair_id") is not None)
+    dropped = dropped_codes(out)
+    assert 2 * len(rows) + sum(1 for code in dropped if code != "not_a_pair") == sides
+    assert len(rows) >= 12
+    for row in rows:
+        meta = orjson.loads(row["meta"])
+        assert row["id"] == str(meta["pair_id"]) and "preference" not in meta
+        assert_cut_of_sft(row, "chosen", "chosen", sft[meta["chosen_id"]])
+        assert_cut_of_sft(row, "rejected", "rejected", sft[meta["rejected_id"]])
+        assert row["num_prompt_tokens"] == len(row["prompt_ids"])
+        assert row["num_chosen_tokens"] == len(row["chosen_ids"])
+        assert row["chosen"][0]["role"] == "assistant"
+    tool_row = next(row for row in rows if len(row["chosen"]) == 3)
+    assert [m["role"] for m in tool_row["prompt"]] == ["developer", "developer", "user"]
+    assert tool_row["settings"] is not None  # the declared tool travels with the pair
+
+
+def test_pairs_that_cannot_make_a_row_are_dropped_with_their_reason(tmp_path):
+    question = ("user", "Name a colour.")
+    records = [
+        {"messages": chat(question, ("assistant", "Red."))},  # no pair
+        {
+            "chosen": chat(question, ("assistant", "Blue.")),
+            "rejected": chat(question, ("assistant", "Blue.")),
+        },
+        {
+            "chosen": chat(("system", "Be brief."), question, ("assistant", "Red.")),
+            "rejected": chat(("system", "Be verbose."), question, ("assistant", "Red, I think.")),
+        },
+        {
+            "chosen": chat(question, ("assistant", "Green.")),
+            "rejected": chat(question, ("assistant", "Grey.")),
+        },
+    ]
+    out = tmp_path / "out"
+    source = write_jsonl(tmp_path / "in.jsonl", records)
+    result = tokenize(
+        source, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "preference"
+    )
+    assert result.exit_code == 0, result.output
+    assert CHECK.format(written=2, dropped=5) in result.output
+    assert sorted(dropped_codes(out)) == sorted(
+        ["not_a_pair", *["pair_sides_identical"] * 2, *["pair_prompts_differ"] * 2]
+    )
+    assert "1 pair(s)" in result.output
+
+
+def test_objectives_refuse_settings_that_would_change_the_rows(tmp_path):
+    source = PAIR_FILES[0]
+    both = ["--tokenizer", SAMPLE_TOKENIZER, "-o", tmp_path / "o", "--objective", "preference"]
+    policy = tokenize(source, *both, "--train-on", "assistant")
+    assert policy.exit_code == 2 and "last_assistant" in policy.output
+    cut = tokenize(source, *both, "--max-tokens", "64", "--overlong", "truncate")
+    assert cut.exit_code == 2 and "use drop or error" in cut.output
+
+
+# -------------------------------------------------------------- unpaired preference
+
+KTO = [
+    {"prompt": "Is water wet?", "completion": "Yes, in the everyday sense.", "label": True},
+    {"prompt": "Is fire cold?", "completion": "Yes, very.", "label": False},
+    {"prompt": "2 + 2?", "chosen": "4", "rejected": "5"},
+    {"prompt": "Hello", "completion": "Hi!"},  # no label
+]
+
+
+def test_unpaired_rows_are_labelled_completions(tmp_path):
+    source = write_jsonl(tmp_path / "kto.jsonl", KTO)
+    out = tmp_path / "kto"
+    result = tokenize(
+        source, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "unpaired_preference"
+    )
+    assert result.exit_code == 0, result.output
+    assert CHECK.format(written=4, dropped=1) in result.output
+    assert dropped_codes(out) == ["no_preference_label"]
+    sft = sft_rows([source], tmp_path / "sft")
+    rows = rows_of(out)
+    assert [row["label"] for row in rows] == [True, False, True, False]
+    for row in rows:
+        assert_cut_of_sft(row, row["id"], "completion", sft[row["id"]])
+
+
+# ---------------------------------------------------------------------------- prompts
+
+
+def test_prompt_rows_are_what_the_template_renders_with_the_generation_prompt(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    inputs = [
+        SAMPLES / "mt-bench" / "question.jsonl",
+        SAMPLES / "alpaca" / "alpaca.json",
+        SAMPLES / "openai" / "tool_calls.jsonl",
+    ]
+    out = tmp_path / "prompts"
+    result = tokenize(*inputs, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "prompt")
+    assert result.exit_code == 0, result.output
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out / "tokenizer")
+    rows = rows_of(out)
+    assert len(rows) >= 10
+    for row in rows:
+        messages = [{k: v for k, v in m.items() if v is not None} for m in row["prompt"]]
+        settings = row["settings"]
+        tools = settings.get("tools") if settings else None
+        rendered = tokenizer.apply_chat_template(
+            messages, tools=tools, add_generation_prompt=True, tokenize=True
+        )
+        ids = rendered["input_ids"] if hasattr(rendered, "keys") else rendered
+        assert list(ids) == row["prompt_ids"], row["id"]
+        assert row["num_prompt_tokens"] == len(row["prompt_ids"])
+    with_reference = [row for row in rows if orjson.loads(row["meta"]).get("reference")]
+    assert with_reference, "the MT-Bench sample carries a reference"
+    for row in with_reference:
+        assert json.loads(row["reference"]) == orjson.loads(row["meta"])["reference"]
+    answered = [row for row in rows if row["meta"] and "alpaca" in row["meta"]]
+    assert answered and all(row["reference"] for row in answered)
+
+
+# ---------------------------------------------------------------------- TRL trainers
+
+
+def _tiny_model(tokenizer) -> object:
+    from tests.tiny_llama import tiny_llama
+
+    return tiny_llama(len(tokenizer)).train()
+
+
+def _spied(trainer) -> list:
+    """The (examples, batch) pairs the trainer's collator builds."""
+    seen, collate = [], trainer.data_collator
+
+    def spy(examples):
+        batch = collate(examples)
+        seen.append((examples, batch))
+        return batch
+
+    trainer.data_collator = spy
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["dpo", "kto"])
+def test_trl_preference_trainers_train_on_the_rows_as_written(tmp_path, kind):
+    pytest.importorskip("torch")
+    trl = pytest.importorskip("trl")
+    datasets = pytest.importorskip("datasets")
+    transformers = pytest.importorskip("transformers")
+    from pipeline.loader.trl import pretokenized
+
+    objective, source = {
+        "dpo": ("preference", PAIR_FILES[2]),
+        "kto": ("unpaired_preference", write_jsonl(tmp_path / "kto.jsonl", KTO[:3] * 2)),
+    }[kind]
+    out = tmp_path / kind
+    result = tokenize(source, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", objective)
+    assert result.exit_code == 0, result.output
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out / "tokenizer")
+    rows = datasets.load_dataset("parquet", data_files=str(out / "data" / "*.parquet"))["train"]
+    common = {
+        "output_dir": str(tmp_path / "run"),
+        "per_device_train_batch_size": 2,
+        "max_steps": 2,
+        "report_to": [],
+        "use_cpu": True,
+        "bf16": False,
+        "max_length": None,
+        "save_strategy": "no",
+    }
+    if kind == "dpo":
+        config, trainer_class, completion = trl.DPOConfig(**common), trl.DPOTrainer, "chosen_ids"
+    else:
+        config = trl.KTOConfig(**common, train_sampling_strategy="sequential")
+        trainer_class, completion = trl.KTOTrainer, "completion_ids"
+    trainer = pretokenized(trainer_class)(
+        model=_tiny_model(tokenizer),
+        ref_model=_tiny_model(tokenizer),
+        args=config,
+        train_dataset=rows,
+        processing_class=tokenizer,
+    )
+    seen = _spied(trainer)
+    trainer.train()
+    assert trainer.state.global_step == 2
+    examples, batch = seen[0]
+    for index, example in enumerate(examples):
+        ours = example["prompt_ids"] + example[completion]
+        assert batch["input_ids"][index][: len(ours)].tolist() == ours
+
+
+def test_grpo_runs_on_prompt_rows_with_a_reward_reading_the_reference(tmp_path):
+    pytest.importorskip("torch")
+    trl = pytest.importorskip("trl")
+    datasets = pytest.importorskip("datasets")
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "prompts"
+    source = SAMPLES / "alpaca" / "alpaca.json"
+    result = tokenize(source, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "prompt")
+    assert result.exit_code == 0, result.output
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out / "tokenizer")
+    rows = datasets.load_dataset("parquet", data_files=str(out / "data" / "*.parquet"))["train"]
+    references = []
+
+    def overlap(completions, reference, **_):
+        references.extend(reference)
+        return [
+            float(len(set(str(c)) & set(r or "")))
+            for c, r in zip(completions, reference, strict=True)
+        ]
+
+    config = trl.GRPOConfig(
+        output_dir=str(tmp_path / "run"),
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=4,
+        max_steps=1,
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        save_strategy="no",
+    )
+    trainer = trl.GRPOTrainer(
+        model=_tiny_model(tokenizer),
+        reward_funcs=overlap,
+        args=config,
+        train_dataset=rows,
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    assert trainer.state.global_step == 1
+    assert references and set(references) <= set(rows["reference"])
+
+
+# -------------------------------------------------------------------------- realdata
+
+
+@pytest.mark.parametrize(
+    "tokenizer", ["llama3_from_tiktoken", "qwen2.5_from_tiktoken", "phi-3-mini"]
+)
+def test_real_preference_files_cut_exactly_for_three_tokenizers(shared, tmp_path, tokenizer):
+    """LLaMA-Factory's DPO and KTO demos (300 rows each): one row per pair or labelled
+    completion, and the cut equality on every row."""
+    base = shared / "tokenizers" / tokenizer
+    real = shared / "realdata" / "llamafactory"
+    for objective, source, completions in (
+        ("preference", real / "dpo_en_demo.json", ("chosen", "rejected")),
+        ("unpaired_preference", real / "kto_en_demo.json", ("completion",)),
+    ):
+        out = tmp_path / objective
+        result = tokenize(source, "--tokenizer", base, "-o", out, "--objective", objective)
+        assert result.exit_code == 0, result.output
+        sft = sft_rows([source], tmp_path / f"sft-{objective}", base)
+        rows = rows_of(out)
+        assert len(rows) == 300 and not dropped_codes(out)
+        for row in rows:
+            meta = orjson.loads(row["meta"])
+            for completion in completions:
+                thread = meta[f"{completion}_id"] if objective == "preference" else row["id"]
+                assert_cut_of_sft(row, completion, completion, sft[thread])
