@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -122,7 +123,7 @@ def test_preference_rows_are_the_sft_rows_cut_at_the_prompt(tmp_path):
     assert len(rows) >= 12
     for row in rows:
         meta = orjson.loads(row["meta"])
-        assert row["id"] == str(meta["pair_id"]) and "preference" not in meta
+        assert row["id"] == meta["chosen_id"].replace(":chosen", "") and "preference" not in meta
         assert_cut_of_sft(row, "chosen", "chosen", sft[meta["chosen_id"]])
         assert_cut_of_sft(row, "rejected", "rejected", sft[meta["rejected_id"]])
         assert row["num_prompt_tokens"] == len(row["prompt_ids"])
@@ -230,6 +231,159 @@ def test_prompt_rows_are_what_the_template_renders_with_the_generation_prompt(tm
         assert json.loads(row["reference"]) == orjson.loads(row["meta"])["reference"]
     answered = [row for row in rows if row["meta"] and "alpaca" in row["meta"]]
     assert answered and all(row["reference"] for row in answered)
+
+
+# ------------------------------------------------------------------------------- run
+
+
+def _run_config(folder: Path, objective: str, workers: int, extra: str = "") -> Path:
+    """A run of the pair samples (one weighted twice) with `objective`."""
+    inputs = "".join(f"  - path: {path}\n" for path in PAIR_FILES[:-1])
+    inputs += f"  - path: {PAIR_FILES[-1]}\n    weight: 2\n"
+    config = folder / f"{objective}-{workers}.yaml"
+    config.write_text(
+        f"name: pairs\ninputs:\n{inputs}output: {folder / f'out-{workers}'}\n"
+        "stages:\n  lint: {fail_on: never}\n"
+        f"  tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, objective: {objective}{extra}}}\n"
+        f"  shard: {{rows_per_shard: 3}}\nengine: {{workers: {workers}}}\n"
+    )
+    return config
+
+
+def test_a_run_writes_preference_rows_the_same_for_any_workers(tmp_path):
+    """`stages.tokenize.objective` in `mms run`: pairs kept whole through dedup, splits
+    and weights (a weighted copy is a pair of its own), the same bytes with one worker or
+    two, each row the tokenize command's row for that pair, and `mms verify` passes."""
+    outputs = []
+    for workers in (1, 2):
+        result = CliRunner().invoke(
+            main, ["run", str(_run_config(tmp_path, "preference", workers))]
+        )
+        assert result.exit_code == 0, result.output
+        out = tmp_path / f"out-{workers}"
+        outputs.append({p.name: p.read_bytes() for p in sorted((out / "data").glob("*.parquet"))})
+    assert outputs[0] == outputs[1]
+    out = tmp_path / "out-1"
+    rows = rows_of(out)
+    ids = [row["id"] for row in rows]
+    assert len(ids) == len(set(ids)) and any(i.endswith("#1") for i in ids)
+    single = tmp_path / "single"
+    made = tokenize(
+        *PAIR_FILES, "--tokenizer", SAMPLE_TOKENIZER, "-o", single, "--objective", "preference"
+    )
+    assert made.exit_code == 0, made.output
+    expected = {row["id"]: row for row in rows_of(single)}
+    for row in rows:
+        twin = expected[row["id"].split("#")[0]]
+        for column in (
+            "prompt_ids",
+            "chosen_ids",
+            "rejected_ids",
+            "chosen_labels",
+            "rejected_labels",
+        ):
+            assert row[column] == twin[column], (row["id"], column)
+    verified = CliRunner().invoke(main, ["verify", str(out)])
+    assert verified.exit_code == 0, verified.output
+    card = (out / "README.md").read_text()
+    assert "pretokenized(DPOTrainer)" in card and "`chosen_ids`" in card
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (", train_on: assistant", "train_on must be last_assistant"),
+        (", max_tokens: 64, overlong: truncate", "truncate cuts the final turn"),
+    ],
+)
+def test_a_run_refuses_settings_that_would_change_objective_rows(tmp_path, extra, message):
+    result = CliRunner().invoke(main, ["run", str(_run_config(tmp_path, "preference", 1, extra))])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------------------- verify
+
+
+@pytest.mark.parametrize(
+    ("objective", "source"),
+    [
+        ("preference", PAIR_FILES[2]),
+        ("unpaired_preference", PAIR_FILES[4]),
+        ("prompt", SAMPLES / "mt-bench" / "question.jsonl"),
+    ],
+)
+def test_verify_renders_each_row_again_and_finds_a_moved_prompt_end(tmp_path, objective, source):
+    """`mms verify` checks each row as the threads it was cut from: a fresh output
+    passes; moving one token from the prompt to the completion (ids still adding up to
+    the thread) fails, naming the row."""
+    out = tmp_path / "out"
+    result = tokenize(source, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", objective)
+    assert result.exit_code == 0, result.output
+    fresh = CliRunner().invoke(main, ["verify", str(out)])
+    assert fresh.exit_code == 0, fresh.output
+    assert "rows against the chat template" in fresh.output
+    shard = sorted((out / "data").glob("*.parquet"))[0]
+    table = pq.read_table(shard)
+    rows = table.to_pylist()
+    row = rows[0]
+    completion = {"preference": "chosen", "unpaired_preference": "completion"}.get(objective)
+    moved = row["prompt_ids"].pop()
+    if completion is None:  # a prompt row: its ids end early
+        row["num_prompt_tokens"] -= 1
+    else:
+        row[f"{completion}_ids"].insert(0, moved)
+        row[f"{completion}_labels"].insert(0, -100)
+        row["num_prompt_tokens"] -= 1
+        row[f"num_{completion}_tokens"] += 1
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), shard)
+    tampered = CliRunner().invoke(main, ["verify", str(out)])
+    assert tampered.exit_code == 1
+    assert f"row {row['id']}" in tampered.output
+    assert "prompt's end" in tampered.output or "input_ids differ" in tampered.output
+
+
+# ----------------------------------------------------------------------------- stats
+
+
+def test_stats_count_pairs_their_lengths_and_the_length_bias(tmp_path):
+    """Three of four chosen answers are the longer: the share is 75%, far enough from half
+    to be pointed out; the JSON holds the figures and validates against its schema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    question = ("user", "Describe the sea.")
+    long = "It is wide, deep, cold and salty, and it covers most of the planet."
+    answers = [(long, "Blue."), (long, "Wet."), (long, "Big."), ("Grey.", long)]
+    records = [
+        {
+            "chosen": chat(question, ("assistant", good)),
+            "rejected": chat(question, ("assistant", bad)),
+        }
+        for good, bad in answers
+    ]
+    out = tmp_path / "pairs"
+    source = write_jsonl(tmp_path / "in.jsonl", records)
+    assert (
+        tokenize(
+            source, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "preference"
+        ).exit_code
+        == 0
+    )
+    text = CliRunner().invoke(main, ["stats", str(out)])
+    assert text.exit_code == 0, text.output
+    assert "train: 4 pairs (preference)" in text.output
+    assert (
+        "chosen side longer in 75.0% of pairs" in text.output
+        and "length for quality" in text.output
+    )
+    figures = CliRunner().invoke(main, ["stats", str(out), "--output-format", "json"])
+    stats = json.loads(figures.output)
+    schema = json.loads((REPO / "schemas" / "stats.schema.json").read_text())
+    jsonschema.validate(stats, schema)
+    train = stats["splits"]["train"]
+    assert train["threads"] == 8
+    assert train["objective"]["rows"] == 4 and train["objective"]["chosen_longer_share"] == 0.75
+    rows = rows_of(out)
+    assert train["objective"]["prompt_tokens"]["total"] == sum(len(r["prompt_ids"]) for r in rows)
 
 
 # ---------------------------------------------------------------------- TRL trainers

@@ -10,6 +10,7 @@ import click
 from pipeline.accounting import most_first
 from pipeline.cli.output import input_table, output_argument
 from pipeline.jobs.stats import StatsError, output_stats, stats_json
+from pipeline.jobs.stats.objectives import NOUNS, objective_lines
 from pipeline.output.files import atomic_text_output
 from pipeline.output.stats_html import write_stats_html
 from pipeline.output.stats_markdown import stats_markdown
@@ -97,6 +98,12 @@ def _write(stats: dict[str, Any], output_format: str, out: TextIO) -> None:
 
 
 def _headline(figures: dict[str, Any]) -> str:
+    objective = figures.get("objective")
+    if objective is not None:
+        return (
+            plural(objective["rows"], NOUNS[objective["objective"]])
+            + f" ({objective['objective']})"
+        )
     text = plural(figures["threads"], "thread")
     if "rows" in figures:
         text += f" packed in {plural(figures['rows'], 'row')}"
@@ -110,7 +117,7 @@ def _headline(figures: dict[str, Any]) -> str:
 
 
 def _details(figures: dict[str, Any]) -> list[str]:
-    lines = []
+    lines = objective_lines(figures["objective"]) if "objective" in figures else []
     if "length_max" in figures:
         lengths = ", ".join(
             f"{k.removeprefix('length_')} {figures[k]:,}" for k in _length_keys(figures)

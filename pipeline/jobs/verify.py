@@ -18,11 +18,13 @@ import pyarrow.parquet as pq
 import yaml
 
 from pipeline.mms import Thread, normalize_thread_dict
+from pipeline.objectives.views import SftView, sft_views
 from pipeline.output.files import file_sha256
 from pipeline.output.manifest import CARD_FILE
 from pipeline.output.shards import split_files
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, shipped_renderer
 from pipeline.tokenize import IGNORE, TokenizerLoadError
+from pipeline.tokenize.renderer import EncodedThread
 
 ROW_BATCH = 512
 
@@ -261,8 +263,8 @@ def _rows(shards: list[tuple[str, Path]]) -> Iterator[tuple[str, list[dict[str, 
             yield split, batch.to_pylist()
 
 
-def _thread(row: dict[str, Any]) -> Thread:
-    return Thread.from_dict(normalize_thread_dict({"id": row["id"], "messages": row["messages"]}))
+def _thread(view: SftView) -> Thread:
+    return Thread.from_dict(normalize_thread_dict({"id": view.name, "messages": view.messages}))
 
 
 def _check_rows(
@@ -271,36 +273,62 @@ def _check_rows(
     result: Verification,
     progress: Callable[[str, int], None] | None,
 ) -> None:
-    """Every row's input_ids, labels and counts rendered again from its messages."""
+    """Every row's input_ids, labels and counts rendered again from its messages (a row of
+    another objective than sft: each thread it was cut from, `sft_views`)."""
     try:
         renderer = shipped_renderer(out / "tokenizer")
     except TokenizerLoadError as err:
         result.problems.append(Problem("tokenizer/", str(err)))
         return
     for split, rows in _rows(shards):
-        encoded = renderer.encode_batch([_thread(row) for row in rows])
-        for index, row in enumerate(rows):
-            ours = encoded[index]
-            stored = (row["input_ids"], row["labels"], row["num_tokens"], row["num_trained"])
-            again = (
-                list(ours.input_ids),
-                list(ours.labels),
-                len(ours.input_ids),
-                sum(1 for v in ours.labels if v != IGNORE),
-            )
-            if stored != again:
-                field_name = ("input_ids", "labels", "num_tokens", "num_trained")[
-                    next(i for i in range(4) if stored[i] != again[i])
-                ]
+        views = [(row, view) for row in rows for view in sft_views(row)]
+        threads = [_thread(view) for _, view in views]
+        encoded = renderer.encode_batch(threads)
+        prompts = renderer.prompt_lengths(threads, encoded) if threads else []
+        for index, (row, view) in enumerate(views):
+            what = _render_problem(row, view, encoded[index], renderer.generation_prompt_ids)
+            if not what and view.prompt_tokens not in (None, prompts[index]):
+                what = "the prompt's end (prompt_ids)"
+            if what:
                 result.problems.append(
                     Problem(
-                        f"{split} row {row['id']}",
-                        f"{field_name} differ from its messages rendered again",
+                        f"{split} row {view.name}",
+                        f"{what} differ from its messages rendered again",
                     )
                 )
+        for row in rows:
+            what = _count_problem(row)
+            if what:
+                result.problems.append(Problem(f"{split} row {row['id']}", what))
         result.count("rows rendered again", len(rows))
         if progress is not None:
             progress("rendered again", result.checked["rows rendered again"])
+
+
+def _render_problem(
+    row: dict[str, Any], view: SftView, ours: EncodedThread, generation_prompt: list[int]
+) -> str | None:
+    """Which stored field of `view` its rendering contradicts, if one does."""
+    ids = list(ours.input_ids) + (generation_prompt if view.generation_prompt else [])
+    if ids != view.input_ids:
+        return "input_ids"
+    if view.labels is not None and list(ours.labels) != view.labels:
+        return "labels"
+    if "num_tokens" in row and row["num_tokens"] != len(ids):
+        return "num_tokens"
+    if "num_trained" in row and row["num_trained"] != ours.num_trained:
+        return "num_trained"
+    return None
+
+
+def _count_problem(row: dict[str, Any]) -> str | None:
+    """An objective row's `num_X_tokens` that is not the length of its `X_ids`."""
+    for key, value in row.items():
+        part = key.removeprefix("num_").removesuffix("_tokens")
+        counted = key.startswith("num_") and key.endswith("_tokens") and f"{part}_ids" in row
+        if counted and value != len(row[f"{part}_ids"]):
+            return f"{key} is not the length of {part}_ids"
+    return None
 
 
 def _check_packed(shards: list[tuple[str, Path]], result: Verification) -> None:
@@ -348,21 +376,33 @@ def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verificat
         return
     added = re.compile("|".join(map(re.escape, tokenizer.get_added_vocab())))
     for split, rows in _rows(shards):
-        for row in rows:
-            texts = [m.get("content") or "" for m in row["messages"]] + [
-                m.get("name") or "" for m in row["messages"]
+        for view in (view for row in rows for view in sft_views(row)):
+            texts = [m.get("content") or "" for m in view.messages] + [
+                m.get("name") or "" for m in view.messages
             ]
             if any(added.search(text) for text in texts):
                 result.count("rows spelling a special token (template not comparable)")
                 continue
-            rendered = tokenizer.apply_chat_template(
-                row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-            )
-            ids, mask = rendered["input_ids"], rendered["assistant_masks"]
-            labels = [i if m else IGNORE for i, m in zip(ids, mask, strict=True)]
-            if ids != row["input_ids"] or labels != row["labels"]:
-                what = "input_ids" if ids != row["input_ids"] else "labels"
+            what = _template_problem(tokenizer, view)
+            if what:
                 result.problems.append(
-                    Problem(f"{split} row {row['id']}", f"the chat template gives other {what}")
+                    Problem(f"{split} row {view.name}", f"the chat template gives other {what}")
                 )
             result.count("rows against the chat template")
+
+
+def _template_problem(tokenizer: Any, view: SftView) -> str | None:
+    """Which of the view's ids or labels the shipped chat template renders otherwise."""
+    if view.labels is None:  # a prompt: up to the generation prompt
+        ids = tokenizer.apply_chat_template(
+            view.messages, tokenize=True, return_dict=True, add_generation_prompt=True
+        )["input_ids"]
+        return "input_ids" if ids != view.input_ids else None
+    rendered = tokenizer.apply_chat_template(
+        view.messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    ids, mask = rendered["input_ids"], rendered["assistant_masks"]
+    labels = [i if m else IGNORE for i, m in zip(ids, mask, strict=True)]
+    if ids != view.input_ids:
+        return "input_ids"
+    return "labels" if labels != view.labels else None

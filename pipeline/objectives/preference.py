@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from pipeline.mms import MESSAGE_ARROW_TYPE
 from pipeline.objectives.lists import head, tail, take_rows
-from pipeline.objectives.sides import SETTINGS_TYPE, TOKEN_LIST, metas, pair_of, without_side
+from pipeline.objectives.sides import SETTINGS_TYPE, TOKEN_LIST, metas, without_side
 from pipeline.tokenize.tables import PROMPT_MESSAGES, PROMPT_TOKENS
 
 PREFERENCE_SCHEMA = pa.schema(
@@ -42,6 +42,12 @@ side's final turn), `*_labels` the completions' labels (the prompt is never trai
 `meta` the chosen thread's with `chosen_id` and `rejected_id`."""
 
 
+def _pair_row_id(chosen_id: str) -> str:
+    """A pair row's id: its chosen thread's without the side (`ID:chosen` -> `ID`, a
+    weighted copy `ID:chosen#2` -> `ID#2`), unique as the thread ids are."""
+    return chosen_id.replace(":chosen", "", 1)
+
+
 def preference_rows(rows: pa.Table) -> pa.Table:
     """One row per pair of `rows` (each pair's two rows next to each other)."""
     parsed = metas(rows)
@@ -52,7 +58,7 @@ def preference_rows(rows: pa.Table) -> pa.Table:
         good, bad = (row, row + 1) if first.get("preference") == "chosen" else (row + 1, row)
         chosen.append(good)
         rejected.append(bad)
-        ids.append(str(pair_of(first)))
+        ids.append(_pair_row_id(names[good]))
         meta.append(without_side(parsed[good], chosen_id=names[good], rejected_id=names[bad]))
     good_rows, bad_rows = np.asarray(chosen, np.int64), np.asarray(rejected, np.int64)
     good_cut = take_rows(rows[PROMPT_TOKENS], good_rows).to_numpy()

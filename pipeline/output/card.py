@@ -66,7 +66,45 @@ _COLUMNS = {
     "position_ids": "each token's position in its own thread (0 where a thread starts)",
     "seq_lens": "the lengths of the threads packed in the row, in order",
     "ids": "the ids of the threads packed in the row, in order",
+    "prompt": "the prompt's messages: everything before the final assistant turn",
+    "chosen": "the chosen side's final assistant turn (messages)",
+    "rejected": "the rejected side's final assistant turn (messages)",
+    "completion": "the labelled completion: the final assistant turn (messages)",
+    "prompt_ids": "the prompt rendered, ending with the generation prompt",
+    "chosen_ids": "the chosen completion's tokens: prompt_ids + chosen_ids is its thread",
+    "rejected_ids": "the rejected completion's tokens: prompt_ids + rejected_ids is its thread",
+    "completion_ids": "the completion's tokens: prompt_ids + completion_ids is its thread",
+    "chosen_labels": f"`chosen_ids` where trained, {IGNORE} elsewhere",
+    "rejected_labels": f"`rejected_ids` where trained, {IGNORE} elsewhere",
+    "completion_labels": f"`completion_ids` where trained, {IGNORE} elsewhere",
+    "label": "whether the completion is desirable (KTO)",
+    "reference": "what a reward function checks a generation against (text or JSON)",
+    "num_prompt_tokens": "length of `prompt_ids`",
+    "num_chosen_tokens": "length of `chosen_ids`",
+    "num_rejected_tokens": "length of `rejected_ids`",
+    "num_completion_tokens": "length of `completion_ids`",
 }
+_OBJECTIVE_ROWS = {
+    "preference": "one row per preference pair, its prompt once",
+    "unpaired_preference": "one row per labelled completion",
+    "prompt": "one row per prompt, rendered up to the generation prompt",
+}
+_OBJECTIVE_TRAINING = {
+    "preference": (
+        "DPOConfig, DPOTrainer",
+        'pretokenized(DPOTrainer)(args=DPOConfig(output_dir="dpo"), ',
+    ),
+    "unpaired_preference": (
+        "KTOConfig, KTOTrainer",
+        'pretokenized(KTOTrainer)(args=KTOConfig(output_dir="kto", '
+        'train_sampling_strategy="sequential"), ',
+    ),
+    "prompt": (
+        "GRPOConfig, GRPOTrainer",
+        'GRPOTrainer(args=GRPOConfig(output_dir="grpo"), reward_funcs=reward, ',
+    ),
+}
+"""What TRL trains each objective's rows with, as the card's snippet calls it."""
 
 
 class LintRow(TypedDict):
@@ -93,9 +131,13 @@ class TrainingFacts(TypedDict):
     `eos_token_id` of tokenizer/generation_config.json."""
     zero_weight_messages: int
     """Assistant messages their source weighted 0 (rendered, not trained)."""
+    objective: str
+    """What a row is (pipeline/objectives): `sft`, or a pair, a completion, a prompt."""
 
 
-def training_facts(tokenizer: Mapping[str, Any], zero_weight_messages: int) -> TrainingFacts:
+def training_facts(
+    tokenizer: Mapping[str, Any], zero_weight_messages: int, objective: str = "sft"
+) -> TrainingFacts:
     """The card's training facts, from the manifest's record of the shipped tokenizer."""
     vocabulary = tokenizer["vocabulary"]
     special = tokenizer["special_tokens"]
@@ -106,6 +148,7 @@ def training_facts(tokenizer: Mapping[str, Any], zero_weight_messages: int) -> T
         size=vocabulary["size"],
         stop_tokens={token: special[token] for token in STOP_TOKENS},
         zero_weight_messages=zero_weight_messages,
+        objective=objective,
     )
 
 
@@ -382,7 +425,15 @@ def _about(features: pa.Schema, stats: CardStats) -> str:
         if stats.get("quarantined", 1)
         else "; every input record became a thread (nothing was quarantined)."
     )
-    if stats["renderer"] is not None and "input_ids" in features.names:
+    if stats["renderer"] is not None and "prompt_ids" in features.names:
+        objective = _objective_of(features)
+        text += (
+            f"\n\nTokenized with the `{stats['renderer']}` renderer, {_OBJECTIVE_ROWS[objective]} "
+            f"(objective `{objective}`): each thread's tokens are cut where its final "
+            "assistant turn begins, so `prompt_ids` followed by a completion's ids is exactly "
+            "that thread rendered, and the completion's labels mark what is trained."
+        )
+    elif stats["renderer"] is not None and "input_ids" in features.names:
         text += (
             f"\n\nTokenized with the `{stats['renderer']}` renderer: `input_ids` is the thread "
             "rendered with the MMS special tokens and `labels` marks exactly the tokens the "
@@ -390,6 +441,14 @@ def _about(features: pa.Schema, stats: CardStats) -> str:
             "tokens added is `tokenizer/tokenizer.json`."
         )
     return text
+
+
+def _objective_of(features: pa.Schema) -> str:
+    """The objective of rows with these columns (pipeline/objectives)."""
+    names = set(features.names)
+    if "chosen_ids" in names:
+        return "preference"
+    return "unpaired_preference" if "completion_ids" in names else "prompt"
 
 
 def _columns(features: pa.Schema) -> str:
@@ -601,19 +660,7 @@ tokens, and a chat template whose `apply_chat_template` gives exactly the `input
 each row and, with `return_assistant_tokens_mask=True`, exactly its trained positions.
 {growth} {pad}
 
-`labels` train {_POLICIES.get(facts["policy"], facts["policy"])} (policy
-`{facts["policy"]}`).{skipped} Train on `input_ids` and `labels` as they are:
-
-```python
-from datasets import load_dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-
-tokenizer = AutoTokenizer.from_pretrained({_literal(target + "/tokenizer")})
-model = AutoModelForCausalLM.from_pretrained("BASE-MODEL"){resize}
-model.generation_config = GenerationConfig.from_pretrained({_literal(target + "/tokenizer")})
-rows = load_dataset({_literal(target)}, split={_literal(split)})
-rows = rows.select_columns(["input_ids", "labels"])
-```
+{_rows_to_train(target, split, facts, skipped, resize)}
 
 Every trained span ends in one of two tokens, so the model learns to stop on either:
 {end_turn}, the end of the assistant's turn, or {role}, the halt
@@ -628,6 +675,46 @@ append the result as a `context` message and generate again from
 `apply_chat_template(messages, add_generation_prompt=True)`. vLLM reports it as the
 output's `stop_reason`: the `<|role|>` id for a halt, `None` for `<|end_turn|>` (the
 tokenizer's eos)."""
+
+
+def _rows_to_train(target: str, split: str, facts: TrainingFacts, skipped: str, resize: str) -> str:
+    """What the rows train and the lines that load them for a trainer."""
+    loading = f"""tokenizer = AutoTokenizer.from_pretrained({_literal(target + "/tokenizer")})
+model = AutoModelForCausalLM.from_pretrained("BASE-MODEL"){resize}
+model.generation_config = GenerationConfig.from_pretrained({_literal(target + "/tokenizer")})
+rows = load_dataset({_literal(target)}, split={_literal(split)})"""
+    imports = """from datasets import load_dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig"""
+    policy = f"""`labels` train {_POLICIES.get(facts["policy"], facts["policy"])} (policy
+`{facts["policy"]}`).{skipped}"""
+    objective = facts.get("objective", "sft")
+    if objective == "sft":
+        return f"""{policy} Train on `input_ids` and `labels` as they are:
+
+```python
+{imports}
+
+{loading}
+rows = rows.select_columns(["input_ids", "labels"])
+```"""
+    names, call = _OBJECTIVE_TRAINING[objective]
+    how = (
+        "TRL's trainer, without its own tokenization (`pretokenized`): the rows reach its "
+        "collator as written"
+        if objective != "prompt"
+        else "TRL's GRPO trainer, whose reward function receives each row's `reference`"
+    )
+    helper = "from pipeline.loader.trl import pretokenized\n" if objective != "prompt" else ""
+    return f"""{policy} Train with {how}:
+
+```python
+{imports}
+from trl import {names}
+{helper}
+{loading}
+{call}model=model,
+    train_dataset=rows, processing_class=tokenizer).train()
+```"""
 
 
 def _how_to_load(target: str, splits: Mapping[str, Sequence[str]]) -> str:

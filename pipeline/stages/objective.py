@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.mms.groups import group_runs
 from pipeline.objectives import SCHEMAS, objective_rows
@@ -75,7 +76,7 @@ class _Sides:
 
     def __init__(self, rows: pa.Table):
         self.meta = metas(rows)
-        self.cut = rows[PROMPT_TOKENS].to_numpy()
+        self.cut = pc.fill_null(rows[PROMPT_TOKENS], 0).to_numpy().astype(np.int64)  # null: dropped
         self.ids = rows["input_ids"].to_pylist()
         self.labels = rows["labels"].to_pylist()
 

@@ -34,6 +34,8 @@ class TokenizeSettings:
     bos: bool = False
     encoder: Literal["auto", "tokenizers"] = "auto"
     train_on: Literal["assistant", "last_assistant"] = "assistant"
+    objective: str = "sft"
+    """What a shard row is (pipeline/objectives)."""
 
 
 _RENDERERS: dict[TokenizeSettings, tuple[Renderer, LoadedTokenizer]] = {}
@@ -78,7 +80,12 @@ class Tokenize(Stage):
     @classmethod
     def from_settings(cls, settings: TokenizeSettings) -> Tokenize:
         """The stage of a run's `tokenize` slice."""
-        return cls(lambda: renderer_for(settings)[0], settings.max_tokens, settings.overlong)
+        return cls(
+            lambda: renderer_for(settings)[0],
+            settings.max_tokens,
+            settings.overlong,
+            prompt_lengths=settings.objective != "sft",
+        )
 
     def map(self, batch: Batch) -> Batch:
         """Token columns for every thread: null where the overlong policy drops it (its

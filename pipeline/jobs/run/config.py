@@ -289,6 +289,10 @@ class _Builder:
             raise self.doc.error(
                 ["stages", "pack"], "pack needs a tokenize stage and shards", key=True
             )
+        if pack is not None and tokenize is not None and tokenize.objective != "sft":
+            raise self.doc.error(
+                ["stages", "pack"], f"pack packs sft rows, not {tokenize.objective} rows", key=True
+            )
         if pack is not None and tokenize is not None and tokenize.max_tokens > pack.seq_len:
             tokenize = dataclasses.replace(tokenize, max_tokens=pack.seq_len)
         inputs = tuple(self._input(i, spec) for i, spec in enumerate(self.data["inputs"]))
@@ -455,6 +459,7 @@ class _Builder:
         return stage
 
     def _tokenize(self, raw: dict[str, Any]) -> TokenizeSettings:
+        raw = self._objective_defaults(raw)
         spec = raw["tokenizer"]
         local = self._local(spec)
         where = ["stages", "tokenize", "tokenizer"]
@@ -475,6 +480,27 @@ class _Builder:
             )
             raise self.doc.error(where, reason)
         raise self.doc.error(where, f"no such file or directory: {local}")
+
+    def _objective_defaults(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The tokenize slice with what an objective other than sft implies (the final turn
+        trained, overlong threads dropped), or an error where it says otherwise."""
+        objective = raw.get("objective", "sft")
+        if objective == "sft":
+            return raw
+        where = ["stages", "tokenize"]
+        if raw.get("train_on", "last_assistant") != "last_assistant":
+            raise self.doc.error(
+                [*where, "train_on"],
+                f"objective {objective} trains the final turn only: "
+                "train_on must be last_assistant (its default)",
+            )
+        if raw.get("overlong") == "truncate":
+            raise self.doc.error(
+                [*where, "overlong"],
+                f"truncate cuts the final turn a {objective} row is made "
+                "of: use drop (its default) or error",
+            )
+        return {"train_on": "last_assistant", "overlong": "drop", **raw}
 
     def _check_tokenizer(self, settings: TokenizeSettings) -> TokenizeSettings:
         """`settings`, once the tokenizer they name is loaded as every work unit loads

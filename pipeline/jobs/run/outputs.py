@@ -181,7 +181,11 @@ def write_card(
         "renderer": renderer,
         "tokens": counts.tokens if renderer else None,
         "trained_tokens": counts.trained_tokens if renderer else None,
-        "training": training_facts(tokenizer, counts.zero_weight_messages) if tokenizer else None,
+        "training": (
+            training_facts(tokenizer, counts.zero_weight_messages, _objective(config))
+            if tokenizer
+            else None
+        ),
         "packing": packing,
         "formats": dict(profile.formats),
         "capabilities": profile.capabilities(),
@@ -211,7 +215,7 @@ def write_card(
         tagged=dict(counts.tagged),
     )
     stats["reports"] = list(STATS_REPORTS)
-    if renderer is not None and packing is None:
+    if renderer is not None and packing is None and _objective(config) == "sft":
         stats["split_tokens"] = {
             name: _token_figures(split) for name, split in figures["splits"].items()
         }
@@ -229,6 +233,12 @@ def write_card(
     )
     with atomic_text_output(out / CARD_FILE) as handle:
         handle.write(card)
+
+
+def _objective(config: RunConfig) -> str:
+    """What the run's rows are (pipeline/objectives)."""
+    tokenize = config.stages.tokenize
+    return tokenize.objective if tokenize is not None else "sft"
 
 
 def _token_figures(split: dict[str, Any]) -> TokenFigures:

@@ -25,7 +25,7 @@ from pipeline.accounting import Account, InputAccount
 from pipeline.jobs.driver import Drop, decide
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.partition import RepeatedRows, partitioned
-from pipeline.jobs.run.stages import Side, row_schema, run_stages
+from pipeline.jobs.run.stages import Side, row_schema, run_stages, shard_schema
 from pipeline.jobs.run.unit import (
     UNIT_DROPPED,
     UNIT_REJECTED,
@@ -170,7 +170,7 @@ def _plain_writers(config: RunConfig, out: Path) -> dict[str, ShardWriter]:
     return {
         name: ShardWriter(
             out / "data",
-            row_schema(config),
+            shard_schema(config),
             split=name,
             shard_rows=shard.rows_per_shard,
             shard_bytes=shard.bytes_per_shard,

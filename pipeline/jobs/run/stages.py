@@ -13,15 +13,17 @@ import pyarrow as pa
 from pipeline.jobs.run.config import RunConfig
 from pipeline.lint import LintReport
 from pipeline.mms import THREAD_ARROW_SCHEMA
+from pipeline.objectives import SCHEMAS
 from pipeline.packing import PACKED_SCHEMA
 from pipeline.stages.contract import Stage
 from pipeline.stages.dedup import Dedup
 from pipeline.stages.filters import MessageFilter, TokenFilter
 from pipeline.stages.lint import Lint
+from pipeline.stages.objective import ObjectiveStage
 from pipeline.stages.pack import Pack
 from pipeline.stages.sample import Sample
 from pipeline.stages.tokenize import Tokenize, renderer_for
-from pipeline.tokenize.tables import TOKENIZED_SCHEMA
+from pipeline.tokenize.tables import PROMPT_MESSAGES, PROMPT_TOKENS, TOKENIZED_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,19 @@ RUN_STAGES: tuple[Callable[[RunConfig, Side], Stage | list[Stage] | None], ...] 
         Tokenize.from_settings(config.stages.tokenize) if config.stages.tokenize else None
     ),
     lambda config, side: TokenFilter(config.stages.filters) if config.stages.tokenize else None,
+    lambda config, side: _objective(config),
     lambda config, side: Pack.from_settings(config.stages.pack) if config.stages.pack else None,
 )
+
+
+def _objective(config: RunConfig) -> ObjectiveStage | None:
+    """The objective stage, when the rows are not sft rows."""
+    settings = config.stages.tokenize
+    if settings is None or settings.objective == "sft":
+        return None
+    return ObjectiveStage(
+        settings.objective, lambda: renderer_for(settings)[0].generation_prompt_ids
+    )
 
 
 def run_stages(config: RunConfig, side: Side) -> list[Stage]:
@@ -71,13 +84,28 @@ def run_stages(config: RunConfig, side: Side) -> list[Stage]:
 
 
 def row_schema(config: RunConfig) -> pa.Schema:
-    """The columns of the threads a run keeps (tokenized or not)."""
-    return TOKENIZED_SCHEMA if config.stages.tokenize else THREAD_ARROW_SCHEMA
+    """The columns of the threads a run keeps (tokenized or not; for an objective other
+    than sft, with their settings and where their prompt ends, which its rows are cut
+    from)."""
+    tokenize = config.stages.tokenize
+    if tokenize is None:
+        return THREAD_ARROW_SCHEMA
+    if tokenize.objective == "sft":
+        return TOKENIZED_SCHEMA
+    settings = THREAD_ARROW_SCHEMA.field("settings")
+    cuts = [pa.field(PROMPT_TOKENS, pa.int32()), pa.field(PROMPT_MESSAGES, pa.int32())]
+    return pa.schema([*TOKENIZED_SCHEMA, settings, *cuts])
 
 
 def shard_schema(config: RunConfig) -> pa.Schema:
-    """The columns of the run's shards: its kept threads' or, packed, the sequences'."""
-    return PACKED_SCHEMA if config.stages.pack else row_schema(config)
+    """The columns of the run's shards: its kept threads', its objective's rows or,
+    packed, the sequences'."""
+    if config.stages.pack:
+        return PACKED_SCHEMA
+    tokenize = config.stages.tokenize
+    if tokenize is not None and tokenize.objective != "sft":
+        return SCHEMAS[tokenize.objective]
+    return row_schema(config)
 
 
 def part_schema(config: RunConfig, stages: list[Stage]) -> pa.Schema:

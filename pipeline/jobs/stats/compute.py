@@ -19,6 +19,12 @@ from pipeline.jobs.stats.capabilities import (
     shard_capabilities,
 )
 from pipeline.jobs.stats.files import StatsError, role_token_id, shard_files
+from pipeline.jobs.stats.objectives import (
+    merge_objective_counts,
+    objective_figures,
+    objective_of,
+    shard_objective_counts,
+)
 from pipeline.jobs.stats.roles import merge_role_tokens, role_figures, shard_role_tokens
 from pipeline.jobs.stats.run import run_figures
 from pipeline.jobs.stats.threads import (
@@ -47,7 +53,8 @@ def _split(paths: Sequence[str], by: str | None, role_id: int | None) -> dict[st
     shape = Shape.of(columns)
     if by is not None and "meta" not in columns:
         raise StatsError(f"--by needs the `meta` column, which these shards lack: {paths[0]}")
-    counts = roles = capabilities = None
+    objective = objective_of(columns)
+    counts = roles = capabilities = objectives = None
     with_roles = role_id is not None and shape.messages and shape.tokenized and not shape.packed
     for path in paths:
         counts = merge_counts(counts, shard_counts(path, shape, by))
@@ -56,6 +63,8 @@ def _split(paths: Sequence[str], by: str | None, role_id: int | None) -> dict[st
             roles = merge_role_tokens(roles, shard_role_tokens(path, role_id))
         if shape.messages:
             capabilities = merge_capabilities(capabilities, shard_capabilities(path))
+        if objective is not None:
+            objectives = merge_objective_counts(objectives, shard_objective_counts(path, objective))
     assert counts is not None
     whole = ungrouped(counts) if by is not None else counts
     figures = next(iter(thread_figures(whole, shape).values()))
@@ -63,6 +72,9 @@ def _split(paths: Sequence[str], by: str | None, role_id: int | None) -> dict[st
         figures["roles"] = role_figures(roles)
     if capabilities is not None:
         figures["capabilities"] = capability_figures(capabilities)
+    if objective is not None:
+        assert objectives is not None
+        figures["objective"] = objective_figures(objective, objectives)
     if by is not None:
         groups = thread_figures(counts, shape)
         figures["by"] = {

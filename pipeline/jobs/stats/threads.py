@@ -21,11 +21,14 @@ NO_VALUE = "-"
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """What the shards hold: token figures, the messages, packed rows (many threads each)."""
+    """What the shards hold: token figures, the messages, packed rows (many threads each),
+    pairs (two threads each)."""
 
     tokenized: bool
     messages: bool
     packed: bool
+    threads_per_row: int = 1
+    """2 for preference pairs (pipeline/objectives), 1 otherwise (packed: `seq_lens`)."""
 
     @classmethod
     def of(cls, columns: set[str]) -> Shape:
@@ -33,6 +36,7 @@ class Shape:
             tokenized={"num_tokens", "num_trained"} <= columns,
             messages="messages" in columns,
             packed="seq_lens" in columns,
+            threads_per_row=2 if "chosen_ids" in columns else 1,
         )
 
 
@@ -47,12 +51,12 @@ def shard_counts(path: str, shape: Shape, by: str | None) -> pl.DataFrame:
     """One shard's counts per (group, length): rows, threads, messages, user turns (sum
     and max), tool calls, threads with one, trained tokens. Read as a streaming scan of
     the columns needed."""
-    per_row = [group_column(by), pl.lit(1, pl.Int64).alias("rows")]
-    per_row.append(
-        pl.col("seq_lens").list.len().cast(pl.Int64).alias("threads")
-        if shape.packed
-        else pl.lit(1, pl.Int64).alias("threads")
-    )
+    one = pl.repeat(1, pl.len(), dtype=pl.Int64)  # a literal alone would make one row
+    per_row = [group_column(by), one.alias("rows")]
+    if shape.packed:
+        per_row.append(pl.col("seq_lens").list.len().cast(pl.Int64).alias("threads"))
+    else:
+        per_row.append((one * shape.threads_per_row).alias("threads"))
     if shape.messages:
         messages = pl.col("messages")
         roles = messages.list.eval(pl.element().struct.field("role"))
@@ -139,13 +143,13 @@ def _group_figures(rows: pl.DataFrame, shape: Shape) -> dict[str, Any]:
             "trained_tokens": totals["num_trained"],
             "trained_fraction": round(totals["num_trained"] / tokens, 6) if tokens else 0.0,
             "length_max": length[-1],
-            **_percentiles(length, many),
+            **length_percentiles(length, many),
             "length_histogram": _histogram(length, many),
         }
     return found
 
 
-def _percentiles(length: list[int], many: list[int]) -> dict[str, int]:
+def length_percentiles(length: list[int], many: list[int]) -> dict[str, int]:
     """numpy's `percentile(..., method="lower")` of the lengths, read off their counts."""
     total = sum(many)
     found = {}

@@ -1,0 +1,125 @@
+"""`mms stats` on the rows of an objective other than sft (pipeline/objectives): pairs,
+labelled completions or prompts, and their parts' lengths; for pairs, the share whose
+chosen side is the longer (preference sets are known to favour length: a share far from
+half says a model may learn length for quality). Kept per shard as counts per length, as
+the thread figures are, so memory grows with the distinct lengths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from pipeline.jobs.stats.threads import length_percentiles
+
+PARTS = {
+    "preference": ("prompt", "chosen", "rejected"),
+    "unpaired_preference": ("prompt", "completion"),
+    "prompt": ("prompt",),
+}
+"""Each objective's token parts (`num_PART_tokens` columns)."""
+LENGTH_BIAS_MARGIN = 0.15
+LENGTH_BIAS_NOTE = " (far from half: a model may learn length for quality)"
+NOUNS = {"preference": "pair", "unpaired_preference": "completion", "prompt": "prompt"}
+
+
+def objective_of(columns: set[str]) -> str | None:
+    """The objective whose rows have `columns`, None for sft (and packed) rows."""
+    if "chosen_ids" in columns:
+        return "preference"
+    if "completion_ids" in columns:
+        return "unpaired_preference"
+    if "prompt_ids" in columns:
+        return "prompt"
+    return None
+
+
+def shard_objective_counts(path: str, objective: str) -> dict[str, Any]:
+    """One shard's rows per length of each part, and the objective's own counts."""
+    frame = pl.scan_parquet(path)
+    counts: dict[str, Any] = {}
+    for part in PARTS[objective]:
+        column = f"num_{part}_tokens"
+        lengths = frame.group_by(column).agg(pl.len().alias("rows")).collect(engine="streaming")
+        counts[part] = dict(zip(lengths[column].to_list(), lengths["rows"].to_list(), strict=True))
+    if objective == "preference":
+        chosen, rejected = pl.col("num_chosen_tokens"), pl.col("num_rejected_tokens")
+        flags = [
+            (chosen > rejected).sum().alias("longer"),
+            (chosen == rejected).sum().alias("equal"),
+        ]
+    elif objective == "unpaired_preference":
+        flags = [pl.col("label").sum().alias("desirable")]
+    else:
+        flags = [pl.col("reference").is_not_null().sum().alias("with_reference")]
+    counts["flags"] = frame.select(flags).collect(engine="streaming").row(0, named=True)
+    return counts
+
+
+def merge_objective_counts(counts: dict[str, Any] | None, more: dict[str, Any]) -> dict[str, Any]:
+    """`counts` with a further shard's added."""
+    if counts is None:
+        return more
+    merged: dict[str, Any] = {}
+    for key, values in more.items():
+        total = dict(counts[key])
+        for value, count in values.items():
+            total[value] = total.get(value, 0) + count
+        merged[key] = total
+    return merged
+
+
+def objective_figures(objective: str, counts: dict[str, Any]) -> dict[str, Any]:
+    """The figures `mms stats` reports for the objective's rows."""
+    rows = sum(counts[PARTS[objective][0]].values())
+    found: dict[str, Any] = {"objective": objective, "rows": rows}
+    for part in PARTS[objective]:
+        length = sorted(counts[part])
+        many = [counts[part][value] for value in length]
+        tokens = sum(value * count for value, count in zip(length, many, strict=True))
+        found[f"{part}_tokens"] = {
+            "total": tokens,
+            "mean": round(tokens / rows, 3) if rows else 0.0,
+            **(length_percentiles(length, many) if rows else {}),
+            "length_max": length[-1] if length else 0,
+        }
+    flags = counts["flags"]
+
+    def share(count: int | None) -> float:
+        return round((count or 0) / rows, 6) if rows else 0.0
+
+    if objective == "preference":
+        found |= {
+            "chosen_longer_share": share(flags["longer"]),
+            "equal_length_share": share(flags["equal"]),
+        }
+    elif objective == "unpaired_preference":
+        found["desirable_share"] = share(flags["desirable"])
+    else:
+        found["with_reference_share"] = share(flags["with_reference"])
+    return found
+
+
+def objective_lines(found: dict[str, Any]) -> list[str]:
+    """The figures as the lines of `mms stats`' text output."""
+    lines = []
+    for part in PARTS[found["objective"]]:
+        figures = found[f"{part}_tokens"]
+        percentiles = ", ".join(
+            f"{key.removeprefix('length_')} {value:,}"
+            for key, value in figures.items()
+            if key.startswith("length_")
+        )
+        lines.append(f"{part} tokens: mean {figures['mean']:g}, {percentiles}")
+    if "chosen_longer_share" in found:
+        longer = found["chosen_longer_share"]
+        bias = LENGTH_BIAS_NOTE if abs(longer - 0.5) > LENGTH_BIAS_MARGIN else ""
+        lines.append(
+            f"chosen side longer in {longer:.1%} of pairs, as long in "
+            f"{found['equal_length_share']:.1%}{bias}"
+        )
+    if "desirable_share" in found:
+        lines.append(f"desirable: {found['desirable_share']:.1%}")
+    if "with_reference_share" in found:
+        lines.append(f"with a reference for a reward function: {found['with_reference_share']:.1%}")
+    return lines

@@ -1,0 +1,57 @@
+"""An objective row seen as the SFT rows it was cut from, for checks that render threads
+again (`mms verify`): a pair gives its two sides, a labelled completion one thread, a
+prompt row its prompt (with the generation prompt its ids end with). Any row checks
+like an SFT row this way: what it stores must be what its messages render."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.tokenize.renderer import IGNORE
+
+
+@dataclass(frozen=True, slots=True)
+class SftView:
+    """One thread of a row: its name (`ROW` or `ROW:chosen` ...), messages, the ids and
+    labels stored for it (labels None for a prompt, which trains nothing), where the row
+    cut it (the tokens of its prompt; None for an SFT row), and whether its ids end with
+    the generation prompt (a prompt row)."""
+
+    name: str
+    messages: list[dict[str, Any]]
+    input_ids: list[int]
+    labels: list[int] | None
+    prompt_tokens: int | None = None
+    generation_prompt: bool = False
+
+
+def sft_views(row: dict[str, Any]) -> list[SftView]:
+    """The SFT views of a shard row of any objective (an SFT row is its own)."""
+    name = str(row["id"])
+    if "messages" in row:
+        return [SftView(name, row["messages"], row["input_ids"], row["labels"])]
+    prompt, prompt_ids = row["prompt"], row["prompt_ids"]
+    untrained = [IGNORE] * len(prompt_ids)
+    if "chosen_ids" in row:
+        return [
+            SftView(
+                f"{name}:{side}",
+                prompt + row[side],
+                prompt_ids + row[f"{side}_ids"],
+                untrained + row[f"{side}_labels"],
+                len(prompt_ids),
+            )
+            for side in ("chosen", "rejected")
+        ]
+    if "completion_ids" in row:
+        return [
+            SftView(
+                name,
+                prompt + row["completion"],
+                prompt_ids + row["completion_ids"],
+                untrained + row["completion_labels"],
+                len(prompt_ids),
+            )
+        ]
+    return [SftView(name, prompt, prompt_ids, None, len(prompt_ids), generation_prompt=True)]
