@@ -31,6 +31,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "pipeline.formats": (*DRIVERS, *SIDES, *DOMAIN),
     "pipeline.lint": (*DRIVERS, *SIDES, *DOMAIN, "pipeline.sources"),
     "pipeline.tokenize": (*DRIVERS, *SIDES, *DOMAIN, "pipeline.sources"),
+    "pipeline.objectives": (*DRIVERS, *SIDES, "pipeline.formats", "pipeline.lint"),
     "pipeline.stages": (*DRIVERS, "pipeline.output", "pipeline.loader"),
     "pipeline.output": (*DRIVERS, "pipeline.stages"),
     "pipeline.loader": (*DRIVERS, "pipeline.stages"),

@@ -386,6 +386,107 @@ def test_stats_count_pairs_their_lengths_and_the_length_bias(tmp_path):
     assert train["objective"]["prompt_tokens"]["total"] == sum(len(r["prompt_ids"]) for r in rows)
 
 
+# ---------------------------------------------------------------------------- loader
+
+
+@pytest.fixture(scope="module")
+def pair_output(tmp_path_factory) -> Path:
+    """A preference output of the pair samples, three copies of them (more rows)."""
+    out = tmp_path_factory.mktemp("pairs") / "out"
+    inputs = [*PAIR_FILES, *PAIR_FILES, *PAIR_FILES]
+    result = tokenize(
+        *inputs,
+        "--tokenizer",
+        SAMPLE_TOKENIZER,
+        "-o",
+        out,
+        "--objective",
+        "preference",
+        "--shard-rows",
+        "7",
+    )
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _unpadded(ids, mask) -> list[tuple[int, ...]]:
+    return [
+        tuple(int(t) for t, m in zip(row, keep, strict=True) if m)
+        for row, keep in zip(ids, mask, strict=True)
+    ]
+
+
+def test_the_loader_gives_each_pair_once_with_both_sides_and_equal_steps(pair_output):
+    from pipeline.loader import OutputLoader
+
+    rows = rows_of(pair_output)
+    expected = sorted(tuple(r["prompt_ids"] + r["chosen_ids"]) for r in rows)
+    seen, steps = [], set()
+    for rank in range(2):
+        for worker in range(2):
+            loader = OutputLoader(
+                pair_output,
+                batch_size=2,
+                rank=rank,
+                world_size=2,
+                worker=worker,
+                num_workers=2,
+                even=False,
+            )
+            for batch in loader:
+                half = len(batch["input_ids"]) // 2
+                chosen = _unpadded(batch["input_ids"][:half], batch["attention_mask"][:half])
+                rejected = _unpadded(batch["input_ids"][half:], batch["attention_mask"][half:])
+                seen += chosen
+                for c, r, labels in zip(chosen, rejected, batch["labels"][:half], strict=True):
+                    row = next(x for x in rows if tuple(x["prompt_ids"] + x["chosen_ids"]) == c)
+                    assert r == tuple(row["prompt_ids"] + row["rejected_ids"])
+                    assert (
+                        list(labels[: len(c)])
+                        == [-100] * len(row["prompt_ids"]) + row["chosen_labels"]
+                    )
+            even = OutputLoader(
+                pair_output, batch_size=2, rank=rank, world_size=2, worker=worker, num_workers=2
+            )
+            steps.add((even.batches_per_epoch(), sum(1 for _ in even)))
+    assert sorted(seen) == expected  # every pair once
+    assert len(steps) == 1  # every consumer the same steps
+
+
+def test_the_loader_resumes_and_batches_prompts_padded_on_the_left(pair_output, tmp_path):
+    from pipeline.loader import OutputLoader
+
+    loader = OutputLoader(pair_output, batch_size=2, seed=3)
+    batches = [batch["input_ids"].tolist() for batch in loader]
+    resumed = OutputLoader(pair_output, batch_size=2, seed=3)
+    first = iter(resumed)
+    next(first)
+    state = resumed.state_dict()
+    again = OutputLoader(pair_output, batch_size=2, seed=3)
+    again.load_state_dict(state)
+    assert [batch["input_ids"].tolist() for batch in again] == batches[1:]
+    out = tmp_path / "prompts"
+    source = SAMPLES / "mt-bench" / "question.jsonl"
+    assert (
+        tokenize(
+            source, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "prompt"
+        ).exit_code
+        == 0
+    )
+    prompts = {tuple(r["prompt_ids"]): r for r in rows_of(out)}
+    for batch in OutputLoader(out, batch_size=2, shuffle=False):
+        for ids, mask, reference in zip(
+            batch["input_ids"], batch["attention_mask"], batch["reference"], strict=True
+        ):
+            assert mask[-1] == 1  # padded on the left: every prompt ends at the last column
+            assert (
+                prompts[tuple(int(t) for t, m in zip(ids, mask, strict=True) if m)]["reference"]
+                == reference
+            )
+    with pytest.raises(ValueError, match="mode='padded'"):
+        OutputLoader(out, batch_size=2, mode="packed", seq_len=64)
+
+
 # ---------------------------------------------------------------------- TRL trainers
 
 
@@ -525,3 +626,11 @@ def test_real_preference_files_cut_exactly_for_three_tokenizers(shared, tmp_path
             for completion in completions:
                 thread = meta[f"{completion}_id"] if objective == "preference" else row["id"]
                 assert_cut_of_sft(row, completion, completion, sft[thread])
+
+
+def test_pack_refuses_objective_rows_with_a_clear_error(pair_output, tmp_path):
+    result = CliRunner().invoke(
+        main, ["pack", str(pair_output), "-o", str(tmp_path / "p"), "--seq-len", "256"]
+    )
+    assert result.exit_code == 2
+    assert "holds preference rows" in result.output and "Traceback" not in result.output

@@ -21,6 +21,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.objectives import objective_of
 from pipeline.output.card import CardStats, dataset_card, license_fields, training_facts
 from pipeline.output.files import (
     atomic_output,
@@ -77,6 +78,12 @@ def source_shards(source: Path) -> dict[str, list[Path]]:
         names = set(pq.read_schema(paths[0]).names)
         if "position_ids" in names:
             raise PackError(f"{paths[0]} is packed already")
+        objective = objective_of(names)
+        if objective != "sft":
+            raise PackError(
+                f"{paths[0]} holds {objective} rows: pack packs threads (an sft output); "
+                "the loader batches these rows padded"
+            )
         if not set(TOKEN_COLUMNS) <= names:
             raise PackError(f"{paths[0]} holds no tokens: pack an output made with a tokenizer")
     return found

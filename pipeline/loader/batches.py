@@ -1,5 +1,6 @@
 """Batches as numpy arrays: rows padded to the longest (pad id, labels -100), or packed
-sequences with what attention needs to keep their threads apart."""
+sequences with what attention needs to keep their threads apart; the rows of the other
+objectives (pipeline/objectives) as their trainers batch them."""
 
 from __future__ import annotations
 
@@ -83,3 +84,27 @@ def _block_mask(positions: np.ndarray) -> np.ndarray:
     allowed = same & causal[None]
     mask = np.where(allowed, 0.0, np.finfo(np.float32).min).astype(np.float32)
     return mask[:, None]
+
+
+def preference_batch(
+    pairs: Sequence[tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]],
+    pad_id: int,
+) -> dict[str, np.ndarray]:
+    """Both sides of each pair padded together, as DPO trainers batch them: rows 0..n-1
+    are the pairs' `prompt + chosen`, rows n..2n-1 their `prompt + rejected` (labels
+    -100 over the prompt)."""
+    return padded_batch(
+        [chosen for chosen, _ in pairs] + [rejected for _, rejected in pairs], pad_id
+    )
+
+
+def prompt_batch(prompts: Sequence[np.ndarray], pad_id: int) -> dict[str, np.ndarray]:
+    """Prompts padded on the left, so that generation continues each from its last
+    token: `input_ids` and `attention_mask` [batch, longest]."""
+    longest = max(len(ids) for ids in prompts)
+    input_ids = np.full((len(prompts), longest), pad_id, dtype=np.int64)
+    mask = np.zeros((len(prompts), longest), dtype=np.int64)
+    for index, ids in enumerate(prompts):
+        input_ids[index, longest - len(ids) :] = ids
+        mask[index, longest - len(ids) :] = 1
+    return {"input_ids": input_ids, "attention_mask": mask}

@@ -20,7 +20,13 @@ other at the end of an epoch:
   `overlong_rows`). Both are different rows each epoch (the shuffle decides which).
 
 Without `even`, every row is read exactly once (and packed on the fly every fitting thread)
-but consumers may differ by a batch or more: for evaluation, not for data-parallel steps."""
+but consumers may differ by a batch or more: for evaluation, not for data-parallel steps.
+
+The rows of the other objectives (pipeline/objectives) come padded, with the same
+guarantees (a row is a pair, a completion or a prompt): a preference batch holds each
+pair's `prompt + chosen` then each pair's `prompt + rejected` (2 x batch_size rows), an
+unpaired one `prompt + completion` with its `label`, a prompt one the prompts padded on
+the left with their `reference`."""
 
 from __future__ import annotations
 
@@ -36,7 +42,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.loader.assignment import RowGroup, Share, epoch_rng, row_groups, shares
-from pipeline.loader.batches import packed_batch, padded_batch
+from pipeline.loader.batches import (
+    IGNORE,
+    packed_batch,
+    padded_batch,
+    preference_batch,
+    prompt_batch,
+)
+from pipeline.objectives import objective_of
 from pipeline.output.hub import HF_PREFIX, OutputNotFound, fetch_output, is_hub_output
 from pipeline.output.shards import split_files
 from pipeline.packing.best_fit import WINDOW, BestFitPacker
@@ -92,8 +105,14 @@ class OutputLoader:
             raise LoaderError(f"{folder} has no shards of split {self.split!r} in data/")
         self.groups = row_groups(paths)
         names = pq.read_schema(paths[0]).names
-        if "input_ids" not in names:
+        self.objective = objective_of(names)
+        if "input_ids" not in names and self.objective == "sft":
             raise LoaderError(f"{paths[0]} holds no tokens: load an output made with a tokenizer")
+        if self.objective != "sft" and self.mode != "padded":
+            raise LoaderError(
+                f"{folder} holds {self.objective} rows, batched padded: load it with "
+                "mode='padded' (they are not packed)"
+            )
         self.prepacked = "seq_lens" in names
         if self.mode == "packed" and self.seq_len is None:
             raise LoaderError("packed batches need seq_len")
@@ -204,8 +223,16 @@ class OutputLoader:
     # ----------------------------------------------------------------- internals
 
     def _batches(self) -> Iterator[dict[str, np.ndarray]]:
-        rows = self._shuffled(self._rows())
         assert self.pad_id is not None
+        if self.objective != "sft":
+            rows = self._shuffled(self._objective_rows())
+            for chunk in _chunks(rows, self.batch_size):
+                yield {
+                    **_objective_batch(self.objective, chunk, self.pad_id),
+                    _THREADS: np.int64(0),
+                }
+            return
+        rows = self._shuffled(self._rows())
         if self.mode == "padded":
             for chunk in _chunks(rows, self.batch_size):
                 batch = padded_batch([(ids, labels) for ids, labels, _ in chunk], self.pad_id)
@@ -235,7 +262,17 @@ class OutputLoader:
                 # copies: a held view would keep its whole row group in memory
                 yield flat_ids[a:b].copy(), flat_labels[a:b].copy(), row_lengths
 
-    def _shuffled(self, rows: Iterator[_Row]) -> Iterator[_Row]:
+    def _objective_rows(self) -> Iterator[Any]:
+        """This consumer's rows of another objective than sft, as `_objective_batch` takes
+        them."""
+        columns = OBJECTIVE_COLUMNS[self.objective]
+        files: dict[Path, pq.ParquetFile] = {}
+        for group, start, stop in self.share().slices:
+            file = files.setdefault(group.path, pq.ParquetFile(group.path))
+            table = file.read_row_group(group.index, columns=list(columns))
+            yield from zip(*(_cells(table[name], start, stop) for name in columns), strict=True)
+
+    def _shuffled(self, rows: Iterator[Any]) -> Iterator[Any]:
         """`rows` through a bounded buffer: a random held row goes out as each row comes in."""
         if not self.shuffle:
             yield from rows
@@ -310,6 +347,59 @@ def output_folder(source: str | Path) -> Path:
         return fetch_output(name)
     except OutputNotFound as err:
         raise LoaderError(str(err)) from None
+
+
+OBJECTIVE_COLUMNS = {
+    "preference": ("prompt_ids", "chosen_ids", "chosen_labels", "rejected_ids", "rejected_labels"),
+    "unpaired_preference": ("prompt_ids", "completion_ids", "completion_labels", "label"),
+    "prompt": ("prompt_ids", "reference", "id"),
+}
+"""The columns the loader reads for each objective's batches."""
+
+
+def _cells(column: Any, start: int, stop: int) -> Iterator[Any]:
+    """A column's values of rows [start, stop): int32 lists as numpy copies (a held view
+    would keep its row group in memory), other values as Python's."""
+    column = column.combine_chunks().slice(start, stop - start)
+    if not hasattr(column, "offsets"):
+        yield from column.to_pylist()
+        return
+    offsets = column.offsets.to_numpy()
+    flat = column.values.to_numpy()
+    for index in range(len(column)):
+        yield flat[offsets[index] : offsets[index + 1]].copy()
+
+
+def _objective_batch(objective: str, rows: list[Any], pad_id: int) -> dict[str, np.ndarray]:
+    """One batch of an objective's rows (read as OBJECTIVE_COLUMNS name them)."""
+    untrained = [np.full(len(row[0]), IGNORE, dtype=np.int32) for row in rows]
+    if objective == "preference":
+        pairs = [
+            (
+                (np.concatenate([prompt, chosen]), np.concatenate([blank, chosen_labels])),
+                (np.concatenate([prompt, rejected]), np.concatenate([blank, rejected_labels])),
+            )
+            for (prompt, chosen, chosen_labels, rejected, rejected_labels), blank in zip(
+                rows, untrained, strict=True
+            )
+        ]
+        return preference_batch(pairs, pad_id)
+    if objective == "unpaired_preference":
+        batch = padded_batch(
+            [
+                (np.concatenate([prompt, ids]), np.concatenate([blank, labels]))
+                for (prompt, ids, labels, _), blank in zip(rows, untrained, strict=True)
+            ],
+            pad_id,
+        )
+        return {**batch, "label": np.array([row[3] for row in rows], dtype=bool)}
+    batch = prompt_batch([row[0] for row in rows], pad_id)
+    references = np.array([row[1] for row in rows], dtype=object)
+    return {
+        **batch,
+        "reference": references,
+        "id": np.array([row[2] for row in rows], dtype=object),
+    }
 
 
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:

@@ -206,8 +206,11 @@ def packed_attention_problem(model: torch.nn.Module, inputs: dict[str, Any]) -> 
     return None
 
 
-def _tensor(value: np.ndarray) -> torch.Tensor | int:
-    """A batch array as a tensor; a scalar (max_length_q/k) as the int models expect."""
+def _tensor(value: np.ndarray) -> torch.Tensor | int | list[Any]:
+    """A batch array as a tensor; a scalar (max_length_q/k) as the int models expect; text
+    (a prompt batch's `reference` and `id`) as a list."""
     if np.ndim(value) == 0:
         return int(value)
+    if value.dtype == object:
+        return value.tolist()  # type: ignore[no-any-return]
     return torch.from_numpy(np.ascontiguousarray(value))

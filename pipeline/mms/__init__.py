@@ -1,6 +1,7 @@
 """The canonical MMS thread (DESIGN §3), the ground floor every other package builds on:
 the typed model (`model`), validation that names the exact field at fault
-(`validation`), and the Arrow form every stage and shard uses (`arrow`)."""
+(`validation`), the Arrow form every stage and shard uses (`arrow`), and where a
+thread's final assistant turn begins (`turns`)."""
 
 from pipeline.mms.arrow import (
     FORMAT_ARROW_TYPE,
@@ -20,6 +21,7 @@ from pipeline.mms.model import (
     canonical_weight,
     stable_thread_id,
 )
+from pipeline.mms.turns import final_turn_start
 from pipeline.mms.validation import (
     DEFAULT_FORMAT,
     FORMAT_FIELDS,
@@ -54,6 +56,7 @@ __all__ = [
     "Thread",
     "ThreadValidationError",
     "canonical_weight",
+    "final_turn_start",
     "is_weight",
     "normalize_thread_dict",
     "settings_to_arrow",

@@ -66,6 +66,26 @@ def group_column(threads: Sequence[Any]) -> list[str | None]:
     return column
 
 
+PREFERENCE_SIDES = ("chosen", "rejected", "desirable", "undesirable")
+"""The values of `meta.preference`: a pair's two sides, a KTO completion's label."""
+
+
+def pair_of(meta: Mapping[str, Any] | None) -> str | None:
+    """The pair a thread is a side of (`meta.pair_id`), None when it is in none.
+
+    >>> pair_of({"pair_id": "hh-7", "preference": "chosen"}), pair_of({"group_id": 3})
+    ('hh-7', None)
+    """
+    group = group_of(meta)
+    return group.split(":", 1)[1] if group is not None and group.startswith(PAIR + ":") else None
+
+
+def side_of(meta: Mapping[str, Any] | None) -> str | None:
+    """A thread's preference side (PREFERENCE_SIDES), or None."""
+    side = meta.get("preference") if isinstance(meta, Mapping) else None
+    return side if side in PREFERENCE_SIDES else None
+
+
 def group_kind(group: str) -> str:
     """`pair` or `group`, for a value of `group_of`."""
     return group.split(":", 1)[0]

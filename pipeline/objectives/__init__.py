@@ -33,6 +33,16 @@ SCHEMAS: dict[str, pa.Schema] = {
 """The columns of each objective's shards."""
 
 
+def objective_of(columns: set[str] | list[str]) -> str:
+    """The objective whose shard rows have `columns` (`sft` for threads and packed rows)."""
+    names = set(columns)
+    if "chosen_ids" in names:
+        return "preference"
+    if "completion_ids" in names:
+        return "unpaired_preference"
+    return "prompt" if "prompt_ids" in names else "sft"
+
+
 def objective_rows(objective: str, rows: pa.Table, generation_prompt: list[int]) -> pa.Table:
     """The shard rows of `objective` from kept SFT rows (with `prompt_tokens` and
     `prompt_messages`; a pair's two rows next to each other, as the objective stage keeps
@@ -46,4 +56,4 @@ def objective_rows(objective: str, rows: pa.Table, generation_prompt: list[int])
     return rows.select(TOKENIZED_SCHEMA.names)
 
 
-__all__ = ["OBJECTIVES", "SCHEMAS", "Objective", "objective_rows"]
+__all__ = ["OBJECTIVES", "SCHEMAS", "Objective", "objective_of", "objective_rows"]

@@ -11,7 +11,6 @@ import orjson
 import pyarrow as pa
 
 from pipeline.mms import THREAD_ARROW_SCHEMA
-from pipeline.mms.groups import group_of
 
 SETTINGS_TYPE = THREAD_ARROW_SCHEMA.field("settings").type
 GOOD = frozenset({"chosen", "desirable"})
@@ -23,18 +22,6 @@ TOKEN_LIST = pa.list_(pa.int32())
 def metas(rows: pa.Table) -> list[dict[str, Any]]:
     """Each row's meta, parsed."""
     return [orjson.loads(text) if text else {} for text in rows["meta"].to_pylist()]
-
-
-def side_of(meta: dict[str, Any]) -> str | None:
-    """`chosen`, `rejected`, `desirable`, `undesirable`, or None."""
-    side = meta.get("preference")
-    return side if side in GOOD or side in BAD else None
-
-
-def pair_of(meta: dict[str, Any]) -> str | None:
-    """The pair a row is a side of (`meta.pair_id`), None when it is in none."""
-    group = group_of(meta)
-    return group.split(":", 1)[1] if group is not None and group.startswith("pair:") else None
 
 
 def without_side(meta: dict[str, Any], **more: Any) -> str:

@@ -15,6 +15,7 @@ import yaml
 from pipeline.accounting import most_first
 from pipeline.lint.report import LintReport
 from pipeline.lint.rules import RULES_BY_CODE
+from pipeline.objectives import objective_of
 from pipeline.output.shards import SHARD_FILE
 from pipeline.sources.paths import HF_PREFIX
 from pipeline.tokenize.renderer import IGNORE, STOP_TOKENS
@@ -426,7 +427,7 @@ def _about(features: pa.Schema, stats: CardStats) -> str:
         else "; every input record became a thread (nothing was quarantined)."
     )
     if stats["renderer"] is not None and "prompt_ids" in features.names:
-        objective = _objective_of(features)
+        objective = objective_of(features.names)
         text += (
             f"\n\nTokenized with the `{stats['renderer']}` renderer, {_OBJECTIVE_ROWS[objective]} "
             f"(objective `{objective}`): each thread's tokens are cut where its final "
@@ -441,14 +442,6 @@ def _about(features: pa.Schema, stats: CardStats) -> str:
             "tokens added is `tokenizer/tokenizer.json`."
         )
     return text
-
-
-def _objective_of(features: pa.Schema) -> str:
-    """The objective of rows with these columns (pipeline/objectives)."""
-    names = set(features.names)
-    if "chosen_ids" in names:
-        return "preference"
-    return "unpaired_preference" if "completion_ids" in names else "prompt"
 
 
 def _columns(features: pa.Schema) -> str:

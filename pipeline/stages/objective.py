@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.mms.groups import group_runs
+from pipeline.mms.groups import group_runs, pair_of, side_of
 from pipeline.objectives import SCHEMAS, objective_rows
-from pipeline.objectives.sides import metas, pair_of, side_of
+from pipeline.objectives.sides import metas
 from pipeline.stages.contract import Stage
 from pipeline.tokenize.renderer import IGNORE
 from pipeline.tokenize.tables import PROMPT_MESSAGES, PROMPT_TOKENS

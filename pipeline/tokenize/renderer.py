@@ -22,7 +22,7 @@ import orjson
 import pyarrow as pa
 from tokenizers import Tokenizer
 
-from pipeline.mms import Message, Thread
+from pipeline.mms import Message, Thread, final_turn_start
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError
 from pipeline.tokenize.proofs import remembered
 from pipeline.tokenize.special import (
@@ -393,26 +393,6 @@ class Renderer:
                 pa.array(message_offsets), pa.array(relative_ends)
             ),
         )
-
-
-def final_turn_start(messages: Sequence[Message]) -> int:
-    """Where the thread's final assistant turn starts: its last assistant message, with the
-    assistant messages before it that did not end the turn (end_turn false: tool calls, a
-    message cut short), across the context messages (tool results) between them. A thread
-    with no assistant message has no final turn: the index past its end."""
-    last = next(
-        (i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None
-    )
-    if last is None:
-        return len(messages)
-    start = last
-    for index in range(last - 1, -1, -1):
-        message = messages[index]
-        if message.role == "assistant" and message.end_turn is False:
-            start = index
-        elif message.role != "context":
-            break
-    return start
 
 
 def _return_freed_memory() -> None:

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from pipeline.mms import MESSAGE_ARROW_TYPE, Thread, threads_to_arrow
+from pipeline.mms import MESSAGE_ARROW_TYPE, Thread, final_turn_start, threads_to_arrow
 from pipeline.tokenize.overlong import Drop, Fit, OverlongPolicy, fit_batch
-from pipeline.tokenize.renderer import EncodedBatch, Renderer, final_turn_start
+from pipeline.tokenize.renderer import EncodedBatch, Renderer
 
 BATCH_SIZE = 1024
 """Threads per renderer call (one tokenizer `encode_batch` each)."""

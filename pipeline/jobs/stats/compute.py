@@ -22,7 +22,6 @@ from pipeline.jobs.stats.files import StatsError, role_token_id, shard_files
 from pipeline.jobs.stats.objectives import (
     merge_objective_counts,
     objective_figures,
-    objective_of,
     shard_objective_counts,
 )
 from pipeline.jobs.stats.roles import merge_role_tokens, role_figures, shard_role_tokens
@@ -34,6 +33,7 @@ from pipeline.jobs.stats.threads import (
     thread_figures,
     ungrouped,
 )
+from pipeline.objectives import objective_of
 
 _FIELD = re.compile(r"^[A-Za-z_][\w-]*$")
 
@@ -53,7 +53,8 @@ def _split(paths: Sequence[str], by: str | None, role_id: int | None) -> dict[st
     shape = Shape.of(columns)
     if by is not None and "meta" not in columns:
         raise StatsError(f"--by needs the `meta` column, which these shards lack: {paths[0]}")
-    objective = objective_of(columns)
+    objective: str | None = objective_of(columns)
+    objective = None if objective == "sft" else objective
     counts = roles = capabilities = objectives = None
     with_roles = role_id is not None and shape.messages and shape.tokenized and not shape.packed
     for path in paths:

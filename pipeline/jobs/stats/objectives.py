@@ -23,17 +23,6 @@ LENGTH_BIAS_NOTE = " (far from half: a model may learn length for quality)"
 NOUNS = {"preference": "pair", "unpaired_preference": "completion", "prompt": "prompt"}
 
 
-def objective_of(columns: set[str]) -> str | None:
-    """The objective whose rows have `columns`, None for sft (and packed) rows."""
-    if "chosen_ids" in columns:
-        return "preference"
-    if "completion_ids" in columns:
-        return "unpaired_preference"
-    if "prompt_ids" in columns:
-        return "prompt"
-    return None
-
-
 def shard_objective_counts(path: str, objective: str) -> dict[str, Any]:
     """One shard's rows per length of each part, and the objective's own counts."""
     frame = pl.scan_parquet(path)

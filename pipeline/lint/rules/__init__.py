@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pipeline.lint.rule import Rule
-from pipeline.lint.rules import capability, content, dataset, halting, structure
+from pipeline.lint.rules import capability, content, dataset, halting, pairs, structure
 
 RULES: tuple[Rule, ...] = tuple(
     sorted(
@@ -16,6 +16,7 @@ RULES: tuple[Rule, ...] = tuple(
             *halting.RULES,
             *content.RULES,
             *dataset.RULES,
+            *pairs.RULES,
         ],
         key=lambda rule: rule.code,
     )
