@@ -198,6 +198,18 @@ def test_ray_address_needs_the_ray_engine(tmp_path: Path) -> None:
     assert not (tmp_path / "manifest.json").exists()
 
 
+def _on_both_engines(config: Path, tmp_path: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The files `config` writes on the local engine and on Ray (two workers each), in
+    folders of the same name (the card names its folder)."""
+    outputs = []
+    for engine in ("local", "ray"):
+        out = tmp_path / engine / "out"
+        result = run_cli(str(config), "-o", str(out), "--engine", engine, "--workers", "2")
+        assert result.exit_code == 0, result.output
+        outputs.append(output_files(out))
+    return outputs[0], outputs[1]
+
+
 CURATION_PLUGIN = """
 def no_urls(thread):
     return "has urls" if any("http" in m.content for m in thread.messages) else None
@@ -240,12 +252,7 @@ def test_a_curating_run_writes_the_same_bytes_on_ray(
         f"  tokenize: {{tokenizer: {REPO / 'configs' / 'sample_tokenizer'}}}\n"
         "  shard: {rows_per_shard: 5}\n"
     )
-    local, on_ray = tmp_path / "local" / "out", tmp_path / "ray" / "out"
-    result = run_cli(str(config), "-o", str(local), "--workers", "2")
-    assert result.exit_code == 0, result.output
-    result = run_cli(str(config), "-o", str(on_ray), "--engine", "ray", "--workers", "2")
-    assert result.exit_code == 0, result.output
-    expected = output_files(local)
+    expected, on_ray = _on_both_engines(config, tmp_path)
     counts = orjson.loads(expected["manifest.json"])["counts"]
     assert counts["threads_dropped"] == {
         "contaminated": 1,
@@ -254,4 +261,23 @@ def test_a_curating_run_writes_the_same_bytes_on_ray(
         "quality:refusal": 1,
     }
     assert counts["threads_tagged"]["pii:redacted:EMAIL"] == 20
-    same_but_engine(expected, output_files(on_ray))
+    same_but_engine(expected, on_ray)
+
+
+def test_a_preference_run_writes_the_same_bytes_on_ray(tmp_path: Path, ray_address: str) -> None:
+    """Issue 35: pair rows (`objective: preference`), a weighted input among them, are the
+    same bytes on both engines."""
+    samples = REPO / "data_samples"
+    config = tmp_path / "pairs.yaml"
+    config.write_text(
+        "name: pairs\ninputs:\n"
+        f"  - path: {samples / 'openai' / 'preference.jsonl'}\n    weight: 2\n"
+        f"  - path: {samples / 'hh-rlhf' / 'pairs.jsonl'}\n"
+        f"  - path: {samples / 'alpaca' / 'preference.json'}\n"
+        "output: out\nstages:\n  lint: {fail_on: never}\n"
+        f"  tokenize: {{tokenizer: {REPO / 'configs' / 'sample_tokenizer'}, objective: preference}}\n"
+        "  shard: {rows_per_shard: 3}\n"
+    )
+    expected, on_ray = _on_both_engines(config, tmp_path)
+    assert any(name.startswith("data/train-") for name in expected)
+    same_but_engine(expected, on_ray)

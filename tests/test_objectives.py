@@ -607,20 +607,26 @@ def test_grpo_runs_on_prompt_rows_with_a_reward_reading_the_reference(tmp_path):
     "tokenizer", ["llama3_from_tiktoken", "qwen2.5_from_tiktoken", "phi-3-mini"]
 )
 def test_real_preference_files_cut_exactly_for_three_tokenizers(shared, tmp_path, tokenizer):
-    """LLaMA-Factory's DPO and KTO demos (300 rows each): one row per pair or labelled
-    completion, and the cut equality on every row."""
+    """LLaMA-Factory's DPO demos (300 pairs of ShareGPT turns, 10 of OpenAI-style message
+    lists with loss weights) and an HH-RLHF-style set (3 pairs), and its KTO demo (300
+    labelled completions): one row per pair or completion, the cut equality on every row."""
     base = shared / "tokenizers" / tokenizer
     real = shared / "realdata" / "llamafactory"
-    for objective, source, completions in (
-        ("preference", real / "dpo_en_demo.json", ("chosen", "rejected")),
-        ("unpaired_preference", real / "kto_en_demo.json", ("completion",)),
+    pairs = [
+        real / "dpo_en_demo.json",
+        real / "v1_dpo_demo.jsonl",
+        SAMPLES / "hh-rlhf" / "pairs.jsonl",
+    ]
+    for objective, sources, count, completions in (
+        ("preference", pairs, 313, ("chosen", "rejected")),
+        ("unpaired_preference", [real / "kto_en_demo.json"], 300, ("completion",)),
     ):
         out = tmp_path / objective
-        result = tokenize(source, "--tokenizer", base, "-o", out, "--objective", objective)
+        result = tokenize(*sources, "--tokenizer", base, "-o", out, "--objective", objective)
         assert result.exit_code == 0, result.output
-        sft = sft_rows([source], tmp_path / f"sft-{objective}", base)
+        sft = sft_rows(sources, tmp_path / f"sft-{objective}", base)
         rows = rows_of(out)
-        assert len(rows) == 300 and not dropped_codes(out)
+        assert len(rows) == count and not dropped_codes(out)
         for row in rows:
             meta = orjson.loads(row["meta"])
             for completion in completions:
@@ -634,3 +640,40 @@ def test_pack_refuses_objective_rows_with_a_clear_error(pair_output, tmp_path):
     )
     assert result.exit_code == 2
     assert "holds preference rows" in result.output and "Traceback" not in result.output
+
+
+def test_trl_tokenizing_conversational_pairs_itself_gets_our_ids(tmp_path):
+    """TRL's own DPO preparation on the same pairs, with the shipped tokenizer (messages
+    as most tools write them: no `end_turn`, which ends the turn): the same ids as ours."""
+    trl = pytest.importorskip("trl")
+    datasets = pytest.importorskip("datasets")
+    transformers = pytest.importorskip("transformers")
+    records = [
+        {
+            "prompt": chat(("user", f"Name colour number {n}.")),
+            "chosen": chat(("assistant", f"Colour {n} is red.")),
+            "rejected": chat(("assistant", "I do not know.")),
+        }
+        for n in range(4)
+    ]
+    source = write_jsonl(tmp_path / "pairs.jsonl", records)
+    out = tmp_path / "out"
+    result = tokenize(
+        source, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "preference"
+    )
+    assert result.exit_code == 0, result.output
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out / "tokenizer")
+    args = trl.DPOConfig(
+        output_dir=str(tmp_path / "run"), report_to=[], use_cpu=True, bf16=False, max_length=None
+    )
+    rows = datasets.load_dataset("json", data_files=str(source), split="train")
+    trainer = trl.DPOTrainer(
+        model=_tiny_model(tokenizer),
+        ref_model=_tiny_model(tokenizer),
+        args=args,
+        train_dataset=rows,
+        processing_class=tokenizer,
+    )
+    for ours, theirs in zip(rows_of(out), trainer.train_dataset, strict=True):
+        for column in ("prompt_ids", "chosen_ids", "rejected_ids"):
+            assert ours[column] == theirs[column], column

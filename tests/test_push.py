@@ -331,3 +331,32 @@ def test_a_big_output_goes_in_several_commits_the_manifest_last_and_resumes(
     done = {path for commit in partial for path in commit.files}
     assert not resent & (done - {"README.md", "manifest.json", ".gitattributes"})
     assert sum(upload.kind == "lfs" for upload in hub.uploads) == 2  # each shard sent once
+
+
+def test_a_preference_output_is_published_and_loads_as_pairs(
+    hub: HubStandIn, tmp_path: Path
+) -> None:
+    """Issue 35: a run with `objective: preference` publishes its pair rows and a card
+    that says how to train on them."""
+    config = tmp_path / "pairs.yaml"
+    config.write_text(
+        "name: pairs\ninputs:\n"
+        f"  - path: {REPO / 'data_samples' / 'openai' / 'preference.jsonl'}\n"
+        f"  - path: {REPO / 'data_samples' / 'hh-rlhf' / 'pairs.jsonl'}\n"
+        f"output: {tmp_path / 'pairs'}\nstages:\n  lint: {{fail_on: never}}\n"
+        f"  tokenize: {{tokenizer: {REPO / 'configs' / 'sample_tokenizer'}, objective: preference}}\n"
+        "  shard: {splits: {train: 1.0}}\n"
+    )
+    made = CliRunner().invoke(main, ["run", str(config)])
+    assert made.exit_code == 0, made.output
+    out = tmp_path / "pairs"
+    result = push(out)
+    assert result.exit_code == 0, result.output
+    copy = tmp_path / "copy"
+    hub.materialize(REPO_ID, copy, repo_type="dataset")
+    loaded = datasets.load_dataset(str(copy), cache_dir=str(tmp_path / "cache"))["train"]
+    local = pq.read_table(sorted((out / "data").glob("*.parquet")))
+    assert loaded["chosen_ids"] == local["chosen_ids"].to_pylist()
+    assert {"prompt_ids", "rejected_ids", "rejected_labels"} <= set(loaded.column_names)
+    card = (copy / "README.md").read_text(encoding="utf-8")
+    assert "pretokenized(DPOTrainer)" in card and f'load_dataset("{REPO_ID}"' in card
