@@ -677,3 +677,47 @@ def test_trl_tokenizing_conversational_pairs_itself_gets_our_ids(tmp_path):
     for ours, theirs in zip(rows_of(out), trainer.train_dataset, strict=True):
         for column in ("prompt_ids", "chosen_ids", "rejected_ids"):
             assert ours[column] == theirs[column], column
+
+
+def test_references_kept_apart_join_prompt_rows_by_id(tmp_path):
+    """BFCL's possible answers live in files of their own: `--references` joins them to the
+    prompt rows by id; a prompt-only entry without one has no reference."""
+    answers = tmp_path / "possible_answer.jsonl"
+    truth = [{"cylinder_volume": {"radius": [1.75], "height": [12], "unit": ["ml"]}}]
+    answers.write_text(json.dumps({"id": "simple_0", "ground_truth": truth}) + "\n")
+    out = tmp_path / "prompts"
+    source = SAMPLES / "bfcl" / "BFCL_v3_sample.json"
+    common = [source, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "prompt"]
+    result = tokenize(*common, "--references", answers)
+    assert result.exit_code == 0, result.output
+    assert "1 given their reference from --references" in result.output
+    rows = {row["id"]: row for row in rows_of(out)}
+    assert json.loads(rows["simple_0"]["reference"]) == truth
+    others = [row for name, row in rows.items() if name != "simple_0"]
+    unanswered = [row for row in others if orjson.loads(row["meta"]).get("prompt_only")]
+    assert unanswered and all(row["reference"] is None for row in unanswered)
+    (tmp_path / "empty.jsonl").write_text('{"question": "no id"}\n')
+    bad = tokenize(*common, "--references", tmp_path / "empty.jsonl")
+    assert bad.exit_code == 2 and "no record with an `id`" in bad.output
+    wrong = tokenize(source, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--references", answers)
+    assert wrong.exit_code == 2 and "--objective prompt" in wrong.output
+
+
+def test_a_thread_waiting_for_an_answer_is_all_prompt(tmp_path):
+    """A thread that ends with the user's turn (or a tool result) after earlier answers:
+    its prompt row is the whole thread; as a pair side it has no answer to compare."""
+    waiting = chat(("user", "Hi"), ("assistant", "Hello!"), ("user", "And the weather?"))
+    source = write_jsonl(tmp_path / "in.jsonl", [{"messages": waiting}])
+    out = tmp_path / "prompts"
+    result = tokenize(source, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "prompt")
+    assert result.exit_code == 0, result.output
+    (row,) = rows_of(out)
+    assert [m["content"] for m in row["prompt"]] == ["Hi", "Hello!", "And the weather?"]
+    assert row["reference"] is None
+    pair = {"chosen": waiting, "rejected": chat(("user", "Hi"), ("assistant", "Hey"))}
+    pairs = write_jsonl(tmp_path / "pair.jsonl", [pair])
+    result = tokenize(
+        pairs, "--tokenizer", SAMPLE_TOKENIZER, "-o", tmp_path / "p", "--objective", "preference"
+    )
+    assert result.exit_code == 0, result.output
+    assert dropped_codes(tmp_path / "p") == ["pair_side_untrained"] * 2

@@ -31,6 +31,7 @@ from pipeline.cli.output import (
 )
 from pipeline.jobs.tokenize import TokenizeResult, tokenize_dataset
 from pipeline.objectives import OBJECTIVES
+from pipeline.objectives.references import ReferenceError, load_references
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.output.shards import SHARD_ROWS
 from pipeline.sources import InputError
@@ -118,6 +119,16 @@ ROW_NOUNS = {"preference": "pair", "unpaired_preference": "completion", "prompt"
     "dropped with its reason.",
 )
 @click.option(
+    "--references",
+    "reference_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
+    help="With --objective prompt: answers kept apart from their prompts, joined by id "
+    "(BFCL's possible_answer files: {id, ground_truth}; also answer, solution, reference): "
+    "each prompt row's `reference`. Repeatable.",
+)
+@click.option(
     "--encoder",
     type=click.Choice(TEXT_ENCODERS),
     default="auto",
@@ -148,6 +159,7 @@ def tokenize_command(
     bos: bool,
     policy: str,
     objective: str,
+    reference_files: tuple[str, ...],
     encoder: str,
     shard_rows: int,
     split: str,
@@ -166,6 +178,14 @@ def tokenize_command(
     spec = read_spec(inputs, input_format, split, hf_config)
     if max_tokens is None and given("overlong"):
         raise click.UsageError("--overlong applies only with --max-tokens N")
+    references = None
+    if reference_files:
+        if objective != "prompt":
+            raise click.UsageError("--references goes with --objective prompt")
+        try:
+            references = load_references(reference_files)
+        except ReferenceError as err:
+            raise click.UsageError(f"--references: {err}") from None
     if objective != "sft":
         if given("policy") and policy != "last_assistant":
             raise click.UsageError(
@@ -202,6 +222,7 @@ def tokenize_command(
                 bos=bos,
                 policy=policy,  # type: ignore[arg-type]
                 objective=objective,
+                references=references,
                 max_tokens=max_tokens,
                 overlong=overlong,  # type: ignore[arg-type]
                 shard_rows=shard_rows,
@@ -235,6 +256,9 @@ def _print_summary(result: TokenizeResult, objective: str) -> None:
     )
     if stats.truncated:
         stderr.print(f"  {stats.truncated:,} truncated at a message boundary (see meta.notes)")
+    attached = stats.tagged.get("references:attached", 0)
+    if attached:
+        stderr.print(f"  {attached:,} given their reference from --references (by thread id)")
     if stats.untrained:
         stderr.print(
             f"  {stats.untrained:,} with no trained token (no assistant message, or only ones "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 import pyarrow as pa
@@ -37,6 +37,7 @@ from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE, Rejection, rejectio
 from pipeline.stages.contract import ORIGINAL_THREAD, TOKENS_CUT, Batch, Stage
 from pipeline.stages.objective import REASONS as OBJECTIVE_REASONS
 from pipeline.stages.objective import ObjectiveStage
+from pipeline.stages.references import AttachReferences
 from pipeline.stages.tokenize import Tokenize
 from pipeline.tokenize.loading import LoadedTokenizer
 from pipeline.tokenize.overlong import DROP_CODES, OverlongPolicy, drop_reason
@@ -74,6 +75,7 @@ def tokenize_dataset(
     bos: bool = False,
     policy: LabelPolicy = "assistant",
     objective: str = "sft",
+    references: dict[str, Any] | None = None,
     max_tokens: int | None = None,
     overlong: OverlongPolicy = "drop",
     shard_rows: int = SHARD_ROWS,
@@ -90,7 +92,8 @@ def tokenize_dataset(
     (pipeline/output/folder.py; `overwrite` lets it take over files mms did not write);
     nothing appears unless the whole run succeeds. `spec` says how inputs are read.
     `objective` says what a row is (pipeline/objectives): a thread (`sft`), a pair, a
-    labelled completion or a prompt.
+    labelled completion or a prompt; `references` (answers by thread id) go to the
+    threads' `meta.reference`, which prompt rows carry.
 
     The job is a source (`read`), its stages (Tokenize, and the objective's when it is
     not sft) and a sink (the shards and the quarantine files)."""
@@ -109,9 +112,10 @@ def tokenize_dataset(
             atomic_output(dropped) as dropped_out,
             ShardWriter(staging / DATA_DIR, SCHEMAS[objective], shard_rows=shard_rows) as shards,
         ):
-            stages: list[Stage] = [
+            stages: list[Stage] = [AttachReferences(references)] if references else []
+            stages.append(
                 Tokenize(lambda: renderer, max_tokens, overlong, prompt_lengths=objective != "sft")
-            ]
+            )
             if objective != "sft":
                 stages.append(ObjectiveStage(objective, lambda: renderer.generation_prompt_ids))
             sink = _TokenizedSink(shards, rejected_out, dropped_out, account, max_tokens, stages)

@@ -21,7 +21,7 @@ from pipeline.mms.model import (
     canonical_weight,
     stable_thread_id,
 )
-from pipeline.mms.turns import final_turn_start
+from pipeline.mms.turns import answer_start, final_turn_start
 from pipeline.mms.validation import (
     DEFAULT_FORMAT,
     FORMAT_FIELDS,
@@ -55,6 +55,7 @@ __all__ = [
     "SystemSettings",
     "Thread",
     "ThreadValidationError",
+    "answer_start",
     "canonical_weight",
     "final_turn_start",
     "is_weight",

@@ -1,5 +1,6 @@
-"""Where a thread's final assistant turn begins: what the `last_assistant` labels policy
-trains, and where the objectives cut a thread into its prompt and its completion."""
+"""Where a thread's final assistant turn begins (what the `last_assistant` labels policy
+trains), and where its answer begins (where the objectives cut a thread into its prompt
+and its completion)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,19 @@ def final_turn_start(messages: Sequence[Message]) -> int:
         elif message.role != "context":
             break
     return start
+
+
+def answer_start(messages: Sequence[Message]) -> int:
+    """Where the thread's answer begins, the cut between an objective row's prompt and its
+    completion: the final assistant turn when the thread ends with it (its last message is
+    the assistant's), else the end of the thread (it ends waiting for an answer: a user
+    message, or a tool result the model has not yet answered).
+
+    >>> from pipeline.mms import Message
+    >>> asked, said = Message("user", "Hi"), Message.assistant("Hello")
+    >>> answer_start([asked, said]), answer_start([asked, said, asked])
+    (1, 3)
+    """
+    if messages and messages[-1].role == "assistant":
+        return final_turn_start(messages)
+    return len(messages)

@@ -6,8 +6,9 @@ prompt up to the generation prompt and what a reward function checks against (GR
 online DPO, evaluation).
 
 Every row of an objective is a cut of the thread's SFT row under `last_assistant`: the
-prompt is the tokens before the final assistant turn and the generation prompt that opens
-it (`Renderer.prompt_lengths`), the completion the rest, so `prompt_ids + chosen_ids` is
+prompt is the tokens before the thread's answer (its final assistant turn, when it ends
+with one: `answer_start`; a thread that ends waiting for an answer is all prompt) and the
+generation prompt that opens it (`Renderer.prompt_lengths`), the completion the rest, so `prompt_ids + chosen_ids` is
 the chosen thread's SFT `input_ids` and `[-100] * len(prompt_ids) + chosen_labels` its
 labels, on every row, by construction (`mms verify` checks it again)."""
 

@@ -22,7 +22,7 @@ import orjson
 import pyarrow as pa
 from tokenizers import Tokenizer
 
-from pipeline.mms import Message, Thread, final_turn_start
+from pipeline.mms import Message, Thread, answer_start, final_turn_start
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError
 from pipeline.tokenize.proofs import remembered
 from pipeline.tokenize.special import (
@@ -281,11 +281,11 @@ class Renderer:
 
     def prompt_lengths(self, threads: Sequence[Thread], encoded: EncodedBatch) -> np.ndarray:
         """For each thread of `encoded`, the tokens of its prompt: everything before its
-        final assistant turn (`final_turn_start`) and the generation prompt that opens
-        the turn. Past `num_tokens` for a thread without an assistant message: its prompt
-        is the whole thread followed by the generation prompt."""
+        answer (`answer_start`: its final assistant turn, when it ends with one) and the
+        generation prompt that opens the answer. Past `num_tokens` for a thread that ends
+        waiting for an answer: its prompt is the whole thread and the generation prompt."""
         ends = encoded.message_ends
-        starts = [final_turn_start(thread.messages) for thread in threads]
+        starts = [answer_start(thread.messages) for thread in threads]
         opening = 1 if self.bos_id is not None else 0
         lengths = [
             (ends[row][start - 1].as_py() if start else opening) for row, start in enumerate(starts)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from pipeline.mms import MESSAGE_ARROW_TYPE, Thread, final_turn_start, threads_to_arrow
+from pipeline.mms import MESSAGE_ARROW_TYPE, Thread, answer_start, threads_to_arrow
 from pipeline.tokenize.overlong import Drop, Fit, OverlongPolicy, fit_batch
 from pipeline.tokenize.renderer import EncodedBatch, Renderer
 
@@ -99,7 +99,7 @@ def _with_prompts(
         lengths.append(renderer.prompt_lengths(threads[start : start + len(part)], part))
         start += len(part)
     tokens = np.concatenate(lengths)[rows]
-    turns = [final_turn_start(threads[row].messages) for row in rows.tolist()]
+    turns = [answer_start(threads[row].messages) for row in rows.tolist()]
     table = table.append_column(PROMPT_TOKENS, pa.array(tokens, pa.int32()))
     return table.append_column(PROMPT_MESSAGES, pa.array(turns, pa.int32()))
 

@@ -18,7 +18,7 @@ from pipeline.lint.diagnostic import Diagnostic, ThreadRef
 from pipeline.lint.rule import DatasetCheck, Rule
 from pipeline.lint.rules.examples import assistant, thread, user
 from pipeline.lint.thread_view import ThreadView
-from pipeline.mms import Thread, final_turn_start
+from pipeline.mms import Thread, answer_start
 from pipeline.mms.groups import pair_of, side_of
 
 SIDES = ("chosen", "rejected")
@@ -30,10 +30,10 @@ def _digest(value: Any) -> str:
 
 def _side_facts(view_thread: Thread) -> dict[str, Any]:
     """What the pair rules keep of a side: the digests of its prompt (messages before its
-    final assistant turn, and its settings) and of its final turn, and whether that turn
+    answer, `answer_start`, and its settings) and of its answer, and whether that answer
     trains anything."""
     messages = view_thread.messages
-    start = final_turn_start(messages)
+    start = answer_start(messages)
     settings = view_thread.settings.to_dict() if view_thread.settings is not None else None
     prompt = [message.to_dict() for message in messages[:start]]
     final = messages[start:]
