@@ -13,7 +13,6 @@ from types import ModuleType
 from xml.etree import ElementTree
 
 import pytest
-from matplotlib.image import imread
 
 from pipeline.jobs.lint import lint, lint_threads
 from pipeline.jobs.read import ReadSpec
@@ -22,6 +21,10 @@ from pipeline.lint.reports import charts, write_report
 from pipeline.mms import Thread
 from tests.browser import chromium
 from tests.conftest import REPO, SHARED
+
+imread = pytest.importorskip(
+    "matplotlib.image", reason="the lint report's charts need matplotlib (the dev extra)"
+).imread
 
 URL_ATTRIBUTES = {"src", "href", "xlink:href", "srcset", "action", "poster", "data", "formaction"}
 EXTERNAL = re.compile(r"^\s*([a-z][a-z0-9+.-]*:|//)", re.IGNORECASE)

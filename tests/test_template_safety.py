@@ -76,22 +76,22 @@ def test_mutating_data_is_refused():
 
 
 def test_a_huge_loop_is_refused_by_the_iteration_bound_quickly():
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: a busy machine's waits do not count
     template = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     with pytest.raises(UnsafeTemplate, match="100000 iterations"):
         render(template, "jinja2", {})
     with pytest.raises(UnsafeTemplate, match="range"):
         render("{% for i in range(10**12) %}{% endfor %}", "jinja2", {})
-    assert time.monotonic() - start < 2
+    assert time.process_time() - start < 2
 
 
 def test_an_endless_render_is_refused_by_the_time_bound():
     limits = RenderLimits(max_seconds=0.2, max_iterations=10**12)
     template = "{% for i in range(10**6) %}{% for j in range(10**6) %}{% endfor %}{% endfor %}"
-    start = time.monotonic()
+    start = time.process_time()
     with pytest.raises(UnsafeTemplate, match=r"longer than the 0\.2 s"):
         render(template, "jinja2", {}, limits=limits)
-    assert time.monotonic() - start < 1.5
+    assert time.process_time() - start < 1.5
 
 
 LONG_RENDERS = {
@@ -113,18 +113,19 @@ that write nothing to the output): refused only after 5-30 times a 0.2 s limit."
 @pytest.mark.parametrize(("engine", "template"), LONG_RENDERS.values(), ids=LONG_RENDERS.keys())
 def test_a_long_render_is_refused_close_to_its_time_limit(engine, template):
     limits = RenderLimits(max_seconds=0.2, max_iterations=10**12, max_output_chars=10**8)
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: a busy machine's waits do not count
     with pytest.raises(UnsafeTemplate, match=r"longer than the 0\.2 s"):
         render(template, engine, {"a": "x"}, limits=limits)
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_a_go_range_over_a_number_counts_without_building_a_list():
     """`{{range n}}` built all n pairs before its first iteration (0.7 s for 5 million,
-    all memory for a trillion); now it makes each as it is visited."""
-    start = time.monotonic()
-    assert render("{{range 5000000}}{{break}}{{end}}ok", "golang", {}).text == "ok"
-    assert time.monotonic() - start < 1.0
+    all memory for a trillion); now it makes each as it is visited: a trillion that breaks
+    at once takes no time (CPU time, which a busy machine does not inflate)."""
+    start = time.process_time()
+    assert render("{{range 1000000000000}}{{break}}{{end}}ok", "golang", {}).text == "ok"
+    assert time.process_time() - start < 1.0
 
 
 def test_recursion_is_refused():
@@ -150,10 +151,10 @@ def test_recursion_is_refused():
     ],
 )
 def test_huge_output_is_refused_by_the_size_bound_before_it_is_made(template):
-    start = time.monotonic()
+    start = time.process_time()
     with pytest.raises(UnsafeTemplate, match="more than the 1000000 an output may hold"):
         render(template, "jinja2", {})
-    assert time.monotonic() - start < 2
+    assert time.process_time() - start < 2
 
 
 def test_huge_powers_are_refused():
