@@ -21,13 +21,13 @@ from pipeline.jobs.lint import lint
 from pipeline.output.card import (
     CardStats,
     dataset_card,
-    hf_features,
     license_fields,
     lint_summary,
     size_category,
     source_datasets,
-    training_facts,
 )
+from pipeline.output.card_features import hf_features
+from pipeline.output.card_training import training_facts
 from pipeline.output.files import file_sha256
 from pipeline.output.manifest import build_manifest, input_record, write_manifest
 from pipeline.output.shards import Shard, ShardWriter

@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.objectives import objective_of
-from pipeline.output.card import CardStats, dataset_card, license_fields, training_facts
+from pipeline.output.card import CardStats, dataset_card, license_fields
+from pipeline.output.card_training import training_facts
 from pipeline.output.files import (
     atomic_output,
     atomic_text_output,

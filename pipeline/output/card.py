@@ -4,7 +4,6 @@ features, and whose body gives the stats, the lint summary and how to load the d
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any, NotRequired, TypedDict
@@ -16,9 +15,11 @@ from pipeline.accounting import most_first
 from pipeline.lint.report import LintReport
 from pipeline.lint.rules import RULES_BY_CODE
 from pipeline.objectives import objective_of
+from pipeline.output.card_features import hf_features
+from pipeline.output.card_training import TrainingFacts, python_literal, training_section
 from pipeline.output.shards import SHARD_FILE
 from pipeline.sources.paths import HF_PREFIX
-from pipeline.tokenize.renderer import IGNORE, STOP_TOKENS
+from pipeline.tokenize.renderer import IGNORE
 from pipeline.version import __version__
 from pipeline.wording import plural
 
@@ -36,25 +37,6 @@ _SIZES = (
     (1_000_000_000_000, "100B<n<1T"),
 )
 """The Hub's size categories below a trillion rows: (bound, category)."""
-_DTYPES = {
-    pa.string(): "string",
-    pa.large_string(): "large_string",
-    pa.bool_(): "bool",
-    pa.int8(): "int8",
-    pa.int16(): "int16",
-    pa.int32(): "int32",
-    pa.int64(): "int64",
-    pa.uint8(): "uint8",
-    pa.uint16(): "uint16",
-    pa.uint32(): "uint32",
-    pa.uint64(): "uint64",
-    pa.float16(): "float16",
-    pa.float32(): "float32",
-    pa.float64(): "float64",
-    pa.binary(): "binary",
-    pa.large_binary(): "large_binary",
-}
-"""Arrow types and the `datasets` Value dtype each one is declared as."""
 _COLUMNS = {
     "id": "thread id, unique in the dataset",
     "messages": "the thread's messages: role, content, format, end_turn, name, weight",
@@ -90,22 +72,6 @@ _OBJECTIVE_ROWS = {
     "unpaired_preference": "one row per labelled completion",
     "prompt": "one row per prompt, rendered up to the generation prompt",
 }
-_OBJECTIVE_TRAINING = {
-    "preference": (
-        "DPOConfig, DPOTrainer",
-        'pretokenized(DPOTrainer)(args=DPOConfig(output_dir="dpo"), ',
-    ),
-    "unpaired_preference": (
-        "KTOConfig, KTOTrainer",
-        'pretokenized(KTOTrainer)(args=KTOConfig(output_dir="kto", '
-        'train_sampling_strategy="sequential"), ',
-    ),
-    "prompt": (
-        "GRPOConfig, GRPOTrainer",
-        'GRPOTrainer(args=GRPOConfig(output_dir="grpo"), reward_funcs=reward, ',
-    ),
-}
-"""What TRL trains each objective's rows with, as the card's snippet calls it."""
 
 
 class LintRow(TypedDict):
@@ -115,42 +81,6 @@ class LintRow(TypedDict):
     severity: str
     findings: int
     summary: str
-
-
-class TrainingFacts(TypedDict):
-    """What a trainer must know about the shipped tokenizer and the labels."""
-
-    policy: str
-    """The labels policy (`assistant` or `last_assistant`)."""
-    pad_token: str
-    base_size: int
-    size: int
-    """The vocabulary size before and after the MMS tokens were added (`size` is
-    `len(tokenizer)`, what a fresh model's `vocab_size` must reach)."""
-    stop_tokens: dict[str, int]
-    """The tokens generation stops on (renderer.STOP_TOKENS) and their ids: the
-    `eos_token_id` of tokenizer/generation_config.json."""
-    zero_weight_messages: int
-    """Assistant messages their source weighted 0 (rendered, not trained)."""
-    objective: str
-    """What a row is (pipeline/objectives): `sft`, or a pair, a completion, a prompt."""
-
-
-def training_facts(
-    tokenizer: Mapping[str, Any], zero_weight_messages: int, objective: str = "sft"
-) -> TrainingFacts:
-    """The card's training facts, from the manifest's record of the shipped tokenizer."""
-    vocabulary = tokenizer["vocabulary"]
-    special = tokenizer["special_tokens"]
-    return TrainingFacts(
-        policy=tokenizer["label_policy"],
-        pad_token=tokenizer["pad_token"],
-        base_size=vocabulary["base_size"],
-        size=vocabulary["size"],
-        stop_tokens={token: special[token] for token in STOP_TOKENS},
-        zero_weight_messages=zero_weight_messages,
-        objective=objective,
-    )
 
 
 class SourceRow(TypedDict):
@@ -281,12 +211,6 @@ def size_category(rows: int) -> str:
     return "n>1T"
 
 
-def hf_features(schema: pa.Schema) -> list[dict[str, Any]]:
-    """The `dataset_info.features` YAML list for `schema`, as `datasets` reads it: lists of
-    structs as `list: [fields]`, other lists as `sequence:`, structs as `struct: [fields]`."""
-    return _fields(list(schema), "")
-
-
 def dataset_card(
     *,
     name: str,
@@ -352,7 +276,7 @@ def dataset_card(
         _packing(stats["packing"]) if stats["packing"] else _formats(stats),
         _lint(stats["lint"], stats.get("gate")),
         _how_to_load(how_to_load, splits),
-        _training(how_to_load, next(iter(splits)), stats["training"]),
+        training_section(how_to_load, next(iter(splits)), stats["training"]),
     ]
     body = "\n\n".join(section for section in sections if section)
     return f"---\n{front_text}---\n\n{body}\n"
@@ -364,37 +288,15 @@ def card_for_repository(text: str, folder: str, repo_id: str) -> str:
     `tokenizer` subfolder), from the repository. A card written for `repo_id` already is
     returned unchanged."""
     for loader in ("AutoTokenizer", "GenerationConfig"):
-        local = f"{loader}.from_pretrained({_literal(folder + '/tokenizer')})"
-        on_hub = f'{loader}.from_pretrained({_literal(repo_id)}, subfolder="tokenizer")'
+        local = f"{loader}.from_pretrained({python_literal(folder + '/tokenizer')})"
+        on_hub = f'{loader}.from_pretrained({python_literal(repo_id)}, subfolder="tokenizer")'
         text = text.replace(local, on_hub)
-    return text.replace(f"load_dataset({_literal(folder)}", f"load_dataset({_literal(repo_id)}")
+    return text.replace(
+        f"load_dataset({python_literal(folder)}", f"load_dataset({python_literal(repo_id)}"
+    )
 
 
 # ---------------------------------------------------------------- front matter
-
-
-def _fields(fields: list[pa.Field], where: str) -> list[dict[str, Any]]:
-    return [{"name": f.name, **_feature(f.type, f"{where}{f.name}")} for f in fields]
-
-
-def _feature(arrow_type: pa.DataType, where: str) -> dict[str, Any]:
-    if arrow_type in _DTYPES:
-        return {"dtype": _DTYPES[arrow_type]}
-    if pa.types.is_struct(arrow_type):
-        return {"struct": _fields(_children(arrow_type), f"{where}.")}
-    if pa.types.is_list(arrow_type):
-        item = arrow_type.value_type
-        if pa.types.is_struct(item):
-            # `sequence:` of a struct means a struct of lists to `datasets`; `list:` keeps
-            # the Arrow layout, a list of structs
-            return {"list": _fields(_children(item), f"{where}[].")}
-        inner = _feature(item, f"{where}[]")
-        return {"sequence": inner["dtype"] if list(inner) == ["dtype"] else inner}
-    raise ValueError(f"column {where}: Arrow type {arrow_type} has no dataset card feature")
-
-
-def _children(struct: pa.StructType) -> list[pa.Field]:
-    return [struct.field(i) for i in range(struct.num_fields)]
 
 
 def _split_glob(split: str, files: Sequence[str]) -> str:
@@ -611,105 +513,6 @@ def _packing(facts: Mapping[str, Any]) -> str:
     )
 
 
-_POLICIES = {
-    "assistant": "every assistant message (its format, content and end of turn, and the "
-    "halt that follows it)",
-    "last_assistant": "only each thread's final assistant turn (its last answer with the "
-    "tool calls before it), halt included",
-}
-
-
-def _training(target: str, split: str, facts: TrainingFacts | None) -> str:
-    """How to train on the tokens: the tokenizer as shipped, the vocabulary growth, the
-    pad token, the labels policy, and how generation stops."""
-    if facts is None:
-        return ""
-    added = facts["size"] - facts["base_size"]
-    growth = (
-        f"The five MMS special tokens add {added:,} ids to the base vocabulary "
-        f"({facts['base_size']:,} → {facts['size']:,}): resize the model's embeddings "
-        "before training."
-        if added
-        else "The base vocabulary already had room for the five MMS special tokens: no new ids."
-    )
-    growth += (
-        f" A model made from scratch needs a `vocab_size` of at least {facts['size']:,}, "
-        "`len(tokenizer)` (`tokenizer.vocab_size` counts the base's own vocabulary only, "
-        "without its added tokens)."
-    )
-    end_turn, role = (f"`{t}` (id {facts['stop_tokens'][t]})" for t in STOP_TOKENS)
-    pad = f"Its pad token is `{facts['pad_token']}`, never a trained id."
-    weighted = facts["zero_weight_messages"]
-    skipped = (
-        f" {weighted:,} assistant messages their source weighted 0 are rendered, not trained."
-        if weighted
-        else ""
-    )
-    resize = "\nmodel.resize_token_embeddings(len(tokenizer))" if added else ""
-    return f"""## Training on this dataset
-
-`tokenizer/` is a complete Hugging Face tokenizer: the base tokenizer with the MMS special
-tokens, and a chat template whose `apply_chat_template` gives exactly the `input_ids` of
-each row and, with `return_assistant_tokens_mask=True`, exactly its trained positions.
-{growth} {pad}
-
-{_rows_to_train(target, split, facts, skipped, resize)}
-
-Every trained span ends in one of two tokens, so the model learns to stop on either:
-{end_turn}, the end of the assistant's turn, or {role}, the halt
-(an assistant message that does not end its turn, a tool call, is followed by the
-`<|role|>` of the next message). `tokenizer/generation_config.json` lists both as
-`eos_token_id` (the tokenizer's `eos_token` is `<|end_turn|>`; the base's eos is in no
-row). Set it on the model before training, as above, so every checkpoint saved carries
-it, and save the tokenizer with the checkpoint: `generate()`, vLLM and TGI then stop by
-themselves. The last id generated says which stop it was: `<|end_turn|>`, the turn is
-over; `<|role|>`, a halt: act on the message (run the tool call its format names),
-append the result as a `context` message and generate again from
-`apply_chat_template(messages, add_generation_prompt=True)`. vLLM reports it as the
-output's `stop_reason`: the `<|role|>` id for a halt, `None` for `<|end_turn|>` (the
-tokenizer's eos)."""
-
-
-def _rows_to_train(target: str, split: str, facts: TrainingFacts, skipped: str, resize: str) -> str:
-    """What the rows train and the lines that load them for a trainer."""
-    loading = f"""tokenizer = AutoTokenizer.from_pretrained({_literal(target + "/tokenizer")})
-model = AutoModelForCausalLM.from_pretrained("BASE-MODEL"){resize}
-model.generation_config = GenerationConfig.from_pretrained({_literal(target + "/tokenizer")})
-rows = load_dataset({_literal(target)}, split={_literal(split)})"""
-    imports = """from datasets import load_dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig"""
-    policy = f"""`labels` train {_POLICIES.get(facts["policy"], facts["policy"])} (policy
-`{facts["policy"]}`).{skipped}"""
-    objective = facts.get("objective", "sft")
-    if objective == "sft":
-        return f"""{policy} Train on `input_ids` and `labels` as they are:
-
-```python
-{imports}
-
-{loading}
-rows = rows.select_columns(["input_ids", "labels"])
-```"""
-    names, call = _OBJECTIVE_TRAINING[objective]
-    how = (
-        "TRL's trainer, without its own tokenization (`pretokenized`): the rows reach its "
-        "collator as written"
-        if objective != "prompt"
-        else "TRL's GRPO trainer, whose reward function receives each row's `reference`"
-    )
-    helper = "from pipeline.loader.trl import pretokenized\n" if objective != "prompt" else ""
-    return f"""{policy} Train with {how}:
-
-```python
-{imports}
-from trl import {names}
-{helper}
-{loading}
-{call}model=model,
-    train_dataset=rows, processing_class=tokenizer).train()
-```"""
-
-
 def _how_to_load(target: str, splits: Mapping[str, Sequence[str]]) -> str:
     split = next(iter(splits))
     pattern = _split_glob(split, splits[split])
@@ -720,8 +523,8 @@ With 🤗 Datasets:
 ```python
 from datasets import load_dataset
 
-dataset = load_dataset({_literal(target)})
-print(dataset[{_literal(split)}][0]["messages"])
+dataset = load_dataset({python_literal(target)})
+print(dataset[{python_literal(split)}][0]["messages"])
 ```
 
 With pyarrow or pandas, from a copy of this folder:
@@ -731,7 +534,7 @@ import glob
 
 import pyarrow.parquet as pq
 
-table = pq.ParquetDataset(sorted(glob.glob({_literal(pattern)}))).read()
+table = pq.ParquetDataset(sorted(glob.glob({python_literal(pattern)}))).read()
 frame = table.to_pandas()
 ```"""
 
@@ -751,11 +554,6 @@ def _row(cells: Sequence[str]) -> str:
 
 def _cell(text: str) -> str:
     return text.replace("\n", " ").replace("|", "\\|")
-
-
-def _literal(text: str) -> str:
-    """`text` as a double-quoted Python string literal."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _count(number: int) -> str:

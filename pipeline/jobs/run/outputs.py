@@ -20,8 +20,8 @@ from pipeline.output.card import (
     dataset_card,
     license_fields,
     lint_summary,
-    training_facts,
 )
+from pipeline.output.card_training import training_facts
 from pipeline.output.files import (
     atomic_output,
     atomic_text_output,

@@ -1,0 +1,169 @@
+"""The "Training on this dataset" section of a run's dataset card (card.py): the shipped
+tokenizer's facts, what the labels train, how generation stops, and the lines that load
+the rows for a trainer (for sft rows, or TRL's trainers for the other objectives)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from pipeline.tokenize.renderer import STOP_TOKENS
+
+
+def python_literal(text: str) -> str:
+    """`text` as a double-quoted Python string literal."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+_OBJECTIVE_TRAINING = {
+    "preference": (
+        "DPOConfig, DPOTrainer",
+        'pretokenized(DPOTrainer)(args=DPOConfig(output_dir="dpo"), ',
+    ),
+    "unpaired_preference": (
+        "KTOConfig, KTOTrainer",
+        'pretokenized(KTOTrainer)(args=KTOConfig(output_dir="kto", '
+        'train_sampling_strategy="sequential"), ',
+    ),
+    "prompt": (
+        "GRPOConfig, GRPOTrainer",
+        'GRPOTrainer(args=GRPOConfig(output_dir="grpo"), reward_funcs=reward, ',
+    ),
+}
+"""What TRL trains each objective's rows with, as the card's snippet calls it."""
+
+
+class TrainingFacts(TypedDict):
+    """What a trainer must know about the shipped tokenizer and the labels."""
+
+    policy: str
+    """The labels policy (`assistant` or `last_assistant`)."""
+    pad_token: str
+    base_size: int
+    size: int
+    """The vocabulary size before and after the MMS tokens were added (`size` is
+    `len(tokenizer)`, what a fresh model's `vocab_size` must reach)."""
+    stop_tokens: dict[str, int]
+    """The tokens generation stops on (renderer.STOP_TOKENS) and their ids: the
+    `eos_token_id` of tokenizer/generation_config.json."""
+    zero_weight_messages: int
+    """Assistant messages their source weighted 0 (rendered, not trained)."""
+    objective: str
+    """What a row is (pipeline/objectives): `sft`, or a pair, a completion, a prompt."""
+
+
+def training_facts(
+    tokenizer: Mapping[str, Any], zero_weight_messages: int, objective: str = "sft"
+) -> TrainingFacts:
+    """The card's training facts, from the manifest's record of the shipped tokenizer."""
+    vocabulary = tokenizer["vocabulary"]
+    special = tokenizer["special_tokens"]
+    return TrainingFacts(
+        policy=tokenizer["label_policy"],
+        pad_token=tokenizer["pad_token"],
+        base_size=vocabulary["base_size"],
+        size=vocabulary["size"],
+        stop_tokens={token: special[token] for token in STOP_TOKENS},
+        zero_weight_messages=zero_weight_messages,
+        objective=objective,
+    )
+
+
+_POLICIES = {
+    "assistant": "every assistant message (its format, content and end of turn, and the "
+    "halt that follows it)",
+    "last_assistant": "only each thread's final assistant turn (its last answer with the "
+    "tool calls before it), halt included",
+}
+
+
+def training_section(target: str, split: str, facts: TrainingFacts | None) -> str:
+    """How to train on the tokens: the tokenizer as shipped, the vocabulary growth, the
+    pad token, the labels policy, and how generation stops."""
+    if facts is None:
+        return ""
+    added = facts["size"] - facts["base_size"]
+    growth = (
+        f"The five MMS special tokens add {added:,} ids to the base vocabulary "
+        f"({facts['base_size']:,} → {facts['size']:,}): resize the model's embeddings "
+        "before training."
+        if added
+        else "The base vocabulary already had room for the five MMS special tokens: no new ids."
+    )
+    growth += (
+        f" A model made from scratch needs a `vocab_size` of at least {facts['size']:,}, "
+        "`len(tokenizer)` (`tokenizer.vocab_size` counts the base's own vocabulary only, "
+        "without its added tokens)."
+    )
+    end_turn, role = (f"`{t}` (id {facts['stop_tokens'][t]})" for t in STOP_TOKENS)
+    pad = f"Its pad token is `{facts['pad_token']}`, never a trained id."
+    weighted = facts["zero_weight_messages"]
+    skipped = (
+        f" {weighted:,} assistant messages their source weighted 0 are rendered, not trained."
+        if weighted
+        else ""
+    )
+    resize = "\nmodel.resize_token_embeddings(len(tokenizer))" if added else ""
+    return f"""## Training on this dataset
+
+`tokenizer/` is a complete Hugging Face tokenizer: the base tokenizer with the MMS special
+tokens, and a chat template whose `apply_chat_template` gives exactly the `input_ids` of
+each row and, with `return_assistant_tokens_mask=True`, exactly its trained positions.
+{growth} {pad}
+
+{_rows_to_train(target, split, facts, skipped, resize)}
+
+Every trained span ends in one of two tokens, so the model learns to stop on either:
+{end_turn}, the end of the assistant's turn, or {role}, the halt
+(an assistant message that does not end its turn, a tool call, is followed by the
+`<|role|>` of the next message). `tokenizer/generation_config.json` lists both as
+`eos_token_id` (the tokenizer's `eos_token` is `<|end_turn|>`; the base's eos is in no
+row). Set it on the model before training, as above, so every checkpoint saved carries
+it, and save the tokenizer with the checkpoint: `generate()`, vLLM and TGI then stop by
+themselves. The last id generated says which stop it was: `<|end_turn|>`, the turn is
+over; `<|role|>`, a halt: act on the message (run the tool call its format names),
+append the result as a `context` message and generate again from
+`apply_chat_template(messages, add_generation_prompt=True)`. vLLM reports it as the
+output's `stop_reason`: the `<|role|>` id for a halt, `None` for `<|end_turn|>` (the
+tokenizer's eos)."""
+
+
+def _rows_to_train(target: str, split: str, facts: TrainingFacts, skipped: str, resize: str) -> str:
+    """What the rows train and the lines that load them for a trainer."""
+    loading = f"""tokenizer = AutoTokenizer.from_pretrained({python_literal(target + "/tokenizer")})
+model = AutoModelForCausalLM.from_pretrained("BASE-MODEL"){resize}
+model.generation_config = GenerationConfig.from_pretrained({python_literal(target + "/tokenizer")})
+rows = load_dataset({python_literal(target)}, split={python_literal(split)})"""
+    imports = """from datasets import load_dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig"""
+    policy = f"""`labels` train {_POLICIES.get(facts["policy"], facts["policy"])} (policy
+`{facts["policy"]}`).{skipped}"""
+    objective = facts.get("objective", "sft")
+    if objective == "sft":
+        return f"""{policy} Train on `input_ids` and `labels` as they are:
+
+```python
+{imports}
+
+{loading}
+rows = rows.select_columns(["input_ids", "labels"])
+```"""
+    names, call = _OBJECTIVE_TRAINING[objective]
+    how = (
+        "TRL's trainer, without its own tokenization (`pretokenized`): the rows reach its "
+        "collator as written"
+        if objective != "prompt"
+        else "TRL's GRPO trainer, whose reward function receives each row's `reference`"
+    )
+    helper = "from pipeline.loader.trl import pretokenized\n" if objective != "prompt" else ""
+    return f"""{policy} Train with {how}:
+
+```python
+{imports}
+from trl import {names}
+{helper}
+{loading}
+{call}model=model,
+    train_dataset=rows, processing_class=tokenizer).train()
+```"""
