@@ -9,7 +9,6 @@ developer message and settings, lineage and everything lossy recorded in `meta`.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,14 +17,18 @@ from typing import Any
 import orjson
 
 from pipeline.capabilities import (
-    ToolDefinitionError,
     ToolSpec,
     enabled_formats,
-    parse_tool_definitions,
     tool_format,
 )
 from pipeline.dedup.keys import DECLARATION_META, declaration_key
 from pipeline.formats.base import ConvertOptions
+from pipeline.formats.record_values import a_json_kind as a_json_kind
+from pipeline.formats.record_values import canonical_json as canonical_json
+from pipeline.formats.record_values import exact_json as exact_json
+from pipeline.formats.record_values import json_kind as json_kind
+from pipeline.formats.record_values import tool_specs as tool_specs
+from pipeline.formats.record_values import turn_list as turn_list
 from pipeline.formats.tool_prompt import (
     reasoning_declaration,
     response_format_declaration,
@@ -42,7 +45,6 @@ from pipeline.mms import (
 from pipeline.mms.groups import group_of
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
-from pipeline.sources.jsonable import has_long_digit_run
 
 REASONING_FORMAT = "reasoning"
 ENDS_A_TURN = frozenset({"user", "developer", "platform"})
@@ -78,64 +80,6 @@ def _own(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     """A message's meta as the item's own dict (a copy: the caller's mapping is not
     shared, nor changed later by `build()`)."""
     return dict(meta) if meta else {}
-
-
-def json_kind(value: Any) -> str:
-    """The JSON name of a parsed value's type, for error messages: object, array, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    names = {str: "string", list: "array", dict: "object"}
-    return names.get(type(value), type(value).__name__)
-
-
-def a_json_kind(value: Any) -> str:
-    """`json_kind` with its article: "an object", "a string", "null"."""
-    kind = json_kind(value)
-    return kind if kind == "null" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
-
-
-def tool_specs(value: Any, where: str = "tools") -> list[ToolSpec]:
-    """A record's tool definitions (any ecosystem shape); unreadable ones quarantine the
-    record as `invalid_tools`, naming the entry at fault."""
-    try:
-        return parse_tool_definitions(value, where)
-    except ToolDefinitionError as err:
-        raise RecordRejected("invalid_tools", str(err)) from None
-
-
-def turn_list(data: dict[str, Any], key: str, items: str) -> list[Any]:
-    """The record's list of turns under `key`: missing_field when it is not a list,
-    empty_conversation when it is empty."""
-    value = data.get(key)
-    if not isinstance(value, list):
-        raise RecordRejected(
-            "missing_field", f"{key} is {a_json_kind(value)} (expected a list of {items})"
-        )
-    if not value:
-        raise RecordRejected("empty_conversation", f"{key} is an empty list")
-    return value
-
-
-def exact_json(text: str) -> Any:
-    """The JSON value of `text`, integers of any size kept exact (orjson is used, and the
-    standard library only when a long run of digits is there). Raises orjson's error."""
-    value = orjson.loads(text)
-    if has_long_digit_run(text.encode()):
-        value = json.loads(text)
-    return value
-
-
-def canonical_json(value: Any) -> str:
-    """Compact JSON with sorted keys: one spelling for equal values. Integers beyond 64
-    bits, which orjson refuses, are spelled by the standard library."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class ThreadBuilder:

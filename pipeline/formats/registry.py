@@ -18,6 +18,7 @@ SHARED_MODULES = frozenset(
         "field_mapping",
         "follow_ups",
         "media_tags",
+        "record_values",
         "registry",
         "tool_prompt",
         "typescript",
