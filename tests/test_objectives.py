@@ -375,6 +375,8 @@ def test_stats_count_pairs_their_lengths_and_the_length_bias(tmp_path):
         "chosen side longer in 75.0% of pairs" in text.output
         and "length for quality" in text.output
     )
+    page = CliRunner().invoke(main, ["stats", str(out), "--output-format", "markdown"])
+    assert "## train: preference rows" in page.output and "longer in 75.0%" in page.output
     figures = CliRunner().invoke(main, ["stats", str(out), "--output-format", "json"])
     stats = json.loads(figures.output)
     schema = json.loads((REPO / "schemas" / "stats.schema.json").read_text())

@@ -10,8 +10,8 @@ import click
 from pipeline.accounting import most_first
 from pipeline.cli.output import input_table, output_argument
 from pipeline.jobs.stats import StatsError, output_stats, stats_json
-from pipeline.jobs.stats.objectives import NOUNS, objective_lines
 from pipeline.output.files import atomic_text_output
+from pipeline.output.objective_figures import NOUNS, objective_lines
 from pipeline.output.stats_html import write_stats_html
 from pipeline.output.stats_markdown import stats_markdown
 from pipeline.wording import plural, visible

@@ -32,6 +32,12 @@ SCHEMAS: dict[str, pa.Schema] = {
     "prompt": PROMPT_SCHEMA,
 }
 """The columns of each objective's shards."""
+OBJECTIVE_PARTS = {
+    "preference": ("prompt", "chosen", "rejected"),
+    "unpaired_preference": ("prompt", "completion"),
+    "prompt": ("prompt",),
+}
+"""Each objective's token parts (its `num_PART_tokens` columns)."""
 
 
 def objective_of(columns: set[str] | list[str]) -> str:
@@ -57,4 +63,11 @@ def objective_rows(objective: str, rows: pa.Table, generation_prompt: list[int])
     return rows.select(TOKENIZED_SCHEMA.names)
 
 
-__all__ = ["OBJECTIVES", "SCHEMAS", "Objective", "objective_of", "objective_rows"]
+__all__ = [
+    "OBJECTIVES",
+    "OBJECTIVE_PARTS",
+    "SCHEMAS",
+    "Objective",
+    "objective_of",
+    "objective_rows",
+]

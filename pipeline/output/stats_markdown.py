@@ -1,12 +1,13 @@
 """`mms stats` as Markdown (and an output's reports/stats.md): a table of the splits, the
-tokens per role and the capabilities of each, one table per split's groups with --by, and
-a run's accounting."""
+tokens per role and the capabilities of each, the figures of an objective's rows (pairs,
+completions, prompts), one table per split's groups with --by, and a run's accounting."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pipeline.accounting import most_first
+from pipeline.output.objective_figures import objective_lines
 
 COLUMNS = (
     ("threads", "threads"),
@@ -37,6 +38,10 @@ def stats_markdown(stats: dict[str, Any]) -> str:
             lines += ["| format | enabled | used |", "|---|---:|---:|"]
             for fmt, counts in figures["capabilities"].items():
                 lines.append(f"| `{fmt}` | {counts['enabled']:,} | {counts['used']:,} |")
+        objective = figures.get("objective")
+        if objective:
+            lines += ["", f"## {name}: {objective['objective']} rows", ""]
+            lines += [f"- {line}" for line in objective_lines(objective)]
         grouped = figures.get("by")
         if grouped:
             lines += ["", f"## {name} by `{grouped['field']}`", ""]

@@ -11,23 +11,14 @@ from typing import Any
 import polars as pl
 
 from pipeline.jobs.stats.threads import length_percentiles
-
-PARTS = {
-    "preference": ("prompt", "chosen", "rejected"),
-    "unpaired_preference": ("prompt", "completion"),
-    "prompt": ("prompt",),
-}
-"""Each objective's token parts (`num_PART_tokens` columns)."""
-LENGTH_BIAS_MARGIN = 0.15
-LENGTH_BIAS_NOTE = " (far from half: a model may learn length for quality)"
-NOUNS = {"preference": "pair", "unpaired_preference": "completion", "prompt": "prompt"}
+from pipeline.objectives import OBJECTIVE_PARTS
 
 
 def shard_objective_counts(path: str, objective: str) -> dict[str, Any]:
     """One shard's rows per length of each part, and the objective's own counts."""
     frame = pl.scan_parquet(path)
     counts: dict[str, Any] = {}
-    for part in PARTS[objective]:
+    for part in OBJECTIVE_PARTS[objective]:
         column = f"num_{part}_tokens"
         lengths = frame.group_by(column).agg(pl.len().alias("rows")).collect(engine="streaming")
         counts[part] = dict(zip(lengths[column].to_list(), lengths["rows"].to_list(), strict=True))
@@ -60,9 +51,9 @@ def merge_objective_counts(counts: dict[str, Any] | None, more: dict[str, Any]) 
 
 def objective_figures(objective: str, counts: dict[str, Any]) -> dict[str, Any]:
     """The figures `mms stats` reports for the objective's rows."""
-    rows = sum(counts[PARTS[objective][0]].values())
+    rows = sum(counts[OBJECTIVE_PARTS[objective][0]].values())
     found: dict[str, Any] = {"objective": objective, "rows": rows}
-    for part in PARTS[objective]:
+    for part in OBJECTIVE_PARTS[objective]:
         length = sorted(counts[part])
         many = [counts[part][value] for value in length]
         tokens = sum(value * count for value, count in zip(length, many, strict=True))
@@ -87,28 +78,3 @@ def objective_figures(objective: str, counts: dict[str, Any]) -> dict[str, Any]:
     else:
         found["with_reference_share"] = share(flags["with_reference"])
     return found
-
-
-def objective_lines(found: dict[str, Any]) -> list[str]:
-    """The figures as the lines of `mms stats`' text output."""
-    lines = []
-    for part in PARTS[found["objective"]]:
-        figures = found[f"{part}_tokens"]
-        percentiles = ", ".join(
-            f"{key.removeprefix('length_')} {value:,}"
-            for key, value in figures.items()
-            if key.startswith("length_")
-        )
-        lines.append(f"{part} tokens: mean {figures['mean']:g}, {percentiles}")
-    if "chosen_longer_share" in found:
-        longer = found["chosen_longer_share"]
-        bias = LENGTH_BIAS_NOTE if abs(longer - 0.5) > LENGTH_BIAS_MARGIN else ""
-        lines.append(
-            f"chosen side longer in {longer:.1%} of pairs, as long in "
-            f"{found['equal_length_share']:.1%}{bias}"
-        )
-    if "desirable_share" in found:
-        lines.append(f"desirable: {found['desirable_share']:.1%}")
-    if "with_reference_share" in found:
-        lines.append(f"with a reference for a reward function: {found['with_reference_share']:.1%}")
-    return lines
