@@ -377,6 +377,12 @@ def test_stats_count_pairs_their_lengths_and_the_length_bias(tmp_path):
     )
     page = CliRunner().invoke(main, ["stats", str(out), "--output-format", "markdown"])
     assert "## train: preference rows" in page.output and "longer in 75.0%" in page.output
+    html = tmp_path / "stats.html"
+    made = CliRunner().invoke(main, ["stats", str(out), "--output-format", "html", "-o", str(html)])
+    assert made.exit_code == 0, made.output
+    assert (
+        "4 pair rows (preference)" in html.read_text() and "Not tokenized" not in html.read_text()
+    )
     figures = CliRunner().invoke(main, ["stats", str(out), "--output-format", "json"])
     stats = json.loads(figures.output)
     schema = json.loads((REPO / "schemas" / "stats.schema.json").read_text())

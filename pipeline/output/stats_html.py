@@ -16,6 +16,7 @@ from pipeline.accounting import most_first
 from pipeline.lint.reports import charts
 from pipeline.lint.reports.page import page_template
 from pipeline.output import stats_charts
+from pipeline.output.objective_figures import NOUNS, objective_lines
 
 TEMPLATE = "stats.html.j2"
 MISSING = "—"
@@ -247,7 +248,13 @@ def _chart(
 def _split(number: int, name: str, figures: Mapping[str, Any]) -> dict[str, Any]:
     """One split's charts (a note in place of those its shards cannot have) and its
     `--by` table."""
-    if "rows" in figures:
+    if "objective" in figures:  # pairs, completions or prompts: their figures as text
+        found = figures["objective"]
+        rows = f"{found['rows']:,} {NOUNS[found['objective']]} rows ({found['objective']}). "
+        shown = [
+            _chart(number, "objective", None, rows + " · ".join(objective_lines(found)), wide=True)
+        ]
+    elif "rows" in figures:
         shown = [_length_chart(number, figures), _chart(number, "roles", None, NO_MESSAGES)]
     elif "tokens" not in figures:
         shown = [
