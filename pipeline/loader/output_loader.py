@@ -372,6 +372,11 @@ def _cells(column: Any, start: int, stop: int) -> Iterator[Any]:
 
 def _objective_batch(objective: str, rows: list[Any], pad_id: int) -> dict[str, np.ndarray]:
     """One batch of an objective's rows (read as OBJECTIVE_COLUMNS name them)."""
+    if objective == "prompt":
+        batch = prompt_batch([row[0] for row in rows], pad_id)
+        references = np.array([row[1] for row in rows], dtype=object)
+        ids = np.array([row[2] for row in rows], dtype=object)
+        return {**batch, "reference": references, "id": ids}
     untrained = [np.full(len(row[0]), IGNORE, dtype=np.int32) for row in rows]
     if objective == "preference":
         pairs = [
@@ -384,22 +389,14 @@ def _objective_batch(objective: str, rows: list[Any], pad_id: int) -> dict[str, 
             )
         ]
         return preference_batch(pairs, pad_id)
-    if objective == "unpaired_preference":
-        batch = padded_batch(
-            [
-                (np.concatenate([prompt, ids]), np.concatenate([blank, labels]))
-                for (prompt, ids, labels, _), blank in zip(rows, untrained, strict=True)
-            ],
-            pad_id,
-        )
-        return {**batch, "label": np.array([row[3] for row in rows], dtype=bool)}
-    batch = prompt_batch([row[0] for row in rows], pad_id)
-    references = np.array([row[1] for row in rows], dtype=object)
-    return {
-        **batch,
-        "reference": references,
-        "id": np.array([row[2] for row in rows], dtype=object),
-    }
+    batch = padded_batch(
+        [
+            (np.concatenate([prompt, ids]), np.concatenate([blank, labels]))
+            for (prompt, ids, labels, _), blank in zip(rows, untrained, strict=True)
+        ],
+        pad_id,
+    )
+    return {**batch, "label": np.array([row[3] for row in rows], dtype=bool)}
 
 
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:

@@ -72,18 +72,26 @@ class ObjectiveStage(Stage):
 
 
 class _Sides:
-    """A batch's rows as prompts and completions, to judge pairs and completions."""
+    """A batch's rows as prompts and completions, to judge pairs and completions: their
+    tokens read as flat numpy arrays, not copied into Python lists."""
 
     def __init__(self, rows: pa.Table):
         self.meta = metas(rows)
         self.cut = pc.fill_null(rows[PROMPT_TOKENS], 0).to_numpy().astype(np.int64)  # null: dropped
-        self.ids = rows["input_ids"].to_pylist()
-        self.labels = rows["labels"].to_pylist()
+        self.offsets, self.ids = _flat(rows["input_ids"])
+        _, self.labels = _flat(rows["labels"])
+
+    def _prompt(self, row: int) -> np.ndarray:
+        start = self.offsets[row]
+        return self.ids[start : start + self.cut[row]]
+
+    def _answer(self, row: int, values: np.ndarray | None = None) -> np.ndarray:
+        start = self.offsets[row] + self.cut[row]
+        return (self.ids if values is None else values)[start : self.offsets[row + 1]]
 
     def trains(self, row: int) -> bool:
         """Whether the row's completion trains a token."""
-        labels = np.asarray(self.labels[row][self.cut[row] :])
-        return bool((labels != IGNORE).any())
+        return bool((self._answer(row, self.labels) != IGNORE).any())
 
     def unpaired_reason(self, row: int) -> str | None:
         if side_of(self.meta[row]) is None:
@@ -108,8 +116,15 @@ class _Sides:
         first, second = rows
         if not (self.trains(first) and self.trains(second)):
             return "pair_side_untrained"
-        if self.ids[first][: self.cut[first]] != self.ids[second][: self.cut[second]]:
+        if not np.array_equal(self._prompt(first), self._prompt(second)):
             return "pair_prompts_differ"
-        if self.ids[first][self.cut[first] :] == self.ids[second][self.cut[second] :]:
+        if np.array_equal(self._answer(first), self._answer(second)):
             return "pair_sides_identical"
         return None
+
+
+def _flat(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """A list column's row offsets and its values, as numpy (a null row is empty)."""
+    lists = pc.fill_null(column, pa.scalar([], column.type)).combine_chunks()
+    offsets = lists.offsets.to_numpy().astype(np.int64)
+    return offsets - offsets[0], lists.values.slice(int(offsets[0])).to_numpy(zero_copy_only=False)
