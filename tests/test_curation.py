@@ -13,15 +13,21 @@ import random
 import sys
 from pathlib import Path
 
+import ftfy.badness
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipeline import read
 from pipeline.cli import main
+from pipeline.curation.contamination import NgramIndex, words
+from pipeline.curation.mojibake import bad_texts, re2_syntax
 from pipeline.curation.pii import find_pii, may_hold_pii
+from pipeline.curation.quality import QualitySettings, Turn, quality_flags, quality_flags_many
 from pipeline.mms import Thread, validate_thread_dict
 from tests.conftest import REPO
 
@@ -241,6 +247,48 @@ def test_every_planted_evaluation_item_is_found(tmp_path_factory, picks, noise):
     assert len(dropped_of(out)) == len(planted) and len(threads_of(out)) == 1
 
 
+WORDS = ("tea", "cup", "blue", "sea", "the", "a", "fox", "jumps", "over", "dog", "café", "Ünï")
+
+
+def _reference_matches(items: list[str], text: str, n: int) -> set[int]:
+    """The items owning an n-gram `text` holds (an item shorter than n owns itself as a
+    whole): each gram, compared as a tuple of words, is owned by the first item having it."""
+    owners: dict[tuple[str, ...], int] = {}
+    for item, item_text in enumerate(items):
+        item_words = words(item_text)
+        size = min(n, len(item_words))
+        for k in range(len(item_words) - size + 1 if size else 0):
+            owners.setdefault(tuple(item_words[k : k + size]), item)
+    said = words(text)
+    sizes = {len(gram) for gram in owners}
+    return {
+        owners[gram]
+        for size in sizes
+        for k in range(len(said) - size + 1)
+        if (gram := tuple(said[k : k + size])) in owners
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=9), min_size=1, max_size=6),
+    st.lists(st.lists(st.sampled_from(WORDS), max_size=30), min_size=1, max_size=8),
+    st.integers(2, 5),
+)
+def test_a_batch_of_texts_matches_as_each_text_alone(items, texts, n):
+    """Looking up many texts at once (the stage's batch) finds, for every text, exactly
+    the items a word-by-word comparison finds: no gram crosses from one text into the
+    next, and short items match as a whole."""
+    index = NgramIndex(n=n)
+    item_texts = [" ".join(item) for item in items]
+    for number, text in enumerate(item_texts):
+        index.add(str(number), text)
+    training = [" ".join(text).upper() for text in texts]
+    for text, found in zip(training, index.matches_many(training), strict=True):
+        assert {int(item) for item in found} == _reference_matches(item_texts, text, n)
+        assert found == index.matches(text)
+
+
 # ------------------------------------------------------------------ language, quality
 
 
@@ -308,6 +356,62 @@ def test_quality_rules_flag_what_they_name(tmp_path):
         "quality:cut_off",
     ]
     assert len(threads_of(out)) == 1
+
+
+SENTENCES = (
+    "the sea is blue.",
+    "As an AI language model, I cannot do that.",
+    "CafÃ© au lait",
+    "café au lait",
+    "you lay them on a clean table, then",
+    "```\nprint(1)\nprint(1)\n```",
+    " ",
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.lists(st.sampled_from(SENTENCES), max_size=60).map(" ".join),
+                st.sampled_from(("", "the sea is blue.", "Tell me about café au lait")),
+            ),
+            min_size=1,
+            max_size=3,
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.sampled_from((1.0, 2.0)),
+)
+def test_answers_judged_in_a_batch_are_judged_as_alone(threads, factor):
+    """The quality rules over a batch of threads (one RE2 scan, one n-gram count for all
+    answers) flag each thread exactly as judging it alone does."""
+    rules = QualitySettings(repetition_factor=factor, repetition_min_words=5)
+    turns = [
+        [
+            Turn(answer, user, place == len(thread) - 1)
+            for place, (answer, user) in enumerate(thread)
+        ]
+        for thread in threads
+    ]
+    assert quality_flags_many(turns, rules) == [quality_flags(each, rules) for each in turns]
+
+
+MOJIBAKE_ALPHABET = "aeé ÃÂ©®€œ™°²³×ØÙ–—‚„‘’“”•‹›ВГРСЂâóàäê\n"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(MOJIBAKE_ALPHABET, max_size=12), min_size=1, max_size=20))
+@example([" Ã€", "Ã©", "ÂŸ", "вЂ", "‚Äî", "Ø· Ù„", "naïve café", "à²"])
+def test_ftfy_badness_spelled_for_re2_finds_what_ftfy_finds(texts):
+    """ftfy's badness expression rewritten for RE2 (searched over a batch by Arrow)
+    matches exactly the texts ftfy's own search does, and so does the batch search."""
+    expression = re2_syntax(ftfy.badness.BADNESS_RE)
+    found = pc.match_substring_regex(pa.array(texts, pa.string()), expression).to_pylist()
+    assert found == [ftfy.badness.is_bad(text) for text in texts]
+    assert bad_texts(texts) == found
 
 
 # ---------------------------------------------------------------------------- plugins

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +39,11 @@ def words(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFKC", text).lower())
 
 
+HEAD = 4
+"""Words a lookup checks first: only where the index holds a gram starting with the same
+HEAD words (fewer when an item is shorter) are the full n-grams hashed and looked up."""
+
+
 @dataclass
 class NgramIndex:
     """The n-grams of evaluation texts, each to the first item that has it."""
@@ -46,9 +52,8 @@ class NgramIndex:
     item_ids: list[str] = field(default_factory=list)
     short_lengths: set[int] = field(default_factory=set)
     """The word counts of the items shorter than n, matched as a whole."""
-    _pending: list[tuple[np.ndarray, int]] = field(default_factory=list)
-    _keys: np.ndarray | None = None
-    _owners: np.ndarray | None = None
+    _texts: list[list[str]] = field(default_factory=list)
+    _built: _Built | None = None
 
     @property
     def items(self) -> int:
@@ -59,35 +64,92 @@ class NgramIndex:
         found = words(text)
         if not found:
             return
-        size = min(len(found), self.n)
-        if size < self.n:
-            self.short_lengths.add(size)
-        self._pending.append((WordGrams(found).windows(size), len(self.item_ids)))
+        if len(found) < self.n:
+            self.short_lengths.add(len(found))
+        self._texts.append(found)
         self.item_ids.append(item)
-        self._keys = None
+        self._built = None
 
     def matches(self, text: str) -> list[str]:
         """The evaluation items the text holds an n-gram of (or the whole of), in order."""
-        keys, owners = self._index()
-        if not len(keys):
-            return []
-        grams = WordGrams(words(text))
-        sizes = (self.n, *sorted(self.short_lengths))
-        found = np.concatenate([grams.windows(size) for size in sizes])
-        if not len(found):
-            return []
-        places = np.minimum(np.searchsorted(keys, found), len(keys) - 1)
-        hits = owners[places[keys[places] == found]].tolist()
-        return [self.item_ids[owner] for owner in dict.fromkeys(hits)]
+        return self.matches_many([text])[0]
 
-    def _index(self) -> tuple[np.ndarray, np.ndarray]:
-        """The sorted gram hashes and the item each came from first (built once)."""
-        if self._keys is None or self._owners is None:
-            if self._pending:
-                grams = np.concatenate([g for g, _ in self._pending])
-                owners = np.concatenate([np.full(len(g), o, np.int64) for g, o in self._pending])
-            else:
-                grams, owners = np.empty(0, np.uint64), np.empty(0, np.int64)
-            keys, first = np.unique(grams, return_index=True)
-            self._keys, self._owners = keys, owners[first]
-        return self._keys, self._owners
+    def matches_many(self, texts: Sequence[str]) -> list[list[str]]:
+        """`matches` of each text, all looked up at once: the texts' word heads are checked
+        against the index's in one search, and the full n-grams only where a head is in it."""
+        built = self._index()
+        found: list[list[str]] = [[] for _ in texts]
+        if not len(built.keys) or not texts:
+            return found
+        grams = WordGrams([words(text) for text in texts])
+        heads, _, starts = grams.windows(built.head)
+        starts = starts[_isin(heads, built.heads)]
+        sizes = (self.n, *sorted(self.short_lengths))
+        parts = [grams.at(starts, size) for size in sizes]
+        hashes, which, at = (np.concatenate(part) for part in zip(*parts, strict=True))
+        rank = np.repeat(np.arange(len(sizes)), [len(part[0]) for part in parts])
+        places = _places(built.keys, hashes)
+        hit = np.flatnonzero(built.keys[places] == hashes)
+        # in each text: the items in the order their grams come (n first, then the
+        # shorter items by length; each by position), each item once
+        hit = hit[np.lexsort((at[hit], rank[hit], which[hit]))]
+        pairs = which[hit] * len(self.item_ids) + built.owners[places[hit]]
+        _, first = np.unique(pairs, return_index=True)
+        first.sort()
+        for text, owner in zip(
+            which[hit[first]].tolist(), built.owners[places[hit[first]]].tolist(), strict=True
+        ):
+            found[text].append(self.item_ids[owner])
+        return found
+
+    def _index(self) -> _Built:
+        """The sorted gram hashes, the item each came from first, and the sorted hashes of
+        the grams' heads (built once, after the last `add`)."""
+        if self._built is None:
+            grams = WordGrams(self._texts)
+            lengths = np.diff(grams.offsets)
+            head = min(HEAD, self.n, *self.short_lengths)
+            every_head = np.zeros(grams.count + 1, np.uint64)
+            head_hashes, _, head_starts = grams.windows(head)
+            every_head[head_starts] = head_hashes
+            hashes, owners, starts = [], [], []
+            for size in (self.n, *sorted(self.short_lengths)):
+                gram, text, start = grams.windows(size)
+                whole = lengths[text] == size if size < self.n else lengths[text] >= size
+                hashes.append(gram[whole])
+                owners.append(text[whole])
+                starts.append(start[whole])
+            keys, first = np.unique(np.concatenate(hashes), return_index=True)
+            self._built = _Built(
+                keys,
+                np.concatenate(owners)[first],
+                np.unique(every_head[np.concatenate(starts)]),
+                head,
+            )
+        return self._built
+
+
+@dataclass(frozen=True, slots=True)
+class _Built:
+    """An index ready for lookups: `keys` sorted, `owners[i]` the item of `keys[i]`, the
+    sorted `heads` of every key's first `head` words."""
+
+    keys: np.ndarray
+    owners: np.ndarray
+    heads: np.ndarray
+    head: int
+
+
+def _isin(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Whether each of `values` is in `sorted_set` (sorted, not empty)."""
+    return sorted_set[_places(sorted_set, values)] == values
+
+
+def _places(sorted_set: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Where each of `values` is, or would be, in `sorted_set` (sorted, not empty; the
+    last place for what is past its end). The values are searched for in sorted order,
+    several times faster than in their own: each search starts where the last ended."""
+    order = np.argsort(values)
+    places = np.empty(len(values), np.int64)
+    places[order] = np.searchsorted(sorted_set, values[order])
+    return np.minimum(places, len(sorted_set) - 1)

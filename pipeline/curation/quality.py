@@ -4,15 +4,15 @@ answers), never on a document without roles.
 
 Rules (codes as the flags and drop reasons name them):
 - `empty_answer`: an answer with fewer than `min_answer_chars` non-space characters.
-- `repetition`: an answer of at least `repetition_min_words` words (its fenced code left
-  out: code repeats itself by nature) that repeats itself, by Gopher's repetition rules
-  (Rae et al. 2021, table A1) with their limits times `repetition_factor`: more than 30% of
-  its lines duplicated, or its most frequent 2-, 3- and 4-gram covering more than 20%, 18%
-  and 16% of its characters, or its duplicated 5- to 10-grams more than 15% down to 10%.
-  Gopher's own limits (factor 1) were set for web pages; on the 10,063 answers of
-  ../shared/realdata they flag 8.7%, most of them sound (steps, lists, songs, worked
-  sums); twice them (the default) flag 2.4% and still catch all of 189 planted loops (a
-  sentence said 3 to 30 times after a real answer's opening).
+- `repetition`: an answer of at least `repetition_min_words` words (split on white space, as
+  Gopher splits them; its fenced code left out: code repeats itself by nature) that repeats
+  itself, by Gopher's repetition rules (Rae et al. 2021, table A1) with their limits times
+  `repetition_factor`: more than 30% of its lines duplicated, or its most frequent 2-, 3-
+  and 4-gram covering more than 20%, 18% and 16% of its characters, or its duplicated 5-
+  to 10-grams more than 15% down to 10%. Gopher's own limits (factor 1) were set for web
+  pages; on the 10,063 answers of ../shared/realdata they flag 7.1%, most of them sound
+  (steps, lists, songs, worked sums); twice them (the default) flag 1.7% and still catch
+  all of 189 planted loops (a sentence said 3 to 30 times after a real answer's opening).
 - `refusal`: an answer that holds a refusal or boilerplate phrase (`refusal_phrases`: "As an
   AI language model", "I cannot assist with" ...; case-insensitive).
 - `copies_user`: an answer that repeats the user turn it answers (the same words, or holds
@@ -29,10 +29,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
-import ftfy.badness
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from pipeline.curation.mojibake import bad_texts
 from pipeline.curation.ngrams import WordGrams
 
 REFUSAL_PHRASES = (
@@ -55,12 +58,9 @@ REFUSAL_PHRASES = (
 """The default refusal and boilerplate phrases (lower case)."""
 RULES = ("empty_answer", "repetition", "refusal", "copies_user", "mojibake", "cut_off")
 _WORD = re.compile(r"\w+", re.UNICODE)
+_NOT_SPACE = re.compile(r"\S")
+_RE2_SPECIAL = frozenset("\\.^$|?*+()[]{}")
 _FENCED_CODE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-_MAY_BE_MOJIBAKE = re.compile("[\x80-\u25ff\ufb01\ufb02\ufffd]")
-"""Every sequence ftfy's badness expression matches holds one of these (Latin-1, Latin
-Extended, Greek, Cyrillic, punctuation, currency, maths and box-drawing characters, the
-fi and fl ligatures, the replacement character): text with none of them (ASCII, or CJK
-without Western punctuation) is not searched."""
 _LINE_REPEAT, _TOP_NGRAM, _DUP_NGRAM = 0.30, {2: 0.20, 3: 0.18, 4: 0.16}, {
     5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10,
 }  # fmt: skip
@@ -91,38 +91,92 @@ class Turn:
 
 def quality_flags(turns: Sequence[Turn], settings: QualitySettings) -> list[str]:
     """The rules the answers break, in RULES order, each once."""
-    found: set[str] = set()
+    return quality_flags_many([turns], settings)[0]
+
+
+def quality_flags_many(
+    threads: Sequence[Sequence[Turn]], settings: QualitySettings
+) -> list[list[str]]:
+    """`quality_flags` of each thread's answers. The phrase and mojibake signs of all the
+    answers are searched at once (Arrow's RE2), and the repetition rules counted at once
+    (numpy): their cost per call is paid once per batch."""
     rules = settings.rules
-    phrases = tuple(phrase.lower() for phrase in settings.refusal_phrases)
-    for turn in turns:
-        text = turn.text
-        if "empty_answer" in rules and len("".join(text.split())) < settings.min_answer_chars:
-            found.add("empty_answer")
-            continue
-        lowered = text.lower()
-        if "refusal" in rules and any(phrase in lowered for phrase in phrases):
-            found.add("refusal")
-        if "copies_user" in rules and _copies(lowered, turn.user, settings.copy_min_words):
-            found.add("copies_user")
-        if "mojibake" in rules and _MAY_BE_MOJIBAKE.search(text) and ftfy.badness.is_bad(text):
-            found.add("mojibake")
-        if "repetition" in rules and _repetitive(lowered, settings):
-            found.add("repetition")
-        if "cut_off" in rules and turn.last and _cut_off(text, settings.cut_off_min_chars):
-            found.add("cut_off")
-    return [rule for rule in RULES if rule in found]
+    texts = [turn.text for turns in threads for turn in turns]
+    refusals = _matching(texts, _phrases(settings.refusal_phrases), "refusal" in rules)
+    mojibake = bad_texts(texts) if "mojibake" in rules else [False] * len(texts)
+    found: list[set[str]] = [set() for _ in threads]
+    asked: dict[str, str] = {}
+    counted: list[tuple[int, list[str]]] = []
+    place = -1
+    for row, turns in enumerate(threads):
+        flags = found[row]
+        for turn in turns:
+            place += 1
+            text = turn.text
+            if "empty_answer" in rules and _nearly_empty(text, settings.min_answer_chars):
+                flags.add("empty_answer")
+                continue
+            if refusals[place]:
+                flags.add("refusal")
+            if mojibake[place]:
+                flags.add("mojibake")
+            lowered = text.lower() if "copies_user" in rules or "repetition" in rules else ""
+            if "copies_user" in rules and _copies(lowered, turn.user, settings, asked):
+                flags.add("copies_user")
+            if "repetition" in rules and "repetition" not in flags:
+                prose = _FENCED_CODE.sub("\n", lowered) if "```" in lowered else lowered
+                words = prose.split()
+                if len(words) >= max(settings.repetition_min_words, 1):
+                    if _repeats_lines(prose, settings.repetition_factor):
+                        flags.add("repetition")
+                    else:
+                        counted.append((row, words))
+            if "cut_off" in rules and turn.last and _cut_off(text, settings.cut_off_min_chars):
+                flags.add("cut_off")
+    if counted:
+        repeating = _repeats_ngrams([words for _, words in counted], settings.repetition_factor)
+        for (row, _), repeats in zip(counted, repeating.tolist(), strict=True):
+            if repeats:
+                found[row].add("repetition")
+    return [[rule for rule in RULES if rule in flags] for flags in found]
 
 
-def _copies(answer_text: str, user: str, min_words: int) -> bool:
-    asked = _WORD.findall(user.lower())
-    if not asked:
+def _phrases(phrases: tuple[str, ...]) -> str:
+    """The phrases as one RE2 expression of literals (empty when there are none)."""
+    return "|".join("".join(f"\\{c}" if c in _RE2_SPECIAL else c for c in p) for p in phrases)
+
+
+def _matching(texts: list[str], pattern: str, wanted: bool) -> list[bool]:
+    """Whether each text holds a match of the RE2 `pattern` (any case), all texts in one
+    scan; all False when the rule is not `wanted` or the pattern is empty."""
+    if not wanted or not pattern or not texts:
+        return [False] * len(texts)
+    found = pc.match_substring_regex(pa.array(texts, pa.string()), pattern, ignore_case=True)
+    return found.to_pylist()  # type: ignore[no-any-return]
+
+
+def _nearly_empty(text: str, min_chars: int) -> bool:
+    """Whether `text` holds fewer than `min_chars` characters that are not white space
+    (it stops counting at `min_chars`)."""
+    return sum(1 for _ in islice(_NOT_SPACE.finditer(text), min_chars)) < min_chars
+
+
+def _copies(answer: str, user: str, settings: QualitySettings, asked: dict[str, str]) -> bool:
+    """Whether the (lower-cased) answer's words are the user turn's, or hold all of them
+    in a row when there are at least `copy_min_words`. Words are split only when the
+    answer holds the user turn's longest stretch of letters (`asked` keeps it per turn)."""
+    if user not in asked:
+        longest = max(user.lower().split(), key=len, default="")
+        first_word = _WORD.search(longest)
+        asked[user] = first_word.group() if first_word else ""
+    if not user or (asked[user] and asked[user] not in answer):
         return False
-    answer = _WORD.findall(answer_text)
-    if not answer:
+    words, said = _WORD.findall(answer), _WORD.findall(user.lower())
+    if not said or not words:
         return False
-    if answer == asked:
+    if words == said:
         return True
-    return len(asked) >= min_words and " ".join(asked) in " ".join(answer)
+    return len(said) >= settings.copy_min_words and " ".join(said) in " ".join(words)
 
 
 def _cut_off(text: str, min_chars: int) -> bool:
@@ -133,60 +187,74 @@ def _cut_off(text: str, min_chars: int) -> bool:
     return ending.isalnum() or ending in ",_"
 
 
-def _repetitive(text: str, settings: QualitySettings) -> bool:
-    """Gopher's repetition rules on one (lower-cased) answer (see the module docstring)."""
-    if "```" in text:
-        text = _FENCED_CODE.sub("\n", text)
-    words = _WORD.findall(text)
-    if len(words) < settings.repetition_min_words:
-        return False
-    factor = settings.repetition_factor
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if len(lines) > 1 and 1 - len(set(lines)) / len(lines) > _LINE_REPEAT * factor:
-        return True
-    grams = WordGrams(words)
-    lengths = np.zeros(len(words) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, words), np.int64, len(words)), out=lengths[1:])
-    counts = _occurrences(grams, (*_TOP_NGRAM, 5))
+def _repeats_lines(text: str, factor: float) -> bool:
+    """Gopher's duplicate-line rule: more than its share of the non-empty lines repeat."""
+    lines = [line for line in map(str.strip, text.splitlines()) if line]
+    return len(lines) > 1 and 1 - len(set(lines)) / len(lines) > _LINE_REPEAT * factor
+
+
+def _repeats_ngrams(texts: list[list[str]], factor: float) -> np.ndarray:
+    """For each text (its words, at least one), whether it breaks Gopher's n-gram rules
+    (the module docstring) with their limits times `factor`."""
+    grams = WordGrams(texts)
+    chars = grams.chars
+    totals = chars[grams.offsets[1:]] - chars[grams.offsets[:-1]]
+    counted = _occurrences(grams, (*_TOP_NGRAM, 5))
+    repeats = np.zeros(len(texts), bool)
     for n, limit in _TOP_NGRAM.items():
-        first = int(np.argmax(counts[n]))
-        top = counts[n][first]
-        if top > 1 and top * (lengths[first + n] - lengths[first]) > limit * lengths[-1]:
-            return True
+        counts, which, starts = counted[n]
+        top = np.zeros(len(texts), np.int64)
+        np.maximum.at(top, which, counts)
+        first = np.full(len(texts), grams.count, np.int64)
+        np.minimum.at(first, which, np.where(counts == top[which], starts, grams.count))
+        has = top > 1
+        covered = np.zeros(len(texts), np.int64)
+        covered[has] = top[has] * (chars[first[has] + n] - chars[first[has]])
+        repeats |= has & (covered > limit * factor * totals)
     # a duplicated (n+1)-gram holds a duplicated n-gram, so the share falls as n grows,
     # and so do the limits: below the last limit at n = 5, no n is over its own
-    if _duplicated_share(counts[5], lengths, 5) <= min(_DUP_NGRAM.values()):
-        return False
-    counts = _occurrences(grams, tuple(_DUP_NGRAM))
-    return any(_duplicated_share(counts[n], lengths, n) > limit for n, limit in _DUP_NGRAM.items())
+    share = _duplicated_share(grams, counted[5], 5) / totals
+    unsure = np.flatnonzero(~repeats & (share > min(_DUP_NGRAM.values()) * factor))
+    if len(unsure):
+        subset = WordGrams([texts[row] for row in unsure])
+        sub_totals = totals[unsure]
+        counted = _occurrences(subset, tuple(_DUP_NGRAM))
+        for n, limit in _DUP_NGRAM.items():
+            over = _duplicated_share(subset, counted[n], n) / sub_totals > limit * factor
+            repeats[unsure[over]] = True
+    return repeats
 
 
-def _occurrences(grams: WordGrams, sizes: tuple[int, ...]) -> dict[int, np.ndarray]:
-    """For each n in `sizes` and each position, how often the n-gram there occurs in the
-    answer (all sizes in one sort: grams of different sizes hash apart)."""
-    hashes = np.concatenate([grams.windows(n) for n in sizes])
-    order = hashes.argsort()
-    ordered = hashes[order]
-    starts = np.empty(len(ordered) + 1, bool)
-    starts[0] = starts[-1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:-1])
-    bounds = np.flatnonzero(starts)
-    sizes_of_runs = bounds[1:] - bounds[:-1]
-    counts = np.empty(len(ordered), np.int64)
-    counts[order] = np.repeat(sizes_of_runs, sizes_of_runs)
-    ends = np.cumsum([len(grams.windows(n)) for n in sizes])
-    return dict(zip(sizes, np.split(counts, ends[:-1]), strict=True))
+_SPREAD = np.uint64(0xD6E8FEB86659FD93)
+"""Odd: the text's index times it, added to a gram's hash, keeps the texts' grams apart."""
 
 
-def _duplicated_share(counts: np.ndarray, lengths: np.ndarray, n: int) -> float:
-    """The share of the answer's characters inside an n-gram that occurs more than once
-    (each character counted once), from the n-grams' `counts` and the words' cumulative
-    `lengths`."""
-    starts = np.flatnonzero(counts > 1)
-    if not len(starts):
-        return 0.0
-    depth = np.zeros(len(lengths), np.int64)
-    depth[starts] += 1
-    depth[starts + n] -= 1
-    covered = np.cumsum(depth[:-1]) > 0
-    return float((lengths[1:] - lengths[:-1])[covered].sum() / lengths[-1])
+def _occurrences(
+    grams: WordGrams, sizes: tuple[int, ...]
+) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """For each n in `sizes`, every n-gram window of every text: how often the same n-gram
+    occurs in its text, the text and the window's start (all sizes and texts in one sort:
+    grams of different sizes hash apart, and the text is mixed into the hash)."""
+    parts = [grams.windows(n) for n in sizes]
+    keys = np.concatenate(
+        [hashes + which.astype(np.uint64) * _SPREAD for hashes, which, _ in parts]
+    )
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    ends = np.cumsum([len(part[0]) for part in parts])
+    each = np.split(counts[inverse], ends[:-1])
+    return {n: (each[k], parts[k][1], parts[k][2]) for k, n in enumerate(sizes)}
+
+
+def _duplicated_share(
+    grams: WordGrams, counted: tuple[np.ndarray, np.ndarray, np.ndarray], n: int
+) -> np.ndarray:
+    """For each text, its characters inside an n-gram that occurs in it more than once
+    (each character counted once), from the n-grams' counts, texts and starts."""
+    counts, _, starts = counted
+    repeated = starts[counts > 1]
+    size = grams.count + 1
+    depth = np.bincount(repeated, minlength=size) - np.bincount(repeated + n, minlength=size)
+    inside = np.cumsum(depth[:-1]) > 0
+    word_chars = np.diff(grams.chars)
+    texts = np.repeat(np.arange(len(grams.offsets) - 1), np.diff(grams.offsets))
+    return np.bincount(texts, weights=word_chars * inside, minlength=len(grams.offsets) - 1)

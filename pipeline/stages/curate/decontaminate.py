@@ -95,17 +95,36 @@ class Decontaminate(Tagger):
         self.settings = settings
 
     def inspect(self, thread: Thread) -> Finding:
+        return self.inspect_all([thread])[0]
+
+    def inspect_all(self, threads: list[Thread]) -> list[Finding]:
+        """Every user and assistant turn of the batch looked up at once, per side."""
         index = evaluation_index(self.settings.against, self.settings.ngram)
-        for message in thread.messages:
-            if message.role == "user":
-                side, found = "prompt", index.prompts.matches(message.content)
-            elif message.role == "assistant" and self.settings.answers:
-                side, found = "answer", index.answers.matches(message.content)
-            else:
-                continue
-            if found:
-                match = {"item": found[0], "side": side}
-                changed = dataclasses.replace(thread, meta={**thread.meta, "contamination": match})
-                reason = REASON if self.settings.action == "drop" else None
-                return Finding(changed, reason, Counter({f"{side}s": 1}), {"matched": found[0]})
-        return Finding(thread)
+        sides = {"prompt": index.prompts, "answer": index.answers}
+        roles = {"user": "prompt", **({"assistant": "answer"} if self.settings.answers else {})}
+        turns: dict[str, list[tuple[int, int]]] = {"prompt": [], "answer": []}
+        texts: dict[str, list[str]] = {"prompt": [], "answer": []}
+        for row, thread in enumerate(threads):
+            for place, message in enumerate(thread.messages):
+                side = roles.get(message.role)
+                if side is not None:
+                    turns[side].append((place, row))
+                    texts[side].append(message.content)
+        first: dict[int, tuple[int, str, str]] = {}
+        for side, index_of_side in sides.items():
+            for (place, row), found in zip(
+                turns[side], index_of_side.matches_many(texts[side]), strict=True
+            ):
+                if found and (row not in first or place < first[row][0]):
+                    first[row] = (place, side, found[0])
+        return [
+            self._finding(thread, *first[row][1:]) if row in first else Finding(thread)
+            for row, thread in enumerate(threads)
+        ]
+
+    def _finding(self, thread: Thread, side: str, item: str) -> Finding:
+        """A thread whose turn on `side` holds the evaluation item `item`."""
+        match = {"item": item, "side": side}
+        changed = dataclasses.replace(thread, meta={**thread.meta, "contamination": match})
+        reason = REASON if self.settings.action == "drop" else None
+        return Finding(changed, reason, Counter({f"{side}s": 1}), {"matched": item})

@@ -10,7 +10,7 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 
-from pipeline.curation.language import thread_language
+from pipeline.curation.language import ThreadLanguage, thread_languages
 from pipeline.mms import Thread
 from pipeline.stages.curate.tagging import Finding, Tagger
 
@@ -35,12 +35,20 @@ class Language(Tagger):
         self.settings = settings
 
     def inspect(self, thread: Thread) -> Finding:
-        prose = [
-            (index, message.content)
-            for index, message in enumerate(thread.messages)
-            if message.role in PROSE_ROLES and (message.format or "markdown") == "markdown"
+        return self.inspect_all([thread])[0]
+
+    def inspect_all(self, threads: list[Thread]) -> list[Finding]:
+        """The messages of the whole batch judged at once."""
+        proses = [_prose_messages(thread) for thread in threads]
+        judged = thread_languages([[text for _, text in prose] for prose in proses])
+        return [
+            self._finding(thread, prose, found)
+            for thread, prose, found in zip(threads, proses, judged, strict=True)
         ]
-        found = thread_language([text for _, text in prose])
+
+    def _finding(
+        self, thread: Thread, prose: list[tuple[int, str]], found: ThreadLanguage
+    ) -> Finding:
         if found.language is None:
             return Finding(thread, None, Counter({"unknown": 1}))
         meta = {**thread.meta, "language": found.language}
@@ -60,3 +68,12 @@ class Language(Tagger):
         elif self.settings.drop_mixed and found.mixed:
             reason = "language_mixed"
         return Finding(dataclasses.replace(thread, meta=meta), reason, counts)
+
+
+def _prose_messages(thread: Thread) -> list[tuple[int, str]]:
+    """The thread's prose messages (markdown of the prose roles): their places and texts."""
+    return [
+        (index, message.content)
+        for index, message in enumerate(thread.messages)
+        if message.role in PROSE_ROLES and (message.format or "markdown") == "markdown"
+    ]

@@ -8,7 +8,7 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pipeline.curation.quality import QualitySettings, Turn, quality_flags
+from pipeline.curation.quality import QualitySettings, Turn, quality_flags_many
 from pipeline.mms import Thread
 from pipeline.stages.curate.tagging import Action, Finding, Tagger
 
@@ -45,7 +45,14 @@ class Quality(Tagger):
         self.settings = settings
 
     def inspect(self, thread: Thread) -> Finding:
-        flags = quality_flags(answers(thread), self.settings.rules)
+        return self.inspect_all([thread])[0]
+
+    def inspect_all(self, threads: list[Thread]) -> list[Finding]:
+        """The answers of the whole batch judged at once."""
+        every = quality_flags_many([answers(thread) for thread in threads], self.settings.rules)
+        return [self._finding(thread, flags) for thread, flags in zip(threads, every, strict=True)]
+
+    def _finding(self, thread: Thread, flags: list[str]) -> Finding:
         if not flags:
             return Finding(thread)
         changed = dataclasses.replace(thread, meta={**thread.meta, "quality": flags})
