@@ -16,7 +16,7 @@ from pipeline.dedup import (
     thread_signature,
 )
 from pipeline.mms.groups import group_runs
-from pipeline.stages.contract import Batch, Stage, repeated_column
+from pipeline.stages.contract import Batch, ConfigSlice, Stage, repeated_column
 from pipeline.stages.sample import CONTENT_KEY, THREAD_GROUP
 
 NEAR_SIGNATURE = "near_signature"
@@ -39,6 +39,11 @@ class DedupSettings:
             near = {}
         settings = NearDedupSettings(**near) if isinstance(near, dict) else None
         return cls(enabled=raw.get("enabled", True), near=settings)
+
+
+CONFIG = ConfigSlice(
+    "dedup", DedupSettings, read=lambda raw, reader: DedupSettings.from_config(raw)
+)
 
 
 class Dedup(Stage):

@@ -4,11 +4,11 @@ read, before any truncation) and, once tokenized, on trained and total tokens.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from pipeline.stages.contract import Batch, Stage
+from pipeline.stages.contract import Batch, ConfigSlice, SliceReader, Stage
 
 MESSAGE_COUNT = "message_count"
 
@@ -21,6 +21,20 @@ class FilterSettings:
     max_messages: int | None = None
     min_trained_tokens: int = 1
     max_tokens: int | None = None
+
+
+def _read(raw: dict[str, Any], reader: SliceReader) -> FilterSettings:
+    settings = FilterSettings(**raw)
+    if settings.max_messages is not None and settings.max_messages < settings.min_messages:
+        reason = (
+            f"max_messages {settings.max_messages} is below min_messages {settings.min_messages}"
+        )
+        raise reader.error(["max_messages"], reason)
+    return settings
+
+
+CONFIG = ConfigSlice("filters", FilterSettings, read=_read)
+"""The token limits need a tokenize stage: the run config checks that (the slices agree)."""
 
 
 class MessageFilter(Stage):

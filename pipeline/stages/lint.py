@@ -13,14 +13,21 @@ from typing import Any, ClassVar, Literal
 import orjson
 import pyarrow as pa
 
-from pipeline.lint import Diagnostic, LintConfig, Linter, LintReport
+from pipeline.lint import Diagnostic, LintConfig, Linter, LintReport, UnknownRuleError, select_rules
 from pipeline.lint.diagnostic import ThreadRef
 from pipeline.lint.profile import DatasetProfile
 from pipeline.lint.report import example_thread
 from pipeline.lint.thread_view import ThreadView
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
-from pipeline.stages.contract import Batch, Stage, repeated_column, thread_as_read
+from pipeline.stages.contract import (
+    Batch,
+    ConfigSlice,
+    SliceReader,
+    Stage,
+    repeated_column,
+    thread_as_read,
+)
 
 FINDINGS = "lint_findings"
 """The thread rules' findings (a JSON list of diagnostics), null when there are none."""
@@ -55,6 +62,35 @@ class LintSettings:
             per_source_ignores=self.per_source_ignores,
             source=source,
         )
+
+
+def _read(raw: dict[str, Any], reader: SliceReader) -> LintSettings:
+    """The settings, every rule selector known, and each `drop_on` among the selected."""
+    ignores = raw.get("per_source_ignores", {})
+    for glob, selectors in ignores.items():
+        for index, selector in enumerate(selectors):
+            try:
+                select_rules([selector])
+            except UnknownRuleError as err:
+                raise reader.error(["per_source_ignores", glob, index], str(err)) from None
+    plain = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+    plain["per_source_ignores"] = tuple((g, tuple(s)) for g, s in ignores.items())
+    settings = LintSettings(**plain)
+    for key in ("select", "ignore", "drop_on"):
+        for index, selector in enumerate(getattr(settings, key)):
+            try:
+                select_rules([selector])
+            except UnknownRuleError as err:
+                raise reader.error([key, index], str(err)) from None
+    selected = {rule.code for rule in select_rules(settings.select, settings.ignore)}
+    for index, selector in enumerate(settings.drop_on):
+        if not {rule.code for rule in select_rules([selector])} & selected:
+            reason = f"{selector} is not among the selected rules, so it could drop nothing"
+            raise reader.error(["drop_on", index], reason)
+    return settings
+
+
+CONFIG = ConfigSlice("lint", LintSettings, read=_read)
 
 
 class Lint(Stage):

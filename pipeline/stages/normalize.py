@@ -17,6 +17,7 @@ from pipeline.formats.detect import best_for_record, detect
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected, Rejection, raw_text
 from pipeline.sources import Record
+from pipeline.stages.contract import ConfigSlice
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,9 @@ class NormalizeSettings:
     def to_convert_options(self) -> ConvertOptions:
         """The ConvertOptions the converters take."""
         return ConvertOptions(**dataclasses.asdict(self))
+
+
+CONFIG = ConfigSlice("normalize", NormalizeSettings)
 
 
 SNIFF_RECORDS = 32

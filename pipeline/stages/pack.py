@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from pipeline.mms import Thread, normalize_thread_dict
 from pipeline.packing import PACKED_SCHEMA, TOKEN_COLUMNS, WINDOW, BestFitPacker, PackingStats
 from pipeline.packing import packed_table as build_packed_table
-from pipeline.stages.contract import Stage
+from pipeline.stages.contract import ConfigSlice, Stage
 from pipeline.tokenize import Renderer
 from pipeline.tokenize.overlong import OverlongPolicy, fit_batch
 
@@ -40,6 +40,10 @@ class PackSettings:
     seq_len: int
     strategy: Literal["bfd"] = "bfd"
     window: int = WINDOW
+
+
+CONFIG = ConfigSlice("pack", PackSettings, on_by_default=False)
+"""Packing needs sft rows tokenized into shards: the run config checks that."""
 
 
 @dataclass

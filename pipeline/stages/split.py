@@ -4,11 +4,13 @@ thread and its duplicates or preference pair always land in the same split."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 
+from pipeline.stages.contract import ConfigSlice, SliceReader, plain_settings
 from pipeline.stages.fractions import stable_fraction
 from pipeline.stages.sample import SPLIT_GROUP
 
@@ -24,6 +26,28 @@ class ShardSettings:
     compression: Literal["zstd", "snappy", "gzip", "none"] = "zstd"
     bytes_per_shard: int | None = None
     shuffle: bool = True
+
+
+def _read(raw: dict[str, Any] | Literal[False], reader: SliceReader) -> ShardSettings | None:
+    """`shard: false` writes no shards; the split fractions must sum to 1."""
+    if raw is False:
+        return None
+    splits = tuple((name, float(value)) for name, value in raw.get("splits", {}).items())
+    total = sum(value for _, value in splits)
+    if splits and not math.isclose(total, 1.0, abs_tol=1e-9):
+        shown = " + ".join(f"{name} {value:g}" for name, value in splits)
+        reason = f"split fractions must sum to 1, these sum to {total:g} ({shown})"
+        raise reader.error(["splits"], reason, key=True)
+    return ShardSettings(**{**raw, **({"splits": splits} if splits else {})})
+
+
+CONFIG = ConfigSlice(
+    "shard",
+    ShardSettings,
+    read=_read,
+    plain=lambda shard, recorded: {**plain_settings(shard), "splits": dict(shard.splits)},
+    resolved_off=False,
+)
 
 
 def split_rows(rows: pa.Table, settings: ShardSettings) -> dict[str, list[int]]:

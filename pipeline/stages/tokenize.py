@@ -5,17 +5,33 @@ with that reason, or, under `overlong: error`, end the run."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.mms import Thread, settings_to_arrow, threads_to_arrow
-from pipeline.stages.contract import ORIGINAL_THREAD, TOKENS_CUT, Batch, Stage, thread_as_read
+from pipeline.stages.contract import (
+    ORIGINAL_THREAD,
+    TOKENS_CUT,
+    Batch,
+    ConfigSlice,
+    SliceReader,
+    Stage,
+    plain_settings,
+    thread_as_read,
+)
 from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
+from pipeline.tokenize.loading import (
+    TokenizerLoadError,
+    check_tokenizer,
+    hub_cache_folder,
+    hub_name,
+)
 from pipeline.tokenize.overlong import Drop, OverlongPolicy, OverlongThreadError
 from pipeline.tokenize.tables import PROMPT_MESSAGES, PROMPT_TOKENS, TOKENIZED_SCHEMA
 
@@ -51,6 +67,83 @@ def renderer_for(settings: TokenizeSettings) -> tuple[Renderer, LoadedTokenizer]
         base = load_tokenizer(settings.tokenizer, allow_tiktoken=settings.encoder == "auto")
         _RENDERERS[key] = (Renderer(base, bos=settings.bos, policy=settings.train_on), base)
     return _RENDERERS[key]
+
+
+def _read(raw: dict[str, Any], reader: SliceReader) -> TokenizeSettings:
+    """The settings, the tokenizer a local path (against the config's folder) or a Hub name
+    in the local cache, loaded as every work unit loads it."""
+    raw = _objective_defaults(raw, reader)
+    spec = raw["tokenizer"]
+    local = reader.local(spec)
+    if os.path.isdir(local) and not os.path.isfile(os.path.join(local, "tokenizer.json")):
+        raise reader.error(["tokenizer"], f"{local} has no tokenizer.json")
+    if os.path.exists(local):
+        return _check_tokenizer(TokenizeSettings(**{**raw, "tokenizer": local}), reader)
+    if hub_name(spec):
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(spec, "tokenizer.json"), str):
+            return _check_tokenizer(TokenizeSettings(**raw), reader)
+        reason = (
+            f"no such file or directory {local}, and {spec} is not in the local Hugging "
+            f"Face cache (looked in {hub_cache_folder()}; mms never downloads: fetch it "
+            f"once with `huggingface-cli download {spec} tokenizer.json "
+            "tokenizer_config.json`)"
+        )
+        raise reader.error(["tokenizer"], reason)
+    raise reader.error(["tokenizer"], f"no such file or directory: {local}")
+
+
+def _objective_defaults(raw: dict[str, Any], reader: SliceReader) -> dict[str, Any]:
+    """The slice with what an objective other than sft implies (the final turn trained,
+    overlong threads dropped), or an error where it says otherwise."""
+    objective = raw.get("objective", "sft")
+    if objective == "sft":
+        return raw
+    if raw.get("train_on", "last_assistant") != "last_assistant":
+        raise reader.error(
+            ["train_on"],
+            f"objective {objective} trains the final turn only: "
+            "train_on must be last_assistant (its default)",
+        )
+    if raw.get("overlong") == "truncate":
+        raise reader.error(
+            ["overlong"],
+            f"truncate cuts the final turn a {objective} row is made "
+            "of: use drop (its default) or error",
+        )
+    return {"train_on": "last_assistant", "overlong": "drop", **raw}
+
+
+def _check_tokenizer(settings: TokenizeSettings, reader: SliceReader) -> TokenizeSettings:
+    """`settings`, once the tokenizer they name is loaded as every work unit loads it: a
+    tokenizer no unit could load, or a `bos` it has no token for, is refused before any
+    unit starts (a unit that fails on it cannot be fixed by running again). The structure
+    is checked first (remembered per file), for the clearer message; the loaded renderer
+    is kept for this process's units."""
+    try:
+        check_tokenizer(settings.tokenizer)
+        renderer_for(settings)
+    except (TokenizerLoadError, OSError) as err:
+        raise reader.error(["tokenizer"], f"not a usable tokenizer: {err}") from None
+    except ValueError as err:  # the renderer refuses it: a bos it names no token for
+        where = "bos" if settings.bos and "bos" in str(err) else "tokenizer"
+        raise reader.error([where], str(err)) from None
+    return settings
+
+
+CONFIG = ConfigSlice(
+    "tokenize",
+    TokenizeSettings,
+    on_by_default=False,
+    read=_read,
+    plain=lambda settings, recorded: {
+        **plain_settings(settings),
+        "tokenizer": recorded(settings.tokenizer),
+    },
+    resolved_off=None,
+)
+"""Off when omitted: the shards then hold the thread columns."""
 
 
 class Tokenize(Stage):

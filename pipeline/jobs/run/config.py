@@ -18,8 +18,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,26 +29,29 @@ from pipeline.config_file import PathPart, YamlDocument, check_schema, parse_yam
 from pipeline.formats import AUTO, FORMATS
 from pipeline.formats.field_mapping import FieldMapping, MappingError, mapping_from_data
 from pipeline.formats.mapped import NAME as MAPPED
-from pipeline.lint import UnknownRuleError, select_rules
+from pipeline.jobs.run.stages import CONFIG_SLICES, Stages
 from pipeline.schemas import validator
 from pipeline.sources.paths import HF_PREFIX
-from pipeline.stages.curate.plugins import PluginError, load_plugin
-from pipeline.stages.curate.settings import CurationSettings
-from pipeline.stages.dedup import DedupSettings
-from pipeline.stages.filters import FilterSettings
-from pipeline.stages.lint import LintSettings
-from pipeline.stages.normalize import NormalizeSettings
-from pipeline.stages.pack import PackSettings
-from pipeline.stages.split import ShardSettings
-from pipeline.stages.tokenize import TokenizeSettings, renderer_for
-from pipeline.tokenize.loading import (
-    TokenizerLoadError,
-    check_tokenizer,
-    hub_cache_folder,
-    hub_name,
-)
+from pipeline.stages.contract import OMITTED
 
 SCHEMA = "pipeline-config"
+RESOLVED_ORDER = (
+    "normalize",
+    "lint",
+    "filters",
+    "dedup",
+    "tokenize",
+    "shard",
+    "pack",
+    "pii",
+    "language",
+    "decontaminate",
+    "quality",
+    "plugins",
+)
+"""The order of the stages' slices in the resolved config, which manifests have recorded
+since before the stage registry (pipeline/jobs/run/stages.py): a slice added since follows
+them, in run order, so that no existing output's manifest changes."""
 DEFAULT_HF_SPLIT = "train"
 _LOCAL_PREFIXES = (".", "/", "~")
 
@@ -75,22 +78,6 @@ class InputSpec:
     def is_hf(self) -> bool:
         """Whether the input is a Hugging Face dataset (`hf:ORG/NAME` or `hf:/abs/dir`)."""
         return self.path.startswith(HF_PREFIX)
-
-
-@dataclass(frozen=True, slots=True)
-class Stages:
-    """Each stage's slice of the config (the settings classes live beside their stages in
-    pipeline/stages/); `tokenize` None: no tokenization; `shard` None: no shards."""
-
-    normalize: NormalizeSettings = field(default_factory=NormalizeSettings)
-    lint: LintSettings = field(default_factory=LintSettings)
-    filters: FilterSettings = field(default_factory=FilterSettings)
-    dedup: DedupSettings = field(default_factory=DedupSettings)
-    tokenize: TokenizeSettings | None = None
-    shard: ShardSettings | None = field(default_factory=ShardSettings)
-    pack: PackSettings | None = None
-    curation: CurationSettings = field(default_factory=CurationSettings)
-    """The curation stages' slices (pii, language, quality, decontaminate, plugins)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,42 +129,33 @@ class RunConfig:
     """The local paths the config file writes as absolute paths (resolved): outputs record
     them, and the files under them, as written, never relative to the config's folder."""
 
-    def _curation_plain(self) -> dict[str, Any]:
-        """The curation slices set, the evaluation inputs as the config records paths."""
-        plain = self.stages.curation.to_plain()
-        if "decontaminate" in plain:
-            against = plain["decontaminate"]["against"]
-            plain["decontaminate"]["against"] = [self.recorded_path(path) for path in against]
-        return plain
-
     def resolved(self) -> dict[str, Any]:
         """The config as plain JSON data, every default filled, local paths as
         `recorded_path` gives them (so the manifest and its config digest do not depend on
         where the checkout lives)."""
-        stages = self.stages
-        tokenize = _plain(stages.tokenize) if stages.tokenize else None
-        if tokenize is not None:
-            tokenize["tokenizer"] = self.recorded_path(tokenize["tokenizer"])
         return {
             "name": self.name,
             "inputs": [
                 {**_input_plain(spec), "path": self.recorded_path(spec.path)}
                 for spec in self.inputs
             ],
-            "stages": {
-                "normalize": _plain(stages.normalize),
-                "lint": _plain(stages.lint),
-                "filters": _plain(stages.filters),
-                "dedup": _plain(stages.dedup),
-                "tokenize": tokenize,
-                "shard": _shard_plain(stages.shard) if stages.shard else False,
-                **({"pack": _plain(stages.pack)} if stages.pack else {}),
-                **self._curation_plain(),
-            },
+            "stages": self._stages_resolved(),
             "output": self.recorded_path(self.output),
             "engine": self.engine.to_plain(),
             **({"push_to_hub": self.push.to_plain()} if self.push else {}),
         }
+
+    def _stages_resolved(self) -> dict[str, Any]:
+        """Each stage's slice as its declaration (pipeline/stages/) records it, in the order
+        of RESOLVED_ORDER, then the slices not in it in run order."""
+        order = {key: index for index, key in enumerate(RESOLVED_ORDER)}
+        slices = sorted(CONFIG_SLICES, key=lambda config: order.get(config.key, len(order)))
+        resolved = {}
+        for config in slices:
+            value = config.resolve(getattr(self.stages, config.key), self.recorded_path)
+            if value is not OMITTED:
+                resolved[config.key] = value
+        return resolved
 
     def recorded_path(self, path: str | os.PathLike[str]) -> str:
         """How outputs record a local path: as the config writes it. A path written
@@ -246,10 +224,6 @@ def _input_plain(spec: InputSpec) -> dict[str, Any]:
     return plain
 
 
-def _shard_plain(shard: ShardSettings) -> dict[str, Any]:
-    return {**_plain(shard), "splits": dict(shard.splits)}
-
-
 def load_run_config(path: str | os.PathLike[str]) -> RunConfig:
     """The pipeline config of the YAML file `path`, checked and with every default filled;
     relative paths in it are resolved against the file's directory. Raises RunConfigError."""
@@ -277,15 +251,41 @@ class _Builder:
         self.written_absolute: set[str] = set()
 
     def config(self) -> RunConfig:
-        stages = self.data.get("stages", {})
-        tokenize = self._tokenize(stages["tokenize"]) if "tokenize" in stages else None
-        shard = self._shard(stages.get("shard", {}))
-        if tokenize and shard is None:
+        stages = self._stages(self.data.get("stages", {}))
+        inputs = tuple(self._input(i, spec) for i, spec in enumerate(self.data["inputs"]))
+        return RunConfig(
+            name=self.data["name"],
+            inputs=inputs,
+            output=self._output(inputs),
+            stages=stages,
+            engine=self._engine(self.data.get("engine", {})),
+            push=self._push(self.data["output"]),
+            source=self.doc.file.resolve(),
+            written_absolute=frozenset(self.written_absolute),
+        )
+
+    def _stages(self, raw: dict[str, Any]) -> Stages:
+        """Each registered slice read by its declaration (an omitted one: its default, or
+        off), then what the slices say of each other."""
+        settings = {}
+        for config in CONFIG_SLICES:
+            if config.key in raw or config.on_by_default:
+                reader = _SliceReader(self, config.key)
+                settings[config.key] = config.read_value(raw.get(config.key, {}), reader)
+            else:
+                settings[config.key] = None
+        return self._agree(raw, Stages(settings))
+
+    def _agree(self, raw: dict[str, Any], stages: Stages) -> Stages:
+        """The checks across slices: tokenize writes shards; pack packs tokenized sft rows
+        (and caps the tokenize stage's max_tokens to its seq_len); the token filters need
+        a tokenize stage."""
+        tokenize, pack = stages.tokenize, stages.pack
+        if tokenize and stages.shard is None:
             raise self.doc.error(
                 ["stages", "tokenize"], "tokenize writes nothing with `shard: false`", key=True
             )
-        pack = PackSettings(**stages["pack"]) if "pack" in stages else None
-        if pack is not None and (tokenize is None or shard is None):
+        if pack is not None and (tokenize is None or stages.shard is None):
             raise self.doc.error(
                 ["stages", "pack"], "pack needs a tokenize stage and shards", key=True
             )
@@ -294,27 +294,13 @@ class _Builder:
                 ["stages", "pack"], f"pack packs sft rows, not {tokenize.objective} rows", key=True
             )
         if pack is not None and tokenize is not None and tokenize.max_tokens > pack.seq_len:
-            tokenize = dataclasses.replace(tokenize, max_tokens=pack.seq_len)
-        inputs = tuple(self._input(i, spec) for i, spec in enumerate(self.data["inputs"]))
-        return RunConfig(
-            name=self.data["name"],
-            inputs=inputs,
-            output=self._output(inputs),
-            stages=Stages(
-                normalize=NormalizeSettings(**stages.get("normalize", {})),
-                lint=self._lint(stages.get("lint", {})),
-                filters=self._filters(stages.get("filters", {}), tokenize),
-                dedup=DedupSettings.from_config(stages.get("dedup", {})),
-                tokenize=tokenize,
-                shard=shard,
-                pack=pack,
-                curation=self._curation(stages),
-            ),
-            engine=self._engine(self.data.get("engine", {})),
-            push=self._push(self.data["output"]),
-            source=self.doc.file.resolve(),
-            written_absolute=frozenset(self.written_absolute),
-        )
+            stages = stages.replace(tokenize=dataclasses.replace(tokenize, max_tokens=pack.seq_len))
+        if tokenize is None:
+            for key in ("min_trained_tokens", "max_tokens"):
+                if key in raw.get("filters", {}):
+                    reason = "counts tokens, so it needs a stages.tokenize section"
+                    raise self.doc.error(["stages", "filters", key], reason, key=True)
+        return stages
 
     def _output(self, inputs: tuple[InputSpec, ...]) -> Path:
         """The output folder: not an existing file, not one of the inputs, and holding
@@ -339,17 +325,6 @@ class _Builder:
                 )
             raise self.doc.error(where, reason)
         return output
-
-    def _curation(self, stages: dict[str, Any]) -> CurationSettings:
-        """The curation slices, the evaluation inputs' paths made absolute, each plugin
-        loaded once here, so that one that cannot be is an error at its line."""
-        settings = CurationSettings.from_config(stages, self._local)
-        for index, spec in enumerate(settings.plugins):
-            try:
-                load_plugin(spec.use)
-            except PluginError as err:
-                raise self.doc.error(["stages", "plugins", index, "use"], str(err)) from None
-        return settings
 
     def _push(self, raw: str | dict[str, Any]) -> PushSettings | None:
         """`output.push_to_hub`: a repository id, or {repo, private, revision}."""
@@ -420,113 +395,17 @@ class _Builder:
             language=tuple(raw.get("language", ())),
         )
 
-    def _lint(self, raw: dict[str, Any]) -> LintSettings:
-        ignores = raw.get("per_source_ignores", {})
-        for glob, selectors in ignores.items():
-            for index, selector in enumerate(selectors):
-                try:
-                    select_rules([selector])
-                except UnknownRuleError as err:
-                    where = ["stages", "lint", "per_source_ignores", glob, index]
-                    raise self.doc.error(where, str(err)) from None
-        plain = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
-        plain["per_source_ignores"] = tuple((g, tuple(s)) for g, s in ignores.items())
-        stage = LintSettings(**plain)
-        for key in ("select", "ignore", "drop_on"):
-            for index, selector in enumerate(getattr(stage, key)):
-                try:
-                    select_rules([selector])
-                except UnknownRuleError as err:
-                    raise self.doc.error(["stages", "lint", key, index], str(err)) from None
-        selected = {rule.code for rule in select_rules(stage.select, stage.ignore)}
-        for index, selector in enumerate(stage.drop_on):
-            if not {rule.code for rule in select_rules([selector])} & selected:
-                reason = f"{selector} is not among the selected rules, so it could drop nothing"
-                raise self.doc.error(["stages", "lint", "drop_on", index], reason)
-        return stage
 
-    def _filters(self, raw: dict[str, Any], tokenize: TokenizeSettings | None) -> FilterSettings:
-        stage = FilterSettings(**raw)
-        where = ["stages", "filters"]
-        if stage.max_messages is not None and stage.max_messages < stage.min_messages:
-            reason = f"max_messages {stage.max_messages} is below min_messages {stage.min_messages}"
-            raise self.doc.error([*where, "max_messages"], reason)
-        if tokenize is None:
-            for key in ("min_trained_tokens", "max_tokens"):
-                if key in raw:
-                    reason = "counts tokens, so it needs a stages.tokenize section"
-                    raise self.doc.error([*where, key], reason, key=True)
-        return stage
+class _SliceReader:
+    """How a stage's slice reads its part of the config (`SliceReader`): errors at a key
+    path under `stages.<key>`, local paths against the config file's folder."""
 
-    def _tokenize(self, raw: dict[str, Any]) -> TokenizeSettings:
-        raw = self._objective_defaults(raw)
-        spec = raw["tokenizer"]
-        local = self._local(spec)
-        where = ["stages", "tokenize", "tokenizer"]
-        if os.path.isdir(local) and not os.path.isfile(os.path.join(local, "tokenizer.json")):
-            raise self.doc.error(where, f"{local} has no tokenizer.json")
-        if os.path.exists(local):
-            return self._check_tokenizer(TokenizeSettings(**{**raw, "tokenizer": local}))
-        if hub_name(spec):
-            from huggingface_hub import try_to_load_from_cache
+    def __init__(self, builder: _Builder, key: str):
+        self.builder = builder
+        self.key = key
 
-            if isinstance(try_to_load_from_cache(spec, "tokenizer.json"), str):
-                return self._check_tokenizer(TokenizeSettings(**raw))
-            reason = (
-                f"no such file or directory {local}, and {spec} is not in the local Hugging "
-                f"Face cache (looked in {hub_cache_folder()}; mms never downloads: fetch it "
-                f"once with `huggingface-cli download {spec} tokenizer.json "
-                "tokenizer_config.json`)"
-            )
-            raise self.doc.error(where, reason)
-        raise self.doc.error(where, f"no such file or directory: {local}")
+    def error(self, where: Sequence[str | int], reason: str, *, key: bool = False) -> Exception:
+        return self.builder.doc.error(["stages", self.key, *where], reason, key=key)
 
-    def _objective_defaults(self, raw: dict[str, Any]) -> dict[str, Any]:
-        """The tokenize slice with what an objective other than sft implies (the final turn
-        trained, overlong threads dropped), or an error where it says otherwise."""
-        objective = raw.get("objective", "sft")
-        if objective == "sft":
-            return raw
-        where = ["stages", "tokenize"]
-        if raw.get("train_on", "last_assistant") != "last_assistant":
-            raise self.doc.error(
-                [*where, "train_on"],
-                f"objective {objective} trains the final turn only: "
-                "train_on must be last_assistant (its default)",
-            )
-        if raw.get("overlong") == "truncate":
-            raise self.doc.error(
-                [*where, "overlong"],
-                f"truncate cuts the final turn a {objective} row is made "
-                "of: use drop (its default) or error",
-            )
-        return {"train_on": "last_assistant", "overlong": "drop", **raw}
-
-    def _check_tokenizer(self, settings: TokenizeSettings) -> TokenizeSettings:
-        """`settings`, once the tokenizer they name is loaded as every work unit loads
-        it: a tokenizer no unit could load, or a `bos` it has no token for, is refused
-        before any unit starts (a unit that fails on it cannot be fixed by running
-        again). The structure is checked first (remembered per file), for the clearer
-        message; the loaded renderer is kept for this process's units."""
-        where = ["stages", "tokenize", "tokenizer"]
-        try:
-            check_tokenizer(settings.tokenizer)
-            renderer_for(settings)
-        except (TokenizerLoadError, OSError) as err:
-            raise self.doc.error(where, f"not a usable tokenizer: {err}") from None
-        except ValueError as err:  # the renderer refuses it: a bos it names no token for
-            if settings.bos and "bos" in str(err):
-                where = ["stages", "tokenize", "bos"]
-            raise self.doc.error(where, str(err)) from None
-        return settings
-
-    def _shard(self, raw: dict[str, Any] | Literal[False]) -> ShardSettings | None:
-        if raw is False:
-            return None
-        splits = tuple((name, float(value)) for name, value in raw.get("splits", {}).items())
-        total = sum(value for _, value in splits)
-        if splits and not math.isclose(total, 1.0, abs_tol=1e-9):
-            shown = " + ".join(f"{name} {value:g}" for name, value in splits)
-            reason = f"split fractions must sum to 1, these sum to {total:g} ({shown})"
-            raise self.doc.error(["stages", "shard", "splits"], reason, key=True)
-        return ShardSettings(**{**raw, **({"splits": splits} if splits else {})})
+    def local(self, path: str) -> str:
+        return self.builder._local(path)

@@ -1,21 +1,32 @@
-"""The stages of `mms run`, in order, one line each (a line may make several: the curation
-stages a config turns on): adding a stage is a module in pipeline/stages/ and a line here. The same list runs on both sides: its map side where each
-part is read, its dataset side in the ordered pass (DESIGN §2)."""
+"""The stages of `mms run`, in run order, one line each: adding a stage is a module in
+pipeline/stages/ (its settings, its `ConfigSlice` and its `Stage`) and a line here. A line
+registers the stage's config slice (the run config reads `stages.<key>` with it, and records
+it in the resolved config) and builds the stage from its settings. The same list runs on
+both sides: its map side where each part is read, its dataset side in the ordered pass
+(DESIGN §2)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pyarrow as pa
 
-from pipeline.jobs.run.config import RunConfig
 from pipeline.lint import LintReport
 from pipeline.mms import THREAD_ARROW_SCHEMA
 from pipeline.objectives import SCHEMAS
 from pipeline.packing import PACKED_SCHEMA
-from pipeline.stages.contract import Stage
+from pipeline.stages import dedup, filters, lint, normalize, pack, split, tokenize
+from pipeline.stages.contract import ConfigSlice, Stage
+from pipeline.stages.curate import settings as curate
+from pipeline.stages.curate.decontaminate import Decontaminate
+from pipeline.stages.curate.language import Language
+from pipeline.stages.curate.pii import Pii
+from pipeline.stages.curate.plugins import Plugins
+from pipeline.stages.curate.quality import Quality
+from pipeline.stages.curate.settings import CurationSettings
 from pipeline.stages.dedup import Dedup
 from pipeline.stages.filters import MessageFilter, TokenFilter
 from pipeline.stages.lint import Lint
@@ -36,37 +47,20 @@ class Side:
     report: LintReport | None = None
 
 
-def _lint(config: RunConfig, side: Side) -> Lint:
+def _lint(settings: lint.LintSettings, stages: Stages, side: Side) -> Lint:
     """The lint stage; with a tokenize stage, MMS404 flags the special tokens of the run's
     tokenizer too (`<s>`, `<unk>` ...: content spelling them is encoded as text). The
     tokenizer is loaded once per process (the config check has loaded it already)."""
-    settings = config.stages.lint
-    if config.stages.tokenize is not None:
-        specials = renderer_for(config.stages.tokenize)[1].special_tokens
+    if stages.tokenize is not None:
+        specials = renderer_for(stages.tokenize)[1].special_tokens
         extra = tuple(dict.fromkeys([*settings.special_tokens, *specials]))
         settings = dataclasses.replace(settings, special_tokens=extra)
     return Lint.from_settings(settings, side.lint_source, side.report)
 
 
-RUN_STAGES: tuple[Callable[[RunConfig, Side], Stage | list[Stage] | None], ...] = (
-    lambda config, side: Sample(side.sample),
-    lambda config, side: config.stages.curation.redaction(),
-    _lint,
-    lambda config, side: MessageFilter(config.stages.filters),
-    lambda config, side: config.stages.curation.taggers(),
-    lambda config, side: Dedup(config.stages.dedup),
-    lambda config, side: (
-        Tokenize.from_settings(config.stages.tokenize) if config.stages.tokenize else None
-    ),
-    lambda config, side: TokenFilter(config.stages.filters) if config.stages.tokenize else None,
-    lambda config, side: _objective(config),
-    lambda config, side: Pack.from_settings(config.stages.pack) if config.stages.pack else None,
-)
-
-
-def _objective(config: RunConfig) -> ObjectiveStage | None:
+def _objective(stages: Stages) -> ObjectiveStage | None:
     """The objective stage, when the rows are not sft rows."""
-    settings = config.stages.tokenize
+    settings = stages.tokenize
     if settings is None or settings.objective == "sft":
         return None
     return ObjectiveStage(
@@ -74,16 +68,130 @@ def _objective(config: RunConfig) -> ObjectiveStage | None:
     )
 
 
-def run_stages(config: RunConfig, side: Side) -> list[Stage]:
+Build = Callable[[Any, "Stages", Side], "Stage | None"]
+"""Makes a stage from its slice's settings (None: the slice is off, and the stage is built
+only when `always`), the run's settings of every slice, and the side it runs on."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One line of RUN_STAGES: a config slice (or none), and the stage made of it (or none:
+    the slice is read elsewhere, by the map side's reading or the ordered pass's split)."""
+
+    slice: ConfigSlice[Any] | None = None
+    build: Build | None = None
+    always: bool = False
+    """Build even when the slice is off (or there is none)."""
+
+
+RUN_STAGES: tuple[Step, ...] = (
+    Step(normalize.CONFIG),  # read side: records -> threads, pipeline/jobs/run/unit.py
+    Step(None, lambda _, stages, side: Sample(side.sample), always=True),
+    Step(curate.PII, lambda settings, *_: Pii(settings)),
+    Step(lint.CONFIG, _lint),
+    Step(filters.CONFIG, lambda settings, *_: MessageFilter(settings)),
+    Step(curate.LANGUAGE, lambda settings, *_: Language(settings)),
+    Step(curate.QUALITY, lambda settings, *_: Quality(settings)),
+    Step(curate.DECONTAMINATE, lambda settings, *_: Decontaminate(settings)),
+    Step(curate.PLUGINS, lambda settings, *_: Plugins(settings)),
+    Step(dedup.CONFIG, lambda settings, *_: Dedup(settings)),
+    Step(tokenize.CONFIG, lambda settings, *_: Tokenize.from_settings(settings)),
+    Step(
+        None,
+        lambda _, stages, side: TokenFilter(stages.filters) if stages.tokenize else None,
+        always=True,
+    ),
+    Step(None, lambda _, stages, side: _objective(stages), always=True),
+    Step(split.CONFIG),  # the split, in the ordered pass: pipeline/jobs/run/reduce.py
+    Step(pack.CONFIG, lambda settings, *_: Pack.from_settings(settings)),
+)
+
+CONFIG_SLICES: tuple[ConfigSlice[Any], ...] = tuple(
+    step.slice for step in RUN_STAGES if step.slice is not None
+)
+"""Every slice of a run config's `stages:`, in run order."""
+
+
+class Stages:
+    """Each stage's settings by the key of its config slice, read as an attribute
+    (`stages.lint`; None: the stage is off), every slice of CONFIG_SLICES there (an omitted
+    one with its default); `curation` gives the curation slices together."""
+
+    __slots__ = ("_settings",)
+
+    def __init__(self, settings: Mapping[str, Any] | None = None):
+        given = dict(settings or {})
+        unknown = set(given) - {config.key for config in CONFIG_SLICES}
+        if unknown:
+            raise TypeError(f"no stage reads the config slice(s) {sorted(unknown)}")
+        full = {
+            config.key: given[config.key] if config.key in given else config.default()
+            for config in CONFIG_SLICES
+        }
+        object.__setattr__(self, "_settings", full)
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return object.__getattribute__(self, "_settings")[key]
+        except KeyError:
+            raise AttributeError(f"no config slice {key!r}") from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {key!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Stages, (self._settings,))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stages) and self._settings == other._settings
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._settings.items()))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{key}={value!r}" for key, value in self._settings.items())
+        return f"Stages({shown})"
+
+    def items(self) -> list[tuple[str, Any]]:
+        """(key, settings) of every slice, in run order."""
+        return list(self._settings.items())
+
+    def replace(self, **changes: Any) -> Stages:
+        """A copy with the settings of some slices changed."""
+        return Stages({**self._settings, **changes})
+
+    @property
+    def curation(self) -> CurationSettings:
+        """The curation slices (pii, language, quality, decontaminate, plugins)."""
+        return CurationSettings(
+            pii=self.pii,
+            language=self.language,
+            quality=self.quality,
+            decontaminate=self.decontaminate,
+            plugins=self.plugins or (),
+        )
+
+
+class HasStages(Protocol):
+    """What the functions below read of a run config: its stages' settings."""
+
+    stages: Stages
+
+
+def run_stages(config: HasStages, side: Side) -> list[Stage]:
     """The stages `config` turns on, in run order."""
-    stages: list[Stage] = []
-    for make in RUN_STAGES:
-        built = make(config, side)
-        stages += built if isinstance(built, list) else [built] if built is not None else []
-    return stages
+    built: list[Stage] = []
+    for step in RUN_STAGES:
+        settings = getattr(config.stages, step.slice.key) if step.slice else None
+        if step.build is None or (settings is None and not step.always):
+            continue
+        stage = step.build(settings, config.stages, side)
+        if stage is not None:
+            built.append(stage)
+    return built
 
 
-def row_schema(config: RunConfig) -> pa.Schema:
+def row_schema(config: HasStages) -> pa.Schema:
     """The columns of the threads a run keeps (tokenized or not; for an objective other
     than sft, with their settings and where their prompt ends, which its rows are cut
     from)."""
@@ -97,7 +205,7 @@ def row_schema(config: RunConfig) -> pa.Schema:
     return pa.schema([*TOKENIZED_SCHEMA, settings, *cuts])
 
 
-def shard_schema(config: RunConfig) -> pa.Schema:
+def shard_schema(config: HasStages) -> pa.Schema:
     """The columns of the run's shards: its kept threads', its objective's rows or,
     packed, the sequences'."""
     if config.stages.pack:
@@ -108,7 +216,7 @@ def shard_schema(config: RunConfig) -> pa.Schema:
     return row_schema(config)
 
 
-def part_schema(config: RunConfig, stages: list[Stage]) -> pa.Schema:
+def part_schema(config: HasStages, stages: list[Stage]) -> pa.Schema:
     """The columns of a part's threads file: the shard columns, settings, and every
     stage's published columns."""
     schema = row_schema(config)

@@ -4,21 +4,103 @@ settings, and the stages they make, in their order."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline.curation.quality import QualitySettings
-from pipeline.stages.contract import Stage
+from pipeline.stages.contract import (
+    ConfigSlice,
+    SliceReader,
+    Stage,
+    plain_settings,
+    settings_from_plain,
+)
 from pipeline.stages.curate.decontaminate import Decontaminate, DecontaminateSettings
 from pipeline.stages.curate.language import Language, LanguageSettings
 from pipeline.stages.curate.pii import Pii, PiiSettings
-from pipeline.stages.curate.plugins import Plugins, PluginSpec
+from pipeline.stages.curate.plugins import PluginError, Plugins, PluginSpec, load_plugin
 from pipeline.stages.curate.quality import Quality, QualityStageSettings
 
-SLICES = ("pii", "language", "quality", "decontaminate", "plugins")
+
+def _read_quality(raw: dict[str, Any], reader: SliceReader) -> QualityStageSettings:
+    raw = dict(raw)
+    action = raw.pop("action", "tag")
+    return QualityStageSettings(settings_from_plain(QualitySettings, raw), action)
+
+
+def _read_decontaminate(raw: dict[str, Any], reader: SliceReader) -> DecontaminateSettings:
+    """The evaluation inputs' paths made absolute (against the config's folder)."""
+    against = tuple(reader.local(path) for path in raw.get("against", ()))
+    return DecontaminateSettings(**{**raw, "against": against})
+
+
+def _read_plugins(raw: list[dict[str, Any]], reader: SliceReader) -> tuple[PluginSpec, ...] | None:
+    """The plugins, each loaded once here, so that one that cannot be is an error at its
+    line; none: the stage is off."""
+    specs = tuple(
+        PluginSpec(
+            spec["use"],
+            spec.get("action", "drop"),
+            tuple(sorted((spec.get("options") or {}).items())),
+        )
+        for spec in raw
+    )
+    for index, spec in enumerate(specs):
+        try:
+            load_plugin(spec.use)
+        except PluginError as err:
+            raise reader.error([index, "use"], str(err)) from None
+    return specs or None
+
+
+PII = ConfigSlice("pii", PiiSettings, on_by_default=False)
+LANGUAGE = ConfigSlice("language", LanguageSettings, on_by_default=False)
+QUALITY = ConfigSlice(
+    "quality",
+    QualityStageSettings,
+    on_by_default=False,
+    read=_read_quality,
+    # as the config writes it: the thresholds and the action
+    plain=lambda q, recorded: {**plain_settings(q.rules), "action": q.action},
+)
+DECONTAMINATE = ConfigSlice(
+    "decontaminate",
+    DecontaminateSettings,
+    on_by_default=False,
+    read=_read_decontaminate,
+    plain=lambda d, recorded: {
+        **plain_settings(d),
+        "against": [recorded(path) for path in d.against],
+    },
+)
+PLUGINS = ConfigSlice(
+    "plugins",
+    PluginSpec,
+    on_by_default=False,
+    read=_read_plugins,
+    plain=lambda specs, recorded: [
+        {"use": p.use, "action": p.action, "options": dict(p.options)} for p in specs
+    ],
+)
+"""Its settings are the tuple of the plugins' specs (each as the config writes it)."""
+
+CURATION_SLICES = (PII, LANGUAGE, QUALITY, DECONTAMINATE, PLUGINS)
+SLICES = tuple(curation.key for curation in CURATION_SLICES)
 """The config keys of the curation stages."""
+
+
+class _Paths:
+    """Reads a curation file's slices: paths against `resolve`; a problem a PluginError."""
+
+    def __init__(self, resolve: Callable[[str], str]):
+        self.resolve = resolve
+
+    def error(self, where: Sequence[str | int], reason: str, *, key: bool = False) -> Exception:
+        return PluginError(reason)
+
+    def local(self, path: str) -> str:
+        return self.resolve(path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,36 +117,16 @@ class CurationSettings:
     def from_config(
         cls, stages: dict[str, Any], resolve: Callable[[str], str] = str
     ) -> CurationSettings:
-        """The settings of a config's (schema-checked) `stages` mapping; `resolve` makes
-        the evaluation inputs' paths absolute (relative to the config's folder)."""
-        quality = None
-        if "quality" in stages:
-            raw = dict(stages["quality"])
-            action = raw.pop("action", "tag")
-            if "refusal_phrases" in raw:
-                raw["refusal_phrases"] = tuple(raw["refusal_phrases"])
-            if "rules" in raw:
-                raw["rules"] = tuple(raw["rules"])
-            quality = QualityStageSettings(QualitySettings(**raw), action)
-        decontaminate = None
-        if "decontaminate" in stages:
-            raw = dict(stages["decontaminate"])
-            raw["against"] = tuple(resolve(path) for path in raw.get("against", ()))
-            decontaminate = DecontaminateSettings(**raw)
-        return cls(
-            pii=_settings(PiiSettings, stages.get("pii"), kinds=tuple),
-            language=_settings(LanguageSettings, stages.get("language"), languages=tuple),
-            quality=quality,
-            decontaminate=decontaminate,
-            plugins=tuple(
-                PluginSpec(
-                    spec["use"],
-                    spec.get("action", "drop"),
-                    tuple(sorted((spec.get("options") or {}).items())),
-                )
-                for spec in stages.get("plugins", ())
-            ),
-        )
+        """The settings of a curation file's (schema-checked) slices, read as a run config
+        reads them; `resolve` makes the evaluation inputs' paths absolute (relative to the
+        file's folder). Raises PluginError for a plugin that cannot be loaded."""
+        reader = _Paths(resolve)
+        read = {
+            curation.key: curation.read_value(stages[curation.key], reader)
+            for curation in CURATION_SLICES
+            if curation.key in stages
+        }
+        return cls(**{**read, "plugins": read.get("plugins") or ()})
 
     def redaction(self) -> list[Stage]:
         """The stage that rewrites threads (before any other looks at them)."""
@@ -82,33 +144,3 @@ class CurationSettings:
         if self.plugins:
             stages.append(Plugins(self.plugins))
         return stages
-
-    def to_plain(self) -> dict[str, Any]:
-        """The slices set, as plain data (for a manifest and its config digest)."""
-        plain: dict[str, Any] = {}
-        for name in ("pii", "language", "decontaminate"):
-            value = getattr(self, name)
-            if value is not None:
-                plain[name] = _plain(value)
-        if self.quality is not None:  # as the config writes it: the thresholds and the action
-            plain["quality"] = {**_plain(self.quality.rules), "action": self.quality.action}
-        if self.plugins:
-            plain["plugins"] = [
-                {"use": p.use, "action": p.action, "options": dict(p.options)} for p in self.plugins
-            ]
-        return plain
-
-
-def _settings(kind: type, raw: dict[str, Any] | None, **tuples: Callable[[Any], Any]) -> Any:
-    if raw is None:
-        return None
-    values = {key: tuples[key](value) if key in tuples else value for key, value in raw.items()}
-    return kind(**values)
-
-
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple):
-        return [_plain(item) for item in value]
-    return value
