@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from pipeline import read
 from pipeline.cli import main
 from pipeline.curation.contamination import NgramIndex, words
+from pipeline.curation.language import message_language
 from pipeline.curation.mojibake import bad_texts, re2_syntax
 from pipeline.curation.pii import find_pii, may_hold_pii
 from pipeline.curation.quality import QualitySettings, Turn, quality_flags, quality_flags_many
@@ -305,6 +306,59 @@ def test_languages_are_tagged_and_kept_by_a_list(tmp_path):
     kept = threads_of(out)
     assert [t["meta"].get("language") for t in kept] == ["en", "zh", None]
     assert [d["code"] for d in dropped_of(out)] == ["language:de"]
+
+
+OTHER_LANGUAGES_IN_ASCII = (
+    ("it", "I ragazzi sono in casa a giocare con il cane"),
+    ("it", "Mi puoi dire come si fa la pasta in casa per due persone?"),
+    ("it", "Io sono in ufficio fino a tardi e non posso venire stasera"),
+    ("it", "Qual e la capitale della Francia e quanti abitanti ha?"),
+    ("es", "Me llamo Ana y vivo en una casa con mi familia"),
+    ("es", "Puedes explicarme como funciona el motor de un coche?"),
+    ("es", "Hoy he comido en un restaurante muy bueno con mis amigos"),
+    ("es", "Cual es la mejor manera de aprender a programar en Python?"),
+    ("pt", "Eu gosto de ler livros a noite antes de dormir"),
+    ("pt", "Voce pode me ajudar a escrever um email para o meu chefe?"),
+    ("pt", "As criancas foram para a escola de manha cedo"),
+    ("fr", "Je voudrais savoir comment on fait une tarte aux pommes"),
+    ("fr", "Il fait beau aujourd'hui, on va se promener au parc?"),
+    ("fr", "Pouvez-vous me dire ou se trouve la gare la plus proche?"),
+    ("de", "Ich habe heute keine Zeit, kannst du morgen vorbeikommen?"),
+    ("de", "Was ist der beste Weg, um Deutsch zu lernen?"),
+    ("de", "Das Wetter ist heute so schoen, wir gehen an den See"),
+    ("nl", "Dit is een test van de taal in het Nederlands voor jou"),
+    ("nl", "Kun je me helpen met mijn huiswerk voor morgen of niet?"),
+    ("nl", "We gaan vanavond naar de film, heb je zin om mee te gaan?"),
+    ("da", "Jeg har en hund og en kat, og de er gode venner"),
+    ("da", "Kan du hjaelpe mig med at skrive et brev til min chef?"),
+    ("no", "Det er for kaldt i dag til at gaa en tur i parken"),
+    ("no", "Hva er den beste maaten aa laere norsk paa?"),
+    ("sv", "Jag vill veta hur man lagar en god middag till min familj"),
+    ("id", "Saya ingin belajar bahasa Inggris dengan cepat dan mudah"),
+    ("id", "Apa kabar? Saya sudah makan siang di kantor tadi"),
+    ("tl", "Ako ay pupunta sa palengke mamaya para bumili ng isda"),
+    ("tl", "Ano ang pinakamagandang paraan para matuto ng Ingles?"),
+    ("sw", "Habari yako? Mimi ninaenda sokoni kununua matunda leo"),
+    ("tr", "Bu aksam arkadaslarimla sinemaya gidecegim, sen de gel"),
+    ("pl", "To jest moj dom i to jest moja rodzina, ktora mieszka tutaj"),
+    ("pl", "Czy mozesz mi pomoc napisac list do mojego szefa?"),
+    ("ro", "Am fost la magazin sa cumpar paine si lapte pentru micul dejun"),
+)
+"""Chat sentences of 14 languages typed without accents (written for these tests)."""
+
+
+def test_plain_english_is_told_without_the_model_and_nothing_else_is():
+    """English chat turns the model gets wrong on their own are English (they are told by
+    their function words, without the model), and no sentence of another language typed
+    in ASCII is taken for English by that rule."""
+    for text in (
+        "Tell me who you are.",
+        "Wow, how do you know so much?",
+        "How do you cook sous vide?",
+    ):
+        assert message_language(text) == "en", text
+    taken = [text for _, text in OTHER_LANGUAGES_IN_ASCII if message_language(text) == "en"]
+    assert taken == []
 
 
 def test_short_chinese_turns_the_model_takes_for_others_are_chinese(tmp_path):

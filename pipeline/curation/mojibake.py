@@ -47,12 +47,15 @@ fi and fl ligatures, the replacement character): text with none of them (ASCII, 
 without Western punctuation) is not searched."""
 
 
-def bad_texts(texts: list[str]) -> list[bool]:
-    """For each text, `ftfy.badness.is_bad(text)`, the texts searched together."""
+def bad_texts(texts: list[str], column: pa.Array | None = None) -> list[bool]:
+    """For each text, `ftfy.badness.is_bad(text)`, the texts searched together (`column`:
+    the same texts as an Arrow array, when the caller has made one)."""
     bad = [False] * len(texts)
     if not texts:
         return bad
-    signs = pc.match_substring_regex(pa.array(texts, pa.string()), MAY_BE_MOJIBAKE)
+    if column is None:
+        column = pa.array(texts, pa.string())
+    signs = pc.match_substring_regex(column, MAY_BE_MOJIBAKE)
     suspects = [row for row, sign in enumerate(signs.to_pylist()) if sign]
     pattern = _re2_badness()
     if pattern is None or sum(len(texts[row]) for row in suspects) < RE2_FROM_CHARS:

@@ -58,6 +58,8 @@ REFUSAL_PHRASES = (
 """The default refusal and boilerplate phrases (lower case)."""
 RULES = ("empty_answer", "repetition", "refusal", "copies_user", "mojibake", "cut_off")
 _WORD = re.compile(r"\w+", re.UNICODE)
+COPY_GATE_WORDS = 8
+"""How many of a user turn's longest words an answer must hold to be checked for a copy."""
 _NOT_SPACE = re.compile(r"\S")
 _RE2_SPECIAL = frozenset("\\.^$|?*+()[]{}")
 _FENCED_CODE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
@@ -102,10 +104,11 @@ def quality_flags_many(
     (numpy): their cost per call is paid once per batch."""
     rules = settings.rules
     texts = [turn.text for turns in threads for turn in turns]
-    refusals = _matching(texts, _phrases(settings.refusal_phrases), "refusal" in rules)
-    mojibake = bad_texts(texts) if "mojibake" in rules else [False] * len(texts)
+    column = pa.array(texts, pa.string())
+    refusals = _matching(column, _phrases(settings.refusal_phrases), "refusal" in rules)
+    mojibake = bad_texts(texts, column) if "mojibake" in rules else [False] * len(texts)
     found: list[set[str]] = [set() for _ in threads]
-    asked: dict[str, str] = {}
+    asked: dict[str, tuple[list[str], list[str]]] = {}
     counted: list[tuple[int, list[str]]] = []
     place = -1
     for row, turns in enumerate(threads):
@@ -146,12 +149,12 @@ def _phrases(phrases: tuple[str, ...]) -> str:
     return "|".join("".join(f"\\{c}" if c in _RE2_SPECIAL else c for c in p) for p in phrases)
 
 
-def _matching(texts: list[str], pattern: str, wanted: bool) -> list[bool]:
+def _matching(texts: pa.Array, pattern: str, wanted: bool) -> list[bool]:
     """Whether each text holds a match of the RE2 `pattern` (any case), all texts in one
     scan; all False when the rule is not `wanted` or the pattern is empty."""
-    if not wanted or not pattern or not texts:
+    if not wanted or not pattern:
         return [False] * len(texts)
-    found = pc.match_substring_regex(pa.array(texts, pa.string()), pattern, ignore_case=True)
+    found = pc.match_substring_regex(texts, pattern, ignore_case=True)
     return found.to_pylist()  # type: ignore[no-any-return]
 
 
@@ -161,19 +164,20 @@ def _nearly_empty(text: str, min_chars: int) -> bool:
     return sum(1 for _ in islice(_NOT_SPACE.finditer(text), min_chars)) < min_chars
 
 
-def _copies(answer: str, user: str, settings: QualitySettings, asked: dict[str, str]) -> bool:
+def _copies(
+    answer: str, user: str, settings: QualitySettings, asked: dict[str, tuple[list[str], list[str]]]
+) -> bool:
     """Whether the (lower-cased) answer's words are the user turn's, or hold all of them
-    in a row when there are at least `copy_min_words`. Words are split only when the
-    answer holds the user turn's longest stretch of letters (`asked` keeps it per turn)."""
+    in a row when there are at least `copy_min_words`. The answer's words are split only
+    when it holds the user turn's COPY_GATE_WORDS longest words (`asked` keeps each user
+    turn's words and those): 5% of real answers do."""
     if user not in asked:
-        longest = max(user.lower().split(), key=len, default="")
-        first_word = _WORD.search(longest)
-        asked[user] = first_word.group() if first_word else ""
-    if not user or (asked[user] and asked[user] not in answer):
+        said = _WORD.findall(user.lower())
+        asked[user] = (said, sorted(set(said), key=len, reverse=True)[:COPY_GATE_WORDS])
+    said, longest = asked[user]
+    if not said or not all(word in answer for word in longest):
         return False
-    words, said = _WORD.findall(answer), _WORD.findall(user.lower())
-    if not said or not words:
-        return False
+    words = _WORD.findall(answer)
     if words == said:
         return True
     return len(said) >= settings.copy_min_words and " ".join(said) in " ".join(words)
