@@ -9,18 +9,18 @@ left out before a text is judged; a message with fewer than MIN_LETTERS letters 
 judged at all (too short to tell), and a long one is judged on its first SAMPLE_CHARS
 characters of prose, then on four times as many when the model is unsure of those (the
 language of a chat turn shows in its opening lines; the model costs ~90-150 ns a byte, so
-the cost stays flat however long the turn). On the 7,339 turns of ../shared/realdata over
-200 characters of prose, that agrees with judging the whole turn on all but 0.72% (53;
-judged on 200 characters, 0.53%, for 1.5 times the model's time). All the messages of a
-batch go to the model in one call.
+the cost stays flat however long the turn). On 7,339 real chat turns over 200 characters
+of prose (the benchmarks' real data), that agrees with judging the whole turn on all but
+0.72% (53; judged on 200 characters, 0.53%, for 1.5 times the model's time). All the
+messages of a batch go to the model in one call.
 
 Plainly English text is not asked at all: an ASCII sample of at least ENGLISH_MIN_WORDS
 words, ENGLISH_SHARE of them English function words and one of them a word only English
-writes so ("the", "you", "which" ...), is `en`. On the 22,423 prose messages of
-../shared/realdata that is 61% of them; the model calls 15 of those something else, all of
-them English ("Tell me who you are." `it`, "Wow, how do you know so much?" `es`, "How do
-you cook sous vide?" `fr`), and is unsure of 66 more. On 34 chat sentences in 14 other
-languages typed in ASCII (tests/test_curation.py) the rule never fires.
+writes so ("the", "you", "which" ...), is `en`. Of the same data's 22,423 prose messages
+that is 61%; the model calls 15 of those something else, all of them English ("Tell me
+who you are." `it`, "Wow, how do you know so much?" `es`, "How do you cook sous vide?"
+`fr`), and is unsure of 66 more. On 34 chat sentences in 14 other languages typed in
+ASCII (tests/test_curation.py) the rule never fires.
 
 Two corrections make the codes what a curator filters by. Text written in Chinese
 characters without a kana or a hangul is Chinese, whatever the model says: it takes short

@@ -10,9 +10,10 @@ Rules (codes as the flags and drop reasons name them):
   `repetition_factor`: more than 30% of its lines duplicated, or its most frequent 2-, 3-
   and 4-gram covering more than 20%, 18% and 16% of its characters, or its duplicated 5-
   to 10-grams more than 15% down to 10%. Gopher's own limits (factor 1) were set for web
-  pages; on the 10,063 answers of ../shared/realdata they flag 7.1%, most of them sound
-  (steps, lists, songs, worked sums); twice them (the default) flag 1.7% and still catch
-  all of 189 planted loops (a sentence said 3 to 30 times after a real answer's opening).
+  pages; on 10,063 real chat answers (the benchmarks' real data) they flag 7.1%, most of
+  them sound (steps, lists, songs, worked sums); twice them (the default) flag 1.7% and
+  still catch all of 189 planted loops (a sentence said 3 to 30 times after a real
+  answer's opening).
 - `refusal`: an answer that holds a refusal or boilerplate phrase (`refusal_phrases`: "As an
   AI language model", "I cannot assist with" ...; case-insensitive).
 - `copies_user`: an answer that repeats the user turn it answers (the same words, or holds
