@@ -10,6 +10,7 @@ from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("MMS_SHARED", REPO.parent / "shared"))
+DATA = REPO / "tests" / "data"
 
 settings.register_profile("mms", derandomize=True, max_examples=300, deadline=None)
 settings.load_profile("mms")
@@ -30,6 +31,15 @@ def shared() -> Path:
     if not (SHARED / "DESIGN.md").is_file():
         pytest.skip(f"real data folder {SHARED} is absent (set MMS_SHARED to point at it)")
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def data() -> Path:
+    """tests/data: small copies of real public files from ../shared (the same layout,
+    formats/ and realdata/; large files trimmed to their first records, each folder's
+    PROVENANCE.txt says what and from where). Tests of real files use it, so they run on a
+    fresh clone; only tests about every record of the large files use `shared`."""
+    return DATA
 
 
 @pytest.fixture

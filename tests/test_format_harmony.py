@@ -171,15 +171,15 @@ def test_sample_transcripts_read_back_the_same_and_canonical_ones_byte_for_byte(
 # ----------------------------------------------------------------------------- real files
 
 
-def real_path(shared: Path, name: str) -> Path:
-    return shared / REAL / name
+def real_path(data: Path, name: str) -> Path:
+    return data / REAL / name
 
 
 @pytest.mark.parametrize("name", REAL_FILES)
-def test_every_real_file_converts_and_reads_back_the_same(shared, name):
-    record = text_record(real_path(shared, name))
+def test_every_real_file_converts_and_reads_back_the_same(data, name):
+    record = text_record(real_path(data, name))
     assert HARMONY.sniff(record.value).score == 1.0
-    assert is_harmony_file(str(real_path(shared, name)))
+    assert is_harmony_file(str(real_path(data, name)))
     (thread,) = HARMONY.to_threads(record, ConvertOptions())
     assert unenabled_formats(thread) == []
     again = reread(thread, record)
@@ -187,12 +187,12 @@ def test_every_real_file_converts_and_reads_back_the_same(shared, name):
     assert thread_to_harmony(again) == thread_to_harmony(thread)
 
 
-def test_real_files_render_back_to_their_text_but_for_what_the_grammar_drops(shared):
+def test_real_files_render_back_to_their_text_but_for_what_the_grammar_drops(data):
     """Byte for byte, except: the newline after the closing generation prompt (blank
     space outside messages), and the `<|end|>` a message cut short by the end of the
     file gets."""
     for name in REAL_FILES:
-        text = real_path(shared, name).read_text()
+        text = real_path(data, name).read_text()
         rendered = thread_to_harmony(convert(TextDocument(HARMONY_KIND, text)))
         if name == "test-data__test_tool_response_parsing.txt":
             assert rendered == text + END
@@ -200,8 +200,8 @@ def test_real_files_render_back_to_their_text_but_for_what_the_grammar_drops(sha
             assert rendered == text.rstrip("\n")
 
 
-def test_real_browser_and_function_tools(shared):
-    thread = convert(text_record(real_path(shared, REAL_FILES[0])).value)
+def test_real_browser_and_function_tools(data):
+    thread = convert(text_record(real_path(data, REAL_FILES[0])).value)
     assert shape(thread) == [("platform", None), ("developer", None)]
     assert thread.meta["prompt_only"] is True
     assert [f.name for f in thread.settings.formats] == [
@@ -218,8 +218,8 @@ def test_real_browser_and_function_tools(shared):
     }
 
 
-def test_real_kitchensink_parameters_become_json_schema(shared):
-    thread = convert(text_record(real_path(shared, REAL_FILES[1])).value)
+def test_real_kitchensink_parameters_become_json_schema(data):
+    thread = convert(text_record(real_path(data, REAL_FILES[1])).value)
     assert thread.messages[1].content == "Always respond in riddles"
     schemas = thread.meta["tool_schemas"]
     assert "get_location" not in schemas  # `() => any`: no parameters
@@ -252,8 +252,8 @@ def test_real_kitchensink_parameters_become_json_schema(shared):
     }
 
 
-def test_real_lone_tool_response_without_closing_token(shared):
-    thread = convert(text_record(real_path(shared, REAL_FILES[2])).value)
+def test_real_lone_tool_response_without_closing_token(data):
+    thread = convert(text_record(real_path(data, REAL_FILES[2])).value)
     assert thread.messages == [
         Message.context('{"result": "https://openai.com/"} ', "browser.search")
     ]

@@ -61,8 +61,8 @@ def test_samples_convert_with_the_expected_quarantine_codes():
         assert unenabled_formats(thread) == []
 
 
-def test_real_few_shot_examples(shared):
-    path = shared / "realdata" / "hermes_function_calling" / "few_shot.json"
+def test_real_few_shot_examples(data):
+    path = data / "realdata" / "hermes_function_calling" / "few_shot.json"
     threads, rejected, stats = read_all(path)
     assert stats.records_read == 2 and stats.threads == len(threads) == 2 and rejected == []
     assert stats.formats[str(path)] == "hermes"
@@ -85,8 +85,8 @@ def test_real_few_shot_examples(shared):
         }
 
 
-def test_real_system_prompt_template_is_not_hermes(shared):
-    path = shared / "realdata" / "hermes_function_calling" / "sys_prompt.yml"
+def test_real_system_prompt_template_is_not_hermes(data):
+    path = data / "realdata" / "hermes_function_calling" / "sys_prompt.yml"
     result = CliRunner().invoke(main, ["formats", "--detect", str(path)])
     assert result.exit_code == 0
     assert "-> hermes" not in result.output

@@ -118,6 +118,6 @@ def test_sniff_scores_shapes_and_never_raises(value, score):
     assert HH.sniff(value).score == score
 
 
-def test_torchtune_hh_rlhf_message_lists_are_not_taken(shared):
-    value = orjson.loads((shared / "realdata/torchtune_assets/hh_rlhf_tiny.json").read_bytes())
+def test_torchtune_hh_rlhf_message_lists_are_not_taken(data):
+    value = orjson.loads((data / "realdata/torchtune_assets/hh_rlhf_tiny.json").read_bytes())
     assert HH.sniff(value[0]).score == 0.0

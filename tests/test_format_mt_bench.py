@@ -59,8 +59,8 @@ def test_arena_hard_content_turns_keep_their_other_fields():
     assert arena.meta["extra_fields"] == {"cluster": "Spreadsheet formulas"}
 
 
-def test_the_real_fastchat_question_files_convert_without_loss(shared):
-    folder = shared / "realdata" / "fastchat"
+def test_the_real_fastchat_question_files_convert_without_loss(data):
+    folder = data / "realdata" / "fastchat"
     mt_bench, rejected, _ = read_all(folder / "mt_bench_question.jsonl")
     assert rejected == [] and len(mt_bench) == 80
     assert all(len(t.meta["follow_ups"]) == 1 and len(t.messages) == 1 for t in mt_bench)
@@ -72,8 +72,8 @@ def test_the_real_fastchat_question_files_convert_without_loss(shared):
     assert not any("follow_ups" in t.meta for t in vicuna)
 
 
-def test_detection_picks_mt_bench_for_question_files_only(shared):
-    folder = shared / "realdata" / "fastchat"
+def test_detection_picks_mt_bench_for_question_files_only(data):
+    folder = data / "realdata" / "fastchat"
     for name in ("mt_bench_question.jsonl", "vicuna_bench_question.jsonl"):
         assert detect_file(str(folder / name)).label == "mt-bench"
     # answers (choices[].turns) and judge prompts are not questions

@@ -22,25 +22,34 @@ from tests.reading import read_all, unenabled_formats
 OPENAI = FORMATS["openai"]
 SAMPLES = REPO / "data_samples" / "openai"
 REAL_FILES = [
-    # path under realdata, records read, threads (no file quarantines anything)
+    # path under realdata (tests/data: trimmed copies and two stand-ins, see their
+    # PROVENANCE.txt), records read, threads (no file quarantines anything)
     ("openai_finetune_examples/toy_chat_fine_tuning.jsonl", 10, 10),
     ("openai_finetune_examples/weather_chat_fine_tuning.jsonl", 10, 10),
-    ("openai_finetune_examples/evals_older_samples.jsonl", 122, 122),
+    ("openai_finetune_examples/evals_older_samples.jsonl", 6, 6),
     ("functionary/test_case.json", 1, 1),
     ("functionary/test_case_v1.json", 1, 1),
     ("functionary/test_case_v2.json", 1, 1),
     ("functionary/test_case_v2.llama3.json", 1, 1),
     ("functionary/test_case_vision.json", 1, 1),
-    ("llamafactory/kto_en_demo.json", 300, 300),
+    ("llamafactory/kto_en_demo.json", 5, 5),
     ("llamafactory/mllm_demo.json", 6, 6),
     ("llamafactory/mllm_audio_demo.json", 3, 3),
     ("llamafactory/mllm_video_demo.json", 3, 3),
     ("llamafactory/mllm_video_audio_demo.json", 3, 3),
-    ("llamafactory/reason_tool_use_demo_50.jsonl", 50, 50),
-    ("llamafactory/v1_sft_demo.jsonl", 500, 500),
+    ("llamafactory/reason_tool_use_demo_50.jsonl", 3, 3),
+    ("llamafactory/v1_sft_demo.jsonl", 49, 49),
     ("llamafactory/v1_multimodal_demo.jsonl", 24, 24),
     ("llamafactory/v1_dpo_demo.jsonl", 10, 20),
     ("torchtune_assets/hh_rlhf_tiny.json", 1, 2),
+]
+FULL_FILES = [
+    # the large files of ../shared/realdata that tests/data trims: every record of them
+    ("openai_finetune_examples/evals_older_samples.jsonl", 122, 122),
+    ("openai_finetune_examples/weather_chat_fine_tuning.jsonl", 10, 10),
+    ("llamafactory/kto_en_demo.json", 300, 300),
+    ("llamafactory/reason_tool_use_demo_50.jsonl", 50, 50),
+    ("llamafactory/v1_sft_demo.jsonl", 500, 500),
 ]
 TOOL_FILES = [
     "openai_finetune_examples/weather_chat_fine_tuning.jsonl",
@@ -74,8 +83,8 @@ def shape(thread) -> list[tuple[str, str | None, str]]:
 
 
 @pytest.mark.parametrize(("path", "records", "threads"), REAL_FILES)
-def test_real_files_are_detected_and_convert_without_loss(shared, path, records, threads):
-    source = str(shared / "realdata" / path)
+def test_real_files_are_detected_and_convert_without_loss(data, path, records, threads):
+    source = str(data / "realdata" / path)
     converted, rejected, stats = read_all(source)
     assert stats.formats[source] == "openai"
     assert (stats.records_read, stats.threads, rejected) == (records, threads, [])
@@ -85,9 +94,15 @@ def test_real_files_are_detected_and_convert_without_loss(shared, path, records,
         assert thread.meta["source_format"] == "openai"
 
 
+@pytest.mark.parametrize(("path", "records", "threads"), FULL_FILES)
+def test_the_full_files_convert_without_loss(shared, path, records, threads):
+    """Every record of the large files (needs ../shared; skips without it)."""
+    test_real_files_are_detected_and_convert_without_loss(shared, path, records, threads)
+
+
 @pytest.mark.parametrize("path", TOOL_FILES)
-def test_every_call_and_reasoning_format_is_enabled_by_an_earlier_developer_message(shared, path):
-    threads, _, _ = read_all(str(shared / "realdata" / path))
+def test_every_call_and_reasoning_format_is_enabled_by_an_earlier_developer_message(data, path):
+    threads, _, _ = read_all(str(data / "realdata" / path))
     calls = 0
     for thread in threads:
         calls += sum(":" in m.format for m in thread.messages if m.role == "assistant")
@@ -100,15 +115,15 @@ def test_every_call_and_reasoning_format_is_enabled_by_an_earlier_developer_mess
     assert calls > 0
 
 
-def test_real_tool_files_call_only_declared_tools(shared):
+def test_real_tool_files_call_only_declared_tools(data):
     for path in TOOL_FILES:
-        threads, _, _ = read_all(str(shared / "realdata" / path))
+        threads, _, _ = read_all(str(data / "realdata" / path))
         assert all(unenabled_formats(t) == [] for t in threads), path
 
 
-def test_weather_parallel_calls_are_answered_by_id(shared):
+def test_weather_parallel_calls_are_answered_by_id(data):
     threads, _, _ = read_all(
-        str(shared / "realdata/openai_finetune_examples/weather_chat_fine_tuning.jsonl")
+        str(data / "realdata/openai_finetune_examples/weather_chat_fine_tuning.jsonl")
     )
     roles = [(role, name) for role, name, _ in shape(threads[0])]
     assert roles == [
@@ -118,12 +133,12 @@ def test_weather_parallel_calls_are_answered_by_id(shared):
         ("assistant", "markdown"),
     ]
     messages = threads[0].messages
-    assert '"Tokyo, Japan"' in messages[4].content and '"Tokyo"' in messages[5].content
+    assert '"Lima, Peru"' in messages[4].content and '"Lima"' in messages[5].content
     assert [m.end_turn for m in messages if m.role == "assistant"] == [False] * 3 + [True]
 
 
-def test_functionary_code_interpreter_calls_become_declared_python_calls(shared):
-    threads, _, _ = read_all(str(shared / "realdata/functionary/test_case.json"))
+def test_functionary_code_interpreter_calls_become_declared_python_calls(data):
+    threads, _, _ = read_all(str(data / "realdata/functionary/test_case.json"))
     thread = threads[0]
     python_calls = [m for m in thread.messages if m.format == "python:json"]
     assert [orjson.loads(m.content) for m in python_calls] == [
@@ -141,16 +156,16 @@ def test_functionary_code_interpreter_calls_become_declared_python_calls(shared)
     assert thread.messages[index].end_turn is False
 
 
-def test_functionary_legacy_functions(shared):
-    threads, _, _ = read_all(str(shared / "realdata/functionary/test_case_v1.json"))
+def test_functionary_legacy_functions(data):
+    threads, _, _ = read_all(str(data / "realdata/functionary/test_case_v1.json"))
     formats = [(role, name) for role, name, _ in shape(threads[0])]
     assert formats.count(("assistant", "get_car_price:json")) == 2
     assert formats.count(("context", "get_car_price")) == 2
     assert threads[0].messages[-1].content.startswith("No, the car Tang")
 
 
-def test_reason_tool_use_keeps_part_order_and_unwraps_result_lists(shared):
-    path = shared / "realdata/llamafactory/reason_tool_use_demo_50.jsonl"
+def test_reason_tool_use_keeps_part_order_and_unwraps_result_lists(data):
+    path = data / "realdata/llamafactory/reason_tool_use_demo_50.jsonl"
     threads, _, _ = read_all(str(path))
     second = [(role, name) for role, name, _ in shape(threads[2])][:10]
     assert second == [
@@ -169,8 +184,8 @@ def test_reason_tool_use_keeps_part_order_and_unwraps_result_lists(shared):
     assert "'radius': 3" in threads[2].messages[7].content
 
 
-def test_llamafactory_media_tags_are_dropped_or_placeholdered(shared):
-    path = str(shared / "realdata/llamafactory/mllm_video_audio_demo.json")
+def test_llamafactory_media_tags_are_dropped_or_placeholdered(data):
+    path = str(data / "realdata/llamafactory/mllm_video_audio_demo.json")
     dropped, _, _ = read_all(path)
     assert dropped[0].messages[0].content == "What is the video describing?"
     assert dropped[0].meta["extra_fields"] == {
@@ -182,12 +197,12 @@ def test_llamafactory_media_tags_are_dropped_or_placeholdered(shared):
     assert "replaced 1 video part(s) with a [video] placeholder" in placeheld[0].meta["notes"]
 
 
-def test_kto_and_dpo_files_carry_preferences(shared):
-    kto, _, _ = read_all(str(shared / "realdata/llamafactory/kto_en_demo.json"))
+def test_kto_and_dpo_files_carry_preferences(data):
+    kto, _, _ = read_all(str(data / "realdata/llamafactory/kto_en_demo.json"))
     preferences = [t.meta["preference"] for t in kto]
-    assert preferences.count("desirable") == preferences.count("undesirable") == 150
+    assert (preferences.count("desirable"), preferences.count("undesirable")) == (3, 2)
     assert "</s>" in "".join(m.content for t in kto for m in t.messages)  # kept as plain text
-    dpo, _, _ = read_all(str(shared / "realdata/llamafactory/v1_dpo_demo.jsonl"))
+    dpo, _, _ = read_all(str(data / "realdata/llamafactory/v1_dpo_demo.jsonl"))
     assert [t.meta["preference"] for t in dpo[:2]] == ["chosen", "rejected"]
     assert dpo[0].id == dpo[0].meta["pair_id"] + ":chosen"
     # the assistant's loss_weight 1.0 is the default weight; the user's 0.0 stays in meta

@@ -1,7 +1,7 @@
 """The plain prompt list format: JSON arrays and JSON Lines of strings and prompt-only
 objects become prompt-only threads; detection is conservative (no `text`, no
 `instruction`, no answer fields, no transcripts), so it takes no other format's records;
-the real prompt lists in ../shared convert without loss."""
+the real prompt lists in tests/data convert without loss."""
 
 from __future__ import annotations
 
@@ -87,26 +87,26 @@ def test_sniff_reasons_say_what_was_seen():
     )
 
 
-def test_the_real_prompt_lists_convert_without_loss_and_are_detected(shared):
-    folder = shared / "realdata" / "open_assistant"
+def test_the_real_prompt_lists_convert_without_loss_and_are_detected(data):
+    folder = data / "realdata" / "open_assistant"
     for name in OPEN_ASSISTANT:
         path = folder / name
         threads, rejected, _ = read_all(path)
         assert rejected == [] and len(threads) == len(path.read_text().splitlines())
         assert detect_file(str(path)).label == "prompts"
-    open_domain = shared / "realdata/toolbench/instruction/inference_query_demo_open_domain.json"
+    open_domain = data / "realdata/toolbench/instruction/inference_query_demo_open_domain.json"
     assert detect_file(str(open_domain)).label == "prompts"
     # pretraining `text` rows and ToolBench queries with their API lists stay undetected
-    assert detect_file(str(shared / "realdata/llamafactory/c4_demo.jsonl")).label == "unknown"
+    assert detect_file(str(data / "realdata/llamafactory/c4_demo.jsonl")).label == "unknown"
     assert (
-        detect_file(str(shared / "realdata/toolbench/instruction/G1_query.json")).label == "unknown"
+        detect_file(str(data / "realdata/toolbench/instruction/G1_query.json")).label == "unknown"
     )
 
 
-def test_a_transcript_among_prompts_is_still_converted_with_the_file(shared):
+def test_a_transcript_among_prompts_is_still_converted_with_the_file(data):
     """One en_100_text line is a User:/Agent: log; detection declines it alone, but the
     file is a prompt list, so it converts with the rest."""
-    path = shared / "realdata" / "open_assistant" / "en_100_text.jsonl"
+    path = data / "realdata" / "open_assistant" / "en_100_text.jsonl"
     values = [json.loads(line) for line in path.read_text().splitlines()]
     assert sum(FORMAT.sniff(v).score == 0 for v in values) == 1
     threads, rejected, _ = read_all(path)

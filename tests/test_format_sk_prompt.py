@@ -88,12 +88,12 @@ def test_sandbox_escape_in_a_jinja2_prompt_is_refused(tmp_path):
     assert rejected.code == "unsafe_template"
 
 
-def test_real_semantic_kernel_files(shared):
-    threads, rejected, stats = read_all(shared / SK)
+def test_real_semantic_kernel_files(data):
+    threads, rejected, stats = read_all(data / SK)
     assert stats.read_balanced and stats.records_read == 10
     assert set(stats.formats.values()) == {"sk-prompt"}
     assert list(stats.companion_files) == [
-        f"{shared / SK}/prompt_template_samples__ChatPlugin__Chat__config.json"
+        f"{data / SK}/prompt_template_samples__ChatPlugin__Chat__config.json"
     ]
     found = by_file(threads)
     story = found["dotnet__samples__Concepts__Resources__GenerateStory.yaml"]
@@ -145,9 +145,9 @@ def test_real_semantic_kernel_files(shared):
     assert len(threads) == 8
 
 
-def test_cli_names_the_config_read_with_its_skprompt(shared, tmp_path):
+def test_cli_names_the_config_read_with_its_skprompt(data, tmp_path):
     result = CliRunner().invoke(
-        main, ["convert", str(shared / SK), "-o", str(tmp_path / "out.jsonl")]
+        main, ["convert", str(data / SK), "-o", str(tmp_path / "out.jsonl")]
     )
     assert result.exit_code == 0, result.output
     assert "prompt_template_samples__ChatPlugin__Chat__config.json as part of" in result.output

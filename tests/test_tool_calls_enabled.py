@@ -23,9 +23,9 @@ REAL_TOOL_FILES = [
 
 
 @pytest.mark.parametrize("relative", REAL_TOOL_FILES)
-def test_every_tool_call_is_enabled_by_an_earlier_developer_message(shared, tmp_path, relative):
+def test_every_tool_call_is_enabled_by_an_earlier_developer_message(data, tmp_path, relative):
     out = tmp_path / "threads.jsonl"
-    result = convert(str(shared / relative), out)
+    result = convert(str(data / relative), out)
     assert result.account.balanced and result.account.threads > 0
     assert result.account.quarantined_total == 0, relative
     calls = 0
