@@ -1,5 +1,8 @@
-"""Every tokenizer in ../shared/tokenizers either loads and round-trips real threads, or fails
-with an error naming the file and the cause.
+"""Every tokenizer in ../shared/tokenizers, and every small one trained for the tests
+(tests/data/tokenizers, one of each family shape), either loads and round-trips threads, or
+fails with an error naming the file and the cause. The small ones always run; the real ones
+when ../shared is present (the threads are then its real files, else data_samples and a few
+remarkable threads: tests/tokenizer_fixtures.py).
 
 Round trip, precisely: the ids of a thread split at the MMS special tokens into its text
 pieces (role, name, format, content, in the spec's order), and decoding each piece's ids
@@ -33,6 +36,13 @@ from pipeline.tokenize import (
 from pipeline.tokenize.special import post_processor
 from tests.conftest import SHARED
 from tests.reading import read_all
+from tests.tokenizer_fixtures import (
+    repo_threads,
+    shared_present,
+    shared_tokenizers,
+    small,
+    tokenizer_root,
+)
 
 Piece = Callable[[Tokenizer, str], str]
 """What decoding one text piece's ids gives, from the base tokenizer and the piece."""
@@ -93,6 +103,19 @@ ROUND_TRIPS = {
     "torchtune_test_assets/tokenizer_gemma_cropped.json": RoundTrip(unknown_runs),
 }
 FAILING = {"llama2/tokenizer.json": "Merges text file invalid"}
+SMALL_ROUND_TRIPS = {
+    "bytelevel-llama3/tokenizer.json": RoundTrip(exact),
+    "bytelevel-qwen2/tokenizer.json": RoundTrip(nfc),
+    "bytelevel-plain/tokenizer.json": RoundTrip(exact),
+    "bytelevel-cropped/tokenizer.json": RoundTrip(cropped_bytes),
+    "sentencepiece-phi3/tokenizer.json": RoundTrip(sentencepiece, leading_space=True),
+    "sentencepiece-llama2/tokenizer.json": RoundTrip(sentencepiece, leading_space=True),
+    "sentencepiece-gemma-cropped/tokenizer.json": RoundTrip(unknown_runs),
+}
+SMALL_FAILING = {"sentencepiece-llama2-legacy/tokenizer.json": "Merges text file invalid"}
+EXPECTED = {"repo": (SMALL_ROUND_TRIPS, SMALL_FAILING), "shared": (ROUND_TRIPS, FAILING)}
+"""Per source (tokenizer_fixtures.tokenizer_root), the round trip of each tokenizer file
+that loads, and the cause named for each that does not."""
 REAL_FILES = (
     "llamafactory/kto_en_demo.json",
     "llamafactory/glaive_toolcall_zh_demo.json",
@@ -106,9 +129,7 @@ PER_FILE = 40
 @pytest.fixture(scope="module")
 def tokenizers_dir() -> Path:
     """../shared/tokenizers, or a skip (the module-scoped twin of the `shared` fixture)."""
-    if not (SHARED / "DESIGN.md").is_file():
-        pytest.skip(f"real data folder {SHARED} is absent (set MMS_SHARED to point at it)")
-    return SHARED / "tokenizers"
+    return shared_tokenizers()
 
 
 def _remarkable(thread: Thread) -> bool:
@@ -120,11 +141,14 @@ def _remarkable(thread: Thread) -> bool:
 
 
 @pytest.fixture(scope="module")
-def threads(tokenizers_dir: Path) -> list[Thread]:
-    """The first PER_FILE threads of a few real files, and every remarkable one of them."""
+def threads() -> list[Thread]:
+    """The first PER_FILE threads of a few real files, and every remarkable one of them;
+    without ../shared, the repository's data_samples and its remarkable threads."""
+    if not shared_present():
+        return repo_threads()
     chosen: list[Thread] = []
     for name in REAL_FILES:
-        found, _, _ = read_all(tokenizers_dir.parent / "realdata" / name)
+        found, _, _ = read_all(SHARED / "realdata" / name)
         chosen += [t for i, t in enumerate(found) if i < PER_FILE or _remarkable(t)]
     return chosen
 
@@ -138,33 +162,38 @@ def test_the_sample_holds_what_round_trips_must_survive(threads):
     assert any(t.messages[-1].role == "assistant" and not t.messages[-1].end_turn for t in threads)
 
 
-def test_every_tokenizer_file_is_accounted_for(tokenizers_dir):
+@pytest.mark.parametrize("source", sorted(EXPECTED))
+def test_every_tokenizer_file_is_accounted_for(source):
+    root = tokenizer_root(source)
     found = set()
-    for path in tokenizers_dir.rglob("*.json"):
+    for path in root.rglob("*.json"):
         data = orjson.loads(path.read_bytes())
         if isinstance(data, dict) and "model" in data:
-            found.add(path.relative_to(tokenizers_dir).as_posix())
-    assert found == set(ROUND_TRIPS) | set(FAILING)
+            found.add(path.relative_to(root).as_posix())
+    round_trips, failing = EXPECTED[source]
+    assert found == set(round_trips) | set(failing)
 
 
-@pytest.mark.parametrize("name", sorted(FAILING))
-def test_a_tokenizer_that_cannot_load_names_the_file_and_the_cause(tokenizers_dir, name):
+@pytest.mark.parametrize(
+    ("source", "name"), [(s, n) for s, (_, failing) in sorted(EXPECTED.items()) for n in failing]
+)
+def test_a_tokenizer_that_cannot_load_names_the_file_and_the_cause(source, name):
     """The cause is tokenizers' own message on the file, which places the fault in it."""
-    file = tokenizers_dir / name
+    file = tokenizer_root(source) / name
     with pytest.raises(Exception) as direct:
         Tokenizer.from_file(str(file))
     for spec in (file, file.parent):
         with pytest.raises(TokenizerLoadError) as raised:
             load_tokenizer(spec)
         assert str(file) in str(raised.value)
-        assert FAILING[name] in str(raised.value)
+        assert EXPECTED[source][1][name] in str(raised.value)
         assert str(direct.value) in str(raised.value)
 
 
-def test_a_json_file_that_is_no_tokenizer_is_named_as_such(tokenizers_dir):
+def test_a_json_file_that_is_no_tokenizer_is_named_as_such():
     """tokenizer_config.json passed by mistake: the error should say it is not a tokenizer
     file, rather than quote the JSON parser's expectation of a `,` or `}`."""
-    config = tokenizers_dir / "llama3_from_tiktoken" / "tokenizer_config.json"
+    config = small("bytelevel-llama3") / "tokenizer_config.json"
     with pytest.raises(TokenizerLoadError) as raised:
         load_tokenizer(config)
     assert str(config) in str(raised.value)
@@ -183,13 +212,17 @@ class Case:
     round_trip: RoundTrip
 
 
-@pytest.fixture(scope="module", params=sorted(ROUND_TRIPS))
-def case(request, tokenizers_dir, threads) -> Case:
-    loaded = load_tokenizer(tokenizers_dir / request.param)
+@pytest.fixture(
+    scope="module",
+    params=[(s, n) for s, (round_trips, _) in sorted(EXPECTED.items()) for n in round_trips],
+    ids=lambda param: f"{param[0]}:{param[1]}",
+)
+def case(request, threads) -> Case:
+    source, name = request.param
+    loaded = load_tokenizer(tokenizer_root(source) / name)
     renderer = Renderer(loaded)
-    return Case(
-        request.param, loaded, renderer, renderer.encode_batch(threads), ROUND_TRIPS[request.param]
-    )
+    round_trip = EXPECTED[source][0][name]
+    return Case(name, loaded, renderer, renderer.encode_batch(threads), round_trip)
 
 
 def parts(message: Message) -> list[tuple[str, str]]:
@@ -349,12 +382,14 @@ def watched_calls() -> Iterator[list[str]]:
         sys.setprofile(previous)
 
 
-def test_encoding_parses_the_tokenizer_once_and_writing_never(tokenizers_dir, threads, tmp_path):
+@pytest.mark.parametrize("source", sorted(EXPECTED))
+def test_encoding_parses_the_tokenizer_once_and_writing_never(source, threads, tmp_path):
     """A worker process loads, builds a Renderer and encodes: one parse (the `tokenizers`
     text encoder; tiktoken's comes from the proofs cache); the augmented tokenizer is parsed
     only when something decodes with it."""
+    folder = small("sentencepiece-phi3") if source == "repo" else shared_tokenizers() / "phi-3-mini"
     with watched_calls() as calls:
-        loaded = load_tokenizer(tokenizers_dir / "phi-3-mini", allow_tiktoken=False)
+        loaded = load_tokenizer(folder, allow_tiktoken=False)
         renderer = Renderer(loaded, bos=True)
         batch = renderer.encode_batch(threads)
     assert calls == ["Tokenizer.from_str"]
@@ -371,11 +406,17 @@ def test_encoding_parses_the_tokenizer_once_and_writing_never(tokenizers_dir, th
 
 
 @pytest.mark.parametrize(
-    ("name", "bos"),
-    [("llama3_from_tiktoken", "<|begin_of_text|>"), ("phi-3-mini", "<s>")],
+    ("source", "name", "bos"),
+    [
+        ("repo", "bytelevel-llama3", "<|begin_of_text|>"),
+        ("repo", "sentencepiece-phi3", "<s>"),
+        ("repo", "sentencepiece-llama2", "<s>"),
+        ("shared", "llama3_from_tiktoken", "<|begin_of_text|>"),
+        ("shared", "phi-3-mini", "<s>"),
+    ],
 )
-def test_bos_from_the_config_starts_the_thread_and_decodes_back(tokenizers_dir, name, bos):
-    renderer = Renderer(load_tokenizer(tokenizers_dir / name), bos=True)
+def test_bos_from_the_config_starts_the_thread_and_decodes_back(source, name, bos):
+    renderer = Renderer(load_tokenizer(tokenizer_root(source) / name), bos=True)
     two = Thread("two", [Message.user("Hi there"), Message.assistant("Hello!")])
     encoded = renderer.encode(two)
     assert renderer.tokenizer.id_to_token(encoded.input_ids[0]) == bos
@@ -384,10 +425,13 @@ def test_bos_from_the_config_starts_the_thread_and_decodes_back(tokenizers_dir, 
     assert decoded.startswith(bos + "<|role|>")
 
 
-def test_bos_missing_from_the_vocabulary_names_the_token(tokenizers_dir):
+@pytest.mark.parametrize(
+    ("source", "name"), [("repo", "bytelevel-plain"), ("shared", "torchtune_test_assets")]
+)
+def test_bos_missing_from_the_vocabulary_names_the_token(source, name):
     """torchtune's tokenizer_config.json names `<|begin_of_sentence|>`, which its
     tokenizer.json does not hold: the error should say so, not that no bos_token is named."""
-    loaded = load_tokenizer(tokenizers_dir / "torchtune_test_assets")
+    loaded = load_tokenizer(tokenizer_root(source) / name)
     with pytest.raises(ValueError, match="<\\|begin_of_sentence\\|>"):
         Renderer(loaded, bos=True)
 
@@ -404,10 +448,17 @@ def _hub_cache(root: Path, repo: str, files: dict[str, Path]) -> None:
         (snapshot / name).write_bytes(source.read_bytes())
 
 
-def test_a_hub_name_is_found_in_the_local_cache_and_never_downloaded(shared, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("source", "name"), [("repo", "sentencepiece-phi3"), ("shared", "phi-3-mini")]
+)
+def test_a_hub_name_is_found_in_the_local_cache_and_never_downloaded(
+    source, name, tmp_path, monkeypatch
+):
     import huggingface_hub.constants
 
-    folder = shared / "tokenizers" / "phi-3-mini"
+    folder = tokenizer_root(source) / name
+    size = Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size()
+    assert size == (32011 if source == "shared" else 1506)
     _hub_cache(
         tmp_path,
         "microsoft/Phi-3-mini-4k-instruct",
@@ -415,11 +466,11 @@ def test_a_hub_name_is_found_in_the_local_cache_and_never_downloaded(shared, tmp
     )
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
     loaded = load_tokenizer("microsoft/Phi-3-mini-4k-instruct")
-    assert loaded.bos_token == "<s>" and loaded.tokenizer.get_vocab_size() == 32011
+    assert loaded.bos_token == "<s>" and loaded.tokenizer.get_vocab_size() == size
     with pytest.raises(TokenizerLoadError, match="not in the local Hugging Face cache"):
         load_tokenizer("meta-llama/Not-Cached")
     # a name with dots is a Hub name too, and the error says where the cache was looked in
     with pytest.raises(TokenizerLoadError, match=f"looked in {tmp_path};"):
         load_tokenizer("meta-llama/Llama-3.2-1B")
     _hub_cache(tmp_path, "Qwen/Qwen2.5-0.5B", {n: folder / n for n in ("tokenizer.json",)})
-    assert load_tokenizer("Qwen/Qwen2.5-0.5B").tokenizer.get_vocab_size() == 32011
+    assert load_tokenizer("Qwen/Qwen2.5-0.5B").tokenizer.get_vocab_size() == size
