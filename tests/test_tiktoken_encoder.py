@@ -1,8 +1,9 @@
 """tiktoken stands in for `tokenizers` only where it gives the very same ids: on the real
-Llama-3, Qwen2.5 and Phi-3 tokenizers (every Unicode code point, real conversations, literal
-special-token text, Qwen's ordinary added tokens), and never on a tokenizer.json that
-departs from what tiktoken does (other pre-tokenizers, merges that skip a split or break the
-rank order, whole-word lookup off, stripping added tokens)."""
+Llama-3, Qwen2.5 and Phi-3 tokenizers and the small ones of their shapes trained for the
+tests (every Unicode code point, conversations, literal special-token text, Qwen's ordinary
+added tokens), and never on a tokenizer.json that departs from what tiktoken does (other
+pre-tokenizers, merges that skip a split or break the rank order, whole-word lookup off,
+stripping added tokens). The real tokenizers run when ../shared is present."""
 
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ from pipeline.mms import Thread
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import LoadedTokenizer, Renderer, TokenizerLoadError, load_tokenizer
 from tests.conftest import REPO, SHARED
+from tests.tokenizer_fixtures import (
+    repo_threads,
+    shared_present,
+    shared_tokenizers,
+    small,
+    tokenizer_root,
+)
 
 FAST = (
     "llama3_from_tiktoken",
@@ -32,6 +40,17 @@ OTHERS = (
     "torchtune_test_assets/tiny_bpe_tokenizer.json",
     "torchtune_test_assets/tokenizer_gemma_cropped.json",
 )
+SMALL_FAST = (
+    "bytelevel-llama3",
+    "bytelevel-qwen2",
+    "bytelevel-plain",
+    "sentencepiece-phi3",
+    "sentencepiece-llama2",
+)
+"""The small tokenizers (tests/data/tokenizers) of the shapes tiktoken reproduces."""
+SMALL_OTHERS = ("bytelevel-cropped", "sentencepiece-gemma-cropped")
+FAST_CASES = [("repo", name) for name in SMALL_FAST] + [("shared", name) for name in FAST]
+OTHER_CASES = [("repo", name) for name in SMALL_OTHERS] + [("shared", name) for name in OTHERS]
 TRICKY = [
     "<|eot_id|>",
     "a<|eot_id|>b<|begin_of_text|>",
@@ -49,39 +68,43 @@ TRICKY = [
 ]
 
 
-def _shared_tokenizers() -> Path:
-    if not (SHARED / "DESIGN.md").is_file():
-        pytest.skip(f"real data folder {SHARED} is absent (set MMS_SHARED to point at it)")
-    return SHARED / "tokenizers"
+def _case_id(case: tuple[str, str]) -> str:
+    return f"{case[0]}:{case[1]}"
 
 
-@pytest.fixture(scope="module", params=FAST)
+@pytest.fixture(scope="module", params=FAST_CASES, ids=_case_id)
 def pair(request) -> tuple[LoadedTokenizer, LoadedTokenizer]:
     """One tokenizer loaded twice: encoded by tiktoken, and by `tokenizers`."""
-    path = _shared_tokenizers() / request.param
+    source, name = request.param
+    path = tokenizer_root(source) / name
     return load_tokenizer(path), load_tokenizer(path, allow_tiktoken=False)
 
 
 @pytest.fixture(scope="module")
 def real_threads() -> list[Thread]:
-    """Every thread of ../shared/realdata, and of the formats folder."""
-    root = _shared_tokenizers().parent
-    folders = [str(root / "realdata"), str(root / "formats")]
+    """Every thread of ../shared/realdata, and of the formats folder; without ../shared,
+    the repository's data_samples and remarkable threads."""
+    if not shared_present():
+        return repo_threads()
+    folders = [str(SHARED / "realdata"), str(SHARED / "formats")]
     return list(read(folders, on_reject=lambda rejection: None))
 
 
-@pytest.mark.parametrize("name", FAST)
-def test_the_tiktoken_families_are_encoded_by_tiktoken(name):
-    loaded = load_tokenizer(_shared_tokenizers() / name)
+MINIMUM_THREADS = 1000 if shared_present() else 200
+"""How many threads real_threads holds at least (../shared's real files, or the repo's)."""
+
+
+@pytest.mark.parametrize(("source", "name"), FAST_CASES, ids=_case_id)
+def test_the_tiktoken_families_are_encoded_by_tiktoken(source, name):
+    loaded = load_tokenizer(tokenizer_root(source) / name)
     assert loaded.text_encoder.name == "tiktoken"
-    assert load_tokenizer(_shared_tokenizers() / name, allow_tiktoken=False).text_encoder.name == (
-        "tokenizers"
-    )
+    slow = load_tokenizer(tokenizer_root(source) / name, allow_tiktoken=False)
+    assert slow.text_encoder.name == "tokenizers"
 
 
-@pytest.mark.parametrize("name", OTHERS)
-def test_other_tokenizers_keep_tokenizers(name):
-    assert load_tokenizer(_shared_tokenizers() / name).text_encoder.name == "tokenizers"
+@pytest.mark.parametrize(("source", "name"), OTHER_CASES, ids=_case_id)
+def test_other_tokenizers_keep_tokenizers(source, name):
+    assert load_tokenizer(tokenizer_root(source) / name).text_encoder.name == "tokenizers"
 
 
 def test_every_code_point_splits_and_encodes_the_same(pair):
@@ -120,7 +143,7 @@ def test_real_threads_render_the_same_ids_and_labels(pair, real_threads):
         Renderer(fast).encode_batch(real_threads),
         Renderer(slow).encode_batch(real_threads),
     )
-    assert len(ours) == len(real_threads) > 1000
+    assert len(ours) == len(real_threads) > MINIMUM_THREADS
     assert ours.input_ids.equals(theirs.input_ids)
     assert ours.labels.equals(theirs.labels)
     assert ours.message_ends.equals(theirs.message_ends)
@@ -144,7 +167,8 @@ def _bos_outcome(loaded: LoadedTokenizer) -> int | str | None:
 
 SMALL = 3000
 """Entries of the small tiktoken-style vocabulary: Llama-3's lowest ranks, whose parts all
-rank lower (BPE made them in that order)."""
+rank lower (BPE made them in that order); all of the small Llama-3-shaped tokenizer's
+(tests/data/tokenizers/bytelevel-llama3, fewer) without ../shared."""
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +176,12 @@ def small_tokenizer() -> dict:
     """A tokenizer.json as converted from tiktoken, on Llama-3's first SMALL ranks: every
     split of an entry into two entries is a merge, in the order of the entries made; merges
     making the same entry are listed longest left part first, the reverse of the usual."""
-    data = orjson.loads((_shared_tokenizers() / "llama3_from_tiktoken/tokenizer.json").read_bytes())
+    folder = (
+        shared_tokenizers() / "llama3_from_tiktoken"
+        if shared_present()
+        else small("bytelevel-llama3")
+    )
+    data = orjson.loads((folder / "tokenizer.json").read_bytes())
     vocab = {token: n for token, n in data["model"]["vocab"].items() if n < SMALL}
     merges = [
         [token[:cut], token[cut:]]
