@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.tokenize import LoadedTokenizer, load_tokenizer
-from tests.conftest import SHARED
+from tests.tokenizer_fixtures import tokenizer_root
 
 M = "\u2581"
 CHARS = [M, "a", "b", "c", "d", "é", "x"]
@@ -149,11 +149,22 @@ OVERLAPPING = "-.=*_/)}'!xwfIX" + " \n\t" + M + "éü中🙂"
 where the two libraries' order of merges could part; and a few outside the vocabularies."""
 
 
-@pytest.fixture(scope="module", params=["phi-3-mini", "llama3_from_tiktoken"])
+@pytest.fixture(
+    scope="module",
+    params=[
+        ("repo", "sentencepiece-phi3"),
+        ("repo", "sentencepiece-llama2"),
+        ("repo", "bytelevel-llama3"),
+        ("shared", "phi-3-mini"),
+        ("shared", "llama3_from_tiktoken"),
+    ],
+    ids=lambda case: f"{case[0]}:{case[1]}",
+)
 def real_pair(request) -> tuple[LoadedTokenizer, LoadedTokenizer]:
-    if not (SHARED / "DESIGN.md").is_file():
-        pytest.skip(f"real data folder {SHARED} is absent (set MMS_SHARED to point at it)")
-    path = SHARED / "tokenizers" / request.param
+    """A real tokenizer (../shared, when present) or a small one of the same shape, loaded
+    with tiktoken and with `tokenizers`."""
+    source, name = request.param
+    path = tokenizer_root(source) / name
     fast, slow = load_tokenizer(path), load_tokenizer(path, allow_tiktoken=False)
     assert (fast.text_encoder.name, slow.text_encoder.name) == ("tiktoken", "tokenizers")
     return fast, slow
