@@ -14,9 +14,11 @@ import pytest
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.proofs import CACHE_ENV, proving_versions
+from tests.tokenizer_fixtures import SMALL_TOKENIZERS
 
-SMALL = "tokenizers/torchtune_test_assets/tokenizer.json"
-"""A small byte-level BPE converted from tiktoken (158 kB): tiktoken encodes it."""
+SMALL = SMALL_TOKENIZERS / "bytelevel-plain" / "tokenizer.json"
+"""A small byte-level BPE as converted from tiktoken, trained for the tests (the shape of
+torchtune's test tokenizer.json): tiktoken encodes it."""
 
 
 @pytest.fixture
@@ -27,8 +29,8 @@ def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def small(shared: Path) -> Path:
-    return shared / SMALL
+def small() -> Path:
+    return SMALL
 
 
 def entry(cache: Path, file: Path) -> Path:
