@@ -1,9 +1,9 @@
-"""tiktoken stands in for `tokenizers` only where it gives the very same ids: on the real
-Llama-3, Qwen2.5 and Phi-3 tokenizers and the small ones of their shapes trained for the
-tests (every Unicode code point, conversations, literal special-token text, Qwen's ordinary
-added tokens), and never on a tokenizer.json that departs from what tiktoken does (other
-pre-tokenizers, merges that skip a split or break the rank order, whole-word lookup off,
-stripping added tokens). The real tokenizers run when ../shared is present."""
+"""tiktoken stands in for `tokenizers` only where it gives the very same ids: on the
+Llama-3, Qwen2.5, torchtune and Phi-3 families (the real tokenizers when ../shared is
+present, else the small ones of their shapes trained for the tests: every Unicode code
+point, conversations, literal special-token text, Qwen's ordinary added tokens), and never
+on a tokenizer.json that departs from what tiktoken does (other pre-tokenizers, merges that
+skip a split or break the rank order, whole-word lookup off, stripping added tokens)."""
 
 from __future__ import annotations
 
@@ -20,37 +20,18 @@ from pipeline.mms import Thread
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import LoadedTokenizer, Renderer, TokenizerLoadError, load_tokenizer
 from tests.conftest import REPO, SHARED
-from tests.tokenizer_fixtures import (
-    repo_threads,
-    shared_present,
-    shared_tokenizers,
-    small,
-    tokenizer_root,
-)
+from tests.tokenizer_fixtures import repo_threads, shared_present, tokenizer_file
 
 FAST = (
-    "llama3_from_tiktoken",
-    "qwen2.5_from_tiktoken",
-    "torchtune_test_assets/tokenizer.json",
-    "phi-3-mini",
-)
-"""The tokenizers in ../shared tiktoken reproduces: byte-level BPE converted from tiktoken,
-and Phi-3's SentencePiece-style BPE (Llama-2's vocabulary and merges)."""
-OTHERS = (
-    "torchtune_test_assets/tiny_bpe_tokenizer.json",
-    "torchtune_test_assets/tokenizer_gemma_cropped.json",
-)
-SMALL_FAST = (
     "bytelevel-llama3",
     "bytelevel-qwen2",
     "bytelevel-plain",
     "sentencepiece-phi3",
     "sentencepiece-llama2",
 )
-"""The small tokenizers (tests/data/tokenizers) of the shapes tiktoken reproduces."""
-SMALL_OTHERS = ("bytelevel-cropped", "sentencepiece-gemma-cropped")
-FAST_CASES = [("repo", name) for name in SMALL_FAST] + [("shared", name) for name in FAST]
-OTHER_CASES = [("repo", name) for name in SMALL_OTHERS] + [("shared", name) for name in OTHERS]
+"""The families tiktoken reproduces: byte-level BPE converted from tiktoken, and
+SentencePiece-style BPE of Llama-2's shape (Phi-3's vocabulary and merges are Llama-2's)."""
+OTHERS = ("bytelevel-cropped", "sentencepiece-gemma-cropped")
 TRICKY = [
     "<|eot_id|>",
     "a<|eot_id|>b<|begin_of_text|>",
@@ -68,15 +49,10 @@ TRICKY = [
 ]
 
 
-def _case_id(case: tuple[str, str]) -> str:
-    return f"{case[0]}:{case[1]}"
-
-
-@pytest.fixture(scope="module", params=FAST_CASES, ids=_case_id)
+@pytest.fixture(scope="module", params=FAST)
 def pair(request) -> tuple[LoadedTokenizer, LoadedTokenizer]:
-    """One tokenizer loaded twice: encoded by tiktoken, and by `tokenizers`."""
-    source, name = request.param
-    path = tokenizer_root(source) / name
+    """One family's tokenizer loaded twice: encoded by tiktoken, and by `tokenizers`."""
+    path = tokenizer_file(request.param)
     return load_tokenizer(path), load_tokenizer(path, allow_tiktoken=False)
 
 
@@ -94,17 +70,17 @@ MINIMUM_THREADS = 1000 if shared_present() else 200
 """How many threads real_threads holds at least (../shared's real files, or the repo's)."""
 
 
-@pytest.mark.parametrize(("source", "name"), FAST_CASES, ids=_case_id)
-def test_the_tiktoken_families_are_encoded_by_tiktoken(source, name):
-    loaded = load_tokenizer(tokenizer_root(source) / name)
+@pytest.mark.parametrize("family", FAST)
+def test_the_tiktoken_families_are_encoded_by_tiktoken(family):
+    loaded = load_tokenizer(tokenizer_file(family))
     assert loaded.text_encoder.name == "tiktoken"
-    slow = load_tokenizer(tokenizer_root(source) / name, allow_tiktoken=False)
+    slow = load_tokenizer(tokenizer_file(family), allow_tiktoken=False)
     assert slow.text_encoder.name == "tokenizers"
 
 
-@pytest.mark.parametrize(("source", "name"), OTHER_CASES, ids=_case_id)
-def test_other_tokenizers_keep_tokenizers(source, name):
-    assert load_tokenizer(tokenizer_root(source) / name).text_encoder.name == "tokenizers"
+@pytest.mark.parametrize("family", OTHERS)
+def test_other_tokenizers_keep_tokenizers(family):
+    assert load_tokenizer(tokenizer_file(family)).text_encoder.name == "tokenizers"
 
 
 def test_every_code_point_splits_and_encodes_the_same(pair):
@@ -176,12 +152,7 @@ def small_tokenizer() -> dict:
     """A tokenizer.json as converted from tiktoken, on Llama-3's first SMALL ranks: every
     split of an entry into two entries is a merge, in the order of the entries made; merges
     making the same entry are listed longest left part first, the reverse of the usual."""
-    folder = (
-        shared_tokenizers() / "llama3_from_tiktoken"
-        if shared_present()
-        else small("bytelevel-llama3")
-    )
-    data = orjson.loads((folder / "tokenizer.json").read_bytes())
+    data = orjson.loads(tokenizer_file("bytelevel-llama3").read_bytes())
     vocab = {token: n for token, n in data["model"]["vocab"].items() if n < SMALL}
     merges = [
         [token[:cut], token[cut:]]

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.tokenize import LoadedTokenizer, load_tokenizer
-from tests.tokenizer_fixtures import tokenizer_root
+from tests.tokenizer_fixtures import tokenizer_file
 
 M = "\u2581"
 CHARS = [M, "a", "b", "c", "d", "é", "x"]
@@ -150,21 +150,12 @@ where the two libraries' order of merges could part; and a few outside the vocab
 
 
 @pytest.fixture(
-    scope="module",
-    params=[
-        ("repo", "sentencepiece-phi3"),
-        ("repo", "sentencepiece-llama2"),
-        ("repo", "bytelevel-llama3"),
-        ("shared", "phi-3-mini"),
-        ("shared", "llama3_from_tiktoken"),
-    ],
-    ids=lambda case: f"{case[0]}:{case[1]}",
+    scope="module", params=["sentencepiece-phi3", "sentencepiece-llama2", "bytelevel-llama3"]
 )
 def real_pair(request) -> tuple[LoadedTokenizer, LoadedTokenizer]:
-    """A real tokenizer (../shared, when present) or a small one of the same shape, loaded
-    with tiktoken and with `tokenizers`."""
-    source, name = request.param
-    path = tokenizer_root(source) / name
+    """A family's tokenizer (the real one when ../shared is present, else the small one of
+    its shape), loaded with tiktoken and with `tokenizers`."""
+    path = tokenizer_file(request.param)
     fast, slow = load_tokenizer(path), load_tokenizer(path, allow_tiktoken=False)
     assert (fast.text_encoder.name, slow.text_encoder.name) == ("tiktoken", "tokenizers")
     return fast, slow

@@ -14,11 +14,11 @@ import pytest
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
 from pipeline.tokenize.proofs import CACHE_ENV, proving_versions
-from tests.tokenizer_fixtures import SMALL_TOKENIZERS
+from tests.tokenizer_fixtures import tokenizer_file
 
-SMALL = SMALL_TOKENIZERS / "bytelevel-plain" / "tokenizer.json"
-"""A small byte-level BPE as converted from tiktoken, trained for the tests (the shape of
-torchtune's test tokenizer.json): tiktoken encodes it."""
+SMALL = tokenizer_file("bytelevel-plain")
+"""A small byte-level BPE as converted from tiktoken (torchtune's test tokenizer.json, 158
+kB, or the one of its shape trained for the tests): tiktoken encodes it."""
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
-"""Every tokenizer in ../shared/tokenizers, and every small one trained for the tests
-(tests/data/tokenizers, one of each family shape), either loads and round-trips threads, or
-fails with an error naming the file and the cause. The small ones always run; the real ones
-when ../shared is present (the threads are then its real files, else data_samples and a few
-remarkable threads: tests/tokenizer_fixtures.py).
+"""The tokenizer of every family (tests/tokenizer_fixtures.py: the real file of
+../shared/tokenizers when present, else the small one of its shape trained for the tests)
+either loads and round-trips threads, or fails with an error naming the file and the cause.
+The threads are ../shared's real files when present, else data_samples and a few remarkable
+threads.
 
 Round trip, precisely: the ids of a thread split at the MMS special tokens into its text
 pieces (role, name, format, content, in the spec's order), and decoding each piece's ids
@@ -37,11 +37,11 @@ from pipeline.tokenize.special import post_processor
 from tests.conftest import SHARED
 from tests.reading import read_all
 from tests.tokenizer_fixtures import (
+    FAMILIES,
+    SMALL_TOKENIZERS,
     repo_threads,
     shared_present,
-    shared_tokenizers,
-    small,
-    tokenizer_root,
+    tokenizer_file,
 )
 
 Piece = Callable[[Tokenizer, str], str]
@@ -95,27 +95,17 @@ class RoundTrip:
 
 
 ROUND_TRIPS = {
-    "llama3_from_tiktoken/tokenizer.json": RoundTrip(exact),
-    "qwen2.5_from_tiktoken/tokenizer.json": RoundTrip(nfc),
-    "phi-3-mini/tokenizer.json": RoundTrip(sentencepiece, leading_space=True),
-    "torchtune_test_assets/tokenizer.json": RoundTrip(exact),
-    "torchtune_test_assets/tiny_bpe_tokenizer.json": RoundTrip(cropped_bytes),
-    "torchtune_test_assets/tokenizer_gemma_cropped.json": RoundTrip(unknown_runs),
+    "bytelevel-llama3": RoundTrip(exact),
+    "bytelevel-qwen2": RoundTrip(nfc),
+    "bytelevel-plain": RoundTrip(exact),
+    "bytelevel-cropped": RoundTrip(cropped_bytes),
+    "sentencepiece-phi3": RoundTrip(sentencepiece, leading_space=True),
+    "sentencepiece-llama2": RoundTrip(sentencepiece, leading_space=True),
+    "sentencepiece-gemma-cropped": RoundTrip(unknown_runs),
 }
-FAILING = {"llama2/tokenizer.json": "Merges text file invalid"}
-SMALL_ROUND_TRIPS = {
-    "bytelevel-llama3/tokenizer.json": RoundTrip(exact),
-    "bytelevel-qwen2/tokenizer.json": RoundTrip(nfc),
-    "bytelevel-plain/tokenizer.json": RoundTrip(exact),
-    "bytelevel-cropped/tokenizer.json": RoundTrip(cropped_bytes),
-    "sentencepiece-phi3/tokenizer.json": RoundTrip(sentencepiece, leading_space=True),
-    "sentencepiece-llama2/tokenizer.json": RoundTrip(sentencepiece, leading_space=True),
-    "sentencepiece-gemma-cropped/tokenizer.json": RoundTrip(unknown_runs),
-}
-SMALL_FAILING = {"sentencepiece-llama2-legacy/tokenizer.json": "Merges text file invalid"}
-EXPECTED = {"repo": (SMALL_ROUND_TRIPS, SMALL_FAILING), "shared": (ROUND_TRIPS, FAILING)}
-"""Per source (tokenizer_fixtures.tokenizer_root), the round trip of each tokenizer file
-that loads, and the cause named for each that does not."""
+"""The round trip of each family's tokenizer, real or small alike."""
+FAILING = {"sentencepiece-llama2-legacy": "Merges text file invalid"}
+"""The cause named for each family whose tokenizer does not load."""
 REAL_FILES = (
     "llamafactory/kto_en_demo.json",
     "llamafactory/glaive_toolcall_zh_demo.json",
@@ -124,12 +114,6 @@ REAL_FILES = (
     "openai_finetune_examples/weather_chat_fine_tuning.jsonl",
 )
 PER_FILE = 40
-
-
-@pytest.fixture(scope="module")
-def tokenizers_dir() -> Path:
-    """../shared/tokenizers, or a skip (the module-scoped twin of the `shared` fixture)."""
-    return shared_tokenizers()
 
 
 def _remarkable(thread: Thread) -> bool:
@@ -162,38 +146,45 @@ def test_the_sample_holds_what_round_trips_must_survive(threads):
     assert any(t.messages[-1].role == "assistant" and not t.messages[-1].end_turn for t in threads)
 
 
-@pytest.mark.parametrize("source", sorted(EXPECTED))
-def test_every_tokenizer_file_is_accounted_for(source):
-    root = tokenizer_root(source)
+def _tokenizer_files(root: Path) -> set[Path]:
+    """Every JSON file under `root` that holds a tokenizer (an object with a `model`)."""
     found = set()
     for path in root.rglob("*.json"):
         data = orjson.loads(path.read_bytes())
         if isinstance(data, dict) and "model" in data:
-            found.add(path.relative_to(root).as_posix())
-    round_trips, failing = EXPECTED[source]
-    assert found == set(round_trips) | set(failing)
+            found.add(path)
+    return found
 
 
-@pytest.mark.parametrize(
-    ("source", "name"), [(s, n) for s, (_, failing) in sorted(EXPECTED.items()) for n in failing]
-)
-def test_a_tokenizer_that_cannot_load_names_the_file_and_the_cause(source, name):
+def test_every_tokenizer_file_is_accounted_for():
+    """Each small tokenizer is a family's, each family is tested; with ../shared, each of
+    its tokenizers is a family's too."""
+    assert set(FAMILIES) == set(ROUND_TRIPS) | set(FAILING)
+    small_files = {SMALL_TOKENIZERS / family / "tokenizer.json" for family in FAMILIES}
+    assert _tokenizer_files(SMALL_TOKENIZERS) == small_files
+    if shared_present():
+        real = {tokenizer_file(family) for family in FAMILIES if FAMILIES[family]}
+        assert _tokenizer_files(SHARED / "tokenizers") == real
+
+
+@pytest.mark.parametrize("family", sorted(FAILING))
+def test_a_tokenizer_that_cannot_load_names_the_file_and_the_cause(family):
     """The cause is tokenizers' own message on the file, which places the fault in it."""
-    file = tokenizer_root(source) / name
+    file = tokenizer_file(family)
     with pytest.raises(Exception) as direct:
         Tokenizer.from_file(str(file))
     for spec in (file, file.parent):
         with pytest.raises(TokenizerLoadError) as raised:
             load_tokenizer(spec)
         assert str(file) in str(raised.value)
-        assert EXPECTED[source][1][name] in str(raised.value)
+        assert FAILING[family] in str(raised.value)
         assert str(direct.value) in str(raised.value)
 
 
 def test_a_json_file_that_is_no_tokenizer_is_named_as_such():
     """tokenizer_config.json passed by mistake: the error should say it is not a tokenizer
     file, rather than quote the JSON parser's expectation of a `,` or `}`."""
-    config = small("bytelevel-llama3") / "tokenizer_config.json"
+    config = tokenizer_file("bytelevel-llama3").parent / "tokenizer_config.json"
     with pytest.raises(TokenizerLoadError) as raised:
         load_tokenizer(config)
     assert str(config) in str(raised.value)
@@ -212,17 +203,13 @@ class Case:
     round_trip: RoundTrip
 
 
-@pytest.fixture(
-    scope="module",
-    params=[(s, n) for s, (round_trips, _) in sorted(EXPECTED.items()) for n in round_trips],
-    ids=lambda param: f"{param[0]}:{param[1]}",
-)
+@pytest.fixture(scope="module", params=sorted(ROUND_TRIPS))
 def case(request, threads) -> Case:
-    source, name = request.param
-    loaded = load_tokenizer(tokenizer_root(source) / name)
+    family = request.param
+    loaded = load_tokenizer(tokenizer_file(family))
     renderer = Renderer(loaded)
-    round_trip = EXPECTED[source][0][name]
-    return Case(name, loaded, renderer, renderer.encode_batch(threads), round_trip)
+    round_trip = ROUND_TRIPS[family]
+    return Case(family, loaded, renderer, renderer.encode_batch(threads), round_trip)
 
 
 def parts(message: Message) -> list[tuple[str, str]]:
@@ -382,12 +369,11 @@ def watched_calls() -> Iterator[list[str]]:
         sys.setprofile(previous)
 
 
-@pytest.mark.parametrize("source", sorted(EXPECTED))
-def test_encoding_parses_the_tokenizer_once_and_writing_never(source, threads, tmp_path):
+def test_encoding_parses_the_tokenizer_once_and_writing_never(threads, tmp_path):
     """A worker process loads, builds a Renderer and encodes: one parse (the `tokenizers`
     text encoder; tiktoken's comes from the proofs cache); the augmented tokenizer is parsed
     only when something decodes with it."""
-    folder = small("sentencepiece-phi3") if source == "repo" else shared_tokenizers() / "phi-3-mini"
+    folder = tokenizer_file("sentencepiece-phi3").parent
     with watched_calls() as calls:
         loaded = load_tokenizer(folder, allow_tiktoken=False)
         renderer = Renderer(loaded, bos=True)
@@ -406,17 +392,15 @@ def test_encoding_parses_the_tokenizer_once_and_writing_never(source, threads, t
 
 
 @pytest.mark.parametrize(
-    ("source", "name", "bos"),
+    ("family", "bos"),
     [
-        ("repo", "bytelevel-llama3", "<|begin_of_text|>"),
-        ("repo", "sentencepiece-phi3", "<s>"),
-        ("repo", "sentencepiece-llama2", "<s>"),
-        ("shared", "llama3_from_tiktoken", "<|begin_of_text|>"),
-        ("shared", "phi-3-mini", "<s>"),
+        ("bytelevel-llama3", "<|begin_of_text|>"),
+        ("sentencepiece-phi3", "<s>"),
+        ("sentencepiece-llama2", "<s>"),
     ],
 )
-def test_bos_from_the_config_starts_the_thread_and_decodes_back(source, name, bos):
-    renderer = Renderer(load_tokenizer(tokenizer_root(source) / name), bos=True)
+def test_bos_from_the_config_starts_the_thread_and_decodes_back(family, bos):
+    renderer = Renderer(load_tokenizer(tokenizer_file(family).parent), bos=True)
     two = Thread("two", [Message.user("Hi there"), Message.assistant("Hello!")])
     encoded = renderer.encode(two)
     assert renderer.tokenizer.id_to_token(encoded.input_ids[0]) == bos
@@ -425,13 +409,10 @@ def test_bos_from_the_config_starts_the_thread_and_decodes_back(source, name, bo
     assert decoded.startswith(bos + "<|role|>")
 
 
-@pytest.mark.parametrize(
-    ("source", "name"), [("repo", "bytelevel-plain"), ("shared", "torchtune_test_assets")]
-)
-def test_bos_missing_from_the_vocabulary_names_the_token(source, name):
+def test_bos_missing_from_the_vocabulary_names_the_token():
     """torchtune's tokenizer_config.json names `<|begin_of_sentence|>`, which its
     tokenizer.json does not hold: the error should say so, not that no bos_token is named."""
-    loaded = load_tokenizer(tokenizer_root(source) / name)
+    loaded = load_tokenizer(tokenizer_file("bytelevel-plain").parent)
     with pytest.raises(ValueError, match="<\\|begin_of_sentence\\|>"):
         Renderer(loaded, bos=True)
 
@@ -448,17 +429,12 @@ def _hub_cache(root: Path, repo: str, files: dict[str, Path]) -> None:
         (snapshot / name).write_bytes(source.read_bytes())
 
 
-@pytest.mark.parametrize(
-    ("source", "name"), [("repo", "sentencepiece-phi3"), ("shared", "phi-3-mini")]
-)
-def test_a_hub_name_is_found_in_the_local_cache_and_never_downloaded(
-    source, name, tmp_path, monkeypatch
-):
+def test_a_hub_name_is_found_in_the_local_cache_and_never_downloaded(tmp_path, monkeypatch):
     import huggingface_hub.constants
 
-    folder = tokenizer_root(source) / name
+    folder = tokenizer_file("sentencepiece-phi3").parent
     size = Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size()
-    assert size == (32011 if source == "shared" else 1506)
+    assert size == (32011 if shared_present() else 1506)
     _hub_cache(
         tmp_path,
         "microsoft/Phi-3-mini-4k-instruct",

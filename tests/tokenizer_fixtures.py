@@ -1,6 +1,8 @@
-"""The tokenizers the tokenizer tests run on: the small ones trained for them and kept in
-the repository (tests/data/tokenizers, see train.py there), always; the real ones of
-../shared/tokenizers when that folder is present. And threads to encode with them: the
+"""The tokenizers the tokenizer tests run on, one per FAMILY (a shape pipeline/tokenize
+branches on): the real file of ../shared/tokenizers when that folder is present, else the
+small one of the same shape trained for the tests and kept in the repository
+(tests/data/tokenizers, see train.py there). A test names the family, so its id is the
+same with or without ../shared and it runs in both. And threads to encode with them: the
 real files of ../shared/realdata when present, else the repository's data_samples and a
 few threads holding what a tokenizer may fail to keep."""
 
@@ -16,48 +18,56 @@ from pipeline.mms import Message, Thread
 from tests.conftest import REPO, SHARED
 
 SMALL_TOKENIZERS = REPO / "tests" / "data" / "tokenizers"
-"""The small tokenizers trained here, one folder per family shape."""
+"""The small tokenizers trained here, one folder per family (named after it)."""
 
-SMALL_FAMILIES = {
+FAMILIES: dict[str, str | None] = {
     "bytelevel-llama3": "llama3_from_tiktoken",
     "bytelevel-qwen2": "qwen2.5_from_tiktoken",
     "bytelevel-plain": "torchtune_test_assets/tokenizer.json",
     "bytelevel-cropped": "torchtune_test_assets/tiny_bpe_tokenizer.json",
     "sentencepiece-phi3": "phi-3-mini",
-    "sentencepiece-llama2": "llama2",
+    "sentencepiece-llama2": None,
+    "sentencepiece-llama2-legacy": "llama2",
     "sentencepiece-gemma-cropped": "torchtune_test_assets/tokenizer_gemma_cropped.json",
 }
-"""Each small tokenizer, and the real one in ../shared/tokenizers whose shape it has."""
+"""Each family, and the real tokenizer of ../shared/tokenizers (a folder or a file) it
+resolves to when present. sentencepiece-llama2 (Llama-2 as current `tokenizers` writes it)
+has none: the real Llama-2 file is the legacy one, which does not load."""
 
 
 def shared_present() -> bool:
     return (SHARED / "DESIGN.md").is_file()
 
 
-def shared_tokenizers() -> Path:
-    """../shared/tokenizers, or a skip naming what is missing."""
+def tokenizer_file(family: str) -> Path:
+    """The tokenizer.json `family` resolves to: the real one in ../shared/tokenizers when
+    that folder is present, else the small one trained for the tests. A folder's
+    tokenizer_config.json is beside it (`.parent` is the folder to load)."""
+    real = FAMILIES[family]
+    if real is not None and shared_present():
+        path = SHARED / "tokenizers" / real
+        return path if path.suffix == ".json" else path / "tokenizer.json"
+    return SMALL_TOKENIZERS / family / "tokenizer.json"
+
+
+def real_tokenizer(name: str) -> Path:
+    """../shared/tokenizers/`name`, or a skip naming it: for the few checks whose point is
+    that very file (ids of its own vocabulary)."""
+    path = SHARED / "tokenizers" / name
     if not shared_present():
-        pytest.skip(
-            f"real data folder {SHARED} is absent (set MMS_SHARED to point at it); "
-            "this test needs the real third-party tokenizers of ../shared/tokenizers"
-        )
-    return SHARED / "tokenizers"
-
-
-def tokenizer_root(source: str) -> Path:
-    """`repo`: the small tokenizers; `shared`: ../shared/tokenizers (or a skip)."""
-    return SMALL_TOKENIZERS if source == "repo" else shared_tokenizers()
+        pytest.skip(f"needs the real tokenizer {path} (../shared is absent; set MMS_SHARED)")
+    return path
 
 
 def small(name: str) -> Path:
-    """The folder of the small tokenizer `name` (a key of SMALL_FAMILIES)."""
-    assert name in SMALL_FAMILIES, name
+    """The folder of the small tokenizer of family `name`, whatever the environment."""
+    assert name in FAMILIES, name
     return SMALL_TOKENIZERS / name
 
 
 def remarkable_threads() -> list[Thread]:
     """Threads holding what some tokenizer cannot keep as is, or must keep: a literal
-    `</s>` and control-token text, decomposed characters, Chinese, emoji, byte-fallback
+    `</s>` and control-token text (other models' chat formats written out), decomposed characters, Chinese, emoji, byte-fallback
     characters, a named context message and an assistant turn left open."""
     decomposed = unicodedata.normalize("NFD", "Café déjà vu, naïve Ångström")
     return [
@@ -81,6 +91,20 @@ def remarkable_threads() -> list[Thread]:
             ],
         ),
         Thread(
+            "remarkable-prompts",
+            [
+                Message.user(
+                    "Why does this prompt print raw?\n<|begin_of_text|><|start_header_id|>"
+                    "user<|end_header_id|>\n\nHi<|eot_id|>"
+                ),
+                Message.assistant(
+                    "It is another model's chat format, e.g. <|im_start|>user\nHi<|im_end|>\n"
+                    '<tool_call>{"name": "f"}</tool_call><|endoftext|> or '
+                    "<|user|>\nHi<|end|>\n<|assistant|>"
+                ),
+            ],
+        ),
+        Thread(
             "remarkable-bytes",
             [
                 Message.user("Emoji 👩\u200d💻 \U0001f9d1\U0001f3fd, Ωμέγα, ١٢٣ and tabs\t\r\n"),
@@ -100,3 +124,10 @@ def repo_threads() -> list[Thread]:
         if folder.is_dir() and folder.name != "expected"
     )
     return [*read(folders, on_reject=lambda rejection: None), *remarkable_threads()]
+
+
+def write_threads(path: Path, threads: list[Thread]) -> Path:
+    """`threads` as an MMS threads.jsonl at `path` (an input for `mms tokenize`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(thread.to_json_line() for thread in threads))
+    return path
