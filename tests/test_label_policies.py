@@ -26,6 +26,7 @@ from pipeline.tokenize.hf_files import chat_template
 from pipeline.tokenize.renderer import final_turn_start
 from tests.conftest import REPO
 from tests.reading import read_all
+from tests.tokenizer_fixtures import tokenizer_file
 
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
 WEIGHTED_SAMPLE = REPO / "data_samples" / "openai" / "chat_completions.jsonl"
@@ -196,55 +197,61 @@ def _trained_text(renderer: Renderer, encoded: EncodedThread) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def llama3(shared_dir_or_skip) -> dict[str, Renderer]:
-    base = load_tokenizer(shared_dir_or_skip / "tokenizers" / "llama3_from_tiktoken")
+def llama3() -> dict[str, Renderer]:
+    """The Llama-3 family (the real tokenizer when ../shared is present, else the small one
+    of its shape), under each policy."""
+    base = load_tokenizer(tokenizer_file("bytelevel-llama3").parent)
     return {policy: Renderer(base, policy=policy) for policy in LABEL_POLICIES}
 
 
+def _sample_thread(name: str, locator: str) -> Thread:
+    (thread,) = [
+        t for t in read_all(REPO / "data_samples" / name)[0] if t.meta["locator"].endswith(locator)
+    ]
+    return thread
+
+
 @pytest.fixture(scope="module")
-def shared_dir_or_skip() -> Path:
-    from tests.conftest import SHARED
+def two_turns() -> Thread:
+    """Two sample conversations one after the other (sharegpt's llamafactory_tools #3, then
+    openai's parallel-calls): a call and its answer; then a turn of thought, two calls,
+    their results and the answer."""
+    first = _sample_thread("sharegpt/llamafactory_tools.jsonl", ":3")
+    second = _sample_thread("openai/chat_completions.jsonl", ":2")
+    developer = [m for m in second.messages if m.role == "developer"]
+    rest = [m for m in second.messages if m.role != "developer"]
+    return Thread("two-turns", [*developer, *first.messages, *rest])
 
-    if not (SHARED / "DESIGN.md").is_file():
-        pytest.skip(f"real data folder {SHARED} is absent (set MMS_SHARED to point at it)")
-    return SHARED
+
+CALL = 'convert_currency:json<|content|>{"amount":100,"from":"USD","to":"EUR"}<|role|>'
+ANSWER = "markdown<|content|>100 USD is about 92.50 EUR.<|end_turn|>"
+FINAL_CALLS = [
+    "markdown<|content|>Checking both cities.<|role|>assistant<|format|>"
+    'get_weather:json<|content|>{"city":"Oslo"}<|role|>',
+    'get_weather:json<|content|>{"city":"Lima","unit":"c"}<|role|>',
+]
+FINAL_ANSWER = "markdown<|content|>Oslo is at -3 °C, Lima at 19 °C.<|end_turn|>"
+"""The trained text of two_turns, written out by hand."""
 
 
-def test_policies_on_a_real_thread_with_tool_calls(llama3, shared_dir_or_skip):
-    """functionary's test_case_v1: a first answer, then a turn of thought, two calls, their
-    results and the answer. Expected trained text written out by hand."""
-    path = shared_dir_or_skip / "realdata" / "functionary" / "test_case_v1.json"
-    (thread,), _, _ = read_all(path)
-    first = "markdown<|content|>James Kaplan is the Co-Founder and CEO of MeetKai Inc.<|end_turn|>"
-    final = [
-        "markdown<|content|>I need to get the price of of the car Song"
-        '<|role|>assistant<|format|>get_car_price:json<|content|>{"car_name":"Song"}<|role|>',
-        'get_car_price:json<|content|>{"car_name":"Tang"}<|role|>',
-        "markdown<|content|>No, the car Tang is less expensive than the car Song. The car Song "
-        "is priced at $25,000, while the car Tang is priced at $20,000.<|end_turn|>",
-    ]
+def test_policies_on_a_thread_with_tool_calls(llama3, two_turns):
+    """Every assistant message is trained under `assistant`; under `last_assistant` only
+    the last turn: its thought, both calls with their halts, and the answer."""
     every, last = llama3["assistant"], llama3["last_assistant"]
-    assert _trained_text(every, every.encode(thread)) == [first, *final]
-    assert _trained_text(last, last.encode(thread)) == final
+    final = [*FINAL_CALLS, FINAL_ANSWER]
+    assert _trained_text(every, every.encode(two_turns)) == [CALL, ANSWER, *final]
+    assert _trained_text(last, last.encode(two_turns)) == final
 
 
-def test_a_weight_zero_answer_keeps_its_call_trained_on_a_real_thread(llama3, shared_dir_or_skip):
-    """glaive_toolcall_en_demo #31 with its final answer weighted 0: the call before it is
-    still trained, with its halt; the answer and its end of turn are not."""
-    path = shared_dir_or_skip / "realdata" / "llamafactory" / "glaive_toolcall_en_demo.json"
-    threads, _, _ = read_all(path)
-    thread = next(t for t in threads if t.meta["locator"].endswith("#31"))
-    answer = dataclasses.replace(thread.messages[-1], weight=0.0)
-    weighted = Thread(thread.id, [*thread.messages[:-1], answer], thread.settings, thread.meta)
-    call = thread.messages[-3]
-    expected_call = f"send_email:json<|content|>{call.content}<|role|>"
+def test_a_weight_zero_answer_keeps_its_calls_trained(llama3, two_turns):
+    """two_turns with its final answer weighted 0: the calls before it are still trained,
+    with their halts; the answer and its end of turn are not."""
+    answer = dataclasses.replace(two_turns.messages[-1], weight=0.0)
+    weighted = Thread(two_turns.id, [*two_turns.messages[:-1], answer])
     last = llama3["last_assistant"]
-    assert _trained_text(last, last.encode(weighted)) == [expected_call]
+    assert _trained_text(last, last.encode(weighted)) == FINAL_CALLS
     every = llama3["assistant"]
-    assert _trained_text(every, every.encode(weighted)) == [
-        "markdown<|content|>" + thread.messages[2].content + "<|end_turn|>",
-        expected_call,
-    ]
+    assert _trained_text(every, every.encode(weighted)) == [CALL, ANSWER, *FINAL_CALLS]
 
 
 # --------------------------------------------------------------------------- the CLI

@@ -15,13 +15,23 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from tests.conftest import REPO
+from tests.tokenizer_fixtures import tokenize_inputs, tokenizer_file
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers (the dev extra) loads the shipped tokenizer"
 )
 
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
-REAL_TOKENIZERS = ("llama3_from_tiktoken", "qwen2.5_from_tiktoken", "phi-3-mini")
+FAMILIES = ("bytelevel-llama3", "bytelevel-qwen2", "sentencepiece-phi3")
+"""The Llama-3, Qwen2.5 and Phi-3 tokenizers (the real ones when ../shared is present, else
+the small ones of their shapes: tests/tokenizer_fixtures.py)."""
+REAL_INPUTS = (
+    "llamafactory/glaive_toolcall_en_demo.json",
+    "openai_finetune_examples/weather_chat_fine_tuning.jsonl",
+    "toolbench/answer",
+)
+"""Real files with tool calls, read from ../shared/realdata when present (else the
+repository's threads: tokenizer_fixtures.tokenize_inputs)."""
 
 
 def _tokenize(tmp_path: Path, tokenizer: Path, *inputs: Path, bos: bool = False) -> Path:
@@ -127,19 +137,21 @@ def test_add_generation_prompt_opens_an_assistant_turn(tmp_path):
     assert text.endswith("<|content|>{}<|role|>assistant<|format|>")
 
 
-@pytest.mark.parametrize("name", REAL_TOKENIZERS)
-@pytest.mark.parametrize("bos", [False, True])
-def test_real_tokenizers_ship_complete_and_render_every_row(tmp_path, shared, name, bos):
-    base = shared / "tokenizers" / name
+@pytest.mark.parametrize(
+    ("family", "bos"),
+    [
+        ("bytelevel-llama3", False),
+        ("bytelevel-llama3", True),
+        ("bytelevel-qwen2", False),  # Qwen2.5 names no bos_token: --bos is a usage error
+        ("sentencepiece-phi3", False),
+        ("sentencepiece-phi3", True),
+    ],
+)
+def test_real_tokenizers_ship_complete_and_render_every_row(tmp_path, family, bos):
+    base = tokenizer_file(family).parent
     base_config = orjson.loads((base / "tokenizer_config.json").read_bytes())
-    if bos and not base_config.get("bos_token"):
-        pytest.skip(f"{name} names no bos_token")
-    realdata = shared / "realdata"
-    inputs = (
-        realdata / "llamafactory" / "glaive_toolcall_en_demo.json",
-        realdata / "openai_finetune_examples" / "weather_chat_fine_tuning.jsonl",
-        realdata / "toolbench" / "answer",
-    )
+    assert bool(base_config.get("bos_token")) == (family != "bytelevel-qwen2")
+    inputs = tokenize_inputs(tmp_path, *REAL_INPUTS)
     out = _tokenize(tmp_path, base, *inputs, bos=bos)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(out / "tokenizer"))
     assert tokenizer.eos_token is not None and tokenizer.pad_token is not None
@@ -193,14 +205,10 @@ def test_every_trained_span_ends_in_an_eos_id_of_the_generation_config(tmp_path,
     assert "tokenizer/generation_config.json" in {entry["path"] for entry in listed}
 
 
-@pytest.mark.parametrize("name", REAL_TOKENIZERS)
-def test_real_tokenizers_ship_the_stop_ids_of_their_rows(tmp_path, shared, name):
-    realdata = shared / "realdata"
-    inputs = (
-        realdata / "llamafactory" / "glaive_toolcall_en_demo.json",
-        realdata / "toolbench" / "answer",
-    )
-    out = _tokenize(tmp_path, shared / "tokenizers" / name, *inputs)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_real_tokenizers_ship_the_stop_ids_of_their_rows(tmp_path, family):
+    inputs = tokenize_inputs(tmp_path, *REAL_INPUTS[::2])
+    out = _tokenize(tmp_path, tokenizer_file(family).parent, *inputs)
     generation = transformers.GenerationConfig.from_pretrained(str(out / "tokenizer"))
     record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
     special = record["special_tokens"]

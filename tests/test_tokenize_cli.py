@@ -16,8 +16,9 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from pipeline.cli import main
 from pipeline.tokenize import IGNORE, MMS_SPECIAL_TOKENS
-from tests.conftest import REPO
+from tests.conftest import REPO, SHARED
 from tests.reading import read_all
+from tests.tokenizer_fixtures import repo_threads, shared_present, tokenizer_file, write_threads
 
 OPENAI = str(REPO / "data_samples" / "openai")
 CHECK = re.compile(
@@ -198,9 +199,11 @@ def test_bos_without_a_bos_token_is_a_usage_error(tmp_path, word_tokenizer):
     assert "names no bos_token" in result.output
 
 
-def test_a_tokenizer_that_cannot_load_is_a_usage_error(tmp_path, shared):
+def test_a_tokenizer_that_cannot_load_is_a_usage_error(tmp_path):
+    """Llama-2's tokenizer.json as older `tokenizers` wrote it (the real one when ../shared
+    is present, else the small one of its shape)."""
     out = tmp_path / "out"
-    llama2 = shared / "tokenizers" / "llama2"
+    llama2 = tokenizer_file("sentencepiece-llama2-legacy").parent
     result = run(OPENAI, "--tokenizer", str(llama2), "-o", str(out))
     assert result.exit_code == 2
     assert "Merges text file invalid" in result.output
@@ -238,13 +241,17 @@ def expected_parts(messages: list[dict]) -> list[tuple[str, bool]]:
     return parts
 
 
-def test_llama3_on_a_real_file_decodes_to_the_rendering(tmp_path, shared):
-    """kto_en_demo.json holds literal `</s>` and `<|user|>` in content: they stay text. The
-    MMS special ids appear exactly where §4 puts them, and the saved tokenizer decodes
-    every row to the rendered text."""
-    source = shared / "realdata" / "llamafactory" / "kto_en_demo.json"
+def test_llama3_on_a_real_file_decodes_to_the_rendering(tmp_path):
+    """kto_en_demo.json holds literal `</s>` and `<|user|>` in content (without ../shared,
+    the repository's threads, remarkable ones among them, hold them): they stay text. The
+    MMS special ids appear exactly where §4 puts them, and the saved tokenizer of the
+    Llama-3 family decodes every row to the rendered text."""
+    if shared_present():
+        source = SHARED / "realdata" / "llamafactory" / "kto_en_demo.json"
+    else:
+        source = write_threads(tmp_path / "threads" / "threads.jsonl", repo_threads())
     out = tmp_path / "out"
-    tokenizer = shared / "tokenizers" / "llama3_from_tiktoken"
+    tokenizer = tokenizer_file("bytelevel-llama3").parent
     result = run(str(source), "--tokenizer", str(tokenizer), "-o", str(out))
     assert result.exit_code == 0, result.output
     read, converted, quarantined, threads_in, written, dropped = counts(result.output)

@@ -32,6 +32,7 @@ from pipeline.tokenize.parsing import (
 from pipeline.tokenize.renderer import final_turn_start
 from pipeline.tokenize.special import MMS_SPECIAL_TOKENS
 from tests.conftest import REPO
+from tests.tokenizer_fixtures import tokenize_inputs, tokenizer_file
 
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
 RENDERERS = {
@@ -379,15 +380,17 @@ def test_every_row_of_a_sample_output_parses_back_with_the_shipped_tokenizer(tmp
     assert _check_output(out, policy) > 20
 
 
-@pytest.mark.parametrize("name", ["llama3_from_tiktoken", "qwen2.5_from_tiktoken", "phi-3-mini"])
-def test_every_row_of_a_real_output_parses_back(tmp_path, shared, name):
-    realdata = shared / "realdata"
-    inputs = (
-        realdata / "llamafactory" / "glaive_toolcall_en_demo.json",
-        realdata / "openai_finetune_examples" / "weather_chat_fine_tuning.jsonl",
-        realdata / "toolbench" / "answer",
+@pytest.mark.parametrize("family", ["bytelevel-llama3", "bytelevel-qwen2", "sentencepiece-phi3"])
+def test_every_row_of_a_real_output_parses_back(tmp_path, family):
+    """The Llama-3, Qwen2.5 and Phi-3 tokenizers (real when ../shared is present, else the
+    small ones of their shapes) on real files with tool calls (else the repository's)."""
+    inputs = tokenize_inputs(
+        tmp_path,
+        "llamafactory/glaive_toolcall_en_demo.json",
+        "openai_finetune_examples/weather_chat_fine_tuning.jsonl",
+        "toolbench/answer",
     )
-    out = _tokenize(tmp_path, shared / "tokenizers" / name, *inputs)
+    out = _tokenize(tmp_path, tokenizer_file(family).parent, *inputs)
     assert _check_output(out, "assistant") > 200
 
 

@@ -1,7 +1,9 @@
 """The Renderer against an independent reference of DESIGN §4: transformers'
 `apply_chat_template(..., return_assistant_tokens_mask=True)` with a `{% generation %}` template
 written from the spec (pipeline/tokenize/mms_v0_chat_template.jinja, the template the output
-ships), on real threads and real tokenizers."""
+ships), on real threads and the Llama-3, Qwen2.5 and Phi-3 tokenizers: those of ../shared
+when present; else the repository's threads and the small tokenizers of those shapes
+(tests/tokenizer_fixtures.py), for which transformers builds the same reference."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import dataclasses
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -27,29 +28,44 @@ from pipeline.tokenize import (
 from pipeline.tokenize.hf_files import chat_template
 from tests.conftest import SHARED
 from tests.reading import read_all
+from tests.tokenizer_fixtures import repo_threads, shared_present, tokenizer_file
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers (the dev extra) builds the reference; it is not installed"
 )
 
-TOKENIZERS = ("llama3_from_tiktoken", "qwen2.5_from_tiktoken", "phi-3-mini")
+FAMILIES = ("bytelevel-llama3", "bytelevel-qwen2", "sentencepiece-phi3")
 PER_FILE = 40  # plain threads taken from each real file, evenly spaced
-MIN_COMPARED = 1000
 REFERENCE_BATCH = 256
 
 
-@pytest.fixture(scope="module")
-def shared_dir() -> Path:
-    """../shared, or a skip when it is absent (the module-scoped twin of the `shared` fixture)."""
-    if not (SHARED / "DESIGN.md").is_file():
-        pytest.skip(f"real data folder {SHARED} is absent (set MMS_SHARED to point at it)")
-    return SHARED
+class Floors(NamedTuple):
+    """How much of each rule of the labels policy the selection holds at least."""
+
+    compared: int
+    halts_before_assistant: int
+    halts_before_other: int
+    open_endings: int
+    named_contexts: int
+    two_answers: int
+
+
+FLOORS = (
+    Floors(1000, 20, 100, 10, 100, 300)
+    if shared_present()
+    # the repository's threads (data_samples and remarkable ones) are fewer: 211 compared,
+    # 43 halts before another role, 6 open endings, 33 named contexts, 56 with two answers
+    else Floors(200, 20, 40, 5, 30, 50)
+)
 
 
 @pytest.fixture(scope="module")
-def real_threads(shared_dir: Path) -> list[Thread]:
-    """Every thread that `pipeline.read` makes of ../shared/realdata, in reading order."""
-    threads, _, _ = read_all(shared_dir / "realdata")
+def real_threads() -> list[Thread]:
+    """Every thread that `pipeline.read` makes of ../shared/realdata, in reading order;
+    without ../shared, the repository's threads (tokenizer_fixtures.repo_threads)."""
+    if not shared_present():
+        return repo_threads()
+    threads, _, _ = read_all(SHARED / "realdata")
     return threads
 
 
@@ -59,7 +75,7 @@ def selected(real_threads: list[Thread]) -> list[Thread]:
     PER_FILE evenly spaced threads of each real file."""
     by_source: dict[str, list[Thread]] = defaultdict(list)
     for thread in real_threads:
-        by_source[thread.meta["source"]].append(thread)
+        by_source[thread.meta.get("source")].append(thread)
     chosen: list[Thread] = []
     for group in by_source.values():
         step = -(-len(group) // PER_FILE)
@@ -77,8 +93,8 @@ def _beyond_plain(thread: Thread) -> bool:
 
 
 class Sides(NamedTuple):
-    """One real tokenizer loaded, the Renderer over it, and transformers over the Renderer's
-    augmented tokenizer."""
+    """One family's tokenizer loaded, the Renderer over it, and transformers over the
+    Renderer's augmented tokenizer."""
 
     loaded: LoadedTokenizer
     renderer: Renderer
@@ -88,11 +104,12 @@ class Sides(NamedTuple):
         return f"Sides({self.loaded.path})"
 
 
-@pytest.fixture(scope="module", params=TOKENIZERS)
-def sides(request, shared_dir: Path, tmp_path_factory) -> Sides:
-    """Both sides over one real tokenizer; transformers loads the AUGMENTED tokenizer.json
-    written beside a dataset (write_tokenizer), so the special-token ids are shared."""
-    loaded = load_tokenizer(shared_dir / "tokenizers" / request.param)
+@pytest.fixture(scope="module", params=FAMILIES)
+def sides(request, tmp_path_factory) -> Sides:
+    """Both sides over one family's tokenizer; transformers loads the AUGMENTED
+    tokenizer.json written beside a dataset (write_tokenizer), so the special-token ids are
+    shared."""
+    loaded = load_tokenizer(tokenizer_file(request.param).parent)
     renderer = Renderer(loaded)
     path = write_tokenizer(tmp_path_factory.mktemp(request.param), renderer, loaded)
     return Sides(loaded, renderer, transformers.PreTrainedTokenizerFast(tokenizer_file=str(path)))
@@ -158,16 +175,22 @@ def _difference(renderer: Renderer, thread: Thread, field: str, ours, theirs) ->
 def test_selection_covers_every_rule_of_the_labels_policy(selected: list[Thread]) -> None:
     pairs = [(a, b) for t in selected for a, b in zip(t.messages, t.messages[1:], strict=False)]
     halts = [(a, b) for a, b in pairs if a.role == "assistant" and not a.end_turn]
-    assert len(selected) >= MIN_COMPARED
-    assert sum(b.role == "assistant" for _, b in halts) >= 20
-    assert sum(b.role != "assistant" for _, b in halts) >= 100
+    assert len(selected) >= FLOORS.compared
+    assert sum(b.role == "assistant" for _, b in halts) >= FLOORS.halts_before_assistant
+    assert sum(b.role != "assistant" for _, b in halts) >= FLOORS.halts_before_other
     assert (
         sum(t.messages[-1].role == "assistant" and not t.messages[-1].end_turn for t in selected)
-        >= 10
+        >= FLOORS.open_endings
     )
-    assert sum(any(m.role == "context" and m.name for m in t.messages) for t in selected) >= 100
+    assert (
+        sum(any(m.role == "context" and m.name for m in t.messages) for t in selected)
+        >= FLOORS.named_contexts
+    )
     assert {m.format for t in selected for m in t.messages} >= {"markdown", "reasoning"}
-    assert sum(sum(m.role == "assistant" for m in t.messages) >= 2 for t in selected) >= 300
+    assert (
+        sum(sum(m.role == "assistant" for m in t.messages) >= 2 for t in selected)
+        >= FLOORS.two_answers
+    )
 
 
 def _weighted(thread: Thread, index: int) -> Thread:
@@ -189,7 +212,7 @@ def test_renderer_equals_the_transformers_reference(
     added = _added(sides.renderer)
     plain = [t for t in selected if not _literal_tokens(t, added)]
     compared = [_weighted(thread, index) for index, thread in enumerate(plain)]
-    assert len(compared) >= MIN_COMPARED
+    assert len(compared) >= FLOORS.compared
     batch = renderer.encode_batch(compared)
     role = renderer.special_ids.role
     differences = []
@@ -213,18 +236,25 @@ def test_renderer_equals_the_transformers_reference(
 
 
 @pytest.fixture(scope="module")
-def literal_threads(shared_dir: Path, real_threads: list[Thread]) -> list[Thread]:
+def literal_threads(real_threads: list[Thread]) -> list[Thread]:
     """Real text holding other tokenizers' control tokens: the kto_en_demo threads with `</s>` or
     `<|user|>` in content, and functionary's rendered prompts (`<|eot_id|>`, `<|im_end|>`,
-    `<tool_call>` ...) as a user message and the assistant's reply."""
-    kto = str(shared_dir / "realdata" / "llamafactory" / "kto_en_demo.json")
+    `<tool_call>` ...) as a user message and the assistant's reply. Without ../shared, the
+    repository's threads holding any of them (a data sample, and remarkable threads with
+    other models' chat formats written out)."""
+    if not shared_present():
+        controls = _any_of(("</s>", "<|user|>", "<|eot_id|>", "<|im_end|>", "<tool_call>"))
+        threads = [t for t in real_threads if _literal_tokens(t, controls)]
+        assert len(threads) >= 2
+        return threads
+    kto = str(SHARED / "realdata" / "llamafactory" / "kto_en_demo.json")
     threads = [
         t
         for t in real_threads
         if t.meta["source"] == kto and _literal_tokens(t, _any_of(("</s>", "<|user|>")))
     ]
     assert len(threads) >= 2
-    prompts = sorted((shared_dir / "realdata" / "functionary" / "expected_prompts").glob("*.txt"))
+    prompts = sorted((SHARED / "realdata" / "functionary" / "expected_prompts").glob("*.txt"))
     for path in prompts:
         text = path.read_text(encoding="utf-8")
         threads.append(

@@ -12,7 +12,9 @@ from pipeline.mms import Message, Thread
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import IGNORE, MMS_SPECIAL_TOKENS, EncodedThread, Renderer, load_tokenizer
 from pipeline.tokenize.special import PAD
+from tests.conftest import SHARED
 from tests.reading import read_all
+from tests.tokenizer_fixtures import repo_threads, shared_present, tokenizer_file
 
 WORDS = [
     "[UNK]",
@@ -365,12 +367,16 @@ def test_an_empty_batch_has_no_rows(renderer):
     assert batch.input_ids.to_pylist() == []
 
 
-def test_batching_changes_nothing_on_real_threads(shared):
-    """Real threads with repeated system prompts, tool calls and Chinese text, through the
-    real torchtune BPE tokenizer."""
-    threads, _, _ = read_all(shared / "realdata" / "llamafactory" / "glaive_toolcall_zh_demo.json")
-    threads = threads[:60]
-    renderer = Renderer(load_tokenizer(shared / "tokenizers" / "torchtune_test_assets"))
+def test_batching_changes_nothing_on_real_threads():
+    """Real threads with repeated system prompts, tool calls and Chinese text
+    (glaive_toolcall_zh_demo with ../shared, else the repository's threads), through the
+    torchtune BPE tokenizer (or the small one of its shape)."""
+    if shared_present():
+        source = SHARED / "realdata" / "llamafactory" / "glaive_toolcall_zh_demo.json"
+        threads = read_all(source)[0][:60]
+    else:
+        threads = repo_threads()
+    renderer = Renderer(load_tokenizer(tokenizer_file("bytelevel-plain").parent))
     batch = renderer.encode_batch(threads)
     assert [batch[i] for i in range(len(threads))] == [renderer.encode(t) for t in threads]
     assert any(m.role == "context" for t in threads for m in t.messages)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 
-import pytest
-
 from pipeline.jobs.read import read
 from pipeline.mms import Message, Thread
 from tests.conftest import REPO, SHARED
@@ -50,25 +48,11 @@ def tokenizer_file(family: str) -> Path:
     return SMALL_TOKENIZERS / family / "tokenizer.json"
 
 
-def real_tokenizer(name: str) -> Path:
-    """../shared/tokenizers/`name`, or a skip naming it: for the few checks whose point is
-    that very file (ids of its own vocabulary)."""
-    path = SHARED / "tokenizers" / name
-    if not shared_present():
-        pytest.skip(f"needs the real tokenizer {path} (../shared is absent; set MMS_SHARED)")
-    return path
-
-
-def small(name: str) -> Path:
-    """The folder of the small tokenizer of family `name`, whatever the environment."""
-    assert name in FAMILIES, name
-    return SMALL_TOKENIZERS / name
-
-
 def remarkable_threads() -> list[Thread]:
     """Threads holding what some tokenizer cannot keep as is, or must keep: a literal
-    `</s>` and control-token text (other models' chat formats written out), decomposed characters, Chinese, emoji, byte-fallback
-    characters, a named context message and an assistant turn left open."""
+    `</s>` and control-token text (other models' chat formats written out), decomposed
+    characters, Chinese, emoji, byte-fallback characters, a named context message and an
+    assistant turn left open."""
     decomposed = unicodedata.normalize("NFD", "Café déjà vu, naïve Ångström")
     return [
         Thread(
@@ -116,14 +100,19 @@ def remarkable_threads() -> list[Thread]:
     ]
 
 
-def repo_threads() -> list[Thread]:
-    """Every thread the repository's data_samples read into, then remarkable_threads."""
+def sample_threads() -> list[Thread]:
+    """Every thread the repository's data_samples read into."""
     folders = sorted(
         str(folder)
         for folder in (REPO / "data_samples").iterdir()
         if folder.is_dir() and folder.name != "expected"
     )
-    return [*read(folders, on_reject=lambda rejection: None), *remarkable_threads()]
+    return list(read(folders, on_reject=lambda rejection: None))
+
+
+def repo_threads() -> list[Thread]:
+    """sample_threads, then remarkable_threads."""
+    return [*sample_threads(), *remarkable_threads()]
 
 
 def write_threads(path: Path, threads: list[Thread]) -> Path:
@@ -131,3 +120,11 @@ def write_threads(path: Path, threads: list[Thread]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"".join(thread.to_json_line() for thread in threads))
     return path
+
+
+def tokenize_inputs(folder: Path, *real: str) -> list[Path]:
+    """Inputs for `mms tokenize`: the files `real` of ../shared/realdata when present, else
+    every thread of data_samples (sample_threads) written as one threads.jsonl in `folder`."""
+    if shared_present():
+        return [SHARED / "realdata" / name for name in real]
+    return [write_threads(folder / "samples" / "threads.jsonl", sample_threads())]
