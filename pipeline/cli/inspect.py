@@ -15,6 +15,7 @@ from pipeline.accounting import Account
 from pipeline.cli.options import given, input_format_option, train_on_option
 from pipeline.cli.output import output_argument, stderr
 from pipeline.jobs.read import ReadSpec, read
+from pipeline.mms import Thread
 from pipeline.output.hub import is_hub_output
 from pipeline.sources import InputError
 from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
@@ -104,10 +105,7 @@ def inspect_command(
     in total, so you can check exactly what is learned. Exit status: 0 shown, 2 usage error
     (e.g. no thread with that --id).
     """
-    if thread_id is not None and given("limit"):
-        raise click.UsageError("--id shows one thread; --limit applies without it")
-    if bos and tokenizer_spec is None:
-        raise click.UsageError("--bos applies only with --tokenizer")
+    _check_usage(thread_id, tokenizer_spec, bos, triples)
     if is_hub_output(file) or Path(file).is_dir():
         file = _shard_of(output_argument(file), thread_id)
     if _is_shard(file):
@@ -119,21 +117,9 @@ def inspect_command(
         raise click.UsageError("--train-on applies only with --tokenizer")
     if triples and tokenizer_spec is None:
         raise click.UsageError("--triples shows tokens: give --tokenizer, or inspect a shard")
-    try:
-        renderer = (
-            Renderer(load_tokenizer(tokenizer_spec), bos=bos, policy=policy)  # type: ignore[arg-type]
-            if tokenizer_spec
-            else None
-        )
-    except (TokenizerLoadError, ValueError) as err:
-        raise click.UsageError(f"--tokenizer: {err}") from None
+    renderer = _thread_renderer(tokenizer_spec, bos, policy)
     stats = Account()
-    try:
-        chosen = pick_threads(read(file, ReadSpec(input_format), stats=stats), thread_id, limit)
-    except ThreadNotFoundError as err:
-        raise click.UsageError(f"{file}: {err}") from None
-    except InputError as err:
-        raise click.UsageError(str(err)) from None
+    chosen = _chosen_threads(file, input_format, thread_id, limit, stats)
     skipped = (
         f"{stats.quarantined_total:,} record(s) read could not become threads "
         "(`mms convert` quarantines them with the reason)"
@@ -152,6 +138,40 @@ def inspect_command(
         show(Console(highlight=False), chosen, renderer)
     if skipped:
         stderr.print(f"[yellow]note:[/] {skipped}")
+
+
+def _check_usage(
+    thread_id: str | None, tokenizer_spec: str | None, bos: bool, triples: bool
+) -> None:
+    """The option combinations that are usage errors whatever FILE is."""
+    if thread_id is not None and given("limit"):
+        raise click.UsageError("--id shows one thread; --limit applies without it")
+    if bos and tokenizer_spec is None:
+        raise click.UsageError("--bos applies only with --tokenizer")
+
+
+def _thread_renderer(tokenizer_spec: str | None, bos: bool, policy: str) -> Renderer | None:
+    """The renderer of --tokenizer, or None to draw messages."""
+    try:
+        return (
+            Renderer(load_tokenizer(tokenizer_spec), bos=bos, policy=policy)  # type: ignore[arg-type]
+            if tokenizer_spec
+            else None
+        )
+    except (TokenizerLoadError, ValueError) as err:
+        raise click.UsageError(f"--tokenizer: {err}") from None
+
+
+def _chosen_threads(
+    file: str, input_format: str, thread_id: str | None, limit: int, stats: Account
+) -> list[Thread]:
+    """The threads of FILE to show (--id, else the first --limit), counted into `stats`."""
+    try:
+        return pick_threads(read(file, ReadSpec(input_format), stats=stats), thread_id, limit)
+    except ThreadNotFoundError as err:
+        raise click.UsageError(f"{file}: {err}") from None
+    except InputError as err:
+        raise click.UsageError(str(err)) from None
 
 
 def _shard_of(folder: Path, thread_id: str | None) -> str:

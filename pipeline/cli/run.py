@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from pipeline.accounting import InputAccount, most_first
+from pipeline.accounting import Account, InputAccount, most_first
 from pipeline.cli.options import overwrite_option
 from pipeline.cli.output import (
     ConfigProblem,
@@ -37,7 +37,7 @@ from pipeline.jobs.run import (
     plan,
     run_pipeline,
 )
-from pipeline.jobs.run.config import RunConfig, RunConfigError, load_run_config
+from pipeline.jobs.run.config import PushSettings, RunConfig, RunConfigError, load_run_config
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.output.folder import OutputFolderError
 from pipeline.quarantine import DROPPED_FILE
@@ -123,6 +123,44 @@ def run_command(
     manifest says why. Exit status: 0 done, 1 the lint gate failed, 2 a usage or config
     error.
     """
+    config, out = _config_and_output(config_file, output, engine, ray_address)
+    if dry_run:
+        _print_dry_run(config, out, workers)
+        return
+    result = _run(config, out, workers, resume=resume, overwrite=overwrite)
+    if isinstance(result, FinishedBefore):
+        stderr.print(
+            f"Nothing to do: {safe(result.output)} is the finished output of this config and "
+            "these inputs (its manifest.json says so, and every file it lists is as written); "
+            "--fresh runs it again"
+        )
+        if config.push is not None and push:
+            _push(result.output, config.push)
+        return
+    _print_summary(result)
+    print_publication(result.publication)
+    _exit_if_failed(result, config)
+    if config.push is not None and push:
+        _push(result.output, config.push)
+    if result.shards:
+        _print_next_steps(result, config.push is not None and push)
+
+
+# What `mms run` says of a run that raised: errors of the config or inputs (a usage
+# error, exit 2), then the other failures with their exit status and what follows the
+# message.
+_CONFIG_ERRORS = (InputError, WorkdirError, OutputFolderError, ValueError)
+_RUN_FAILURES: tuple[tuple[type[Exception], int, str], ...] = (
+    (RayUnavailable, 2, ""),
+    (UnitFailed, 1, "; finished units are kept: run again to resume"),
+    (OverlongThreadError, 1, "; nothing was written (overlong: error)"),
+)
+
+
+def _config_and_output(
+    config_file: str, output: str | None, engine: str | None, ray_address: str | None
+) -> tuple[RunConfig, Path]:
+    """The run config with the command line's engine, and the output folder (checked)."""
     try:
         config = load_run_config(config_file)
     except RunConfigError as err:
@@ -133,18 +171,27 @@ def run_command(
         check_writable(out, directory=True)
     except OutputPathError as err:
         raise click.UsageError(f"{'-o' if output else 'output'}: {err}") from None
-    if dry_run:
-        try:
-            _print_plan(config, out)
-        except InputError as err:
-            raise ConfigProblem(str(err)) from None
-        click.echo(f"engine: {_describe_engine(config, workers)}")
-        if config.push is not None:
-            click.echo(f"push: {visible(config.push.repo)} when the run succeeds (--no-push: not)")
-        return
+    return config, out
+
+
+def _print_dry_run(config: RunConfig, out: Path, workers: int | None) -> None:
+    """--dry-run: the plan, the engine and the push, without running."""
+    try:
+        _print_plan(config, out)
+    except InputError as err:
+        raise ConfigProblem(str(err)) from None
+    click.echo(f"engine: {_describe_engine(config, workers)}")
+    if config.push is not None:
+        click.echo(f"push: {visible(config.push.repo)} when the run succeeds (--no-push: not)")
+
+
+def _run(
+    config: RunConfig, out: Path, workers: int | None, *, resume: bool, overwrite: bool
+) -> RunResult | FinishedBefore:
+    """The run, with progress; a failure is told (`_CONFIG_ERRORS`, `_RUN_FAILURES`)."""
     try:
         with stage_progress() as update:
-            result = run_pipeline(
+            return run_pipeline(
                 config,
                 output=out,
                 workers=workers,
@@ -152,33 +199,17 @@ def run_command(
                 fresh=not resume,
                 overwrite=overwrite,
             )
-    except (InputError, WorkdirError, OutputFolderError, ValueError) as err:
+    except _CONFIG_ERRORS as err:
         raise ConfigProblem(str(err)) from None
-    except RayUnavailable as err:
-        print_error(err)
-        sys.exit(2)
-    except UnitFailed as err:
-        print_error(err, "; finished units are kept: run again to resume")
-        sys.exit(1)
-    except OverlongThreadError as err:
-        print_error(err, "; nothing was written (overlong: error)")
-        sys.exit(1)
-    if isinstance(result, FinishedBefore):
-        stderr.print(
-            f"Nothing to do: {safe(result.output)} is the finished output of this config and "
-            "these inputs (its manifest.json says so, and every file it lists is as written); "
-            "--fresh runs it again"
-        )
-        if config.push is not None and push:
-            push_and_report(
-                result.output,
-                config.push.repo,
-                private=config.push.private,
-                revision=config.push.revision,
-            )
-        return
-    _print_summary(result)
-    print_publication(result.publication)
+    except tuple(kind for kind, _, _ in _RUN_FAILURES) as err:
+        status, after = next((s, a) for kind, s, a in _RUN_FAILURES if isinstance(err, kind))
+        print_error(err, after)
+        sys.exit(status)
+
+
+def _exit_if_failed(result: RunResult, config: RunConfig) -> None:
+    """Exit 1 when the output does not match its manifest, the counts do not balance or
+    the lint gate failed."""
     if result.verification is not None and not result.verification.passed:
         for problem in result.verification.problems:
             stderr.print(f"  [red]✗[/] {safe(problem.where)}: {safe(problem.what)}")
@@ -191,16 +222,11 @@ def run_command(
         if config.push is not None:
             stderr.print(f"nothing was pushed to {safe(config.push.repo)}: the gate failed")
         sys.exit(1)
-    pushed = config.push is not None and push
-    if config.push is not None and push:
-        push_and_report(
-            result.output,
-            config.push.repo,
-            private=config.push.private,
-            revision=config.push.revision,
-        )
-    if result.shards:
-        _print_next_steps(result, pushed)
+
+
+def _push(output: Path, settings: PushSettings) -> None:
+    """Publish the output to the config's output.push_to_hub repository."""
+    push_and_report(output, settings.repo, private=settings.private, revision=settings.revision)
 
 
 def _print_next_steps(result: RunResult, pushed: bool) -> None:
@@ -289,6 +315,17 @@ def _print_gate_failure(result: RunResult, config: RunConfig) -> None:
 
 
 def _print_summary(result: RunResult) -> None:
+    """What the run read, kept, dropped and wrote, and the check that the counts balance."""
+    _print_reading(result)
+    _print_rows(result)
+    _print_tokens(result)
+    _print_lint(result)
+    _print_input_losses(result)
+    _print_check(result.counts)
+
+
+def _print_reading(result: RunResult) -> None:
+    """Records read, converted, quarantined; threads dropped and tagged; groups."""
     counts = result.counts
     if result.resumed:
         stderr.print(
@@ -318,6 +355,11 @@ def _print_summary(result: RunResult) -> None:
             stderr.print(
                 f"  {noun}: {kept:,} kept and {dropped:,} left out, each whole (no side alone)"
             )
+
+
+def _print_rows(result: RunResult) -> None:
+    """Rows written per split, the splits left empty and the rows withheld."""
+    counts = result.counts
     for split, shards in result.shards.items():
         rows = counts.written[split] if result.packing else sum(s.rows for s in shards)
         stderr.print(f"  {rows:>8,}  written      {safe(split)} ({plural(len(shards), 'shard')})")
@@ -329,6 +371,11 @@ def _print_summary(result: RunResult) -> None:
         stderr.print(f"  [yellow]split {safe(split)} got no rows[/]: not written, not in the card")
     if counts.withheld:
         stderr.print(f"  {counts.withheld:>8,}  withheld     the lint gate failed")
+
+
+def _print_tokens(result: RunResult) -> None:
+    """Tokens trained, messages weighted 0 and packing."""
+    counts = result.counts
     if counts.tokens:
         stderr.print(
             f"Tokens: {counts.tokens:,}, trained {counts.trained_tokens:,} "
@@ -346,6 +393,10 @@ def _print_summary(result: RunResult) -> None:
             f"{packing['seq_len']:,} tokens: fill {packing['fill']:.2%}, "
             f"{packing['threads_per_sequence']:.1f} threads per row"
         )
+
+
+def _print_lint(result: RunResult) -> None:
+    """The lint findings and what the run verified of its output."""
     report = result.report
     left_out = sum(report.on_dropped.values())
     not_gated = f", {left_out:,} of them on what was dropped (not gated)" if left_out else ""
@@ -360,6 +411,11 @@ def _print_summary(result: RunResult) -> None:
             f"{plural(checked.get('rows', 0), 'row')} "
             "against manifest.json, and the card (hashes only; `mms verify` renders every row)"
         )
+
+
+def _print_input_losses(result: RunResult) -> None:
+    """The per-input table, and a warning for an input that gave no row."""
+    counts = result.counts
     if len(counts.inputs) > 1:
         _print_inputs(counts.inputs, bool(counts.tokens))
     for source in counts.inputs:
@@ -369,6 +425,10 @@ def _print_summary(result: RunResult) -> None:
                 f"[yellow]warning:[/] input {safe(source.path)} gave no row to the output "
                 f"({source.records_read:,} records read): mostly {safe(loss)}"
             )
+
+
+def _print_check(counts: Account) -> None:
+    """Records in = threads out + quarantined; threads = written + dropped."""
     unsharded = f" + {counts.not_sharded:,} linted only" if counts.not_sharded else ""
     unsharded += f" + {counts.withheld:,} withheld" if counts.withheld else ""
     copies = (
