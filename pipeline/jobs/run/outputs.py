@@ -171,8 +171,35 @@ def write_card(
     headline figures, how to load it and train on it; `name`: the output folder's). `tokenizer` is the manifest's record of the
     shipped tokenizer, None when the run did not tokenize; `figures` what write_stats
     found."""
-    renderer = tokenizer["renderer"] if tokenizer else None
     tags = sorted({tag for spec in config.inputs for tag in spec.tags} | {"mms"})
+    stats = _card_stats(config, report, counts, shards, tokenizer, packing, figures)
+    card = dataset_card(
+        name=config.name,
+        description=f"MMS threads built by `mms run` from {len(config.inputs)} input(s).",
+        license=license_fields([spec.license for spec in config.inputs]),
+        sources=[config.recorded_path(spec.path) for spec in config.inputs],
+        languages=sorted({language for spec in config.inputs for language in spec.language}),
+        tags=tags,
+        splits={name: [f"data/{s.name}" for s in split] for name, split in shards.items()},
+        features=schema,
+        stats=stats,
+        how_to_load=name,
+    )
+    with atomic_text_output(out / CARD_FILE) as handle:
+        handle.write(card)
+
+
+def _card_stats(
+    config: RunConfig,
+    report: LintReport,
+    counts: Account,
+    shards: dict[str, list[Shard]],
+    tokenizer: dict[str, Any] | None,
+    packing: dict[str, Any] | None,
+    figures: dict[str, Any],
+) -> CardStats:
+    """The figures the card states (write_card's arguments)."""
+    renderer = tokenizer["renderer"] if tokenizer else None
     profile = report.profile
     stats: CardStats = {
         "threads": sum(counts.written.values()),
@@ -190,22 +217,38 @@ def write_card(
         "formats": dict(profile.formats),
         "capabilities": profile.capabilities(),
         "lint": lint_summary(report),
-        "sources": [
-            SourceRow(
-                path=source.path,
-                license=source.license,
-                records_read=source.records_read,
-                quarantined=source.quarantined,
-                written=source.written,
-                tokens=source.tokens if renderer else None,
-                main_loss=source.main_loss(),
-            )
-            for source in counts.inputs
-        ],
+        "sources": _source_rows(counts, tokenized=bool(renderer)),
     }
     stats["gate"] = config.stages.lint.fail_on
     stats["quarantined"] = counts.quarantined_total
-    stats["losses"] = Losses(
+    stats["losses"] = _losses(counts)
+    stats["reports"] = list(STATS_REPORTS)
+    if renderer is not None and packing is None and _objective(config) == "sft":
+        stats["split_tokens"] = {
+            name: _token_figures(split) for name, split in figures["splits"].items()
+        }
+    return stats
+
+
+def _source_rows(counts: Account, *, tokenized: bool) -> list[SourceRow]:
+    """The card's row of each input: what it gave (tokens when the run tokenized)."""
+    return [
+        SourceRow(
+            path=source.path,
+            license=source.license,
+            records_read=source.records_read,
+            quarantined=source.quarantined,
+            written=source.written,
+            tokens=source.tokens if tokenized else None,
+            main_loss=source.main_loss(),
+        )
+        for source in counts.inputs
+    ]
+
+
+def _losses(counts: Account) -> Losses:
+    """What the card says was lost or set apart: duplicates, truncation, groups, tags."""
+    return Losses(
         exact_duplicates=counts.dropped.get("duplicate", 0),
         near_duplicates=counts.dropped.get("near_duplicate", 0),
         truncated=counts.truncated,
@@ -214,25 +257,6 @@ def write_card(
         groups_dropped=dict(counts.groups_dropped),
         tagged=dict(counts.tagged),
     )
-    stats["reports"] = list(STATS_REPORTS)
-    if renderer is not None and packing is None and _objective(config) == "sft":
-        stats["split_tokens"] = {
-            name: _token_figures(split) for name, split in figures["splits"].items()
-        }
-    card = dataset_card(
-        name=config.name,
-        description=f"MMS threads built by `mms run` from {len(config.inputs)} input(s).",
-        license=license_fields([spec.license for spec in config.inputs]),
-        sources=[config.recorded_path(spec.path) for spec in config.inputs],
-        languages=sorted({language for spec in config.inputs for language in spec.language}),
-        tags=tags,
-        splits={name: [f"data/{s.name}" for s in split] for name, split in shards.items()},
-        features=schema,
-        stats=stats,
-        how_to_load=name,
-    )
-    with atomic_text_output(out / CARD_FILE) as handle:
-        handle.write(card)
 
 
 def _objective(config: RunConfig) -> str:
