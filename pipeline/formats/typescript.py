@@ -54,6 +54,12 @@ def _literal(value: Any) -> str:
 def _type(schema: Any, depth: int) -> str:
     if not isinstance(schema, dict) or depth > MAX_DEPTH:
         return "unknown"
+    combined = _combination(schema, depth)
+    return combined if combined is not None else _of_kind(schema, depth)
+
+
+def _combination(schema: dict[str, Any], depth: int) -> str | None:
+    """The type of a `const`, `enum`, `anyOf`/`oneOf` or `allOf` schema; None for others."""
     if "const" in schema:
         return _literal(schema["const"])
     enum = schema.get("enum")
@@ -66,6 +72,11 @@ def _type(schema: Any, depth: int) -> str:
     all_of = schema.get("allOf")
     if isinstance(all_of, list) and all_of:
         return " & ".join(_type(part, depth + 1) for part in all_of)
+    return None
+
+
+def _of_kind(schema: dict[str, Any], depth: int) -> str:
+    """The type a schema's `type` (or its `items` or `properties`) says."""
     kind = schema.get("type")
     if isinstance(kind, list):
         return " | ".join(_type({**schema, "type": k}, depth) for k in kind) or "unknown"
