@@ -2,7 +2,17 @@
 `history` of earlier [instruction, response] pairs), the `response` variant (GPTeacher,
 torchtune instruct; Dolly's `instruction` + `context` + `response`), preference variants (LLaMA-Factory `chosen`/`rejected` strings,
 torchtune stack_exchange_paired `question` + `response_j`/`response_k`) and torchtune's
-visual QA rows (`input` + `output` + `image`)."""
+visual QA rows (`input` + `output` + `image`).
+
+Example: a row and the thread it becomes.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> row = {"instruction": "Name a prime number.", "input": "", "output": "7"}
+>>> [thread] = to_threads(Record("tasks.json", "tasks.json#0", row), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages]
+[('user', 'Name a prime number.'), ('assistant', '7')]
+"""
 
 from __future__ import annotations
 

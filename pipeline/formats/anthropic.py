@@ -2,7 +2,24 @@
 with `input_schema`, and `messages` whose content is a string or a list of blocks (text,
 tool_use, tool_result, thinking, redacted_thinking, image, document). Also the request
 wrappers of the Message Batches API (`{custom_id, params}`) and of Amazon Bedrock batch
-inference (`{recordId, modelInput}`); the Bedrock fine-tuning shape is the bare request."""
+inference (`{recordId, modelInput}`); the Bedrock fine-tuning shape is the bare request.
+
+Example: a Messages API request and the thread it becomes (the system prompt is the
+developer's).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> request = {
+...     "system": "Answer in French.",
+...     "messages": [
+...         {"role": "user", "content": "Good morning!"},
+...         {"role": "assistant", "content": "Bonjour !"},
+...     ],
+... }
+>>> [thread] = to_threads(Record("chat.jsonl", "chat.jsonl:1", request), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages]
+[('developer', 'Answer in French.'), ('user', 'Good morning!'), ('assistant', 'Bonjour !')]
+"""
 
 from __future__ import annotations
 

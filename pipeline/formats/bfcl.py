@@ -12,6 +12,26 @@ hold no `function`: their functions are BFCL's docs of the `involved_classes`, w
 record does not hold, so none is declared (noted). Function names keep BFCL's dots
 (`math.factorial`): BFCL's answers call them so. `meta.category` is the test category
 read from the id (`live_irrelevance`: the right answer calls no function).
+
+Example: a question with its function, and the prompt-only thread it becomes (the
+function declared as a tool in the developer message).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> entry = {
+...     "id": "simple_0",
+...     "question": [[{"role": "user", "content": "Weather in Paris?"}]],
+...     "function": [{
+...         "name": "get_weather",
+...         "description": "Current weather.",
+...         "parameters": {"type": "dict", "properties": {"city": {"type": "string"}}},
+...     }],
+... }
+>>> [thread] = to_threads(Record("BFCL.json", "BFCL.json:1", entry), ConvertOptions())
+>>> [(m.role, m.content.splitlines()[0]) for m in thread.messages]
+[('developer', '# Available tools'), ('user', 'Weather in Paris?')]
+>>> thread.id, thread.meta["prompt_only"]
+('simple_0', True)
 """
 
 from __future__ import annotations

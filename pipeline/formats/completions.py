@@ -9,7 +9,20 @@ model output files.
   `meta.extra_fields` under `completion.`.
 - AlpacaEval's `model_outputs.json` rows (`instruction`, `output`, `generator`, `dataset`):
   one thread per row, the generator in `meta.model`. (Rows of different generators for
-  the same instruction live in different files: they are not grouped.)"""
+  the same instruction live in different files: they are not grouped.)
+
+Example: a prompt with two models' completions, and the group of threads it becomes.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> row = {
+...     "prompt": "Say hi.",
+...     "completions": [{"model": "a", "completion": "Hi!"}, {"model": "b", "completion": "Hello!"}],
+... }
+>>> threads = to_threads(Record("outputs.jsonl", "outputs.jsonl:1", row), ConvertOptions())
+>>> [(t.meta["model"], [(m.role, m.content) for m in t.messages]) for t in threads]
+[('a', [('user', 'Say hi.'), ('assistant', 'Hi!')]), ('b', [('user', 'Say hi.'), ('assistant', 'Hello!')])]
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,19 @@ LLaMA-Factory's (an object of datasets by name, each with `file_name` / `hf_hub_
 `formatting`, `columns`). Read as input, every record is recognised and quarantined as
 `dataset_registry` with what to do instead: LLaMA-Factory's registry is read by
 `mms convert --dataset-info FILE`; an ms-swift entry names the dataset to convert
-(`hf:ID`, or its local file) and the `--mapping` its `columns` call for. Never a thread."""
+(`hf:ID`, or its local file) and the `--mapping` its `columns` call for. Never a thread.
+
+Example: a registry entry is quarantined, never a thread.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> entry = {"ms_dataset_id": "AI-ModelScope/alpaca-gpt4-data-en"}
+>>> try:
+...     to_threads(Record("dataset_info.json", "dataset_info.json#0", entry), ConvertOptions())
+... except RecordRejected as err:
+...     print(err.code)
+dataset_registry
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,20 @@ use them: `contents` of {role: user|model|function, parts: [text | functionCall 
 functionResponse | inlineData | fileData | executableCode | codeExecutionResult]} with
 `thought` parts and `thoughtSignature`s, `systemInstruction` ({parts}) and `tools`
 ([{functionDeclarations: [...]}]); camelCase or snake_case keys. A batch input line
-(`{key, request: {...}}`) is read through its `request`."""
+(`{key, request: {...}}`) is read through its `request`.
+
+Example: Gemini contents and the thread they become (`model` is the assistant).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> request = {"contents": [
+...     {"role": "user", "parts": [{"text": "Hi"}]},
+...     {"role": "model", "parts": [{"text": "Hello!"}]},
+... ]}
+>>> [thread] = to_threads(Record("tuning.jsonl", "tuning.jsonl:1", request), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages]
+[('user', 'Hi'), ('assistant', 'Hello!')]
+"""
 
 from __future__ import annotations
 

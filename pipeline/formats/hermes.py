@@ -6,7 +6,30 @@ NousResearch/hermes-function-calling-v1, or {role, content} messages) and from r
 transcripts (a `text` or `example` string, or a bare string, of ChatML
 `<|im_start|>role ... <|im_end|>` turns or SYSTEM:/USER:/ASSISTANT: lines, possibly in a
 ``` fence). The datasets often write the JSON as Python literals (single quotes); those
-are parsed as literals, never run."""
+are parsed as literals, never run.
+
+Example: a conversation with a tool call and its result, and the thread it becomes
+(each message's role, format or name, and first line).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> tools = "[{'type': 'function', 'function': {'name': 'get_time', 'parameters': {}}}]"
+>>> record = {"conversations": [
+...     {"from": "system", "value": f"<tools>{tools}</tools>"},
+...     {"from": "human", "value": "What time is it?"},
+...     {"from": "gpt", "value": "<tool_call>{'name': 'get_time', 'arguments': {}}</tool_call>"},
+...     {"from": "tool", "value": "<tool_response>{'time': '09:30'}</tool_response>"},
+...     {"from": "gpt", "value": "It is 09:30."},
+... ]}
+>>> [thread] = to_threads(Record("calls.json", "calls.json#0", record), ConvertOptions())
+>>> for m in thread.messages:
+...     print(m.role, m.format or m.name or "-", m.content.splitlines()[0])
+developer - # Available tools
+user - What time is it?
+assistant get_time:json {}
+context get_time {'time': '09:30'}
+assistant markdown It is 09:30.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,20 @@
 """Anthropic HH-RLHF transcripts: `chosen` and `rejected` strings of
 `\n\nHuman: ...\n\nAssistant: ...` turns, each side its own thread. A lone `chosen` (or
 `rejected`) and a single `text` transcript convert too, and so do prompt/response splits
-(`prompt` ending in `Assistant:` with `chosen`/`rejected` holding only the answers)."""
+(`prompt` ending in `Assistant:` with `chosen`/`rejected` holding only the answers).
+
+Example: a pair of transcripts and the chosen and rejected threads it becomes.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> pair = {
+...     "chosen": "\\n\\nHuman: Hi\\n\\nAssistant: Hello!",
+...     "rejected": "\\n\\nHuman: Hi\\n\\nAssistant: Go away.",
+... }
+>>> threads = to_threads(Record("pairs.jsonl", "pairs.jsonl:1", pair), ConvertOptions())
+>>> [(t.meta["preference"], [(m.role, m.content) for m in t.messages]) for t in threads]
+[('chosen', [('user', 'Hi'), ('assistant', 'Hello!')]), ('rejected', [('user', 'Hi'), ('assistant', 'Go away.')])]
+"""
 
 from __future__ import annotations
 

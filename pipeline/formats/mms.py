@@ -1,7 +1,20 @@
 """MMS threads as input: canonical thread objects (JSONL, JSON arrays, our own Parquet),
 bare message lists (the spec's `Thread = Message[]`), and the spec repository's example
 file, whose context messages lack `name` and whose messages carry extra keys such as
-`halted_on_completion` (kept in `meta.extra_fields`, never dropped)."""
+`halted_on_completion` (kept in `meta.extra_fields`, never dropped).
+
+Example: an MMS thread is read as it is (validated, lineage added to meta).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> record = {"id": "t1", "messages": [
+...     {"role": "user", "content": "Hi"},
+...     {"role": "assistant", "content": "Hello!", "end_turn": True},
+... ]}
+>>> [thread] = to_threads(Record("threads.jsonl", "threads.jsonl:1", record), ConvertOptions())
+>>> thread.id, [(m.role, m.format, m.content, m.end_turn) for m in thread.messages]
+('t1', [('user', None, 'Hi', None), ('assistant', 'markdown', 'Hello!', True)])
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,18 @@ first turn. The later turns are written against the model's own earlier answer (
 your previous response ..."), so they wait in `meta.follow_ups` (see follow_ups.py) for
 the curator to send after generating each answer. `question_id` (also the thread id),
 `category` and `reference` are kept in meta as they are.
+
+Example: a two-turn question and the prompt-only thread it becomes (the second turn
+kept for later, in meta).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> question = {"question_id": 901, "category": "writing", "turns": ["Write a haiku.", "Now rhyme."]}
+>>> [thread] = to_threads(Record("question.jsonl", "question.jsonl:1", question), ConvertOptions())
+>>> thread.id, [(m.role, m.content) for m in thread.messages]
+('901', [('user', 'Write a haiku.')])
+>>> thread.meta["follow_ups"]
+[[{'role': 'user', 'content': 'Now rhyme.'}]]
 """
 
 from __future__ import annotations

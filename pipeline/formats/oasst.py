@@ -14,6 +14,21 @@ failed review are left out with their replies, counted in `meta.notes`. A path e
 a prompter message is kept (its last user turn has no answer) and noted. The thread id
 is the leaf message id; `meta` keeps the tree id, the path's message ids and language,
 and each message's remaining fields (rank, emojis, labels ...) in `meta.message_meta`.
+
+Example: a message tree and the thread of its one path (prompter is the user).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> tree = {
+...     "message_id": "m1", "parent_id": None, "role": "prompter", "text": "Teach me to juggle.",
+...     "replies": [{
+...         "message_id": "m2", "parent_id": "m1", "role": "assistant",
+...         "text": "Start with one ball.", "replies": [],
+...     }],
+... }
+>>> [thread] = to_threads(Record("trees.jsonl", "trees.jsonl:1", tree), ConvertOptions())
+>>> thread.id, [(m.role, m.content) for m in thread.messages]
+('m2', [('user', 'Teach me to juggle.'), ('assistant', 'Start with one ball.')])
 """
 
 from __future__ import annotations

@@ -17,7 +17,20 @@ batch runners), each line on its own:
 An output file and the request file beside it (same folder: the one holding the output's
 custom_ids) are read together: each answer after its request's messages (one thread per
 choice, the request's `custom_id` its id), the request file listed as read with the
-output file; a request no line answers is read on its own, prompt-only."""
+output file; a request no line answers is read on its own, prompt-only.
+
+Example: a batch request line and the prompt-only thread it becomes.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> line = {
+...     "custom_id": "r1", "method": "POST", "url": "/v1/chat/completions",
+...     "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]},
+... }
+>>> [thread] = to_threads(Record("batchinput.jsonl", "batchinput.jsonl:1", line), ConvertOptions())
+>>> thread.id, [(m.role, m.content) for m in thread.messages], thread.meta["prompt_only"]
+('r1', [('user', 'Hi')], True)
+"""
 
 from __future__ import annotations
 

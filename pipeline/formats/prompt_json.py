@@ -9,6 +9,19 @@ joined with ", "). With `expand_selects` > 0 it becomes one thread per combinati
 allowed select values, capped. The expected output is enabled as a response format; the
 rest of the metadata goes to `meta.prompt`. Placeholders are substituted as plain text,
 never evaluated: a prompt JSON has no expressions, only names.
+
+Example: a prompt and the prompt-only thread it becomes (placeholders filled with
+their defaults).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> prompt = {
+...     "model_prompt": "Summarise {{topic}} in one line.",
+...     "metadata": {"variables": [{"name": "topic", "type": "text", "default": "tides"}]},
+... }
+>>> [thread] = to_threads(Record("prompts.json", "prompts.json#0", prompt), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages], thread.meta["variables"]
+([('developer', 'Summarise tides in one line.')], {'topic': 'tides'})
 """
 
 from __future__ import annotations

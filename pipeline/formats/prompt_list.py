@@ -12,6 +12,15 @@ any such record anyway, keeping the other fields in `meta.extra_fields`, except 
 holds an answer (`completion`, `response`, `chosen`/`rejected`, `completions`, `output`):
 a prompt-only thread would lose it, so the record is quarantined, pointing at the format
 that reads it.
+
+Example: a prompt and the prompt-only thread it becomes.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> prompt = "How do I decline a meeting politely?"
+>>> [thread] = to_threads(Record("lines.jsonl", "lines.jsonl:1", prompt), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages], thread.meta["prompt_only"]
+([('user', 'How do I decline a meeting politely?')], True)
 """
 
 from __future__ import annotations

@@ -3,7 +3,20 @@
 instruction and the instance's input as the user message, its output as the answer),
 ids `TASK:INDEX`; every thread of a task carries `meta.group_id` (the task id) so splits,
 sampling and dedup keep a task's instances together. The task's other fields (`name`,
-`is_classification`, `motivation_app`) are kept in `meta.extra_fields`."""
+`is_classification`, `motivation_app`) are kept in `meta.extra_fields`.
+
+Example: a seed task and the thread of its instance (one per instance, grouped).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> task = {
+...     "id": "seed_task_0", "name": "breakfast", "instruction": "Suggest a breakfast.",
+...     "instances": [{"input": "", "output": "Oatmeal with fruit."}], "is_classification": False,
+... }
+>>> [thread] = to_threads(Record("seed_tasks.jsonl", "seed_tasks.jsonl:1", task), ConvertOptions())
+>>> thread.id, [(m.role, m.content) for m in thread.messages]
+('seed_task_0:0', [('user', 'Suggest a breakfast.'), ('assistant', 'Oatmeal with fruit.')])
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,21 @@
 as FastChat/Vicuna, axolotl and LLaMA-Factory write them. LLaMA-Factory adds a top-level
 `system` prompt, `tools` (a JSON string or a list), `function_call`/`observation` turns,
 DPO pairs (`chosen`/`rejected` turns after the prompt), KTO labels (`kto_tag`) and
-`<image>`-style tags that point into a top-level `images` (`videos`, `audios`) list."""
+`<image>`-style tags that point into a top-level `images` (`videos`, `audios`) list.
+
+Example: a conversation and the thread it becomes (`human` is the user, `gpt` the
+assistant).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> record = {"conversations": [
+...     {"from": "human", "value": "Who are you?"},
+...     {"from": "gpt", "value": "An assistant."},
+... ]}
+>>> [thread] = to_threads(Record("chats.json", "chats.json#0", record), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages]
+[('user', 'Who are you?'), ('assistant', 'An assistant.')]
+"""
 
 from __future__ import annotations
 

@@ -13,6 +13,20 @@ adapter reads better.
     {"dialog": [{"speaker": "customer", "text": "Hi"}, {"speaker": "agent", "text": "Hello!"}]}
     -> user "Hi", assistant "Hello!"; meta.structure {messages: dialog, role: speaker,
        content: text, roles: {customer: user, agent: assistant}}
+
+Example: a record in a shape no format names, and the thread its structure gives.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> record = {"dialog": [
+...     {"speaker": "customer", "text": "My order is late."},
+...     {"speaker": "agent", "text": "Sorry, let me check."},
+... ]}
+>>> [thread] = to_threads(Record("support.jsonl", "support.jsonl:1", record), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages]
+[('user', 'My order is late.'), ('assistant', 'Sorry, let me check.')]
+>>> thread.meta["structure"]["roles"]
+{'agent': 'assistant', 'customer': 'user'}
 """
 
 from __future__ import annotations

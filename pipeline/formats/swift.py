@@ -11,7 +11,17 @@
 Media: Qwen-VL's inline `<img>PATH</img>` tags, and `<image>` / `<video>` / `<audio>` tags
 pointing into top-level `images` / `videos` / `audios` lists (listed media without any tag
 are placed before the first user message, as ms-swift does) are dropped or written as
-placeholders (`--multimodal`); the paths stay in `meta`."""
+placeholders (`--multimodal`); the paths stay in `meta`.
+
+Example: a query-response row with history, and the thread it becomes.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> row = {"query": "What is 2 + 2?", "response": "4", "history": [["Hi", "Hello!"]]}
+>>> [thread] = to_threads(Record("qr.jsonl", "qr.jsonl:1", row), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages]
+[('user', 'Hi'), ('assistant', 'Hello!'), ('user', 'What is 2 + 2?'), ('assistant', '4')]
+"""
 
 from __future__ import annotations
 

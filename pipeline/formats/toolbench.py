@@ -10,6 +10,33 @@ assistant message (its `final_answer`); `give_up_and_restart` stays a `Finish` c
 `meta.finish_type`/`meta.win` let curators filter such trajectories. Files without
 train_messages (`valid_data: false`) are quarantined. The DFS search `tree` and
 `compare_candidates` are search state, not the conversation, and are left out (noted).
+
+Example (abridged; a record is a whole answer file): the last train_messages sample
+
+    {"answer_generation": {"valid_data": true, "finish_type": "give_answer",
+      "function": [{"name": "forecast", "description": "A city forecast.",
+                    "parameters": {"type": "object", "properties": {"city": ...}}}, ...],
+      "train_messages": [..., [
+        {"role": "system", "content": "You are AutoGPT, ..."},
+        {"role": "user", "content": "Weather in Lyon?"},
+        {"role": "assistant", "content": "Ask for the forecast.",
+         "function_call": {"name": "forecast", "arguments": "{\"city\": \"Lyon\"}"}},
+        {"role": "function", "name": "forecast", "content": "{\"sky\": \"sunny\"}"},
+        {"role": "assistant", "content": null, "function_call": {"name": "Finish",
+         "arguments": "{\"return_type\": \"give_answer\", \"final_answer\": \"Sunny.\"}"}}]]}}
+
+becomes the thread
+
+    developer                    You are AutoGPT, ...
+    developer                    You have access to the tools below. ... (`forecast:json`)
+    user                         Weather in Lyon?
+    assistant  markdown          Ask for the forecast.
+    assistant  forecast:json     {"city":"Lyon"}
+    context    forecast          {"sky": "sunny"}
+    assistant  markdown          Sunny.
+
+with meta `finish_type: give_answer`, `valid_data: true` and the tool's schema and
+description (`tool_schemas`, `tool_descriptions`).
 """
 
 from __future__ import annotations

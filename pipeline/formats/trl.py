@@ -34,6 +34,15 @@ space too), since that is the part the source trains on. Keys not read go to
 Detection declines what another format reads better: message lists (openai), `instruction`
 / `question` / `query` records (alpaca, swift, prompts), Human:/Assistant: transcripts
 (hh-rlhf), prompts with a list of completion objects (completions).
+
+Example: a preference row and the chosen and rejected threads it becomes.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> row = {"prompt": "The sky is", "chosen": " blue.", "rejected": " green."}
+>>> threads = to_threads(Record("pref.jsonl", "pref.jsonl:1", row), ConvertOptions())
+>>> [(t.meta["preference"], [(m.role, m.content) for m in t.messages]) for t in threads]
+[('chosen', [('user', 'The sky is'), ('assistant', ' blue.')]), ('rejected', [('user', 'The sky is'), ('assistant', ' green.')])]
 """
 
 from __future__ import annotations

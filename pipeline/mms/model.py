@@ -51,7 +51,11 @@ class SystemSettings:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SystemSettings:
-        """Build from an already validated dict; a bare string stands for `Format(name)`."""
+        """Build from an already validated dict; a bare string stands for `Format(name)`.
+
+        >>> SystemSettings.from_dict({"formats": "markdown"}).to_dict()
+        {'formats': [{'name': 'markdown', 'halt_on_start': False, 'halt_on_completion': False, 'sampler': None}]}
+        """
         formats = data["formats"]
         if isinstance(formats, str):
             formats = [formats]
@@ -110,7 +114,15 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, fields in the spec's order (role, name, format, content, end_turn),
-        then `weight` when it is not the default."""
+        then `weight` when it is not the default.
+
+        >>> Message.user("Hi").to_dict()
+        {'role': 'user', 'content': 'Hi'}
+        >>> Message.assistant("Hello!", weight=0).to_dict()
+        {'role': 'assistant', 'format': 'markdown', 'content': 'Hello!', 'end_turn': True, 'weight': 0.0}
+        >>> Message.context("12 °C", name="get_weather").to_dict()
+        {'role': 'context', 'name': 'get_weather', 'content': '12 °C'}
+        """
         if self.role == "assistant":
             data: dict[str, Any] = {
                 "role": "assistant",
@@ -127,7 +139,11 @@ class Message:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Message:
-        """Build from an already validated dict, filling the assistant's default format."""
+        """Build from an already validated dict, filling the assistant's default format.
+
+        >>> Message.from_dict({"role": "assistant", "content": "Hi", "end_turn": True})
+        Message(role='assistant', content='Hi', format='markdown', end_turn=True, name=None, weight=None)
+        """
         role = data["role"]
         if role == "assistant":
             return cls.assistant(
@@ -152,7 +168,19 @@ class Thread:
 
     @classmethod
     def from_dict(cls, data: Any) -> Thread:
-        """Validate a parsed JSON value and build the thread; raises ThreadValidationError."""
+        """Validate a parsed JSON value and build the thread; raises ThreadValidationError.
+
+        >>> thread = Thread.from_dict({"id": "t1", "messages": [
+        ...     {"role": "user", "content": "Hi"},
+        ...     {"role": "assistant", "content": "Hello!", "end_turn": True},
+        ... ]})
+        >>> [m.role for m in thread.messages], thread.messages[1].format
+        (['user', 'assistant'], 'markdown')
+        >>> Thread.from_dict({"id": "t2", "messages": [{"role": "robot", "content": "Hi"}]})
+        Traceback (most recent call last):
+        ...
+        pipeline.mms.validation.ThreadValidationError: ...
+        """
         errors = validate_thread_dict(data)
         if errors:
             raise ThreadValidationError(errors)
@@ -173,7 +201,11 @@ class Thread:
         }
 
     def to_json(self) -> bytes:
-        """One line of MMS JSONL (no trailing newline): compact UTF-8, fixed field order."""
+        """One line of MMS JSONL (no trailing newline): compact UTF-8, fixed field order.
+
+        >>> Thread("t1", [Message.user("Hi"), Message.assistant("Hello!")]).to_json()
+        b'{"id":"t1","messages":[{"role":"user","content":"Hi"},{"role":"assistant","format":"markdown","content":"Hello!","end_turn":true}],"settings":null,"meta":{}}'
+        """
         return orjson.dumps(self.to_dict())
 
     def to_json_line(self) -> bytes:
@@ -191,13 +223,21 @@ class Thread:
 
 def canonical_weight(weight: Any) -> Any:
     """A training weight as threads keep it: None for the default 1, else a float (a
-    value that is no weight is left for validation to name)."""
+    value that is no weight is left for validation to name).
+
+    >>> canonical_weight(1), canonical_weight(0), canonical_weight(0.5), canonical_weight("x")
+    (None, 0.0, 0.5, 'x')
+    """
     if not is_weight(weight):
         return weight
     return None if weight == 1 else float(weight)
 
 
 def stable_thread_id(source: str, locator: str) -> str:
-    """The id of a thread whose source gave none: a hash of where it came from."""
+    """The id of a thread whose source gave none: a hash of where it came from.
+
+    >>> stable_thread_id("chat.jsonl", "chat.jsonl:1")
+    '66019881bece270e'
+    """
     digest = hashlib.sha256(f"{source}\n{locator}".encode()).hexdigest()
     return digest[:16]

@@ -31,7 +31,16 @@ class _Sequence:
 
 class BestFitPacker:
     """Places rows a window at a time (`place`), closing sequences as it goes, and hands out
-    the rest at the end (`finish`). Rows are numbered in the order they are placed."""
+    the rest at the end (`finish`). Rows are numbered in the order they are placed.
+
+    >>> packer = BestFitPacker(8, max_open=1)
+    >>> packer.place([6, 5, 2])  # 6 and 2 fill a sequence; 5 stays open
+    [[0, 2]]
+    >>> packer.open_rows(), packer.placed
+    ([1], 3)
+    >>> packer.finish()
+    [[1]]
+    """
 
     def __init__(self, seq_len: int, *, max_open: int = WINDOW):
         if seq_len < 1 or max_open < 0:
@@ -94,7 +103,15 @@ def pack_rows(
 ) -> Iterator[list[int]]:
     """Yield packed sequences as lists of row indices (ascending: rows keep their input
     order inside a sequence), each holding at most `seq_len` tokens. Every row appears in
-    exactly one sequence. Raises OverlongRowError for a row over `seq_len`."""
+    exactly one sequence. Raises OverlongRowError for a row over `seq_len`.
+
+    >>> list(pack_rows([5, 3, 4, 2, 6], seq_len=8))  # 6 + 2 and 5 + 3 fill two; 4 is left
+    [[3, 4], [0, 1], [2]]
+    >>> list(pack_rows([9], seq_len=8))
+    Traceback (most recent call last):
+    ...
+    pipeline.packing.best_fit.OverlongRowError: row 0 has 9 tokens, over 8
+    """
     if window < 1:
         raise ValueError(f"window must be at least 1, not {window}")
     packer = BestFitPacker(seq_len, max_open=window if max_open is None else max_open)
@@ -106,7 +123,12 @@ def pack_rows(
 
 @dataclass(frozen=True, slots=True)
 class PackingStats:
-    """How well sequences were filled: fill = tokens / (sequences x seq_len)."""
+    """How well sequences were filled: fill = tokens / (sequences x seq_len).
+
+    >>> stats = PackingStats(sequences=3, rows=5, tokens=18, seq_len=8)
+    >>> stats.fill, stats.padding, stats.rows_per_sequence
+    (0.75, 6, 1.6666666666666667)
+    """
 
     sequences: int
     rows: int

@@ -51,7 +51,15 @@ CONFIG = ConfigSlice(
 
 
 def split_rows(rows: pa.Table, settings: ShardSettings) -> dict[str, list[int]]:
-    """Row indices per split, every split named (in config order), empty ones included."""
+    """Row indices per split, every split named (in config order), empty ones included.
+
+    Rows of one split group (here rows 0 and 2, group `a`) always share a split:
+
+    >>> rows = pa.table({SPLIT_GROUP: ["a", "b", "a", "c", "d"]})
+    >>> halves = (("train", 0.5), ("test", 0.5), ("extra", 0.0))
+    >>> split_rows(rows, ShardSettings(splits=halves, seed=1))
+    {'train': [1, 3, 4], 'test': [0, 2], 'extra': []}
+    """
     bounds = []
     total = 0.0
     for name, share in settings.splits:

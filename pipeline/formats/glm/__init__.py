@@ -17,6 +17,18 @@ with what PyALM would put there when the record tells us; unknown ones stay and 
 Layout: history.py and tracker.py read the two shapes; turns.py makes an entry's text and
 function_calls into messages, reading call code with calls.py; settings.py gives the
 delimiters, functions.py the tool declarations, system.py the system text and symbols.
+
+Example: a GLM history and the thread it becomes.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> record = {"history": [
+...     {"role": "user", "content": "Translate 'good morning' to German."},
+...     {"role": "assistant", "content": "Guten Morgen!"},
+... ]}
+>>> [thread] = to_threads(Record("histories.jsonl", "histories.jsonl:1", record), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages]
+[('user', "Translate 'good morning' to German."), ('assistant', 'Guten Morgen!')]
 """
 
 from __future__ import annotations

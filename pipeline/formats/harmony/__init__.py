@@ -21,6 +21,18 @@ does not read). Nothing in a transcript is ever run.
 Not kept: end tokens (`<|end|>` vs `<|return|>`), blank space between messages, JSON
 spacing of call arguments (canonical JSON, as for every format), `integer` vs `number`
 (Harmony writes both as `number`). render.py writes threads back as Harmony.
+
+Example: a transcript and the thread it becomes.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> text = (
+...     "<|start|>user<|message|>What is 2 + 2?<|end|>"
+...     "<|start|>assistant<|channel|>final<|message|>4<|end|>"
+... )
+>>> [thread] = to_threads(Record("chat.txt", "chat.txt", text), ConvertOptions())
+>>> [(m.role, m.format, m.content) for m in thread.messages]
+[('user', None, 'What is 2 + 2?'), ('assistant', 'markdown', '4')]
 """
 
 from __future__ import annotations

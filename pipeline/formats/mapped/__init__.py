@@ -2,7 +2,23 @@
 pipeline config, `mms convert --mapping FILE`, or the entries of a LLaMA-Factory
 `dataset_info.json` through `mms convert --dataset-info`): each record is rewritten
 into ShareGPT turns or Alpaca columns and converted by that adapter, so renamed keys
-give the same threads as the original shape. Never detected: a mapping names it."""
+give the same threads as the original shape. Never detected: a mapping names it.
+
+Example: a record with its own keys, the mapping that names them, and the thread it
+becomes.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> from pipeline.formats.field_mapping import FieldMapping
+>>> mapping = FieldMapping(
+...     messages="dialog", role="who", content="said",
+...     roles=(("customer", "user"), ("agent", "assistant")),
+... )
+>>> record = {"dialog": [{"who": "customer", "said": "Hi"}, {"who": "agent", "said": "Hello!"}]}
+>>> [thread] = to_threads(Record("log.json", "log.json#0", record), ConvertOptions(mapping=mapping))
+>>> [(m.role, m.content) for m in thread.messages], thread.meta["source_format"]
+([('user', 'Hi'), ('assistant', 'Hello!')], 'mapped')
+"""
 
 from __future__ import annotations
 

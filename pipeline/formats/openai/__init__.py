@@ -27,6 +27,19 @@ fields MMS has no place for go to `meta.extra_fields` (record) or `meta.message_
 Layout: layout.py reads the record's shape into the threads to build; tools.py reads its
 tool definitions; messages.py adds each message to a thread, with content.py reading
 content parts and calls.py tool calls.
+
+Example: a chat record and the thread it becomes (system is the developer's).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> record = {"messages": [
+...     {"role": "system", "content": "Be terse."},
+...     {"role": "user", "content": "Name a prime."},
+...     {"role": "assistant", "content": "7"},
+... ]}
+>>> [thread] = to_threads(Record("chat.jsonl", "chat.jsonl:1", record), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages]
+[('developer', 'Be terse.'), ('user', 'Name a prime.'), ('assistant', '7')]
 """
 
 from __future__ import annotations

@@ -3,7 +3,21 @@ configuration, then messages, `---`/`***` dialogue separators, `[[AI]]` generati
 slots, `$` directives, `->` chains and `!fn` function blocks. A pre-parser reads the
 script (script.py), `$if` branches and separators make dialogues (dialogues.py), and
 each dialogue becomes a thread (threads.py). Nothing of a script is ever run, and no
-script, file or module it names is opened."""
+script, file or module it names is opened.
+
+Example: a script and the thread it becomes (its configuration goes to meta).
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> from pipeline.sources.text_documents import TextDocument
+>>> text = "system: You are helpful.\\nuser: Hello\\nassistant: Hi there!\\n"
+>>> script = TextDocument("ppe", "---\\ntemperature: 0.2\\n---\\n" + text)
+>>> [thread] = to_threads(Record("hello.ai.yaml", "hello.ai.yaml", script), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages]
+[('developer', 'You are helpful.'), ('user', 'Hello'), ('assistant', 'Hi there!')]
+>>> thread.meta["extra_fields"]
+{'temperature': 0.2}
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,22 @@ role="...">` tags become messages (system -> developer). Values of variables not
 `allow_dangerously_set_content` are escaped before rendering, as SK does, so a value can
 never open a message of its own. A template that needs a plugin call or helper to render
 is quarantined as `unrenderable_template`, naming it; it is never emitted with raw braces.
+
+Example: a PromptTemplateConfig (as its YAML reads) and the prompt-only thread it
+becomes.
+
+>>> from pipeline.formats.base import ConvertOptions
+>>> from pipeline.sources import Record
+>>> config = {
+...     "name": "Greet",
+...     "template": '<message role="system">Be brief.</message>'
+...     '<message role="user">Hi {{$name}}</message>',
+...     "template_format": "semantic-kernel",
+...     "input_variables": [{"name": "name", "default": "Ada"}],
+... }
+>>> [thread] = to_threads(Record("greet.yaml", "greet.yaml", config), ConvertOptions())
+>>> [(m.role, m.content) for m in thread.messages], thread.meta["prompt_only"]
+([('developer', 'Be brief.'), ('user', 'Hi Ada')], True)
 """
 
 from __future__ import annotations
