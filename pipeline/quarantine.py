@@ -68,7 +68,7 @@ class Rejection:
             "code": self.code,
             "message": self.message,
             "details": list(self.details),
-            "raw": raw[:RAW_KEEP_CHARS] if truncated else raw,
+            "raw": raw[:RAW_KEEP_CHARS] if raw is not None and truncated else raw,
             "raw_truncated": truncated,
         }
 

@@ -55,7 +55,9 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except click.ClickException as err:
-            err.message = visible(err.message)  # a name in it stays on the error's one line
+            # a name in it stays on the error's one line; click declares `message` Final,
+            # but it is only read when the error is shown, after this
+            err.message = visible(err.message)  # type: ignore[misc]
             raise
         except (click.exceptions.Exit, click.Abort, SystemExit):
             raise

@@ -212,13 +212,19 @@ def _write_report(
     statistics: bool,
     max_findings: int | None,
 ) -> None:
-    options = {"statistics": statistics, "max_findings": max_findings}
     if output is None:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        write_report(report, output_format, sys.stdout, color=color, **options)
+        write_report(
+            report,
+            output_format,
+            sys.stdout,
+            color=color,
+            statistics=statistics,
+            max_findings=max_findings,
+        )
         return
     with atomic_text_output(output) as out:
-        write_report(report, output_format, out, **options)
+        write_report(report, output_format, out, statistics=statistics, max_findings=max_findings)
     summary = report.summary()
     stderr.print(
         f"Wrote the {output_format} report to {safe(output)}: {summary['findings']:,} findings "

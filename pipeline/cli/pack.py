@@ -15,9 +15,10 @@ from pipeline.cli.output import (
     safe,
     stderr,
 )
-from pipeline.jobs.pack import PackError, PackResult, pack_output
+from pipeline.jobs.pack import PackResult, pack_output
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.packing.best_fit import WINDOW
+from pipeline.stages.pack import PackError
 from pipeline.tokenize import TokenizerLoadError
 from pipeline.tokenize.overlong import drop_codes
 

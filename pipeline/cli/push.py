@@ -86,7 +86,7 @@ def push_command(
 def push_and_report(output: Path, repo_id: str, **options: Any) -> None:
     """Push (as `push_output`, with its keyword `options`) under a status line, then print
     what was sent; a refusal or a failure prints why and exits 1."""
-    from huggingface_hub.utils import disable_progress_bars
+    from huggingface_hub.utils.tqdm import disable_progress_bars
 
     disable_progress_bars()  # the status line says what is happening
     try:

@@ -26,6 +26,7 @@ from pipeline.cli.output import (
     stderr,
 )
 from pipeline.cli.push import push_and_report
+from pipeline.config_file import ConfigFileError
 from pipeline.engine import UnitFailed, WorkdirError
 from pipeline.engine.ray import RayUnavailable
 from pipeline.jobs.run import (
@@ -37,7 +38,7 @@ from pipeline.jobs.run import (
     plan,
     run_pipeline,
 )
-from pipeline.jobs.run.config import PushSettings, RunConfig, RunConfigError, load_run_config
+from pipeline.jobs.run.config import PushSettings, RunConfig, load_run_config
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.output.folder import OutputFolderError
 from pipeline.quarantine import DROPPED_FILE
@@ -163,7 +164,7 @@ def _config_and_output(
     """The run config with the command line's engine, and the output folder (checked)."""
     try:
         config = load_run_config(config_file)
-    except RunConfigError as err:
+    except ConfigFileError as err:
         raise ConfigProblem(str(err)) from None
     config = _with_engine(config, engine, ray_address)
     out = Path(output) if output else config.output

@@ -9,7 +9,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
@@ -59,8 +59,8 @@ class LocalRunner:
         pending: list[Part],
         process: Process,
         workdir: Path,
-        prepare_workers: Callable[[], None] | None = None,
-    ) -> Iterator[Part]:
+        prepare_workers: Callable[[], object] | None = None,
+    ) -> Generator[Part, None, None]:
         """Run the parts, yielding each as it is DONE; raise UnitFailed after the pool
         drains. Closing the iterator early cancels the parts not yet started."""
         if self.workers <= 1 or len(pending) <= 1:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,8 +114,8 @@ class RayRunner:
         pending: list[Part],
         process: Process,
         workdir: Path,
-        prepare_workers: Callable[[], None] | None = None,
-    ) -> Iterator[Part]:
+        prepare_workers: Callable[[], object] | None = None,
+    ) -> Generator[Part, None, None]:
         """Run the parts in a pool of actors (one CPU each), yielding each as it is DONE;
         the first failure stops the rest and raises UnitFailed."""
         if not pending:

@@ -5,7 +5,7 @@ every part's directory in plan order, each as soon as it and the parts before it
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -43,8 +43,8 @@ class Runner(Protocol):
         pending: list[Part],
         process: Process,
         workdir: Path,
-        prepare_workers: Callable[[], None] | None,
-    ) -> Iterator[Part]: ...
+        prepare_workers: Callable[[], object] | None,
+    ) -> Generator[Part, None, None]: ...
 
 
 @runtime_checkable
@@ -62,14 +62,14 @@ class Partitioner(Protocol):
     ) -> None: ...
 
 
-def run_units(units: list[Part], process: Process, workdir: Path, **options: Any) -> list[Path]:
+def run_units(units: Sequence[Part], process: Process, workdir: Path, **options: Any) -> list[Path]:
     """Run every part (as `iter_units`, with its keyword `options`) and return the part
     directories in plan order."""
     return list(iter_units(units, process, workdir, **options))
 
 
 def iter_units(
-    units: list[Part],
+    units: Sequence[Part],
     process: Process,
     workdir: Path,
     *,
@@ -78,9 +78,9 @@ def iter_units(
     runner: Runner | None = None,
     progress: Callable[[int, int], None] | None = None,
     on_claimed: Callable[[], None] | None = None,
-    prepare_workers: Callable[[], None] | None = None,
+    prepare_workers: Callable[[], object] | None = None,
     watched: Sequence[str] = (),
-) -> Iterator[Path]:
+) -> Generator[Path, None, None]:
     """Run `process` for every part not yet DONE in `workdir`, yielding the part
     directories in plan order, each as soon as it and every part before it are DONE (the
     later parts keep running meanwhile, so a caller can reduce while the map goes on).

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, ClassVar, Protocol, TextIO
 
 from pipeline.output.files import atomic_text_output
 
@@ -38,7 +38,10 @@ class Part(Protocol):
     description for messages. A part is a frozen dataclass, recorded in the plan; what it
     reads is the per-part function's business, never the engine's."""
 
-    id: str
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def id(self) -> str: ...
 
     def describe(self) -> str: ...
 
@@ -176,7 +179,7 @@ def workers_lock(workdir: Path) -> Iterator[None]:
 
 
 def plan_document(
-    units: list[Part], config_digest: str, watched: Sequence[str] = ()
+    units: Sequence[Part], config_digest: str, watched: Sequence[str] = ()
 ) -> dict[str, Any]:
     """What a work directory was planned for: the parts, the config digest, and the size
     and modification time of every watched file (the job names the files its parts read

@@ -123,10 +123,10 @@ class ThreadBuilder:
         self.extra_fields[key] = value
 
     def keep_unread(
-        self, fields: Mapping[str, Any], read: Collection[str] = (), where: str = ""
+        self, fields: Mapping[str, Any], read: Collection[str | None] = (), where: str = ""
     ) -> None:
-        """Keep the fields the adapter did not read (keys not in `read`; by default none
-        was) in `meta.extra_fields`, in their order: under their own key, or as `where.key`
+        """Keep the fields the adapter did not read (keys not in `read`, where None stands
+        for a key the record lacked; by default none was read) in `meta.extra_fields`, in their order: under their own key, or as `where.key`
         when `fields` is the object at path `where` inside the record."""
         for key, value in fields.items():
             if key not in read:
@@ -340,7 +340,7 @@ class ThreadBuilder:
                         f"tool result for unknown call id {item.call_id}"
                         + (f" (tool {item.name!r})" if item.name else ""),
                     )
-                answered = by_id[item.call_id]
+                answered: int | None = by_id[item.call_id]
             else:
                 answered = next(
                     (i for i in pending if item.name is None or items[i].name == item.name), None
@@ -576,8 +576,9 @@ class ThreadBuilder:
         if kind in ("text", "input_text", "output_text") or (kind is None and "text" in part):
             text = part.get("text", part.get("value"))
             return text if isinstance(text, str) else self.text(text, where)
-        if kind == "refusal" and isinstance(part.get("refusal"), str):
-            return part["refusal"]
+        refusal = part.get("refusal")
+        if kind == "refusal" and isinstance(refusal, str):
+            return refusal
         return self.media(str(kind or "unknown"))
 
 

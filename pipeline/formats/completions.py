@@ -52,8 +52,8 @@ def sniff(value: object) -> Sniff:
     if not isinstance(value, dict):
         return Sniff(0.0, "not an object")
     completions = value.get("completions")
-    listed = isinstance(completions, list) and bool(completions)
-    if listed and _prompt_key(value) and all(isinstance(item, dict) for item in completions):
+    listed = completions if isinstance(completions, list) else []
+    if listed and _prompt_key(value) and all(isinstance(item, dict) for item in listed):
         return Sniff(1.0, "a prompt with a list of model completions")
     if all(isinstance(value.get(key), str) for key in ("instruction", "output", "generator")):
         return Sniff(0.95, "instruction + output + generator (AlpacaEval model outputs)")

@@ -41,9 +41,8 @@ MESSAGE_FIELD_SET = frozenset(MESSAGE_FIELDS)
 def _messages_of(value: Any) -> list[Any] | None:
     if isinstance(value, list):
         return value
-    if isinstance(value, dict) and isinstance(value.get("messages"), list):
-        return value["messages"]
-    return None
+    messages = value.get("messages") if isinstance(value, dict) else None
+    return messages if isinstance(messages, list) else None
 
 
 def sniff(value: object) -> Sniff:

@@ -206,10 +206,9 @@ def group(
         value = item.value
         tree_id = value.get("message_tree_id")
         key = str(tree_id if tree_id is not None else _message_id(value))
-        starts = pending is None or (
+        if pending is None or (
             key != pending.key if tree_id is not None else _parent_id(value) is None
-        )
-        if starts:
+        ):
             if pending is not None:
                 finished.add(pending.key)
                 yield from pending.flush()
@@ -296,8 +295,9 @@ def _rank_key(indexed: tuple[int, dict[str, Any]]) -> tuple[bool, float, int]:
     """Best-ranked first (rank 0 is best), unranked after ranked, ties in reply order."""
     index, message = indexed
     rank = message.get("rank")
-    ranked = isinstance(rank, (int, float)) and not isinstance(rank, bool)
-    return (not ranked, rank if ranked else 0, index)
+    if isinstance(rank, (int, float)) and not isinstance(rank, bool):
+        return (False, rank, index)
+    return (True, 0, index)
 
 
 def _paths(root: dict[str, Any], tree: _Tree, top: bool) -> list[list[dict[str, Any]]]:

@@ -349,7 +349,7 @@ def join_requests(
     for item in itertools.chain([head], items):
         value = item.value if isinstance(item, Record) else None
         request = requests.pop(value.get("custom_id"), None) if isinstance(value, dict) else None
-        if request is None or batch_line_kind(value) != "output":
+        if not isinstance(item, Record) or request is None or batch_line_kind(value) != "output":
             yield item
             continue
         merged = dataclasses.replace(

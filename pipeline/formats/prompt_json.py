@@ -249,7 +249,8 @@ def _avatar(builder: ThreadBuilder, metadata: dict[str, Any]) -> dict[str, Any] 
     sha256 (meta is no place for image bytes)."""
     avatar, kind = metadata.get("avatar"), metadata.get("avatar_type")
     if isinstance(avatar, dict):
-        avatar, kind = avatar.get("avatar"), avatar.get("avatar_type", kind)
+        nested = avatar
+        avatar, kind = nested.get("avatar"), nested.get("avatar_type", kind)
     if avatar is None:
         return {"type": kind} if kind is not None else None
     if (kind or "").lower() == "url" or avatar.startswith(("http://", "https://")):

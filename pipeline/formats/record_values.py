@@ -22,7 +22,7 @@ def json_kind(value: Any) -> str:
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    names = {str: "string", list: "array", dict: "object"}
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
     return names.get(type(value), type(value).__name__)
 
 

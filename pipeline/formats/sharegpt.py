@@ -217,8 +217,9 @@ def _preference_side(data: dict[str, Any], side: str) -> list[tuple[Any, str]]:
 def _kto_label(data: dict[str, Any]) -> bool | None:
     """The KTO label (`kto_tag`, or LLaMA-Factory's usual `label` column), if any."""
     for key in KTO_KEYS:
-        if isinstance(data.get(key), bool):
-            return data[key]
+        label = data.get(key)
+        if isinstance(label, bool):
+            return label
     if data.get("kto_tag") is not None:
         raise RecordRejected("missing_field", f"kto_tag is {data['kto_tag']!r}, not true/false")
     return None

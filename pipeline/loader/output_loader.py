@@ -50,9 +50,10 @@ from pipeline.loader.batches import (
     prompt_batch,
 )
 from pipeline.objectives import objective_of
-from pipeline.output.hub import HF_PREFIX, OutputNotFound, fetch_output, is_hub_output
+from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
 from pipeline.output.shards import split_files
 from pipeline.packing.best_fit import WINDOW, BestFitPacker
+from pipeline.sources.paths import HF_PREFIX
 
 Mode = Literal["padded", "packed"]
 SHUFFLE_TOKENS = 4_000_000

@@ -15,7 +15,7 @@ neighbour in the batch (a training setting, not data): added here as TRL adds it
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 Trainer = TypeVar("Trainer", bound=type)
 
@@ -38,4 +38,7 @@ def pretokenized(trainer: Trainer) -> Trainer:
         return dataset
 
     name = f"Pretokenized{trainer.__name__}"
-    return type(name, (trainer,), {"_prepare_dataset": prepare, "__doc__": pretokenized.__doc__})
+    subclass = type(
+        name, (trainer,), {"_prepare_dataset": prepare, "__doc__": pretokenized.__doc__}
+    )
+    return cast(Trainer, subclass)  # a subclass of `trainer`, made at run time

@@ -48,7 +48,8 @@ def group_column(threads: Sequence[Any]) -> list[str | None]:
     column: list[str | None] = []
     previous: str | None = None
     instance: str | None = None
-    copy, ids = 1, set()
+    copy = 1
+    ids: set[str] = set()
     for thread in threads:
         group = group_of(thread.meta)
         if group is not None and (group != previous or thread.id in ids):

@@ -207,5 +207,6 @@ def without_foreign_nulls(message: Any) -> Any:
     every field of every role)."""
     if not isinstance(message, dict) or None not in message.values():
         return message
-    allowed = ROLE_FIELDS.get(message.get("role"), MESSAGE_FIELDS)
+    role = message.get("role")
+    allowed = ROLE_FIELDS.get(role, MESSAGE_FIELDS) if isinstance(role, str) else MESSAGE_FIELDS
     return {k: v for k, v in message.items() if k in allowed or v is not None}

@@ -55,7 +55,7 @@ def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
         # mtime=0 and no file name keep the bytes identical from run to run.
         stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)  # type: ignore[assignment]
     elif target.suffix in (".zst", ".zstd"):
-        stream = zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)  # type: ignore[assignment]
+        stream = zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)
     try:
         yield stream
         if stream is not raw:

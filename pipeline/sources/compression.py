@@ -34,7 +34,7 @@ class DecompressionBombError(OSError):
 class _Bounded(io.RawIOBase):
     """The bytes of a decompressing stream, refused past `limit` bytes."""
 
-    def __init__(self, inner: BinaryIO, limit: int, path: str) -> None:
+    def __init__(self, inner: io.BufferedIOBase, limit: int, path: str) -> None:
         super().__init__()
         self._inner, self._left, self._limit, self._path = inner, limit, limit, path
 
@@ -60,16 +60,16 @@ class _Bounded(io.RawIOBase):
         super().close()
 
 
-def _decompressing(path: str, compression: str) -> BinaryIO:
+def _decompressing(path: str, compression: str) -> io.BufferedIOBase:
     if compression == ".gz":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
+        return gzip.open(path, "rb")
     if compression in (".zst", ".zstd"):
         raw = open(path, "rb")  # noqa: SIM115 - closed with the reader (closefd)
         reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-        return io.BufferedReader(reader, buffer_size=1024 * 1024)  # type: ignore[arg-type]
+        return io.BufferedReader(reader, buffer_size=1024 * 1024)
     if compression == ".bz2":
-        return bz2.open(path, "rb")  # type: ignore[return-value]
-    return lzma.open(path, "rb")  # type: ignore[return-value]
+        return bz2.open(path, "rb")
+    return lzma.open(path, "rb")
 
 
 def open_binary(path: str, max_ratio: int | None = None) -> BinaryIO:
@@ -80,8 +80,9 @@ def open_binary(path: str, max_ratio: int | None = None) -> BinaryIO:
     if compression is None:
         return open(path, "rb", buffering=1024 * 1024)
     stream = _decompressing(path, compression)
-    if max_ratio is None:
-        return stream
-    limit = os.path.getsize(path) * max_ratio + BOMB_FLOOR
-    bounded = _Bounded(stream, limit, path)
-    return io.BufferedReader(bounded, buffer_size=1024 * 1024)  # type: ignore[arg-type]
+    if max_ratio is not None:
+        limit = os.path.getsize(path) * max_ratio + BOMB_FLOOR
+        bounded = _Bounded(stream, limit, path)
+        stream = io.BufferedReader(bounded, buffer_size=1024 * 1024)
+    # GzipFile, BZ2File and LZMAFile are binary streams typeshed does not declare BinaryIO
+    return stream  # type: ignore[return-value]

@@ -45,7 +45,7 @@ def _skip_blank_run(stream: BinaryIO) -> int:
     peek = getattr(stream, "peek", None)
     if peek is None:
         return 0
-    ahead = peek(_DRAIN_CHUNK)[:_DRAIN_CHUNK]
+    ahead: bytes = peek(_DRAIN_CHUNK)[:_DRAIN_CHUNK]
     blank = ahead[: len(ahead) - len(ahead.lstrip(_BLANK))]
     end = blank.rfind(b"\n") + 1
     if end:

@@ -8,7 +8,6 @@ import io
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
 
 from pipeline.quarantine import Rejection
 from pipeline.sources import (
@@ -145,7 +144,7 @@ def plan_units(
 class _RangeStream(io.RawIOBase):
     """The bytes [start, end) of a file, after `prefix`, as a raw stream."""
 
-    def __init__(self, raw: BinaryIO, start: int, end: int, prefix: bytes) -> None:
+    def __init__(self, raw: io.RawIOBase, start: int, end: int, prefix: bytes) -> None:
         super().__init__()
         raw.seek(start)
         self._raw = raw

@@ -65,7 +65,7 @@ def iter_csv(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Reco
                 f"invalid CSV: {err}; the rest of the file is skipped",
             )
             return
-        extra = row.pop(None, None)  # type: ignore[call-overload]
+        extra = row.pop(None, None)
         if extra is not None:
             row["_extra_columns"] = extra
         yield Record(source, f"{source}:{start}", row)

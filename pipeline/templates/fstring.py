@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable
 from typing import Any
 
 from pipeline.templates.errors import TemplateError, UnsafeTemplate, line_at
 from pipeline.templates.limits import Budget
 
 _SPEC_NUMBERS = re.compile(r"^(?:.?[<>=^])?[-+ ]?z?#?0?(\d*)[,_]?(?:\.(\d+))?[a-zA-Z%]?$")
-_CONVERSIONS = {"r": repr, "s": str, "a": ascii}
+_CONVERSIONS: dict[str, Callable[[object], str]] = {"r": repr, "s": str, "a": ascii}
 
 
 def render(template: str, variables: dict[str, Any], budget: Budget) -> None:
@@ -65,10 +66,11 @@ def _field(
     if conversion and conversion not in _CONVERSIONS:
         raise TemplateError(f"{written} has an unknown conversion !{conversion}", written)
     if "{" in spec:
-        spec = _nested_spec(spec, variables, written)
-        if spec is None:
+        nested = _nested_spec(spec, variables, written)
+        if nested is None:
             budget.miss(name)
             return written
+        spec = nested
     if name not in variables:
         budget.miss(name)
         return written

@@ -18,7 +18,7 @@ def plain_variables(variables: Mapping[str, Any]) -> dict[str, Any]:
     """A private JSON-like copy of the variables (dates as ISO text, tuples as lists), so
     no engine ever sees an object with behaviour and no render can change the caller's data."""
     try:
-        copied = to_jsonable(dict(variables), budget=MAX_VARIABLE_VALUES)
+        copied: dict[str, Any] = to_jsonable(dict(variables), budget=MAX_VARIABLE_VALUES)
     except TooLargeError as err:
         raise UnsafeTemplate(f"the variables are too large to render: {err}") from err
     except NotTextError as err:

@@ -57,10 +57,11 @@ def special_ids(encoder: TextEncoder) -> SpecialIds:
     added = encoder.added_tokens()
     present = set(added.values())
     next_id = max([encoder.base_vocab_size(), *(n + 1 for n in added)])
-    ids = []
+    ids: list[int] = []
     for token in MMS_SPECIAL_TOKENS:
-        if token in present:
-            ids.append(encoder.token_to_id(token))
+        known = encoder.token_to_id(token) if token in present else None
+        if known is not None:
+            ids.append(known)
             continue
         ordinary = encoder.token_to_id(token)
         if ordinary is not None:

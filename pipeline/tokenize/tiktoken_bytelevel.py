@@ -71,12 +71,13 @@ def _split_pattern(pre_tokenizer: Any) -> str | None:
     split, byte_level = steps
     if not (isinstance(split, dict) and isinstance(byte_level, dict)):
         return None
-    pattern = split.get("pattern")
-    pattern = pattern.get("Regex") if isinstance(pattern, dict) else None
+    given = split.get("pattern")
+    pattern = given.get("Regex") if isinstance(given, dict) else None
     if (
         split.get("type") != "Split"
         or split.get("behavior") != "Isolated"
         or split.get("invert") is not False
+        or not isinstance(pattern, str)
         or pattern not in KNOWN_PATTERNS
     ):
         return None

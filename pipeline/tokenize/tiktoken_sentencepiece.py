@@ -218,7 +218,7 @@ def _each_made_by_its_merges(
 ) -> bool:
     """Whether BPE makes every merged entry, from its characters, into itself: then
     tiktoken's whole-piece lookup agrees with merging. Checked with `tokenizers` itself."""
-    bare = {
+    bare: dict[str, Any] = {
         **{key: data.get(key) for key in ("version", "truncation", "padding")},
         "added_tokens": [],
         "normalizer": None,

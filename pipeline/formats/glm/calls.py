@@ -49,20 +49,20 @@ def parse_calls(code: str) -> list[PythonCall]:
 
 def _read_call(statement: ast.stmt, code: str) -> PythonCall:
     segment = ast.get_source_segment(code, statement) or ast.dump(statement)
-    if not (
-        isinstance(statement, ast.Expr)
-        and isinstance(statement.value, ast.Call)
-        and isinstance(statement.value.func, ast.Name)
-    ):
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
         raise NotPlainCall(segment, "not a call of a named function")
-    call = statement.value
     if any(isinstance(arg, ast.Starred) for arg in call.args) or any(
         keyword.arg is None for keyword in call.keywords
     ):
         raise NotPlainCall(segment, "*args / **kwargs unpacking")
     args = [_literal(arg, code) for arg in call.args]
-    kwargs = {keyword.arg: _literal(keyword.value, code) for keyword in call.keywords}
-    return PythonCall(call.func.id, args, kwargs)  # type: ignore[arg-type]
+    kwargs = {
+        keyword.arg: _literal(keyword.value, code)
+        for keyword in call.keywords
+        if keyword.arg is not None  # none is: unpacking was refused above
+    }
+    return PythonCall(call.func.id, args, kwargs)
 
 
 def _literal(node: ast.expr, code: str) -> Any:

@@ -59,9 +59,8 @@ def _text_of(value: object) -> str | None:
         return value.text if value.kind == HARMONY_KIND else None
     if isinstance(value, str):
         return value
-    if isinstance(value, dict) and isinstance(value.get(TEXT_FIELD), str):
-        return value[TEXT_FIELD]
-    return None
+    text = value.get(TEXT_FIELD) if isinstance(value, dict) else None
+    return text if isinstance(text, str) else None
 
 
 def sniff(value: object) -> Sniff:

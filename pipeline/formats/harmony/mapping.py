@@ -104,5 +104,6 @@ def header_for(kind: Kind, kept: Any) -> Header:
         for name, value in kept.items()
         if name in HEADER_FIELDS and (value is None or isinstance(value, str))
     }
-    header = dataclasses.replace(canonical, **changes)
+    # HEADER_FIELDS leaves out `role`, the one field that may not be None
+    header = dataclasses.replace(canonical, **changes)  # type: ignore[arg-type]
     return header if kind_of(header) == kind and writable(header) else canonical

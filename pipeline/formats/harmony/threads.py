@@ -62,9 +62,10 @@ class _Reader:
         changed: dict[str, Any] = deviations(message.header, kind)
         content = message.content
         if kind.kind == "developer":
-            content = self._developer(content, changed, where)
-            if content is None:
+            developer = self._developer(content, changed, where)
+            if developer is None:
                 return
+            content = developer
         meta = {"harmony": changed} if changed else {}
         if kind.kind == "platform":
             self._declare(content, where, developer=False)

@@ -342,10 +342,10 @@ class _Reader:
                 required.append(key)
         if not properties:
             return {"type": "object"}
-        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        result: dict[str, Any] = {"type": "object", "properties": properties}
         if required:
-            schema["required"] = required
-        return schema
+            result["required"] = required
+        return result
 
 
 def _union(members: list[dict[str, Any]]) -> dict[str, Any]:
@@ -476,8 +476,9 @@ def _write_property(name: str, mark: str, prop: dict[str, Any], indent: str, dep
     if isinstance(title, str) and title.strip():
         out += f"{indent}// {' '.join(title.splitlines())}\n{indent}//\n"
     variants = prop.get("oneOf")
-    description = prop.get("description")
-    described = isinstance(description, str) and bool(description)
+    given = prop.get("description")
+    description = given if isinstance(given, str) else ""
+    described = bool(description)
     if not (isinstance(variants, list) and variants) and described:
         out += _comment_lines(description, indent)
     examples = prop.get("examples")

@@ -178,7 +178,7 @@ class MessageReader:
             entries = orjson.loads(text)
         except orjson.JSONDecodeError:
             return None
-        if all(
+        if isinstance(entries, list) and all(
             isinstance(e, dict) and e.get("name") in self.calls.called and "content" in e
             for e in entries
         ):

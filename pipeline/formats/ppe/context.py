@@ -106,7 +106,8 @@ def read_context(script: Script) -> ScriptContext:
             "this pipeline renders (hf, golang, fstring and their aliases)",
         ) from None
     character = _character_name(front)
-    parameters = front.get("parameters") if isinstance(front.get("parameters"), dict) else {}
+    given = front.get("parameters")
+    parameters = given if isinstance(given, dict) else {}
     response = parameters.get("response_format")
     kind = response.get("type") if isinstance(response, dict) else response
     context = ScriptContext(

@@ -380,8 +380,8 @@ def script_threads(record: Record, options: ConvertOptions, script: Script) -> l
     for builder in builders:
         for note in script.notes:
             builder.note(note)
-        for dialogue, blocked in left_out:
-            builder.note(f"left out {_label(dialogue) or 'the script'}: {blocked}")
+        for dialogue, reason in left_out:
+            builder.note(f"left out {_label(dialogue) or 'the script'}: {reason}")
         for dialogue in dialogues.empty:
             builder.note(f"no thread for {_label(dialogue) or 'the script'}: it holds no message")
         if dialogues.capped:

@@ -25,8 +25,9 @@ class JsonResponse(NamedTuple):
 def _legacy_variables(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Input variables of a legacy config.json: `input_variables`, or the older
     `input.parameters` with `defaultValue`."""
-    if isinstance(config.get("input_variables"), list):
-        return config["input_variables"]
+    variables = config.get("input_variables")
+    if isinstance(variables, list):
+        return variables
     parameters = (config.get("input") or {}).get("parameters") or []
     return [
         {

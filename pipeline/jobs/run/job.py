@@ -179,7 +179,9 @@ def _partition(
     """When the run partitions (`partitions`), let the map side finish, then find the rows
     whose keys repeat (pipeline/jobs/run/partition.py); otherwise the ordered pass takes
     the parts as they become ready and keeps every key itself."""
-    stages = partitioned(run_stages(config, Side())) if partitions(config, runner, units) else []
+    if not (isinstance(runner, Partitioner) and partitions(config, runner, units)):
+        return unit_dirs, None
+    stages = partitioned(run_stages(config, Side()))
     if not stages:
         return unit_dirs, None
     ready = list(unit_dirs)
