@@ -103,46 +103,73 @@ def quality_flags_many(
     """`quality_flags` of each thread's answers. The phrase and mojibake signs of all the
     answers are searched at once (Arrow's RE2), and the repetition rules counted at once
     (numpy): their cost per call is paid once per batch."""
-    rules = settings.rules
-    texts = [turn.text for turns in threads for turn in turns]
-    column = pa.array(texts, pa.string())
-    refusals = _matching(column, _phrases(settings.refusal_phrases), "refusal" in rules)
-    mojibake = bad_texts(texts, column) if "mojibake" in rules else [False] * len(texts)
+    judge = _Judge(settings, [turn.text for turns in threads for turn in turns])
     found: list[set[str]] = [set() for _ in threads]
-    asked: dict[str, tuple[list[str], list[str]]] = {}
-    counted: list[tuple[int, list[str]]] = []
-    place = -1
+    place = 0
     for row, turns in enumerate(threads):
-        flags = found[row]
         for turn in turns:
+            found[row] |= judge.answer(turn, place, row)
             place += 1
-            text = turn.text
-            if "empty_answer" in rules and _nearly_empty(text, settings.min_answer_chars):
-                flags.add("empty_answer")
-                continue
-            if refusals[place]:
-                flags.add("refusal")
-            if mojibake[place]:
-                flags.add("mojibake")
-            lowered = text.lower() if "copies_user" in rules or "repetition" in rules else ""
-            if "copies_user" in rules and _copies(lowered, turn.user, settings, asked):
-                flags.add("copies_user")
-            if "repetition" in rules and "repetition" not in flags:
-                prose = _FENCED_CODE.sub("\n", lowered) if "```" in lowered else lowered
-                words = prose.split()
-                if len(words) >= max(settings.repetition_min_words, 1):
-                    if _repeats_lines(prose, settings.repetition_factor):
-                        flags.add("repetition")
-                    else:
-                        counted.append((row, words))
-            if "cut_off" in rules and turn.last and _cut_off(text, settings.cut_off_min_chars):
-                flags.add("cut_off")
-    if counted:
-        repeating = _repeats_ngrams([words for _, words in counted], settings.repetition_factor)
-        for (row, _), repeats in zip(counted, repeating.tolist(), strict=True):
-            if repeats:
-                found[row].add("repetition")
+    for row in judge.repeating_rows():
+        found[row].add("repetition")
     return [[rule for rule in RULES if rule in flags] for flags in found]
+
+
+class _Judge:
+    """The rules over one batch of answers: what was searched in all of them at once, the
+    user turns' words, and the answers left for the n-gram count."""
+
+    def __init__(self, settings: QualitySettings, texts: list[str]):
+        self.settings = settings
+        rules = settings.rules
+        column = pa.array(texts, pa.string())
+        self.refusals = _matching(column, _phrases(settings.refusal_phrases), "refusal" in rules)
+        self.mojibake = bad_texts(texts, column) if "mojibake" in rules else [False] * len(texts)
+        self.asked: dict[str, tuple[list[str], list[str]]] = {}
+        self.counted: list[tuple[int, list[str]]] = []
+
+    def answer(self, turn: Turn, place: int, row: int) -> set[str]:
+        """The rules the answer at `place` (of thread `row`) breaks, as far as it alone
+        tells (the n-gram count comes in `repeating_rows`)."""
+        settings, rules, text = self.settings, self.settings.rules, turn.text
+        if "empty_answer" in rules and _nearly_empty(text, settings.min_answer_chars):
+            return {"empty_answer"}
+        flags = {"refusal"} if self.refusals[place] else set()
+        if self.mojibake[place]:
+            flags.add("mojibake")
+        lowered = text.lower() if "copies_user" in rules or "repetition" in rules else ""
+        if "copies_user" in rules and _copies(lowered, turn.user, settings, self.asked):
+            flags.add("copies_user")
+        if "repetition" in rules and self._repeats(lowered, row):
+            flags.add("repetition")
+        if "cut_off" in rules and turn.last and _cut_off(text, settings.cut_off_min_chars):
+            flags.add("cut_off")
+        return flags
+
+    def _repeats(self, lowered: str, row: int) -> bool:
+        """Whether the answer's lines repeat; one long enough whose lines do not is kept
+        for the n-gram count."""
+        prose = _FENCED_CODE.sub("\n", lowered) if "```" in lowered else lowered
+        words = prose.split()
+        if len(words) < max(self.settings.repetition_min_words, 1):
+            return False
+        if _repeats_lines(prose, self.settings.repetition_factor):
+            return True
+        self.counted.append((row, words))
+        return False
+
+    def repeating_rows(self) -> list[int]:
+        """The threads with an answer that breaks Gopher's n-gram rules."""
+        if not self.counted:
+            return []
+        repeating = _repeats_ngrams(
+            [words for _, words in self.counted], self.settings.repetition_factor
+        )
+        return [
+            row
+            for (row, _), repeats in zip(self.counted, repeating.tolist(), strict=True)
+            if repeats
+        ]
 
 
 def _phrases(phrases: tuple[str, ...]) -> str:
