@@ -217,10 +217,11 @@ def test_truncation_on_real_threads_is_the_rendered_prefix():
         seen: set[str] = set()
         threads = [t for t in sample_threads() if not (t.id in seen or seen.add(t.id))]
     full = {t.id: (t, renderer.encode(t)) for t in threads}
-    # data_samples' threads are mostly short: a tighter limit truncates a dozen of them
+    # data_samples' threads are mostly short: a tighter limit truncates 8-12 of them (their
+    # ids, and so the tool declarations' wording, hash the input's absolute path)
     limit = 400 if shared_present() else 300
     table, stats, _ = run(threads, renderer, max_tokens=limit, overlong="truncate")
-    assert stats.truncated > (20 if shared_present() else 10)
+    assert stats.truncated > (20 if shared_present() else 5)
     assert stats.dropped_total > 0 and stats.balanced
     for row in table.to_pylist():
         assert row["num_tokens"] <= limit
