@@ -34,14 +34,14 @@ def shared() -> Path:
 
 
 def needs_shared(*paths: str) -> Path:
-    """The ../shared folder, for a test about every record of large third-party files that
-    tests/data holds only in part: skips, naming the files (`paths`, relative to ../shared),
-    when any of them is absent."""
+    """The ../shared folder, for a test of large third-party files that tests/data holds
+    only in part or not at all (every record of a trimmed file, a real tokenizer): skips,
+    naming the files (`paths`, relative to ../shared), when any of them is absent."""
     missing = [path for path in paths if not (SHARED / path).exists()]
     if missing:
         pytest.skip(
-            f"needs the large third-party files {', '.join(missing)} under {SHARED} "
-            "(tests/data holds trimmed copies; set MMS_SHARED to point at the full ones)"
+            f"needs the full third-party files {', '.join(missing)}, absent under {SHARED} "
+            "(tests/data holds only small copies; set MMS_SHARED to point at them)"
         )
     return SHARED
 
