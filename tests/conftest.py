@@ -33,6 +33,19 @@ def shared() -> Path:
     return SHARED
 
 
+def needs_shared(*paths: str) -> Path:
+    """The ../shared folder, for a test of large third-party files that tests/data holds
+    only in part or not at all (every record of a trimmed file, a real tokenizer): skips,
+    naming the files (`paths`, relative to ../shared), when any of them is absent."""
+    missing = [path for path in paths if not (SHARED / path).exists()]
+    if missing:
+        pytest.skip(
+            f"needs the full third-party files {', '.join(missing)}, absent under {SHARED} "
+            "(tests/data holds only small copies; set MMS_SHARED to point at them)"
+        )
+    return SHARED
+
+
 @pytest.fixture(scope="session")
 def data() -> Path:
     """tests/data: small copies of real public files from ../shared (the same layout,

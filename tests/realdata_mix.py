@@ -9,10 +9,10 @@ from pathlib import Path
 from tests.test_run import SAMPLE_TOKENIZER
 
 
-def write_mix_config(path: Path, shared: Path, *, engine: str | None = None) -> Path:
+def write_mix_config(path: Path, realdata: Path, *, engine: str | None = None) -> Path:
     """Write the mix's config at `path` (its own output next to it, unused: tests pass
-    `-o`); `engine` is the `engine:` mapping, as YAML flow text."""
-    realdata = shared / "realdata"
+    `-o`) over `realdata`, tests/data/realdata or ../shared/realdata (the same layout);
+    `engine` is the `engine:` mapping, as YAML flow text."""
     lines = f"""name: realdata-mix
 inputs:
   - path: {realdata / "llamafactory"}

@@ -170,9 +170,9 @@ def test_compressed_output_is_deterministic(tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-def test_real_spec_example_converts_to_five_threads(shared, tmp_path):
-    out = tmp_path / "x.jsonl"
-    result = run("convert", str(shared / "formats" / "mms" / "src__example.json"), "-o", str(out))
+def test_real_spec_example_converts_to_five_threads(data, tmp_path):
+    out = tmp_path / "x.jsonl"  # tests/data holds a stand-in of the file's shape
+    result = run("convert", str(data / "formats" / "mms" / "src__example.json"), "-o", str(out))
     assert result.exit_code == 0
     threads = [pipeline.Thread.from_dict(line) for line in lines_of(out)]
     assert len(threads) == 5

@@ -92,11 +92,11 @@ def converted(inputs: list[str], out: Path, workers: int, *options: str) -> dict
     }
 
 
-def test_the_real_files_convert_to_the_same_bytes_with_any_number_of_workers(shared, tmp_path):
-    realdata = str(shared / "realdata")
+def test_the_real_files_convert_to_the_same_bytes_with_any_number_of_workers(data, tmp_path):
+    realdata = str(data / "realdata")
     out = tmp_path / "threads.jsonl"
     one = converted([realdata], out, 1)
-    assert one["output"].count(b"\n") > 5000 and one["quarantine"]
+    assert one["output"].count(b"\n") > 800 and one["quarantine"]  # the copies: 853 threads
     for workers in (2, 3):
         assert converted([realdata], out, workers) == one
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no work dir left

@@ -594,13 +594,13 @@ REAL_FILES = (
 )
 
 
-def test_real_threads_with_planted_mt_bench_questions(shared, tmp_path):
+def test_real_threads_with_planted_mt_bench_questions(data, tmp_path):
     """Real threads of six public files, 40 of them copied with an MT-Bench question
     planted in their first user turn (verbatim, re-cased, or with a sentence added), all
     five stages on: exactly the planted copies are dropped as contaminated, every kept
     thread validates and every JSON content parses, the books balance, and the threads of
     the English and Chinese sets are mostly named so."""
-    real = shared / "realdata"
+    real = data / "realdata"  # copies of the files, see their PROVENANCE.txt
     threads = list(read([str(real / name) for name in REAL_FILES]))
     questions = [
         orjson.loads(line)["turns"][0]

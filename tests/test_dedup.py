@@ -167,10 +167,10 @@ def test_near_dedup_config_is_checked(tmp_path):
     assert "threshold" in result.output and "line" in result.output
 
 
-def test_realdata_mix_leaves_no_duplicate_in_or_across_splits(tmp_path, shared):
+def test_realdata_mix_leaves_no_duplicate_in_or_across_splits(tmp_path, data):
     """The issue's mix: glaive (LLaMA-Factory) + Hermes + OpenAI tool examples, dedup on,
     a 90/10 split: MMS501 finds nothing in the output, no key is in two splits."""
-    realdata = shared / "realdata"
+    realdata = data / "realdata"
     out = tmp_path / "out"
     config = tmp_path / "mix.yaml"
     config.write_text(
@@ -193,7 +193,7 @@ def test_realdata_mix_leaves_no_duplicate_in_or_across_splits(tmp_path, shared):
     result = CliRunner().invoke(main, ["run", str(config)])
     assert result.exit_code == 0, result.output
     dropped = orjson.loads((out / "manifest.json").read_bytes())["counts"]["threads_dropped"]
-    assert dropped.get("duplicate", 0) > 18  # the exact key alone found 18
+    assert dropped.get("duplicate", 0) >= 9  # the copies: 9 (the full files: > 18)
     lint = CliRunner().invoke(
         main, ["lint", f"hf:{out}", "--split", "train+validation", "--select", "MMS501"]
     )

@@ -56,12 +56,13 @@ def _check_parts(path: Path, split_bytes: int, limits: ReadLimits | None = None)
     return len(units)
 
 
-def test_parts_of_real_jsonl_files_read_as_the_whole_file(shared: Path) -> None:
-    files = sorted((shared / "realdata").rglob("*.jsonl"))
+def test_parts_of_real_jsonl_files_read_as_the_whole_file(data: Path) -> None:
+    files = sorted((data / "realdata").rglob("*.jsonl"))
     assert len(files) >= 10
     split = 0
     for path in files:
-        split += _check_parts(path, 16 * 1024) > 1
+        # 4 KiB parts: the copies in tests/data are up to 16 kB (../shared's files: 16 KiB)
+        split += _check_parts(path, 4 * 1024) > 1
     assert split >= 5
 
 
@@ -120,15 +121,16 @@ def test_plan_units_expands_inputs_in_order_and_splits_only_plain_jsonl(tmp_path
 
 
 @pytest.fixture
-def job(tmp_path: Path, shared: Path) -> list:
-    """Units over real files: a split JSON Lines file, a whole one and the OpenAI samples."""
+def job(tmp_path: Path, data: Path) -> list:
+    """Units over real files: two split JSON Lines files and the OpenAI samples (6 KiB parts
+    of the copies in tests/data; ../shared's full files were cut in 64 KiB parts)."""
     return plan_units(
         [
-            (str(shared / "realdata/llamafactory/v1_sft_demo.jsonl"), "auto"),
-            (str(shared / "realdata/openai_finetune_examples/toy_chat_fine_tuning.jsonl"), "auto"),
+            (str(data / "realdata/llamafactory/v1_sft_demo.jsonl"), "auto"),
+            (str(data / "realdata/openai_finetune_examples/toy_chat_fine_tuning.jsonl"), "auto"),
             (str(REPO / "data_samples/openai"), "openai"),
         ],
-        64 * 1024,
+        6 * 1024,
     )
 
 
@@ -145,7 +147,7 @@ def test_workers_1_and_2_write_identical_unit_dirs(tmp_path: Path, job: list) ->
         assert tree_bytes(a) == tree_bytes(b)
         assert (a / "DONE").read_text() == a.name + "\n"
     threads = b"".join((d / "threads.jsonl").read_bytes() for d in one)
-    assert threads.count(b"\n") > 100
+    assert threads.count(b"\n") > 80  # the copies in tests/data and the samples: 86
 
 
 def test_resume_redoes_only_unfinished_units(tmp_path: Path, job: list) -> None:

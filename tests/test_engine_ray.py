@@ -80,11 +80,11 @@ def same_but_engine(local: dict[str, bytes], on_ray: dict[str, bytes]) -> None:
 
 
 @pytest.fixture(scope="module")
-def realdata(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    """A config of real files — a mix (a weight, a sample, a file read twice), exact and
-    near dedup, three splits — and the bytes the local engine writes for it."""
+def realdata(data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A config of real files (tests/data) — a mix (a weight, a sample, a file read twice),
+    exact and near dedup, three splits — and the bytes the local engine writes for it."""
     folder = tmp_path_factory.mktemp("realdata")
-    config = write_mix_config(folder / "ray-realdata.yaml", shared)
+    config = write_mix_config(folder / "ray-realdata.yaml", data / "realdata")
     local = folder / "local" / "out"
     result = run_cli(str(config), "-o", str(local), "--workers", "2")
     assert result.exit_code == 0, result.output

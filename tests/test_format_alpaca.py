@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from pipeline.formats import FORMATS, ConvertOptions
+from tests.conftest import needs_shared
 from tests.reading import read_all, read_records
 
 ALPACA = FORMATS["alpaca"]
@@ -17,21 +18,42 @@ def shape(thread) -> list[tuple]:
     return [(m.role, m.content) for m in thread.messages]
 
 
-@pytest.mark.parametrize(
-    ("name", "records", "threads_expected"),
-    [
-        ("axolotl_fixtures/alpaca_alpaca.json", 2, 2),
-        ("llamafactory/alpaca_en_demo.json", 999, 999),
-        ("llamafactory/alpaca_zh_demo.json", 1000, 1000),
-        ("llamafactory/identity.json", 91, 91),
-        ("torchtune_assets/alpaca_tiny.json", 100, 100),
-        ("torchtune_assets/instruct_tiny.json", 2, 2),
-        ("torchtune_assets/stack_exchange_paired_tiny.json", 25, 50),
-        ("torchtune_assets/vqa_tiny.json", 1, 1),
-    ],
-)
-def test_real_files_are_detected_and_convert_completely(shared, name, records, threads_expected):
-    threads, rejected, stats = read_all(shared / "realdata" / name)
+REAL_FILES = [
+    # path under realdata (tests/data: whole files or trimmed copies, see their
+    # PROVENANCE.txt), records read, threads
+    ("axolotl_fixtures/alpaca_alpaca.json", 2, 2),
+    ("llamafactory/alpaca_en_demo.json", 18, 18),
+    ("llamafactory/alpaca_zh_demo.json", 25, 25),
+    ("llamafactory/identity.json", 91, 91),
+    ("torchtune_assets/alpaca_tiny.json", 16, 16),
+    ("torchtune_assets/instruct_tiny.json", 2, 2),
+    ("torchtune_assets/stack_exchange_paired_tiny.json", 5, 10),
+    ("torchtune_assets/vqa_tiny.json", 1, 1),
+]
+FULL_FILES = [
+    # the large files tests/data trims: every record of them
+    ("llamafactory/alpaca_en_demo.json", 999, 999),
+    ("llamafactory/alpaca_zh_demo.json", 1000, 1000),
+    ("torchtune_assets/alpaca_tiny.json", 100, 100),
+    ("torchtune_assets/stack_exchange_paired_tiny.json", 25, 50),
+]
+
+
+@pytest.mark.parametrize(("name", "records", "threads_expected"), REAL_FILES)
+def test_real_files_are_detected_and_convert_completely(data, name, records, threads_expected):
+    check_converts_completely(data / "realdata" / name, records, threads_expected)
+
+
+def test_the_full_files_convert_completely():
+    """Every record of the large files tests/data trims; skips without them."""
+    shared = needs_shared(*(f"realdata/{name}" for name, _, _ in FULL_FILES))
+    for name, records, threads_expected in FULL_FILES:
+        check_converts_completely(shared / "realdata" / name, records, threads_expected)
+    check_stack_exchange_pairs(shared / "realdata", 25)
+
+
+def check_converts_completely(path, records: int, threads_expected: int) -> None:
+    threads, rejected, stats = read_all(path)
     assert set(stats.formats.values()) == {"alpaca"}
     assert rejected == [] and stats.records_read == records and len(threads) == threads_expected
     for thread in threads:
@@ -39,8 +61,8 @@ def test_real_files_are_detected_and_convert_completely(shared, name, records, t
         assert thread.messages[-1].end_turn is True
 
 
-def test_input_follows_the_instruction_after_a_blank_line(shared):
-    threads, _, _ = read_all(shared / "realdata/axolotl_fixtures/alpaca_alpaca.json")
+def test_input_follows_the_instruction_after_a_blank_line(data):
+    threads, _, _ = read_all(data / "realdata/axolotl_fixtures/alpaca_alpaca.json")
     assert shape(threads[0]) == [
         (
             "user",
@@ -51,15 +73,15 @@ def test_input_follows_the_instruction_after_a_blank_line(shared):
     ]
 
 
-def test_torchtune_rendered_text_is_kept_in_extra_fields(shared):
-    threads, _, _ = read_all(shared / "realdata/torchtune_assets/alpaca_tiny.json")
+def test_torchtune_rendered_text_is_kept_in_extra_fields(data):
+    threads, _, _ = read_all(data / "realdata/torchtune_assets/alpaca_tiny.json")
     text = threads[0].meta["extra_fields"]["text"]
     assert text.startswith("Below is an instruction that describes a task.")
     assert threads[0].messages[0].content == "Give three tips for staying healthy."
 
 
-def test_identity_placeholders_are_noted(shared):
-    threads, _, _ = read_all(shared / "realdata/llamafactory/identity.json")
+def test_identity_placeholders_are_noted(data):
+    threads, _, _ = read_all(data / "realdata/llamafactory/identity.json")
     noted = [
         t for t in threads if any("template placeholders" in n for n in t.meta.get("notes", []))
     ]
@@ -67,11 +89,13 @@ def test_identity_placeholders_are_noted(shared):
     assert noted[0].meta["notes"] == ["holds unfilled template placeholders: {{author}}, {{name}}"]
 
 
-def test_stack_exchange_pairs_prefer_response_j(shared):
-    threads, _, _ = read_all(shared / "realdata/torchtune_assets/stack_exchange_paired_tiny.json")
-    raw = orjson.loads(
-        (shared / "realdata/torchtune_assets/stack_exchange_paired_tiny.json").read_bytes()
-    )
+def test_stack_exchange_pairs_prefer_response_j(data):
+    check_stack_exchange_pairs(data / "realdata", 5)  # the copy's first 5 of 25 records
+
+
+def check_stack_exchange_pairs(realdata, records: int) -> None:
+    threads, _, _ = read_all(realdata / "torchtune_assets/stack_exchange_paired_tiny.json")
+    raw = orjson.loads((realdata / "torchtune_assets/stack_exchange_paired_tiny.json").read_bytes())
     chosen, rejected = threads[0], threads[1]
     base = chosen.meta["pair_id"]
     assert (chosen.id, rejected.id) == (f"{base}:chosen", f"{base}:rejected")
@@ -79,11 +103,11 @@ def test_stack_exchange_pairs_prefer_response_j(shared):
     assert chosen.messages[0].content == raw[0]["question"]
     assert chosen.messages[1].content == raw[0]["response_j"]
     assert rejected.messages[1].content == raw[0]["response_k"]
-    assert len({t.meta["pair_id"] for t in threads}) == 25
+    assert len({t.meta["pair_id"] for t in threads}) == records
 
 
-def test_vqa_image_is_dropped_or_placeholdered_and_its_path_kept(shared):
-    path = shared / "realdata/torchtune_assets/vqa_tiny.json"
+def test_vqa_image_is_dropped_or_placeholdered_and_its_path_kept(data):
+    path = data / "realdata/torchtune_assets/vqa_tiny.json"
     (dropped,), _, _ = read_all(path)
     assert dropped.messages[0].content == "What is presented on image?"
     assert dropped.meta["extra_fields"] == {"image": "tests/assets/rgb_pytorch.png"}

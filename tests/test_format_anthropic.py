@@ -14,7 +14,7 @@ from pipeline.capabilities import enabled_formats
 from pipeline.cli import main
 from pipeline.formats import FORMATS
 from pipeline.formats.base import ConvertOptions
-from tests.conftest import REPO
+from tests.conftest import REPO, needs_shared
 from tests.reading import read_all, write_records
 
 SAMPLES = REPO / "data_samples" / "anthropic"
@@ -51,10 +51,10 @@ def test_samples_convert_with_the_expected_quarantine_codes():
     assert {"batch-req-1", "CALL0000001"} <= ids  # batch custom_id / Bedrock recordId
 
 
-def test_real_cookbook_file_converts_every_record(shared):
-    path = shared / "realdata" / "anthropic_cookbook" / "json_mode_dataset.jsonl"
+def check_cookbook_file(realdata, records: int) -> None:
+    path = realdata / "anthropic_cookbook" / "json_mode_dataset.jsonl"
     threads, rejected, stats = read_all(path)
-    assert stats.records_read == 500 and stats.threads == len(threads) == 500
+    assert stats.records_read == records and stats.threads == len(threads) == records
     assert rejected == [] and stats.formats[str(path)] == "anthropic"
     for thread in threads:
         assert [m.role for m in thread.messages] == ["developer", "user", "assistant"]
@@ -63,8 +63,18 @@ def test_real_cookbook_file_converts_every_record(shared):
         orjson.loads(thread.messages[2].content)  # the answers are JSON documents, kept whole
 
 
-def test_cli_detects_the_real_file(shared):
-    path = shared / "realdata" / "anthropic_cookbook" / "json_mode_dataset.jsonl"
+def test_real_cookbook_file_converts_every_record(data):
+    check_cookbook_file(data / "realdata", 20)  # the copy's first 20 of 500 lines
+
+
+def test_the_full_cookbook_file_converts_every_record():
+    """Every record of the file tests/data trims; skips without it."""
+    shared = needs_shared("realdata/anthropic_cookbook/json_mode_dataset.jsonl")
+    check_cookbook_file(shared / "realdata", 500)
+
+
+def test_cli_detects_the_real_file(data):
+    path = data / "realdata" / "anthropic_cookbook" / "json_mode_dataset.jsonl"
     result = CliRunner().invoke(main, ["formats", "--detect", str(path)])
     assert result.exit_code == 0
     assert "-> anthropic" in result.output

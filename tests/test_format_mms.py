@@ -45,8 +45,9 @@ def test_spec_repository_shape_keeps_extras_in_meta():
     assert len({t.id for t in threads}) == 2
 
 
-def test_real_spec_example_file_gives_five_valid_threads(shared):
-    threads, rejected, stats = read_all(str(shared / "formats" / "mms" / "src__example.json"))
+def test_real_spec_example_file_gives_five_valid_threads(data):
+    # tests/data holds a stand-in of the same shape (see its PROVENANCE.txt)
+    threads, rejected, stats = read_all(str(data / "formats" / "mms" / "src__example.json"))
     assert rejected == [] and len(threads) == 5 and stats.records_read == 5
     for thread in threads:
         thread.validate()

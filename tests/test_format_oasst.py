@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.formats import ConvertOptions
-from tests.conftest import REPO
+from tests.conftest import REPO, needs_shared
 from tests.reading import read_all
 
 SAMPLES = REPO / "data_samples" / "oasst"
@@ -105,30 +105,49 @@ def test_a_failing_merged_tree_quarantines_each_of_its_records(tmp_path):
     assert orjson.loads(rejected[0].raw)["text"] == "hi"
 
 
-def test_real_tree_and_message_exports_give_one_thread_per_leaf(shared):
-    folder = shared / "realdata" / "open_assistant"
+def check_tree_exports(folder, trees: int, leaves: int, user_leaves: int) -> None:
     for name in ("en_100_tree.jsonl", "en_100_message.jsonl"):
         threads, rejected, stats = read_all(str(folder / name))
-        assert rejected == [] and stats.records_read == 100 and len(threads) == 626
-        assert sum(t.messages[-1].role == "user" for t in threads) == 226
-        assert len({t.id for t in threads}) == 626
+        assert rejected == [] and stats.records_read == trees and len(threads) == leaves
+        assert sum(t.messages[-1].role == "user" for t in threads) == user_leaves
+        assert len({t.id for t in threads}) == leaves
     top, _, _ = read_all(
         str(folder / "en_100_tree.jsonl"), options=ConvertOptions(oasst_paths="top")
     )
-    assert len(top) == 100 and all(t.messages[1].role == "assistant" for t in top)
+    assert len(top) == trees and all(t.messages[1].role == "assistant" for t in top)
 
 
-def test_real_backend_seed_data_is_merged_into_trees(shared):
-    folder = shared / "realdata" / "open_assistant"
+def test_real_tree_and_message_exports_give_one_thread_per_leaf(data):
+    # the copies hold 3 of the 100 trees, one of them with leaves that are user turns
+    check_tree_exports(data / "realdata" / "open_assistant", 3, 15, 5)
+
+
+def check_backend_seed_data(folder, messages: int, threads_expected: int, trees: int) -> None:
     threads, rejected, stats = read_all(str(folder / "backend_realistic_seed_data.json"))
-    assert rejected == [] and stats.records_read == stats.records_converted == 444
-    assert len(threads) == 158 and len({t.meta["message_tree_id"] for t in threads}) == 74
+    assert rejected == [] and stats.records_read == stats.records_converted == messages
+    assert len(threads) == threads_expected
+    assert len({t.meta["message_tree_id"] for t in threads}) == trees
+
+
+def test_real_backend_seed_data_is_merged_into_trees(data):
+    folder = data / "realdata" / "open_assistant"
+    # the copy holds the first 56 of the 444 messages
+    check_backend_seed_data(folder, 56, 19, 10)
     threads, rejected, stats = read_all(str(folder / "backend_test_generic_data.json"))
     assert rejected == [] and stats.records_read == 10 and len(threads) == 6
 
 
-def test_prompt_lists_and_sampling_reports_are_not_detected_as_oasst(shared):
+def test_the_full_exports_convert_like_their_copies():
+    """Every record of the large files tests/data trims; skips without them."""
+    names = ["en_100_tree.jsonl", "en_100_message.jsonl", "backend_realistic_seed_data.json"]
+    shared = needs_shared(*(f"realdata/open_assistant/{name}" for name in names))
     folder = shared / "realdata" / "open_assistant"
+    check_tree_exports(folder, 100, 626, 226)
+    check_backend_seed_data(folder, 444, 158, 74)
+
+
+def test_prompt_lists_and_sampling_reports_are_not_detected_as_oasst(data):
+    folder = data / "realdata" / "open_assistant"
     runner = CliRunner()
     for name in (
         "en_100_text.jsonl",

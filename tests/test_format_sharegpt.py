@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from pipeline.capabilities import enabled_formats
 from pipeline.cli import main
 from pipeline.formats import FORMATS, ConvertOptions
+from tests.conftest import needs_shared
 from tests.reading import read_all, read_records
 
 SHAREGPT = FORMATS["sharegpt"]
@@ -21,9 +22,9 @@ def shape(thread) -> list[tuple]:
     return [(m.role, m.format or m.name, m.content, m.end_turn) for m in thread.messages]
 
 
-def test_fastchat_file_gives_one_thread_per_record_with_its_id(shared):
-    threads, rejected, stats = read_all(shared / "realdata/fastchat/dummy_conversation.json")
-    assert rejected == [] and len(threads) == 500 and stats.formats
+def check_fastchat(realdata, records: int) -> None:
+    threads, rejected, stats = read_all(realdata / "fastchat/dummy_conversation.json")
+    assert rejected == [] and len(threads) == records and stats.formats
     assert set(stats.formats.values()) == {"sharegpt"}
     assert threads[0].id == "identity_0"
     assert shape(threads[0])[:2] == [
@@ -39,11 +40,15 @@ def test_fastchat_file_gives_one_thread_per_record_with_its_id(shared):
     assert {len(t.messages) for t in threads} == {2, 4, 6}
 
 
-def test_axolotl_empty_turn_is_left_out_and_noted(shared):
+def test_fastchat_file_gives_one_thread_per_record_with_its_id(data):
+    check_fastchat(data / "realdata", 32)  # the copy's first 32 of 500 records
+
+
+def test_axolotl_empty_turn_is_left_out_and_noted(data):
     threads, rejected, _ = read_all(
-        shared / "realdata/axolotl_fixtures/conversation.missingturns.json"
+        data / "realdata/axolotl_fixtures/conversation.missingturns.json"
     )
-    full, _, _ = read_all(shared / "realdata/axolotl_fixtures/conversation.json")
+    full, _, _ = read_all(data / "realdata/axolotl_fixtures/conversation.json")
     assert rejected == [] and len(threads) == len(full) == 1
     assert len(full[0].messages) == 12 and len(threads[0].messages) == 11
     assert [m.role for m in threads[0].messages[:3]] == ["user", "user", "assistant"]
@@ -53,8 +58,8 @@ def test_axolotl_empty_turn_is_left_out_and_noted(shared):
     ]
 
 
-def test_torchtune_system_turn_becomes_a_developer_message(shared):
-    threads, rejected, _ = read_all(shared / "realdata/torchtune_assets/chat_tiny.json")
+def test_torchtune_system_turn_becomes_a_developer_message(data):
+    threads, rejected, _ = read_all(data / "realdata/torchtune_assets/chat_tiny.json")
     assert rejected == [] and len(threads) == 1
     assert [m.role for m in threads[0].messages] == [
         "developer",
@@ -65,13 +70,9 @@ def test_torchtune_system_turn_becomes_a_developer_message(shared):
     ]
 
 
-@pytest.mark.parametrize(
-    ("name", "expected_calls", "without_tools"),
-    [("glaive_toolcall_en_demo.json", 211, 109), ("glaive_toolcall_zh_demo.json", 216, 100)],
-)
-def test_glaive_tool_calls_are_enabled_and_answered(shared, name, expected_calls, without_tools):
-    threads, rejected, stats = read_all(shared / "realdata/llamafactory" / name)
-    assert rejected == [] and len(threads) == stats.records_read == 300
+def check_glaive(path, records: int, expected_calls: int, without_tools: int) -> None:
+    threads, rejected, stats = read_all(path)
+    assert rejected == [] and len(threads) == stats.records_read == records
     calls = 0
     for thread in threads:
         enabled: set[str] = set()
@@ -90,9 +91,20 @@ def test_glaive_tool_calls_are_enabled_and_answered(shared, name, expected_calls
     assert len(plain) == without_tools  # rows whose tools are "[]": plain chat, no declaration
 
 
-def test_dpo_demo_gives_a_chosen_and_a_rejected_thread_per_record(shared):
-    threads, rejected, stats = read_all(shared / "realdata/llamafactory/dpo_en_demo.json")
-    assert rejected == [] and stats.records_read == 300 and len(threads) == 600
+@pytest.mark.parametrize(
+    ("name", "records", "expected_calls", "without_tools"),
+    # the copies: en's first 4 of 300 records; zh's first 7 and its rows 92, 197 and 293
+    [("glaive_toolcall_en_demo.json", 4, 4, 2), ("glaive_toolcall_zh_demo.json", 10, 5, 3)],
+)
+def test_glaive_tool_calls_are_enabled_and_answered(
+    data, name, records, expected_calls, without_tools
+):
+    check_glaive(data / "realdata/llamafactory" / name, records, expected_calls, without_tools)
+
+
+def check_dpo(realdata, records: int) -> None:
+    threads, rejected, stats = read_all(realdata / "llamafactory/dpo_en_demo.json")
+    assert rejected == [] and stats.records_read == records and len(threads) == 2 * records
     chosen, other = threads[0], threads[1]
     base = chosen.meta["pair_id"]
     assert (chosen.id, other.id) == (f"{base}:chosen", f"{base}:rejected")
@@ -100,6 +112,10 @@ def test_dpo_demo_gives_a_chosen_and_a_rejected_thread_per_record(shared):
     assert chosen.messages[:-1] == other.messages[:-1]
     assert chosen.messages[-1].role == other.messages[-1].role == "assistant"
     assert chosen.messages[-1].content != other.messages[-1].content
+
+
+def test_dpo_demo_gives_a_chosen_and_a_rejected_thread_per_record(data):
+    check_dpo(data / "realdata", 4)  # the copy's first 4 of 300 records
 
 
 def test_call_of_an_undeclared_tool_is_kept_and_noted(tmp_path):
@@ -126,12 +142,17 @@ def test_call_of_an_undeclared_tool_is_kept_and_noted(tmp_path):
     ]
 
 
-def test_observation_without_a_call_is_kept_unnamed_and_noted(shared):
-    threads, _, _ = read_all(shared / "realdata/llamafactory/glaive_toolcall_zh_demo.json")
+def test_observation_without_a_call_is_kept_unnamed_and_noted(data):
+    # the copy holds rows 197 and 293 of the full file, the two with such an observation
+    check_orphan_observations(data / "realdata")
+
+
+def check_orphan_observations(realdata) -> None:
+    threads, _, _ = read_all(realdata / "llamafactory/glaive_toolcall_zh_demo.json")
     orphans = [
         t for t in threads if any(m.role == "context" and m.name is None for m in t.messages)
     ]
-    # rows 197 and 293 write the call as prose in the gpt turn, then an observation
+    # rows 197 and 293 (0-based) write the call as prose in the gpt turn, then an observation
     assert len(orphans) == 2
     for thread in orphans:
         assert [m.role for m in thread.messages[1:5]] == [
@@ -145,6 +166,22 @@ def test_observation_without_a_call_is_kept_unnamed_and_noted(shared):
             "a tool result follows no tool call; kept as an unnamed context message"
             in (thread.meta["notes"])
         )
+
+
+def test_the_full_files_convert_like_their_copies():
+    """Every record of the large files tests/data trims; skips without them."""
+    names = [
+        "fastchat/dummy_conversation.json",
+        "llamafactory/glaive_toolcall_en_demo.json",
+        "llamafactory/glaive_toolcall_zh_demo.json",
+        "llamafactory/dpo_en_demo.json",
+    ]
+    realdata = needs_shared(*(f"realdata/{name}" for name in names)) / "realdata"
+    check_fastchat(realdata, 500)
+    check_glaive(realdata / "llamafactory/glaive_toolcall_en_demo.json", 300, 211, 109)
+    check_glaive(realdata / "llamafactory/glaive_toolcall_zh_demo.json", 300, 216, 100)
+    check_dpo(realdata, 300)
+    check_orphan_observations(realdata)
 
 
 def parallel_record() -> dict:
@@ -309,8 +346,8 @@ NOT_CONVERSATIONS = [
 
 
 @pytest.mark.parametrize("name", NOT_CONVERSATIONS)
-def test_files_that_are_not_conversations_are_not_taken(shared, name):
-    result = CliRunner().invoke(main, ["formats", "--detect", str(shared / "realdata" / name)])
+def test_files_that_are_not_conversations_are_not_taken(data, name):
+    result = CliRunner().invoke(main, ["formats", "--detect", str(data / "realdata" / name)])
     assert result.exit_code == 0
     label = result.output.splitlines()[0].rsplit("-> ", 1)[1]
     assert label not in ("sharegpt", "alpaca", "hh-rlhf")

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from tests.conftest import REPO
+from tests.conftest import REPO, needs_shared
 from tests.reading import read_all, unenabled_formats
 
 SAMPLES = REPO / "data_samples" / "toolbench"
@@ -78,10 +78,13 @@ def test_an_undefined_function_is_called_with_a_note(tmp_path):
     )
 
 
-def test_real_answer_files(shared):
-    threads, rejected, stats = read_all(str(shared / "realdata" / "toolbench" / "answer"))
-    assert stats.records_read == 15 and len(threads) == 13 and stats.read_balanced
-    assert sorted(r.locator.rsplit("/", 2)[1] for r in rejected) == ["G1_answer", "G3_answer"]
+def check_answer_files(
+    folder, records: int, rejected_in: list[str], finish_types: dict[str, int]
+) -> None:
+    threads, rejected, stats = read_all(str(folder))
+    assert stats.records_read == records and stats.read_balanced
+    assert len(threads) == records - len(rejected_in)
+    assert sorted(r.locator.rsplit("/", 2)[1] for r in rejected) == rejected_in
     assert {r.code for r in rejected} == {"empty_conversation"}
     finish = {}
     for thread in threads:
@@ -94,13 +97,26 @@ def test_real_answer_files(shared):
         finish[thread.meta["finish_type"]] = finish.get(thread.meta["finish_type"], 0) + 1
         assert thread.messages[0].content.startswith("You are AutoGPT")
         assert len(orjson.dumps(thread.meta)) < 20_000  # the search tree is not copied
-    assert finish == {"give_answer": 9, "give_up": 4}
-    assert sum(t.messages[-1].format == "Finish:json" for t in threads) == 4
+    assert finish == finish_types
+    assert sum(t.messages[-1].format == "Finish:json" for t in threads) == finish["give_up"]
 
 
-def test_instruction_files_are_not_detected_as_conversations(shared):
+def test_real_answer_files(data):
+    # the copy holds 4 of the 15 answer files, one of them with no conversation
+    folder = data / "realdata" / "toolbench" / "answer"
+    check_answer_files(folder, 4, ["G1_answer"], {"give_answer": 2, "give_up": 1})
+
+
+def test_all_the_real_answer_files():
+    """All 15 answer files of ../shared (tests/data copies 4); skips without them."""
+    shared = needs_shared("realdata/toolbench/answer")
+    folder = shared / "realdata" / "toolbench" / "answer"
+    check_answer_files(folder, 15, ["G1_answer", "G3_answer"], {"give_answer": 9, "give_up": 4})
+
+
+def test_instruction_files_are_not_detected_as_conversations(data):
     runner = CliRunner()
-    for path in sorted((shared / "realdata" / "toolbench" / "instruction").glob("*.json")):
+    for path in sorted((data / "realdata" / "toolbench" / "instruction").glob("*.json")):
         result = runner.invoke(main, ["formats", "--detect", str(path)])
         assert result.exit_code == 0
         detected = result.output.splitlines()[0].rsplit("-> ", 1)[1]

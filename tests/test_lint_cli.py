@@ -17,6 +17,7 @@ from pipeline.lint import LintConfig, load_config, select_rules
 from pipeline.lint.config import ConfigError
 from pipeline.lint.rules import RULES, UnknownRuleError
 from pipeline.lint.rules.examples import assistant, developer, thread, user
+from tests.conftest import needs_shared
 from tests.linting import write_lines
 
 CLEAN = thread(developer("Reply in `json`."), user("Primes?"), assistant("[2, 3]", "json"))
@@ -132,9 +133,9 @@ def test_rules_lists_and_explains():
     assert missing.exit_code == 2 and "no rule" in missing.output
 
 
-def test_every_real_file_lints_without_a_crash_and_balances(shared):
+def check_lints_without_a_crash_and_balances(root) -> None:
     for folder in ("realdata", "formats"):
-        report = lint(str(shared / folder))
+        report = lint(str(root / folder))
         stats = report.stats
         assert stats.balanced and stats.threads > 0, folder
         # every quarantined record is a finding: nothing is skipped silently
@@ -143,15 +144,25 @@ def test_every_real_file_lints_without_a_crash_and_balances(shared):
         assert "internal_error" not in stats.quarantined, folder
 
 
-def test_known_true_findings_in_real_data(shared):
+def test_every_real_file_lints_without_a_crash_and_balances(data):
+    check_lints_without_a_crash_and_balances(data)
+
+
+def test_every_full_real_file_lints_without_a_crash_and_balances():
+    """The full files of ../shared (tests/data has small copies of most, stand-ins of a
+    few); skips without them."""
+    check_lints_without_a_crash_and_balances(needs_shared("realdata", "formats"))
+
+
+def test_known_true_findings_in_real_data(data):
     toolbench = lint(
-        str(shared / "realdata/toolbench/answer/G3_answer/21_ChatGPT_DFS_woFilter_w2.json")
+        str(data / "realdata/toolbench/answer/G3_answer/21_ChatGPT_DFS_woFilter_w2.json")
     )
     (undeclared,) = [d for d in toolbench.diagnostics if d.code == "MMS201"]
     assert "`dota_2_steam_web:json`" in undeclared.message
-    identity = lint(str(shared / "realdata/llamafactory/identity.json"))
+    identity = lint(str(data / "realdata/llamafactory/identity.json"))
     assert identity.by_code["MMS405"] >= 80  # LLaMA-Factory's {{name}}/{{author}} slots
-    functionary = lint(str(shared / "realdata/functionary/test_case_v1.json"))
+    functionary = lint(str(data / "realdata/functionary/test_case_v1.json"))
     assert any(
         "'get_car_price' is a required property" in d.message
         for d in functionary.diagnostics
@@ -163,13 +174,13 @@ CONCISE = re.compile(r"^(?P<where>\S+?): (?P<code>MMS\d{3}) (?:error|warning) \S
 """A concise line: `path:line:col: CODE severity message` (or path#index, hf:... )."""
 
 
-def test_concise_on_all_realdata_is_one_clickable_line_per_finding(shared):
-    result = run("lint", str(shared / "realdata"), "--output-format", "concise", "--workers", "2")
+def test_concise_on_all_realdata_is_one_clickable_line_per_finding(data):
+    result = run("lint", str(data / "realdata"), "--output-format", "concise", "--workers", "2")
     lines = result.output.splitlines()
     totals = re.search(r"^Found ([\d,]+) findings", lines[-1])
     assert totals is not None, lines[-3:]
     found = int(totals.group(1).replace(",", ""))
-    assert len(lines) == found + 1 and found > 1000
+    assert len(lines) == found + 1 and found > 500  # the copies in tests/data: 701
     matched = [CONCISE.match(line) for line in lines[:-1]]
     assert all(matched), [line for line, m in zip(lines, matched, strict=False) if not m][:3]
     places = [m.group("where") for m in matched]

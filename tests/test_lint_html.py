@@ -20,7 +20,7 @@ from pipeline.lint import LintConfig, LintReport
 from pipeline.lint.reports import charts, write_report
 from pipeline.mms import Thread
 from tests.browser import chromium
-from tests.conftest import REPO, SHARED
+from tests.conftest import DATA, REPO
 
 imread = pytest.importorskip(
     "matplotlib.image", reason="the lint report's charts need matplotlib (the dev extra)"
@@ -337,9 +337,7 @@ def browser() -> tuple[ModuleType, str]:
 
 @pytest.fixture(scope="module")
 def real_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, LintReport]:
-    folder = SHARED / "realdata" / "llamafactory"
-    if not folder.is_dir():
-        pytest.skip(f"real data folder {folder} is absent (set MMS_SHARED to point at it)")
+    folder = DATA / "realdata" / "llamafactory"
     report = lint(str(folder))
     path = tmp_path_factory.mktemp("html") / "report.html"
     path.write_text(html_of(report), encoding="utf-8")

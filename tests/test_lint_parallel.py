@@ -42,8 +42,8 @@ def cli(*args: str) -> Result:
     return CliRunner().invoke(main, list(args))
 
 
-def test_the_real_files_give_the_same_reports_with_any_number_of_workers(shared):
-    realdata = str(shared / "realdata")
+def test_the_real_files_give_the_same_reports_with_any_number_of_workers(data):
+    realdata = str(data / "realdata")
     one = lint(realdata, workers=1)
     assert one.stats.quarantined_total and {"MMS105", "MMS501"} <= set(one.by_code)
     expected = reports(one)
@@ -53,8 +53,8 @@ def test_the_real_files_give_the_same_reports_with_any_number_of_workers(shared)
         assert reports(report) == expected
 
 
-def test_the_cli_writes_the_same_report_file_and_summary(shared, tmp_path):
-    realdata = str(shared / "realdata")
+def test_the_cli_writes_the_same_report_file_and_summary(data, tmp_path):
+    realdata = str(data / "realdata")
     out = tmp_path / "lint.html"
     runs = []
     for workers in ("1", "2"):

@@ -331,9 +331,9 @@ def test_markdown_of_a_clean_run_says_all_checks_passed():
 # ------------------------------------------------------------------------ real data
 
 
-def test_every_format_on_real_data(shared):
+def test_every_format_on_real_data(data):
     folders = ["openai_finetune_examples", "functionary", "fastchat"]
-    report = lint([str(shared / "realdata" / folder) for folder in folders])
+    report = lint([str(data / "realdata" / folder) for folder in folders])
     count = len(report.diagnostics)
     codes = set(report.by_code)
     assert count and {"MMS105", "MMS501", "MMS502"} <= codes

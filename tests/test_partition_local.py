@@ -80,11 +80,12 @@ def test_many_sources_and_two_workers(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def realdata_config(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real-file mix (duplicates, lint, exact and near dedup, three splits), with the
-    partition left as a placeholder."""
+def realdata_config(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real-file mix of tests/data (duplicates, lint, exact and near dedup, three
+    splits), with the partition left as a placeholder."""
     folder = tmp_path_factory.mktemp("partition")
-    return write_mix_config(folder / "template.yaml", shared, engine="{partition: PARTITION}")
+    realdata = data / "realdata"
+    return write_mix_config(folder / "template.yaml", realdata, engine="{partition: PARTITION}")
 
 
 def run_with(config: Path, partition: str, out: Path, workers: str) -> dict[str, bytes]:

@@ -283,8 +283,8 @@ def without_nulls(value: Any) -> Any:
         "llamafactory/glaive_toolcall_en_demo.json",
     ],
 )
-def test_real_files_as_a_dataset_give_the_same_records(shared, tmp_path, name):
-    real = shared / "realdata" / name
+def test_real_files_as_a_dataset_give_the_same_records(data, tmp_path, name):
+    real = data / "realdata" / name
     root = tmp_path / "real"
     root.mkdir()
     shutil.copy(real, root / f"train{real.suffix}")

@@ -25,7 +25,7 @@ from tests.test_run import output_files, run_cli
 @pytest.fixture(scope="module")
 def output(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("stats")
-    config = write_mix_config(folder / "mix.yaml", shared)
+    config = write_mix_config(folder / "mix.yaml", shared / "realdata")
     out = folder / "out"
     result = run_cli(str(config), "-o", str(out))
     assert result.exit_code == 0, result.output
