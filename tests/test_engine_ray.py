@@ -91,6 +91,7 @@ def realdata(data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path
     return config, output_files(local)
 
 
+@pytest.mark.slow
 def test_quickstart_writes_the_same_bytes_on_ray(tmp_path: Path, ray_address: str) -> None:
     local, on_ray = tmp_path / "local" / "out", tmp_path / "ray" / "out"
     assert run_cli(str(QUICKSTART), "-o", str(local)).exit_code == 0

@@ -16,7 +16,7 @@ from pipeline.cli import main
 from pipeline.formats import FORMATS, ConvertOptions
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
-from tests.conftest import REPO
+from tests.conftest import REPO, needs_shared
 from tests.reading import read_all, unenabled_formats
 
 OPENAI = FORMATS["openai"]
@@ -94,10 +94,11 @@ def test_real_files_are_detected_and_convert_without_loss(data, path, records, t
         assert thread.meta["source_format"] == "openai"
 
 
-@pytest.mark.parametrize(("path", "records", "threads"), FULL_FILES)
-def test_the_full_files_convert_without_loss(shared, path, records, threads):
+def test_the_full_files_convert_without_loss():
     """Every record of the large files (needs ../shared; skips without it)."""
-    test_real_files_are_detected_and_convert_without_loss(shared, path, records, threads)
+    shared = needs_shared(*(f"realdata/{path}" for path, _, _ in FULL_FILES))
+    for path, records, threads in FULL_FILES:
+        test_real_files_are_detected_and_convert_without_loss(shared, path, records, threads)
 
 
 @pytest.mark.parametrize("path", TOOL_FILES)

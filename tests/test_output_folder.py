@@ -251,6 +251,7 @@ def _kill_lines(out: Path, before: Path, args: list[str]) -> list[dict]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_a_kill_at_any_point_of_publishing_resumes_to_the_same_bytes(tmp_path):
     """The run replaces an earlier run's output (another split list, a quarantine it no
     longer has): killed before each rename, replace, unlink and removal of publishing and

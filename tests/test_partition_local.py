@@ -69,6 +69,7 @@ def test_partitioned_keys_find_the_rows_counting_every_key_finds(sources, tmp_pa
     assert shared_by_partition(sources, 1, scratch) == shared_by_counting(sources)
 
 
+@pytest.mark.slow
 def test_many_sources_and_two_workers(tmp_path: Path) -> None:
     """More sources than buckets: a bucket gathers several sources' keys."""
     rng = np.random.default_rng(7)

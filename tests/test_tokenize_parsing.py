@@ -435,6 +435,7 @@ def _run_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, generate=None)
     return namespace
 
 
+@pytest.mark.slow
 def test_the_readme_serving_snippet_runs_with_a_tiny_random_model(tmp_path, monkeypatch, capsys):
     """A random model writes garbage: the snippet catches the CompletionParseError, which
     says what was expected and where."""
