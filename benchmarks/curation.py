@@ -74,13 +74,14 @@ def evaluation_set(threads: list, count: int, path: Path) -> None:
             out.write(json.dumps({"question_id": index, "turns": [turn]}) + "\n")
 
 
-def timed(name: str, config_file: Path, workdir: Path) -> float:
+def timed(name: str, config_file: Path, workdir: Path) -> tuple[float, float]:
+    """The run's wall seconds and the CPU seconds of its process tree."""
     env = {"PYTHONPATH": f"{REPO}:{REPO / 'benchmarks'}", "PATH": "/usr/bin:/bin"}
     command = [sys.executable, "-m", "pipeline.cli", "run", str(config_file), "--fresh"]
     run = run_tree(name, command, workdir / f"{name}.log", env, None)
     if run.returncode != 0:
         raise SystemExit(f"{name} failed: see {workdir / (name + '.log')}")
-    return run.seconds
+    return run.seconds, run.cpu_seconds
 
 
 def main() -> None:
@@ -108,10 +109,12 @@ def main() -> None:
         plain = config(work / "plain.yaml", one, work / "out-plain", args.tokenizer, {})
         full = config(work / "curated.yaml", one, work / "out-curated", args.tokenizer, curated)
         best: dict[str, float] = {}
+        cpu: dict[str, float] = {}
         for _ in range(args.repeat):
             for name, file in (("without", plain), ("with all five", full)):
-                seconds = timed(name.replace(" ", "-"), file, work)
+                seconds, cpu_seconds = timed(name.replace(" ", "-"), file, work)
                 best[name] = min(best.get(name, seconds), seconds)
+                cpu[name] = min(cpu.get(name, cpu_seconds), cpu_seconds)
         decontaminate = {"decontaminate": {"against": [str(evals)], "action": "tag"}}
         lone: dict[str, float] = {}
         for label, source in (("1x", one), ("2x", two)):
@@ -125,12 +128,19 @@ def main() -> None:
             base = config(
                 work / f"base-{label}.yaml", source, work / f"base-{label}", args.tokenizer, {}
             )
-            lone[label] = timed(f"decon-{label}", file, work) - timed(f"base-{label}", base, work)
+            lone[label] = (
+                timed(f"decon-{label}", file, work)[0] - timed(f"base-{label}", base, work)[0]
+            )
     without, with_all = best["without"], best["with all five"]
     print(f"threads {args.threads:,}, evaluation prompts {args.prompts:,}")
     print(f"mms run without curation      {without:8.2f} s")
     print(
         f"mms run with all five stages  {with_all:8.2f} s  (+{(with_all - without) / without:.1%})"
+    )
+    plain_cpu, full_cpu = cpu["without"], cpu["with all five"]
+    print(
+        f"CPU seconds of the process tree {plain_cpu:.1f} -> {full_cpu:.1f}"
+        f" (+{(full_cpu - plain_cpu) / plain_cpu:.1%}; the least of each over the repeats)"
     )
     print(
         f"decontaminate alone, 1x: +{lone['1x']:.2f} s, 2x: +{lone['2x']:.2f} s (ratio {lone['2x'] / max(lone['1x'], 1e-9):.2f})"
