@@ -13,10 +13,11 @@ from click.testing import CliRunner
 from pipeline.capabilities import enabled_formats
 from pipeline.cli import main
 from pipeline.formats import FORMATS
-from tests.conftest import REPO
+from tests.conftest import REPO, needs_shared
 from tests.reading import read_all, write_records
 
 SAMPLES = REPO / "data_samples" / "glm"
+GLM = "formats/glm"
 FUNCTIONS = {
     "function_calls": {
         "available_functions": [
@@ -59,62 +60,71 @@ def enabled_before(thread, index):
     return enabled
 
 
-def convert_real(shared, tmp_path, name):
-    out = tmp_path / "out.jsonl"
-    path = shared / "formats" / "glm" / name
+def convert_file(path, tmp_path):
+    """The one thread `mms convert` writes for the GLM file at `path`."""
+    out = tmp_path / f"{path.stem}.jsonl"
     result = CliRunner().invoke(main, ["convert", str(path), "--from", "auto", "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert not (tmp_path / "out.rejected.jsonl").exists()  # nothing quarantined: no file
+    assert not (tmp_path / f"{path.stem}.rejected.jsonl").exists()  # nothing quarantined
     (line,) = out.read_text().splitlines()
     return orjson.loads(line)
 
 
-def test_real_evaluation_chat_is_a_prompt_with_tools_and_system_info(shared, tmp_path):
-    thread = convert_real(shared, tmp_path, "Evaluation__chat.yaml")
+# tests/data/formats/glm holds hand-written stand-ins of the real files' shapes (see its
+# PROVENANCE.txt); the originals, in ../shared, are converted by the last test here.
+
+
+def test_evaluation_chat_shape_is_a_prompt_with_tools_and_system_info(data, tmp_path):
+    thread = convert_file(data / GLM / "chat_prompt.yaml", tmp_path)
     messages = thread["messages"]
     assert [(m["role"], m.get("name")) for m in messages] == [
         ("developer", None),
         ("developer", None),
-        ("context", "background"),
+        ("context", "session"),
         ("context", "user_info"),
         ("user", None),
     ]
     system = messages[0]["content"]
-    assert "enclose functions beginning with ➡️ and end the call with ⬅️" in system
-    assert "➡️foo()⬅️\nwould call the function foo()" in system
-    assert system.endswith("These are the available functions:\nask_weather\nfind_recipe")
-    assert "[[DATASET_NAME]]" in system
-    assert {"ask_weather:json", "find_recipe:json"} <= enabled_formats(messages[1]["content"])
-    assert messages[2]["content"] == "service_status: Online"
-    assert messages[3]["content"] == "name: John\nprimary_language: English"
-    assert messages[4]["content"] == "Can you show me a SHAP plot for men over 50?"
+    assert "Start every call with ➡️ and finish it with ⬅️, like this:" in system
+    assert "➡️bar(1)⬅️\ncalls bar with 1." in system
+    # [[LIST_OF_FUNCTIONS]] is the declared functions' names
+    assert system.endswith("the right types:\nfeature_importance\npartial_dependence")
+    assert "[[MODEL_PATH]]" in system
+    enabled = enabled_formats(messages[1]["content"])
+    assert {"feature_importance:json", "partial_dependence:json"} <= enabled
+    assert messages[2]["content"] == "model_status: Loaded"
+    assert messages[3]["content"] == "name: Amara\nrole: Analyst"
+    assert messages[4]["content"] == (
+        "Which features matter most for the loan decisions of applicants under 30?"
+    )
     meta = thread["meta"]
     assert meta["source_format"] == "glm" and meta["prompt_only"] is True
-    assert meta["message_meta"] == {"4": {"meta": {"token_count": 3}}}
+    assert meta["message_meta"] == {"4": {"meta": {"token_count": 5}}}
     assert meta["chat_settings"]["function_calls"]["enabled"] is True
-    assert any("[[DATASET_NAME]]: filled in at run time" in note for note in meta["notes"])
+    assert any("[[MODEL_PATH]]: filled in at run time" in note for note in meta["notes"])
     assert (
         "[[FUNC_DELIMITER_START]]" in meta["extra_fields"]["system.content (before substitution)"]
     )
     assert {f["name"] for f in thread["settings"]["formats"]} == {
-        "ask_weather:json",
-        "find_recipe:json",
+        "feature_importance:json",
+        "partial_dependence:json",
     }
 
 
-def test_real_tracker_dump_reads_the_conversation_role_tags(shared, tmp_path):
-    thread = convert_real(shared, tmp_path, "tracker.yaml")
+def test_tracker_dump_reads_the_conversation_role_tags(data, tmp_path):
+    thread = convert_file(data / GLM / "tracker.yaml", tmp_path)
     assert [(m["role"], m["content"]) for m in thread["messages"]] == [
-        ("user", "hello"),
+        ("user", "hi there"),
         (
             "assistant",
-            "Hello! How can I assist you today with physics, data analysis, or related topics?",
+            "Hi! I can help with the lab's measurements, their plots or the papers behind "
+            "them. What do you need?",
         ),
     ]
     assert thread["messages"][1]["end_turn"] is True
     meta = thread["meta"]
     assert meta["glm_shape"] == "tracker" and "prompt_only" not in meta
-    assert meta["message_meta"]["1"]["metadata"]["tokens"]["total_tokens"] == 194
+    assert meta["message_meta"]["1"]["metadata"]["tokens"]["total_tokens"] == 234
     assert meta["message_meta"]["1"]["processing"]["allow_response"] == "normal"
 
 
@@ -361,3 +371,19 @@ def test_sniff_claims_glm_shapes_only():
     assert sniff({"history": [["instruction", "response"]]}).score == 0.0
     assert sniff({"history": [{"from": "human", "value": "x"}]}).score == 0.0
     assert sniff({"messages": [{"role": "user", "content": "x"}]}).score == 0.0
+
+
+def test_the_original_files_convert_with_nothing_quarantined(tmp_path):
+    """The real PyALM and RIXA files the stand-ins copy the shape of: each is one thread,
+    the chat a prompt with its two functions declared, the tracker dump a conversation."""
+    originals = ("Evaluation__chat.yaml", "tracker.yaml")
+    shared = needs_shared(*(f"{GLM}/{name}" for name in originals))
+    chat, tracker = (convert_file(shared / GLM / name, tmp_path) for name in originals)
+    assert chat["meta"]["prompt_only"] is True
+    assert {f["name"] for f in chat["settings"]["formats"]} == {
+        "ask_weather:json",
+        "find_recipe:json",
+    }
+    assert "➡️foo()⬅️" in chat["messages"][0]["content"]
+    assert [m["role"] for m in tracker["messages"]] == ["user", "assistant"]
+    assert tracker["meta"]["glm_shape"] == "tracker"

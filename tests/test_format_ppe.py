@@ -1,7 +1,8 @@
 """PPE `.ai.yaml` scripts: the pre-parser (separators, chains, repeated role keys, the list
 form, `!fn` blocks, directives, `$if`), dialogues and branches as threads, generation
 slots as prompt-only threads, characters, templates with front-matter defaults, JSON
-answers, unrenderable constructs, specific errors, and every real script."""
+answers, unrenderable constructs, specific errors, scripts of the real ones' shapes
+(stand-ins in tests/data), and every real script (../shared)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,23 @@ from pipeline.formats.ppe.steps import (
 )
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import TextDocument
-from tests.conftest import REPO
+from tests.conftest import REPO, needs_shared
 from tests.reading import read_all
 
 SAMPLES = REPO / "data_samples" / "ppe"
 PPE = "formats/ppe"
+ORIGINALS = (
+    "examples__char-dobby.ai.yaml",
+    "examples__extract-calc-result.ai.yaml",
+    "examples__recipe.ai.yaml",
+    "examples__resolve-math-problem.ai.yaml",
+    "examples__split-text-paragraphs__split-text-paragraphs.qwen25-7b.ai.yaml",
+    "examples__translator-simple.ai.yaml",
+    "lib__char.ai.yaml",
+    "lib__input.ai.yaml",
+    "lib__translator.ai.yaml",
+)
+"""The offline-ai/cli scripts of ../shared/formats/ppe."""
 
 
 def convert(tmp_path, text, name="script.ai.yaml"):
@@ -415,11 +428,14 @@ def test_sniff(value, score):
     assert FORMATS["ppe"].sniff(value).score == score
 
 
-# ----------------------------------------------------------------------------- real files
+# ------------------------------------------------------------------- real files' shapes
+# tests/data/formats/ppe holds hand-written stand-ins of the nine offline-ai/cli scripts
+# (see its PROVENANCE.txt, which names the original each one copies the shape of); the
+# originals, in ../shared, are converted by test_the_original_scripts_convert_with_the_cli.
 
 
-def real(shared):
-    threads, rejected, stats = read_all(shared / PPE)
+def stand_ins(data):
+    threads, rejected, stats = read_all(data / PPE)
     assert stats.read_balanced and stats.records_read == 9
     assert set(stats.formats.values()) == {"ppe"}
     files: dict[str, list] = {}
@@ -428,99 +444,122 @@ def real(shared):
     return files, {r.source.rsplit("/", 1)[-1]: r for r in rejected}
 
 
-def test_real_character_and_plain_scripts(shared):
-    files, _ = real(shared)
-    (dobby,) = files["examples__char-dobby.ai.yaml"]
-    assert dobby.messages[0].content.startswith("Play Dobby.")
-    assert "HERE LIES DOBBY, A FREE ELF" in dobby.messages[0].content
-    assert roles(dobby)[1:] == [
+def test_character_and_plain_scripts(data):
+    files, _ = stand_ins(data)
+    (cat,) = files["char-lighthouse-cat.ai.yaml"]
+    assert cat.messages[0].content.startswith("Play Biscuit.")
+    assert "BISCUIT KEEPS THE LAMP" in cat.messages[0].content  # character.home.description
+    assert roles(cat)[1:] == [
         ("user", "Who are you?"),
-        ("assistant", "I am Dobby. Dobby is happy."),
+        ("assistant", "Biscuit is the lighthouse cat. Biscuit keeps the lamp."),
     ]
-    assert "prompt_only" not in dobby.meta
+    assert "prompt_only" not in cat.meta
 
-    (extract,) = files["examples__extract-calc-result.ai.yaml"]
-    assert roles(extract)[0] == ("developer", "You are the best JSON extractor.")
+    (extract,) = files["extract-total.ai.yaml"]
+    assert roles(extract)[0] == ("developer", "You read receipts and answer in JSON only.")
     assert "json" in enabled_formats(extract.messages[1].content)
-    assert extract.messages[-1].content.endswith("base on the following content:\n{{content}}")
+    assert extract.messages[-1].content.endswith("as one JSON object:\n{{content}}")
     assert extract.meta["response_format"] == "json"
     assert extract.meta["missing_variables"] == ["content"]
 
-    (split,) = files["examples__split-text-paragraphs__split-text-paragraphs.qwen25-7b.ai.yaml"]
-    assert split.messages[0].content.startswith("You have a long text document")
+    (split,) = files["split-into-sections.ai.yaml"]
+    assert split.messages[0].content.startswith("You are given a long text without headings")
     assert roles(split)[1] == ("user", "Text:\n{{content}}")
-    assert split.meta["ppe"]["generation"] == {"variable": "paragraphs", "line": 47}
-    assert constructs(split) == [("-> json(output)", "line 48")]
-    assert "the script inherits from type `paragraphing`" in split.meta["notes"][0]
+    assert split.meta["ppe"]["generation"] == {"variable": "sections", "line": 36}
+    assert constructs(split) == [("-> json(output)", "line 37")]  # the last line, no newline
+    assert "the script inherits from type `sectioning`" in split.meta["notes"][0]
 
-    (translator,) = files["examples__translator-simple.ai.yaml"]
-    assert translator.messages[0].content.startswith("Play Translator.")
-    assert translator.messages[-1].content == (
-        "{{content}}\nTranslate the above content to {{target}}."
+    (proofreader,) = files["proofreader.ai.yaml"]
+    assert proofreader.messages[0].content.startswith("Play Proofreader.")  # character.name
+    assert proofreader.messages[-1].content == (
+        "{{content}}\nProofread the above as {{language}} text."
     )
-    assert translator.meta["missing_variables"] == ["content", "target"]
-    assert translator.meta["response_format"] == "json"
+    assert proofreader.meta["missing_variables"] == ["content", "language"]
+    assert proofreader.meta["response_format"] == "json"
 
 
-def test_real_scripts_with_messages_only_in_if_branches(shared):
-    files, _ = real(shared)
-    (recipe,) = files["examples__recipe.ai.yaml"]
-    assert recipe.id.endswith("#dialogue-1-if38-then")
-    assert recipe.messages[-1].content.startswith("I want to cook a {{cuisine}} recipe.")
-    assert recipe.meta["ppe"]["generation"] == {"variable": "recipes", "line": 41}
-    assert constructs(recipe) == [
-        ("$if: this.ingredients?.length", "line 38"),
-        ("$if: this.json", "line 42"),
+def test_scripts_with_messages_only_in_if_branches(data):
+    files, _ = stand_ins(data)
+    (planner,) = files["meal-planner.ai.yaml"]
+    assert planner.id.endswith("#dialogue-1-if29-then")
+    assert planner.messages[-1].content == "Plan a {{occasion}} dinner for {{guests}}."
+    assert planner.meta["ppe"]["generation"] == {"variable": "menu", "line": 32}
+    assert constructs(planner) == [
+        ("$if: this.guests?.length", "line 29"),
+        ("$if: this.json", "line 33"),
     ]
 
-    then, otherwise = files["examples__resolve-math-problem.ai.yaml"]
+    then, otherwise = files["solve-word-problem.ai.yaml"]
     assert roles(then)[1:] == [("user", "{{content}}")]
-    assert ("-> extract-calc-result", "line 20") in constructs(then)
+    assert ("-> extract-total", "line 20") in constructs(then)
     assert roles(otherwise)[1:] == [
-        ("assistant", "I am a math assistant, I can help you to solve the math problem.")
+        ("assistant", "Give me a word problem and I will work it out with you.")
     ]
     assert "prompt_only" not in otherwise.meta
 
-    then, otherwise = files["lib__translator.ai.yaml"]
+    then, otherwise = files["lib__rewriter.ai.yaml"]
     assert then.meta["prompt_only"] is True
-    assert roles(then)[0] == ("developer", "You are the best master of translation in the world.")
+    assert roles(then)[0] == (
+        "developer",
+        "You rewrite text in the tone you are asked for, and change nothing else.",
+    )
     user = then.messages[1].content
-    assert user.startswith("Think carefully. Output very high-quality translation result before")
-    assert '"<|COMPLETE|>"' in user
-    assert 'Translate the `"I love my motherland and my hometown."` itself to Chinese.' in user
+    assert user.startswith("Rewrite with care and finish before the delimiter")
+    assert '"<|DONE|>"' in user  # front-matter defaults fill the template
+    assert 'Rewrite `"The meeting moved to Thursday."` in a formal tone.' in user
     file_condition = then.meta["unrenderable"][0]
-    assert (file_condition["construct"], file_condition["where"]) == ("$if: this.file", "line 56")
+    assert (file_condition["construct"], file_condition["where"]) == ("$if: this.file", "line 52")
     assert file_condition["reason"].endswith("its branches hold no messages and are not run ($set)")
     assert roles(otherwise)[1:] == [
-        ("assistant", "I am the best translator in the world, what can I help you?")
+        ("assistant", "I rewrite text in any tone you like. What shall I rewrite?")
     ]
 
 
-def test_real_library_scripts(shared):
-    files, rejected = real(shared)
-    (char,) = files["lib__char.ai.yaml"]
-    assert roles(char)[0][1].startswith("You are an intelligent, skilled, versatile role player.")
-    assert char.meta["missing_variables"] == ["character", "description", "name"]
-    assert char.meta["prompt_only"] is True
-    assert constructs(char) == [("$if: !this.name && this.character", "line 40")]
-    found = rejected["lib__input.ai.yaml"]
+def test_library_scripts(data):
+    files, rejected = stand_ins(data)
+    (persona,) = files["lib__persona.ai.yaml"]
+    assert roles(persona)[0][1].startswith("You play a persona in a conversation,")
+    assert persona.meta["missing_variables"] == ["character", "description", "name"]
+    assert persona.meta["prompt_only"] is True
+    assert constructs(persona) == [("$if: !this.name && this.character", "line 39")]
+    found = rejected["lib__wait-for-input.ai.yaml"]
     assert found.code == "unrenderable_template"
     assert found.message == (
         "the script holds no messages, only constructs that are never run: "
-        "`!fn` at line 22, `$set` at line 38, `$echo` at line 41"
+        "`!fn` at line 20, `$set` at line 30, `$echo` at line 33"
     )
-    assert set(rejected) == {"lib__input.ai.yaml"}
+    assert set(rejected) == {"lib__wait-for-input.ai.yaml"}
 
 
-def test_real_scripts_convert_with_the_cli(shared, tmp_path):
+def test_scripts_convert_with_the_cli(data, tmp_path):
     out = tmp_path / "threads.jsonl"
     result = CliRunner().invoke(
-        main, ["convert", str(shared / PPE), "--from", "auto", "-o", str(out)]
+        main, ["convert", str(data / PPE), "--from", "auto", "-o", str(out)]
     )
     assert result.exit_code == 0, result.output
     lines = out.read_bytes().splitlines()
     assert len(lines) == 10
     assert {orjson.loads(line)["meta"]["source_format"] for line in lines} == {"ppe"}
+
+
+def test_the_original_scripts_convert_with_the_cli(tmp_path):
+    """Every one of the nine offline-ai/cli scripts the stand-ins copy the shape of: ten
+    threads, and lib/input.ai.yaml (no message, only constructs) quarantined."""
+    shared = needs_shared(*(f"{PPE}/{name}" for name in ORIGINALS))
+    out = tmp_path / "threads.jsonl"
+    result = CliRunner().invoke(
+        main, ["convert", str(shared / PPE), "--from", "auto", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert len(lines) == 10
+    assert {line["meta"]["source_format"] for line in lines} == {"ppe"}
+    sources = Counter(line["meta"]["source"].rsplit("/", 1)[-1] for line in lines)
+    assert set(sources) == set(ORIGINALS) - {"lib__input.ai.yaml"}
+    rejected = (tmp_path / "threads.rejected.jsonl").read_bytes().splitlines()
+    assert [orjson.loads(line)["source"].rsplit("/", 1)[-1] for line in rejected] == [
+        "lib__input.ai.yaml"
+    ]
 
 
 def test_front_matter_of_the_wrong_shape_is_reported_with_its_path(tmp_path):

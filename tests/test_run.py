@@ -20,7 +20,8 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from tests.conftest import REPO, needs_shared
+from tests.conftest import REPO
+from tests.tokenizer_fixtures import tokenizer_file
 
 QUICKSTART = REPO / "configs" / "quickstart.yaml"
 OPENAI_SAMPLES = REPO / "data_samples" / "openai"
@@ -320,10 +321,9 @@ def test_a_changed_tokenizer_refuses_to_resume_the_units_it_tokenized(tmp_path):
 def test_tiktoken_and_tokenizers_write_the_same_dataset(data, tmp_path):
     """With a Llama-3 tokenizer the run encodes with tiktoken unless told otherwise; the
     shards and the shipped tokenizer are the same bytes either way, the manifest says which."""
-    shared = needs_shared("tokenizers/llama3_from_tiktoken")
+    llama3 = tokenizer_file("bytelevel-llama3").parent  # the real one when ../shared is here
     outputs = {}
     for encoder in ("auto", "tokenizers"):
-        llama3 = shared / "tokenizers" / "llama3_from_tiktoken"
         tokenize = f"tokenize: {{tokenizer: {llama3}, encoder: {encoder}}}"
         source = data / "realdata" / "llamafactory"
         config = write_config(tmp_path, encoder, source, NO_GATE, tokenize, engine="{workers: 2}")
