@@ -52,17 +52,9 @@ class LoadedTokenizer:
     def special_tokens(self) -> tuple[str, ...]:
         """The strings this tokenizer encodes as special tokens: its added tokens flagged
         special, then the control tokens its config names (bos/eos/unk/pad ...), each once.
-        Content spelling one is encoded as text, never as the token (lint's MMS404)."""
-        try:
-            added = orjson.loads(self.json_bytes).get("added_tokens")
-        except orjson.JSONDecodeError:  # loaded, so never: its encoder was built from it
-            added = None
-        flagged = (
-            entry.get("content")
-            for entry in (added if isinstance(added, list) else [])
-            if isinstance(entry, dict) and entry.get("special") is True
-        )
-        found = [token for token in flagged if isinstance(token, str) and token]
+        Content spelling one is encoded as text, never as the token (lint's MMS404). The
+        flagged ones are remembered per file: finding them parses the whole tokenizer.json."""
+        found = remembered(self.sha256, SPECIAL_FACT, partial(_flagged_special, self.json_bytes))
         return tuple(dict.fromkeys([*found, *self.control_tokens]))
 
     @property
@@ -78,6 +70,20 @@ class LoadedTokenizer:
     def named(self, key: str) -> str | None:
         """The token the config names under `key` (`eos_token`, `pad_token` ...), if any."""
         return _token(self.config, key)
+
+
+def _flagged_special(json_bytes: bytes) -> list[str]:
+    """The added tokens a tokenizer.json flags special, in its order."""
+    try:
+        added = orjson.loads(json_bytes).get("added_tokens")
+    except orjson.JSONDecodeError:  # loaded, so never: its encoder was built from it
+        added = None
+    flagged = (
+        entry.get("content")
+        for entry in (added if isinstance(added, list) else [])
+        if isinstance(entry, dict) and entry.get("special") is True
+    )
+    return [token for token in flagged if isinstance(token, str) and token]
 
 
 def _token(config: dict[str, Any], key: str) -> str | None:
@@ -141,6 +147,8 @@ RECIPE_FACT = "tiktoken_recipe"
 """What the tiktoken encoder of a file is built from (None: tiktoken does not give its ids),
 per control tokens of its config."""
 """The proof that a file is a tokenizer.json `check_tokenizer` accepts."""
+SPECIAL_FACT = "flagged_special_tokens"
+"""The added tokens a file flags special (`LoadedTokenizer.special_tokens`)."""
 MODEL_VOCABULARIES: dict[str, type] = {
     "BPE": dict,
     "WordPiece": dict,
