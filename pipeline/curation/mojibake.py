@@ -20,7 +20,6 @@ import re._parser as sre_parse  # the parser `re` itself uses
 from functools import lru_cache
 from typing import Any
 
-import ftfy.badness
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -57,6 +56,10 @@ def bad_texts(texts: list[str], column: pa.Array | None = None) -> list[bool]:
         column = pa.array(texts, pa.string())
     signs = pc.match_substring_regex(column, MAY_BE_MOJIBAKE)
     suspects = [row for row, sign in enumerate(signs.to_pylist()) if sign]
+    if not suspects:
+        return bad
+    import ftfy.badness  # imported here: only a run with the quality stage needs it
+
     pattern = _re2_badness()
     if pattern is None or sum(len(texts[row]) for row in suspects) < RE2_FROM_CHARS:
         for row in suspects:
@@ -71,6 +74,8 @@ def bad_texts(texts: list[str], column: pa.Array | None = None) -> list[bool]:
 @lru_cache(maxsize=1)
 def _re2_badness() -> str | None:
     """ftfy's badness expression in RE2's syntax (None when it cannot be spelled there)."""
+    import ftfy.badness
+
     try:
         return re2_syntax(ftfy.badness.BADNESS_RE)
     except Untranslatable:

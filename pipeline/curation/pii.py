@@ -21,10 +21,10 @@ import ipaddress
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import orjson
-import phonenumbers
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -70,8 +70,10 @@ _SECRET_DETECTORS = (
 need a keyword or an entropy threshold around them are left out: they flag prose)."""
 
 
+@cache
 def _secret_patterns() -> re.Pattern[str]:
-    """detect-secrets' patterns of the detectors above, and ours, as one expression."""
+    """detect-secrets' patterns of the detectors above, and ours, as one expression (made
+    on first use: detect-secrets takes a tenth of a second to import)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
     detectors = get_mapping_from_secret_type_to_class()
@@ -90,7 +92,6 @@ def _without_groups(pattern: str) -> str:
     return re.sub(r"(?<!\\)\((?!\?)", "(?:", pattern)
 
 
-_SECRETS = _secret_patterns()
 _SECRET_MARKERS = (
     "AKIA", "ASIA", "ABIA", "ACCA", "A3T", "AccountKey=", "ghp_", "gho_", "ghu_", "ghs_",
     "ghr_", "glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "GR1348941", "glcbt-", "glimt-",
@@ -169,7 +170,7 @@ def find_pii(text: str, region: str = "US") -> list[Span]:
         spans += _spans(_PRIVATE_KEY_BLOCK, text, SECRET)
     digits = sum(map(text.count, "0123456789"))
     if _may_hold_secret(text, digits):
-        spans += _spans(_SECRETS, text, SECRET)
+        spans += _spans(_secret_patterns(), text, SECRET)
     if digits >= 13:
         spans += [s for s in _spans(_CARD, text, CREDIT_CARD) if _is_card(text[s.start : s.end])]
     if "@" in text:
@@ -186,6 +187,8 @@ def find_pii(text: str, region: str = "US") -> list[Span]:
 def _phone_spans(text: str, region: str) -> list[Span]:
     """The phone numbers libphonenumber finds in the stretches of `text` around runs of
     MIN_PHONE_DIGITS digits or more (its matcher is slow: it is not run on the rest)."""
+    import phonenumbers  # imported here: only a run with the pii stage needs it
+
     spans: list[Span] = []
     for start, end in _phone_windows(text):
         for found in phonenumbers.PhoneNumberMatcher(text[start:end], region):
