@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
-from pipeline.tokenize.proofs import CACHE_ENV, proving_versions
+from pipeline.tokenize.proofs import CACHE_ENV, kept_file, proving_versions
 from tests.tokenizer_fixtures import tokenizer_file
 
 SMALL = tokenizer_file("bytelevel-plain")
@@ -110,3 +110,46 @@ def test_an_invalid_file_is_never_remembered_as_valid(cache: Path, tmp_path: Pat
         with pytest.raises(TokenizerLoadError, match="unknown model type"):
             check_tokenizer(bad)
     assert not entry(cache, bad).exists()
+
+
+def test_the_shipped_tokenizer_is_kept_and_read_back_only_whole(
+    cache: Path, small: Path, tmp_path: Path
+) -> None:
+    base = load_tokenizer(small)
+    made = []
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        write_tokenizer(tmp_path / name, Renderer(base), base)
+        made.append((tmp_path / name / "tokenizer.json").read_bytes())
+    (kept,) = (cache / "tokenizers").glob("*.shipped-tokenizer.json")
+    assert made[0] == made[1] == kept.read_bytes()
+    kept.write_bytes(made[0][:-10])  # a kept file that is not whole is made again
+    (tmp_path / "after").mkdir()
+    write_tokenizer(tmp_path / "after", Renderer(base), base)
+    assert (tmp_path / "after" / "tokenizer.json").read_bytes() == made[0] == kept.read_bytes()
+    record = orjson.loads((tmp_path / "after" / "mms_special_tokens.json").read_bytes())
+    assert record["tokenizer"]["sha256"] == hashlib.sha256(made[0]).hexdigest()
+
+
+def test_a_kept_file_is_kept_per_settings(cache: Path) -> None:
+    made: list[bytes] = []
+
+    def make(text: bytes) -> bytes:
+        made.append(text)
+        return text
+
+    for settings, text in (({"bos": None}, b"one"), ({"bos": "<s>"}, b"two")):
+        for _ in range(2):
+            found, sha256 = kept_file("ab" * 32, "x.json", settings, lambda t=text: make(t))
+            assert found == text and sha256 == hashlib.sha256(text).hexdigest()
+    assert made == [b"one", b"two"]
+
+
+def test_the_flagged_special_tokens_are_remembered(cache: Path, small: Path) -> None:
+    first = load_tokenizer(small).special_tokens
+    kept = orjson.loads(entry(cache, small).read_bytes())
+    flagged = kept["facts"]["flagged_special_tokens"]
+    assert isinstance(flagged, list) and set(flagged) <= set(first)
+    kept["facts"]["flagged_special_tokens"] = ["<|remembered|>"]
+    entry(cache, small).write_bytes(orjson.dumps(kept))
+    assert "<|remembered|>" in load_tokenizer(small).special_tokens

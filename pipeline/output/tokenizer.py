@@ -5,7 +5,6 @@ Renderer read back from such a folder."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +41,8 @@ def write_tokenizer(
     special ids, the BOS (if rendered), the text encoder, how the vocabulary grew and both
     tokenizers' sha256. No Tokenizer is serialized; one is parsed only to check the file
     when tiktoken encoded the text."""
-    augmented = renderer.tokenizer_json()
-    renderer.check_shipped_tokenizer(augmented)
+    augmented, sha256 = renderer.shipped_tokenizer()
+    renderer.check_shipped_tokenizer(augmented, sha256)
     file = directory / "tokenizer.json"
     with atomic_output(file) as out:
         out.write(augmented)
@@ -59,7 +58,7 @@ def write_tokenizer(
         "pad_token": pad,
         "pad_id": renderer.token_id(pad),
         "bos": {"token": base.bos_token, "id": bos_id} if bos_id is not None else None,
-        "tokenizer": {"file": file.name, "sha256": hashlib.sha256(augmented).hexdigest()},
+        "tokenizer": {"file": file.name, "sha256": sha256},
         "base_tokenizer": {"path": base_path or str(base.path), "sha256": base.sha256},
     }
     config = tokenizer_config(renderer, base)

@@ -3,11 +3,14 @@ cache: the checks a run makes of the same tokenizer every time (is it a tokenize
 does tiktoken give exactly its ids, does the shipped tokenizer give the MMS tokens their
 ids) take seconds on a 128k vocabulary and never change for the same bytes. An entry holds
 for the library versions that proved it; it is written whole (a temporary file renamed),
-so runs at the same time can share the cache. MMS_CACHE_DIR names the folder (`off`: none),
-else $XDG_CACHE_HOME/mms-pipeline or ~/.cache/mms-pipeline."""
+so runs at the same time can share the cache. Beside the facts, a file made from a tokenizer
+with some settings (the augmented tokenizer.json an output ships) is kept whole, its sha256
+a fact of the entry. MMS_CACHE_DIR names the folder (`off`: none), else
+$XDG_CACHE_HOME/mms-pipeline or ~/.cache/mms-pipeline."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable
@@ -67,6 +70,37 @@ def remembered(sha256: str, fact: str, prove: Callable[[], Value]) -> Value:
     return value
 
 
+def kept_file(
+    sha256: str, name: str, settings: Any, make: Callable[[], bytes]
+) -> tuple[bytes, str]:
+    """The bytes `make()` makes of the tokenizer file whose bytes hash to `sha256` with
+    `settings` (JSON data naming everything else they depend on), and their sha256: from
+    the cache, or made and kept. The entry of the file remembers the sha256 of what was
+    kept, so kept bytes are used only when they are whole and these versions made them."""
+    folder = cache_folder()
+    if folder is None:
+        data = make()
+        return data, hashlib.sha256(data).hexdigest()
+    key = hashlib.sha256(orjson.dumps([name, settings], option=orjson.OPT_SORT_KEYS))
+    fact = f"{name}:{key.hexdigest()[:32]}"
+    entry = folder / "tokenizers" / f"{sha256}.json"
+    kept = folder / "tokenizers" / f"{sha256}.{key.hexdigest()[:32]}.{name}"
+    expected = _facts(entry).get(fact)
+    if isinstance(expected, str):
+        try:
+            data = kept.read_bytes()
+        except OSError:
+            pass
+        else:
+            if hashlib.sha256(data).hexdigest() == expected:
+                return data, expected
+    data = make()
+    digest = hashlib.sha256(data).hexdigest()
+    if _write_whole(kept, data):
+        _keep(entry, {**_facts(entry), fact: digest})
+    return data, digest
+
+
 _read: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
 """The facts of each entry this process read, with the entry's (mtime, size) then: a load
 asks for several facts of one entry (megabytes of JSON for a large vocabulary)."""
@@ -92,17 +126,24 @@ def _facts(path: Path) -> dict[str, Any]:
 
 
 def _keep(path: Path, facts: dict[str, Any]) -> None:
-    """Write the entry whole; a cache that cannot be written is no cache (never an error)."""
-    entry = orjson.dumps({"versions": proving_versions(), "facts": facts})
+    """Write the entry whole."""
+    _write_whole(path, orjson.dumps({"versions": proving_versions(), "facts": facts}))
+
+
+def _write_whole(path: Path, data: bytes) -> bool:
+    """Write `data` whole (a temporary file renamed); whether it was written. A cache that
+    cannot be written is no cache (never an error)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError:
-        return
+        return False
     try:
         with os.fdopen(handle, "wb") as out:
-            out.write(entry)
+            out.write(data)
         os.replace(temp, path)
     except OSError:
         with suppress(OSError):
             os.unlink(temp)
+        return False
+    return True

@@ -24,7 +24,7 @@ from tokenizers import Tokenizer
 
 from pipeline.mms import Message, Thread, answer_start, final_turn_start
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError
-from pipeline.tokenize.proofs import remembered
+from pipeline.tokenize.proofs import kept_file, remembered
 from pipeline.tokenize.special import (
     END_TURN,
     MMS_SPECIAL_TOKENS,
@@ -50,6 +50,11 @@ _ROLE, _NAME, _FORMAT, _CONTENT, _END_TURN, _BOS = range(6)
 SHIPPED_IDS_FACT = "mms_token_ids"
 """The proof (pipeline/tokenize/proofs.py) of the ids a shipped tokenizer.json gives the MMS
 tokens when `tokenizers` parses it."""
+SHIPPED_FILE = "shipped-tokenizer.json"
+"""The augmented tokenizer.json as the proofs cache keeps it, per base file and settings."""
+SHIPPED_MADE = 1
+"""How `Renderer.shipped_tokenizer` makes the file; a change to it makes every kept one
+again."""
 _SPECIAL_SLOTS = 6
 STOP_TOKENS: tuple[str, ...] = (END_TURN, ROLE)
 """The tokens a trained span ends with (DESIGN §4), so the ones generation stops on:
@@ -148,6 +153,7 @@ class Renderer:
         self._shipped_checked = False
         loaded = tokenizer if isinstance(tokenizer, LoadedTokenizer) else None
         self._source = loaded.path if loaded is not None else "the tokenizer"
+        self._base_sha256 = loaded.sha256 if loaded is not None else None
         if loaded is not None:
             self._base_json, self._text = loaded.json_bytes, loaded.text_encoder
         else:
@@ -215,27 +221,51 @@ class Renderer:
     def tokenizer_json(self) -> bytes:
         """The augmented tokenizer's tokenizer.json, as the dataset ships it (DESIGN §7):
         its post-processor adds the BOS exactly when the rows have it, and no EOS."""
+        return self.shipped_tokenizer()[0]
+
+    def shipped_tokenizer(self) -> tuple[bytes, str]:
+        """`tokenizer_json()` and its sha256. Of a loaded tokenizer it is kept in the proofs
+        cache per sha256 of the base file and the settings it is made with (the MMS ids, the
+        added pad, the BOS): made from a large vocabulary's file it takes a tenth of a
+        second, read back a hundredth."""
         extra = dict([self.added_pad]) if self.added_pad else None
-        augmented = augmented_json(self._base_json, self.special_ids, extra)
         bos = (self._bos_token_text(), self.bos_id) if self.bos_id is not None else None
-        return with_post_processor(augmented, bos)
+
+        def make() -> bytes:
+            augmented = augmented_json(self._base_json, self.special_ids, extra)
+            return with_post_processor(augmented, bos)
+
+        if self._base_sha256 is None:
+            made = make()
+            return made, hashlib.sha256(made).hexdigest()
+        settings = {
+            "made": SHIPPED_MADE,
+            "special_ids": self.special_ids.as_dict(),
+            "extra": extra,
+            "bos": bos,
+        }
+        return kept_file(self._base_sha256, SHIPPED_FILE, settings, make)
 
     @property
     def text_encoder_name(self) -> str:
         """Which library encodes the text pieces: `tiktoken` or `tokenizers`."""
         return self._text.name
 
-    def check_shipped_tokenizer(self, shipped: bytes | None = None) -> None:
+    def check_shipped_tokenizer(
+        self, shipped: bytes | None = None, sha256: str | None = None
+    ) -> None:
         """When tiktoken encoded, which never parses the tokenizer.json: parse the augmented
         tokenizer with `tokenizers`, as a trainer will, and check it gives the MMS tokens the
         ids they were rendered with (TokenizerLoadError naming the file if not). Done
         once per renderer; with the `tokenizers` encoder the base was parsed already, and
-        nothing is done. `shipped`: the augmented tokenizer.json, when the caller has it."""
+        nothing is done. `shipped`: the augmented tokenizer.json, when the caller has it
+        (`sha256`: its sha256, when the caller has that too)."""
         if self._text.name == "tokenizers" or self._shipped_checked:
             return
         if shipped is None:
-            shipped = self.tokenizer_json()
-        sha256 = hashlib.sha256(shipped).hexdigest()
+            shipped, sha256 = self.shipped_tokenizer()
+        elif sha256 is None:
+            sha256 = hashlib.sha256(shipped).hexdigest()
         found = remembered(sha256, SHIPPED_IDS_FACT, partial(self._parsed_ids, shipped))
         for token, number in self.special_ids.as_dict().items():
             if found[token] != number:
