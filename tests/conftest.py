@@ -5,8 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pandas  # noqa: F401  # see below
 import pytest
 from hypothesis import settings
+
+# imported first: this process hands pyarrow pandas objects (datasets), so an `mms run` a
+# test invokes here must leave pyarrow's pandas probes alone (pipeline/arrow_pandas.py),
+# whichever test runs first; the runs a test starts as processes skip them
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("MMS_SHARED", REPO.parent / "shared"))

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from pipeline.accounting import Account, InputAccount, most_first
+from pipeline.arrow_pandas import skip_pandas_probe
 from pipeline.cli.options import overwrite_option
 from pipeline.cli.output import (
     ConfigProblem,
@@ -167,6 +168,8 @@ def _config_and_output(
     except ConfigFileError as err:
         raise ConfigProblem(str(err)) from None
     config = _with_engine(config, engine, ray_address)
+    if _hands_pyarrow_no_pandas(config):
+        skip_pandas_probe()  # pyarrow would import pandas on its first array (0.2 s)
     out = Path(output) if output else config.output
     try:
         check_writable(out, directory=True)
@@ -251,6 +254,17 @@ def _print_next_steps(result: RunResult, pushed: bool) -> None:
     stderr.print("Next:", highlight=False)
     for command, what in steps:
         stderr.print(f"  {visible(command).ljust(width)}  {what}", highlight=False, markup=False)
+
+
+def _hands_pyarrow_no_pandas(config: RunConfig) -> bool:
+    """Whether nothing this process runs for `config` hands pyarrow pandas objects: no
+    `hf:` input (datasets reads with pandas), no plugin (a curator's code), the local
+    engine (Ray's drivers use pandas)."""
+    return (
+        config.engine.kind == "local"
+        and not config.stages.plugins
+        and not any(spec.is_hf for spec in config.inputs)
+    )
 
 
 def _with_engine(config: RunConfig, engine: str | None, address: str | None) -> RunConfig:

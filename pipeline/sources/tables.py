@@ -11,6 +11,7 @@ from typing import BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.arrow_pandas import pandas_for
 from pipeline.quarantine import Rejection
 from pipeline.sources.jsonable import to_jsonable
 from pipeline.sources.limits import ReadLimits
@@ -24,6 +25,7 @@ def iter_parquet(source: str, limits: ReadLimits) -> Iterator[Record | Rejection
     row = 0
     try:
         parquet = pq.ParquetFile(source)
+        pandas_for(parquet.schema_arrow)  # its nanosecond times become what they always did
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
             for value in batch.to_pylist():
                 yield Record(source, f"{source}#{row}", to_jsonable(value))
