@@ -3,30 +3,85 @@
 The public API: `read` (inputs -> threads), `convert` (inputs -> MMS JSONL + quarantine),
 the thread model (`Thread`, `Message`, `Format`, `SystemSettings`) and its Arrow form, and
 the linter (`from pipeline.lint import lint`; `LintConfig`, `LintReport`, `lint_threads`
-here: the function is not re-exported as `pipeline.lint`, which names the package).
+here: the function is not re-exported as `pipeline.lint`, which names the package). Each
+is imported when first used.
 """
 
-from pipeline.accounting import Account
-from pipeline.formats import FORMATS
-from pipeline.jobs.convert import ConvertResult, convert
-from pipeline.jobs.lint import lint_threads
-from pipeline.jobs.read import ReadSpec, read
-from pipeline.lint import LintConfig, LintReport
-from pipeline.mms import (
-    THREAD_ARROW_SCHEMA,
-    FieldError,
-    Format,
-    Message,
-    SystemSettings,
-    Thread,
-    ThreadValidationError,
-    threads_from_arrow,
-    threads_to_arrow,
-    validate_thread_dict,
-)
-from pipeline.quarantine import ERROR_CODES, Rejection
-from pipeline.sources import InputError, ReadLimits
-from pipeline.version import __version__
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipeline.accounting import Account
+    from pipeline.formats import FORMATS
+    from pipeline.jobs.convert import ConvertResult, convert
+    from pipeline.jobs.lint import lint_threads
+    from pipeline.jobs.read import ReadSpec, read
+    from pipeline.lint import LintConfig, LintReport
+    from pipeline.mms import (
+        THREAD_ARROW_SCHEMA,
+        FieldError,
+        Format,
+        Message,
+        SystemSettings,
+        Thread,
+        ThreadValidationError,
+        threads_from_arrow,
+        threads_to_arrow,
+        validate_thread_dict,
+    )
+    from pipeline.quarantine import ERROR_CODES, Rejection
+    from pipeline.sources import InputError, ReadLimits
+    from pipeline.version import __version__
+
+_LAZY = {
+    "Account": "pipeline.accounting",
+    "FORMATS": "pipeline.formats",
+    "ConvertResult": "pipeline.jobs.convert",
+    "convert": "pipeline.jobs.convert",
+    "lint_threads": "pipeline.jobs.lint",
+    "ReadSpec": "pipeline.jobs.read",
+    "read": "pipeline.jobs.read",
+    "LintConfig": "pipeline.lint",
+    "LintReport": "pipeline.lint",
+    **dict.fromkeys(
+        (
+            "THREAD_ARROW_SCHEMA",
+            "FieldError",
+            "Format",
+            "Message",
+            "SystemSettings",
+            "Thread",
+            "ThreadValidationError",
+            "threads_from_arrow",
+            "threads_to_arrow",
+            "validate_thread_dict",
+        ),
+        "pipeline.mms",
+    ),
+    "ERROR_CODES": "pipeline.quarantine",
+    "Rejection": "pipeline.quarantine",
+    "InputError": "pipeline.sources",
+    "ReadLimits": "pipeline.sources",
+    "__version__": "pipeline.version",
+}
+"""Where each name of the public API lives: imported when first asked for (PEP 562), so
+`import pipeline.mms` or `mms run` loads only the floors it uses, not every job's."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ERROR_CODES",
