@@ -165,11 +165,30 @@ def check_tokenizer(spec: str | Path) -> None:
     Raises TokenizerLoadError."""
     file, config_file = tokenizer_files(spec)
     try:
-        data = file.read_bytes()
+        data, sha256 = _file_bytes(file)
     except OSError as err:
         raise TokenizerLoadError(f"cannot read {file}: {err.strerror or err}") from None
-    remembered(hashlib.sha256(data).hexdigest(), FILE_FACT, partial(_check_model, file, data))
+    remembered(sha256, FILE_FACT, partial(_check_model, file, data))
     _config(config_file)
+
+
+_last_read: tuple[tuple[str, int, int, int, int], bytes, str] | None = None
+"""The file `_file_bytes` read last, with its (path, inode, size, mtime, ctime) then."""
+
+
+def _file_bytes(file: Path) -> tuple[bytes, str]:
+    """The bytes of `file` and their sha256. The last file read is remembered while its
+    stat is the same: a run checks the tokenizer file, then loads it (17 MB for a 128k
+    vocabulary, read and hashed in a twentieth of a second)."""
+    global _last_read
+    stat = file.stat()
+    key = (str(file.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    if _last_read is not None and _last_read[0] == key:
+        return _last_read[1], _last_read[2]
+    data = file.read_bytes()
+    sha256 = hashlib.sha256(data).hexdigest()
+    _last_read = (key, data, sha256)
+    return data, sha256
 
 
 def _check_model(file: Path, data: bytes) -> bool:
@@ -191,8 +210,7 @@ def _check_model(file: Path, data: bytes) -> bool:
 
 
 def _load_file(file: Path, config_file: Path | None, *, allow_tiktoken: bool) -> LoadedTokenizer:
-    data = file.read_bytes()
-    sha256 = hashlib.sha256(data).hexdigest()
+    data, sha256 = _file_bytes(file)
     config = _config(config_file)
     controls = _control_tokens(config)
 
