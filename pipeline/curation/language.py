@@ -36,7 +36,6 @@ Egyptian Arabic is `ar`), so `languages: [zh]` keeps all of Chinese.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -146,7 +145,7 @@ ENGLISH_ONLY_WORDS = frozenset(
 )
 """Function words of English that no other language writes the same way in common use."""
 ENGLISH_MIN_WORDS, ENGLISH_SHARE = 5, 0.25
-_PUNCTUATION = ".,!?;:\"'()[]"
+_WITHOUT_PUNCTUATION = str.maketrans("", "", ".,!?;:\"'()[]")
 READ_CHARS = SAMPLE_CHARS * 16
 """How much of a message is read for its prose (code and links left out)."""
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`|https?://\S+|<[A-Z][A-Z_]*_\d+>", re.DOTALL)
@@ -219,10 +218,10 @@ def _plainly_english(sample: str) -> bool:
     without asking the model (module docstring)."""
     if not sample.isascii():
         return False
-    words = [word.strip(_PUNCTUATION) for word in sample.lower().split()]
+    words = sample.lower().translate(_WITHOUT_PUNCTUATION).split()
     if len(words) < ENGLISH_MIN_WORDS:
         return False
-    common = sum(1 for word in words if word in ENGLISH_FUNCTION_WORDS)
+    common = sum(map(ENGLISH_FUNCTION_WORDS.__contains__, words))
     return common >= ENGLISH_SHARE * len(words) and not ENGLISH_ONLY_WORDS.isdisjoint(words)
 
 
@@ -274,13 +273,13 @@ def thread_languages(threads: Sequence[Sequence[str]]) -> list[ThreadLanguage]:
 def _thread(judged: list[tuple[str | None, int]]) -> ThreadLanguage:
     """A thread's languages from its messages' (language, letters judged)."""
     found = tuple(language for language, _ in judged)
-    letters: Counter[str] = Counter()
+    letters: dict[str, int] = {}
     for language, count in judged:
         if language is not None:
-            letters[language] += count
+            letters[language] = letters.get(language, 0) + count
     if not letters:
         return ThreadLanguage(None, found, ())
     total = sum(letters.values())
-    ranked = [language for language, _ in letters.most_common()]
+    ranked = sorted(letters, key=letters.__getitem__, reverse=True)  # stable: ties by order
     mixed = tuple(language for language in ranked[1:] if letters[language] >= MIXED_SHARE * total)
     return ThreadLanguage(ranked[0], found, mixed)

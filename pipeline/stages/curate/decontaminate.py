@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -127,4 +126,4 @@ class Decontaminate(Tagger):
         match = {"item": item, "side": side}
         changed = dataclasses.replace(thread, meta={**thread.meta, "contamination": match})
         reason = REASON if self.settings.action == "drop" else None
-        return Finding(changed, reason, Counter({f"{side}s": 1}), {"matched": item})
+        return Finding(changed, reason, {f"{side}s": 1}, {"matched": item})

@@ -7,7 +7,6 @@ other languages holding a quarter of its letters in `meta.languages_mixed`. With
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from dataclasses import dataclass
 
 from pipeline.curation.language import ThreadLanguage, thread_languages
@@ -50,7 +49,7 @@ class Language(Tagger):
         self, thread: Thread, prose: list[tuple[int, str]], found: ThreadLanguage
     ) -> Finding:
         if found.language is None:
-            return Finding(thread, None, Counter({"unknown": 1}))
+            return Finding(thread, None, {"unknown": 1})
         meta = {**thread.meta, "language": found.language}
         judged = {lang for lang in found.messages if lang is not None}
         if len(judged) > 1:
@@ -61,7 +60,7 @@ class Language(Tagger):
             }
         if found.mixed:
             meta["languages_mixed"] = list(found.mixed)
-        counts = Counter({found.language: 1, **({"mixed": 1} if found.mixed else {})})
+        counts = {found.language: 1, **({"mixed": 1} if found.mixed else {})}
         reason = None
         if self.settings.languages and found.language not in self.settings.languages:
             reason = f"language:{found.language}"

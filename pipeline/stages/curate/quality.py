@@ -5,7 +5,6 @@ with `action: drop` the thread is dropped under the first (`quality:RULE`)."""
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from dataclasses import dataclass, field
 
 from pipeline.curation.quality import QualitySettings, Turn, quality_flags_many
@@ -57,4 +56,4 @@ class Quality(Tagger):
             return Finding(thread)
         changed = dataclasses.replace(thread, meta={**thread.meta, "quality": flags})
         reason = f"quality:{flags[0]}" if self.settings.action == "drop" else None
-        return Finding(changed, reason, Counter(flags))
+        return Finding(changed, reason, dict.fromkeys(flags, 1))

@@ -4,7 +4,7 @@ of what it tagged, and a dataset side that drops by that column."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -26,7 +26,7 @@ class Finding:
 
     thread: Thread
     reason: str | None = None
-    counts: Counter[str] = field(default_factory=Counter)
+    counts: Mapping[str, int] = field(default_factory=dict)
     details: dict[str, Any] | None = None
 
 
@@ -56,12 +56,15 @@ class Tagger(Stage):
         threads: list[Thread] = []
         reasons: list[str | None] = []
         details: list[str | None] = []
+        counted: dict[str, int] = {}
         for finding in self.inspect_all(batch.threads):
             threads.append(finding.thread)
             reasons.append(finding.reason)
             said = finding.details if finding.reason is not None else None
             details.append(orjson.dumps(said).decode() if said else None)
-            batch.tagged.update({f"{self.name}:{key}": n for key, n in finding.counts.items()})
+            for key, n in finding.counts.items():
+                counted[key] = counted.get(key, 0) + n
+        batch.tagged.update({f"{self.name}:{key}": n for key, n in counted.items()})
         batch.threads = threads
         batch.columns[self.columns[0].name] = pa.array(reasons, pa.string())
         batch.columns[self.columns[1].name] = pa.array(details, pa.string())
