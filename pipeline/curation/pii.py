@@ -74,7 +74,7 @@ def _secret_patterns() -> re.Pattern[str]:
     """detect-secrets' patterns of the detectors above, and ours, as one expression."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    detectors = get_mapping_from_secret_type_to_class()
+    detectors: dict[str, Any] = get_mapping_from_secret_type_to_class()
     patterns = [
         deny.pattern
         for name in _SECRET_DETECTORS
