@@ -142,7 +142,8 @@ class _Built:
 
 def _isin(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     """Whether each of `values` is in `sorted_set` (sorted, not empty)."""
-    return sorted_set[_places(sorted_set, values)] == values
+    found: np.ndarray = sorted_set[_places(sorted_set, values)] == values
+    return found
 
 
 def _places(sorted_set: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -76,7 +76,7 @@ def _secret_patterns() -> re.Pattern[str]:
     on first use: detect-secrets takes a tenth of a second to import)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    detectors = get_mapping_from_secret_type_to_class()
+    detectors: dict[str, Any] = get_mapping_from_secret_type_to_class()
     patterns = [
         deny.pattern
         for name in _SECRET_DETECTORS

@@ -111,7 +111,8 @@ def group_signature(signatures: list[bytes]) -> bytes:
     its members' signatures is the MinHash of the union of their shingles, so a pair is
     near another pair when their texts together are, and never near one of its own sides."""
     stacked = np.stack([np.frombuffer(sig, dtype="<u4") for sig in signatures])
-    return stacked.min(axis=0).astype("<u4").tobytes()
+    minimum: np.ndarray = stacked.min(axis=0)
+    return minimum.astype("<u4").tobytes()
 
 
 def lsh_bands(permutations: int, threshold: float) -> tuple[int, int]:

@@ -418,6 +418,7 @@ class ThreadBuilder:
                 if call.call_id is not None:
                     last.meta.setdefault("tool_call_ids", []).append(call.call_id)
                 continue
+            assert call.name is not None  # a call names its tool (tool_call)
             meta = {k: v for k, v in call.meta.items() if k != "tool_call_id"}
             if call.call_id is not None:
                 meta["tool_call_ids"] = [call.call_id]

@@ -111,7 +111,12 @@ def pack_output(
     refuse_inputs_in_managed_places(output, [str(source)])
     splits = source_shards(source)
     renderer = shipped_renderer(source / TOKENIZER_DIR) if overlong == "truncate" else None
-    stage = Pack(seq_len, window=window, overlong=overlong, renderer=lambda: renderer)
+    stage = Pack(
+        seq_len,
+        window=window,
+        overlong=overlong,
+        renderer=(lambda: renderer) if renderer is not None else None,
+    )
     columns = [*TOKEN_COLUMNS, *(["messages"] if overlong == "truncate" else [])]
     shards: dict[str, list[Shard]] = {}
     with OutputFolder(output, overwrite=overwrite) as folder:

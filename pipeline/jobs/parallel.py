@@ -68,7 +68,7 @@ def job_parts(
 
 
 def read_part(
-    unit: WorkUnit, spec: ReadSpec, on_reject: Callable[[Rejection], None], stats: Account
+    unit: WorkUnit, spec: ReadSpec, on_reject: Callable[[Rejection], object], stats: Account
 ) -> Iterator[Thread]:
     """The threads of one part, read as `spec` says; its rejected records go to
     `on_reject`, with the locators reading the whole file gives."""

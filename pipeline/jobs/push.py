@@ -290,8 +290,8 @@ def _matches(file: LocalFile, remote: Any) -> bool:
     """Whether a remote file (a RepoFile of list_repo_tree) has the local file's bytes."""
     lfs = getattr(remote, "lfs", None)
     if lfs is not None:
-        return lfs.sha256 == file.sha256
-    return remote.blob_id == file.blob_id
+        return bool(lfs.sha256 == file.sha256)
+    return bool(remote.blob_id == file.blob_id)
 
 
 def _unreachable(err: Exception) -> bool:

@@ -45,7 +45,7 @@ def read(
     inputs: str | Iterable[str],
     spec: ReadSpec | None = None,
     *,
-    on_reject: Callable[[Rejection], None] | None = None,
+    on_reject: Callable[[Rejection], object] | None = None,
     stats: Account | None = None,
     outputs: Iterable[str | os.PathLike[str]] = (),
 ) -> Iterator[Thread]:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pyarrow.parquet as pq
@@ -25,6 +25,9 @@ from pipeline.output.shards import split_files
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, shipped_renderer
 from pipeline.tokenize import IGNORE, TokenizerLoadError
 from pipeline.tokenize.renderer import EncodedThread
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ROW_BATCH = 512
 
@@ -303,7 +306,9 @@ def _check_rows(
         views = [(row, view) for row in rows for view in sft_views(row)]
         threads = [_thread(view) for _, view in views]
         encoded = renderer.encode_batch(threads)
-        prompts = renderer.prompt_lengths(threads, encoded) if threads else []
+        prompts: np.ndarray | list[int] = (
+            renderer.prompt_lengths(threads, encoded) if threads else []
+        )
         for index, (row, view) in enumerate(views):
             what = _render_problem(row, view, encoded[index], renderer.generation_prompt_ids)
             if not what and view.prompt_tokens not in (None, prompts[index]):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -27,12 +28,12 @@ def rules_table(rules: tuple[Rule, ...] = RULES) -> str:
     return "\n".join(lines)
 
 
-def example_lines(examples: list[dict[str, Any] | str]) -> list[str]:
+def example_lines(examples: Sequence[dict[str, Any] | str]) -> list[str]:
     """Examples as the JSONL lines a dataset would hold."""
     return [e if isinstance(e, str) else orjson.dumps(e).decode() for e in examples]
 
 
-def _shown(examples: list[dict[str, Any] | str], limit: int = 3) -> list[str]:
+def _shown(examples: Sequence[dict[str, Any] | str], limit: int = 3) -> list[str]:
     lines = example_lines(examples)
     if len(lines) > limit + 1:
         lines = [*lines[:limit], f"... and {len(lines) - limit} more threads like these"]

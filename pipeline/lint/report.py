@@ -87,7 +87,9 @@ class LintReport:
     first_kept: dict[tuple[str, str], Diagnostic] = field(default_factory=dict)
     """The first finding of each (code, severity) the gate counts: where to look first."""
 
-    def add(self, found: list[Diagnostic], thread: Thread | None = None, raw: str | None = None):
+    def add(
+        self, found: list[Diagnostic], thread: Thread | None = None, raw: str | None = None
+    ) -> None:
         """Record a thread's (or a rejected record's) findings."""
         shown = (
             (lambda _, d: example_thread(thread, d.message_index)) if thread is not None else None

@@ -3,7 +3,7 @@ summary, why it matters, a bad and a good example), and its check."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -65,8 +65,8 @@ class Rule:
     severity: Severity
     summary: str
     rationale: str
-    bad: list[dict[str, Any] | str]
-    good: list[dict[str, Any] | str]
+    bad: Sequence[dict[str, Any] | str]
+    good: Sequence[dict[str, Any] | str]
     scope: Scope = "thread"
     check: ThreadCheck | None = None
     dataset: Callable[[LintConfig, Rule], DatasetCheck] | None = None

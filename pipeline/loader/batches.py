@@ -10,6 +10,9 @@ import numpy as np
 
 IGNORE = -100
 
+Batch = dict[str, np.ndarray | np.int64]
+"""A batch by name: arrays, and the scalars a packed batch carries (`max_length_q/k`)."""
+
 
 def padded_batch(
     rows: Sequence[tuple[np.ndarray, np.ndarray]], pad_id: int
@@ -39,7 +42,7 @@ def packed_batch(
     pad_id: int,
     *,
     block_mask: bool = False,
-) -> dict[str, np.ndarray]:
+) -> Batch:
     """[batch, seq_len] arrays of packed (input_ids, labels, thread lengths) sequences:
     `position_ids` restart at 0 for every thread (and for a row's padding), and the
     flash-attention varlen arguments `cu_seq_lens_q/k` (int32 boundaries of every thread,
@@ -62,7 +65,7 @@ def packed_batch(
         segments += pieces
     bounds = np.concatenate([[0], np.cumsum(segments)]).astype(np.int32)
     longest = max(segments) if segments else 0
-    batch = {
+    batch: Batch = {
         "input_ids": input_ids,
         "labels": labels,
         "position_ids": positions,

@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 from pipeline.loader.assignment import RowGroup, Share, epoch_rng, row_groups, shares
 from pipeline.loader.batches import (
     IGNORE,
+    Batch,
     packed_batch,
     padded_batch,
     preference_batch,
@@ -200,7 +201,7 @@ class OutputLoader:
             raise LoaderError(f"the state was saved with seed {state['seed']}, not {self.seed}")
         self.epoch, self._skip, self._yielded = state["epoch"], state["batches"], state["batches"]
 
-    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+    def __iter__(self) -> Iterator[Batch]:
         skip, self._yielded = self._skip, self._skip
         self._skip = self.overlong_rows = self.surplus_rows = 0
         on_the_fly = self.mode == "packed" and not self.prepacked
@@ -223,7 +224,7 @@ class OutputLoader:
 
     # ----------------------------------------------------------------- internals
 
-    def _batches(self) -> Iterator[dict[str, np.ndarray]]:
+    def _batches(self) -> Iterator[Batch]:
         assert self.pad_id is not None
         if self.objective != "sft":
             rows = self._shuffled(self._objective_rows())
@@ -242,8 +243,8 @@ class OutputLoader:
         assert self.seq_len is not None
         sequences = rows if self.prepacked else self._packed(rows)
         for chunk in _chunks(sequences, self.batch_size):
-            batch = packed_batch(chunk, self.seq_len, self.pad_id, block_mask=self.block_mask)
-            yield {**batch, _THREADS: np.int64(sum(len(lengths) for _, _, lengths in chunk))}
+            packed = packed_batch(chunk, self.seq_len, self.pad_id, block_mask=self.block_mask)
+            yield {**packed, _THREADS: np.int64(sum(len(lengths) for _, _, lengths in chunk))}
 
     def _rows(self) -> Iterator[_Row]:
         columns = ["input_ids", "labels", *(["seq_lens"] if self.prepacked else [])]

@@ -39,7 +39,7 @@ SEPARATING_ATTENTION = ("eager", "sdpa", "flex_attention")
 arguments, or `position_ids`, itself."""
 
 
-class TorchBatches(IterableDataset):
+class TorchBatches(IterableDataset[dict[str, Any]]):
     """Batches of an output folder as dicts of tensors; takes OutputLoader's settings
     (batch_size, mode, seq_len, split, seed, shuffle, even, block_mask, pad_id)."""
 
@@ -65,7 +65,9 @@ class TorchBatches(IterableDataset):
         self.epoch = 0
         self._loader: OutputLoader | None = None
         self._state: dict[str, Any] | None = None
-        self._in_workers = torch.zeros(1, dtype=torch.int64).share_memory_()
+        flag = torch.zeros(1, dtype=torch.int64)
+        # torch leaves Tensor.share_memory_ unannotated (it returns the tensor)
+        self._in_workers: torch.Tensor = flag.share_memory_()  # type: ignore[no-untyped-call]
         """Set by a DataLoader worker process that iterates a copy of this object (shared
         memory: the copies are pickled, or forked, into the workers)."""
 
@@ -144,7 +146,7 @@ def keep_threads_apart(model: torch.nn.Module) -> torch.nn.Module:
     else PackedAttentionError (see `packed_attention_problem`). For a model trained on
     packed batches: a batch without `position_ids` is refused."""
 
-    def check(module: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
+    def check(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if not module.training:
             return
         problem = packed_attention_problem(module, kwargs)
@@ -206,11 +208,11 @@ def packed_attention_problem(model: torch.nn.Module, inputs: dict[str, Any]) -> 
     return None
 
 
-def _tensor(value: np.ndarray) -> torch.Tensor | int | list[Any]:
+def _tensor(value: np.ndarray | np.int64) -> torch.Tensor | int | list[Any]:
     """A batch array as a tensor; a scalar (max_length_q/k) as the int models expect; text
     (a prompt batch's `reference` and `id`) as a list."""
     if np.ndim(value) == 0:
         return int(value)
     if value.dtype == object:
-        return value.tolist()  # type: ignore[no-any-return]
+        return value.tolist()
     return torch.from_numpy(np.ascontiguousarray(value))

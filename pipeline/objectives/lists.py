@@ -20,7 +20,8 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The indices start[i], ..., start[i] + length[i] - 1 of every row, concatenated."""
     total = int(lengths.sum())
     row_starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.repeat(starts, lengths) + np.arange(total, dtype=np.int64) - row_starts
+    indices: np.ndarray = np.repeat(starts, lengths) + np.arange(total, dtype=np.int64) - row_starts
+    return indices
 
 
 def _lists(lengths: np.ndarray, values: pa.Array) -> pa.ListArray:

@@ -453,7 +453,7 @@ def _formats(stats: CardStats) -> str:
     capabilities = stats["capabilities"]
     if capabilities:
         ordered = sorted(capabilities, key=lambda name: (-capabilities[name].get("used", 0), name))
-        rows = [
+        uses = [
             (
                 f"`{name}`",
                 _count(capabilities[name].get("enabled", 0)),
@@ -462,7 +462,7 @@ def _formats(stats: CardStats) -> str:
             for name in ordered
         ]
         headers = ("capability", "threads enabling it", "threads using it")
-        parts.append(_table(headers, rows, right=(1, 2)))
+        parts.append(_table(headers, uses, right=(1, 2)))
     else:
         parts.append("No thread enables or uses a capability beyond the default format.")
     return "\n\n".join(parts)

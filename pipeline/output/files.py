@@ -44,7 +44,7 @@ def check_writable(path: str | Path, *, directory: bool = False) -> None:
 
 
 @contextmanager
-def atomic_output(path: str | Path) -> Iterator[BinaryIO]:
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """A binary stream to `path`; the file appears only if the block completes."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

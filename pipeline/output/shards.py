@@ -171,7 +171,8 @@ class ShardWriter:
             return True
         if self.shard_bytes is None or self._sink is None:
             return False
-        return self._sink.tell() >= self.shard_bytes
+        written: int = self._sink.tell()
+        return written >= self.shard_bytes
 
     def _open(self) -> pq.ParquetWriter:
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -119,7 +119,8 @@ def _total(splits: Mapping[str, Mapping[str, Any]], key: str) -> int | None:
     """`key` summed over the splits; None unless every split has it."""
     if not splits or any(key not in figures for figures in splits.values()):
         return None
-    return sum(figures[key] for figures in splits.values())
+    total: int = sum(figures[key] for figures in splits.values())
+    return total
 
 
 def _plural(value: Any, noun: str) -> str:

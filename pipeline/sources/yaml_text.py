@@ -44,11 +44,12 @@ class DataOnlyLoader(yaml.SafeLoader):
     max_depth: int | None = None
     _depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if self.max_depth is None or not self.check_event(yaml.CollectionStartEvent):
             return super().compose_node(parent, index)
         if self._depth >= self.max_depth:
-            mark = self.peek_event().start_mark
+            # types-PyYAML leaves Parser.peek_event unannotated
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
             raise TooDeepYamlError(
                 f"the YAML nests sequences and mappings more than {self.max_depth} levels "
                 f"deep (line {mark.line + 1}, column {mark.column + 1})"
@@ -108,7 +109,8 @@ def load_yaml_documents(text: str, max_depth: int | None = None) -> Iterator[Any
     loader = DataOnlyLoader(text)
     loader.max_depth = max_depth
     try:
-        while loader.check_data():
+        # types-PyYAML leaves BaseConstructor.check_data unannotated
+        while loader.check_data():  # type: ignore[no-untyped-call]
             yield loader.get_data()
     finally:
         loader.dispose()

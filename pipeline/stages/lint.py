@@ -73,7 +73,7 @@ def _read(raw: dict[str, Any], reader: SliceReader) -> LintSettings:
                 select_rules([selector])
             except UnknownRuleError as err:
                 raise reader.error(["per_source_ignores", glob, index], str(err)) from None
-    plain = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+    plain: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
     plain["per_source_ignores"] = tuple((g, tuple(s)) for g, s in ignores.items())
     settings = LintSettings(**plain)
     for key in ("select", "ignore", "drop_on"):

@@ -78,7 +78,7 @@ def read_items(
     items: Iterator[Record | Rejection],
     *,
     format: str = AUTO,
-    on_reject: Callable[[Rejection], None] | None = None,
+    on_reject: Callable[[Rejection], object] | None = None,
     stats: Account | None = None,
     options: ConvertOptions | None = None,
 ) -> Iterator[Thread]:
@@ -117,12 +117,14 @@ def read_items(
     # merged record counts, converts and is quarantined as every raw record it holds
     stream = fmt.group(items) if fmt is not None and fmt.group is not None else items
     for entry in stream:
-        item, members = entry if isinstance(entry, tuple) else (entry, (entry,))
-        stats.records_read += len(members)
-        counts.read += len(members)
+        item, merged = entry if isinstance(entry, tuple) else (entry, None)
+        read = len(merged) if merged is not None else 1
+        stats.records_read += read
+        counts.read += read
         if isinstance(item, Rejection):
             reject(item)
             continue
+        members = merged if merged is not None else (item,)
         record_format = best_for_record(item.value) if per_record else fmt
         if record_format is None:
             reject(_unknown_format(item, path, per_record))

@@ -94,8 +94,11 @@ class Pack(Stage):
 
     def reshape(self, split: str, rows: pa.Table) -> Iterator[pa.Table]:
         if split not in self.splits:
-            truncates = self.overlong == "truncate" and self.renderer is not None
-            renderer = self.renderer() if truncates else None
+            renderer = (
+                self.renderer()
+                if self.overlong == "truncate" and self.renderer is not None
+                else None
+            )
             self.splits[split] = _SplitPacker(self.seq_len, self.window, self.overlong, renderer)
         yield from self.splits[split].add(rows)
 
@@ -177,6 +180,7 @@ class _SplitPacker:
         still_open = self.packer.open_rows()
         carried = None
         if still_open:
+            assert self.kept is not None  # the rows of the open sequences were kept
             where = {number: index for index, number in enumerate(self.numbers)}
             carried = self.kept.take(pa.array([where[n] for n in still_open], pa.int64()))
         start = self.packer.placed

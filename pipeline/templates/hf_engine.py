@@ -26,10 +26,12 @@ class HfMissingValue(MissingValue):
 
     __slots__ = ()
 
-    def __lt__(self, other: Any) -> bool:
+    # jinja2 declares Undefined's comparisons as its error-raising method (returning
+    # Never), so any override that returns is "incompatible" to mypy.
+    def __lt__(self, other: Any) -> bool:  # type: ignore[override]
         return False
 
-    __le__ = __gt__ = __ge__ = __lt__
+    __le__ = __gt__ = __ge__ = __lt__  # type: ignore[assignment]
 
 
 def _printed(value: Any) -> Any:

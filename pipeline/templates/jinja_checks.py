@@ -119,6 +119,7 @@ def _check_private_access(every: list[nodes.Node]) -> None:
 
 def _private_key(node: nodes.Getattr | nodes.Getitem) -> str | None:
     """The attribute or constant key of `node` when it is a dunder or name-mangled one."""
+    key: object
     if isinstance(node, nodes.Getattr):
         key = node.attr
     else:
@@ -192,7 +193,7 @@ def _line_offset(source: str, lineno: int) -> int:
 
 
 def _tag_as_written(source: str, tag: nodes.Node) -> str:
-    keyword = {nodes.FromImport: "from"}.get(type(tag), type(tag).__name__.lower())
+    keyword = "from" if type(tag) is nodes.FromImport else type(tag).__name__.lower()
     return tag_as_written(source, keyword, tag.lineno)
 
 

@@ -83,7 +83,7 @@ class _Instrument(NodeTransformer):
         written = self.blocks[self.seen] if self.seen < len(self.blocks) else None
         self.seen += 1
         name = written.strip("{}-+ \t\r\n") if written else ""
-        arguments = [nodes.Const(written), nodes.Const(name)]
+        arguments: list[nodes.Expr] = [nodes.Const(written), nodes.Const(name)]
         return _filter(child, OUTPUT_FILTER, arguments)
 
     def visit_For(self, node: nodes.For) -> nodes.For:
@@ -96,9 +96,12 @@ class _Instrument(NodeTransformer):
         return _filter(nodes.List(node.nodes), CONCAT_FILTER, [])
 
 
-def _filter(node: nodes.Expr, name: str, arguments: list[nodes.Expr]) -> nodes.Filter:
+def _filter(node: nodes.Node, name: str, arguments: list[nodes.Expr]) -> nodes.Filter:
+    """`node | name(arguments)` at `node`'s line (jinja2 types a for loop's iterable as
+    any node)."""
     wrapped = nodes.Filter(node, name, arguments, [], None, None)
-    return wrapped.set_lineno(node.lineno)
+    wrapped.set_lineno(node.lineno)
+    return wrapped
 
 
 def _syntax_error(err: TemplateSyntaxError, template: str) -> TemplateError:

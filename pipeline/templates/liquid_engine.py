@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import wraps
-from typing import Any, ClassVar, TextIO
+from typing import Any, ClassVar, TextIO, cast
 
 from liquid import Environment, RenderContext, Undefined
 from liquid import exceptions as liquid_errors
@@ -84,7 +84,10 @@ class _TimedContext(RenderContext):
             yield context
 
     def get_buffer(self, buf: TextIO | None = None) -> _TimedBuffer:
-        return _TimedBuffer(super().get_buffer(buf).limit, self.budget)
+        inner = super().get_buffer(buf)
+        # a LimitedStringIO: the environment always sets an output stream limit
+        assert isinstance(inner, LimitedStringIO)
+        return _TimedBuffer(inner.limit, self.budget)
 
 
 class _TimedEnvironment(Environment):
@@ -136,13 +139,19 @@ def render(template: str, variables: dict[str, Any], budget: Budget) -> None:
 def _environment(budget: Budget) -> Environment:
     limits = budget.limits
     missing = type("Missing", (_Missing,), {"__slots__": (), "budget": budget})
-    env = _TimedEnvironment(undefined=missing, strict_filters=True, autoescape=False)
+
+    class Limited(_TimedEnvironment):
+        """python-liquid reads its limits from the environment's class."""
+
+        loop_iteration_limit = limits.max_iterations
+        output_stream_limit = 4 * limits.max_output_chars
+        local_namespace_limit = 4 * limits.max_output_chars
+
+    env = Limited(undefined=missing, strict_filters=True, autoescape=False)
     env.budget = budget
-    env.loop_iteration_limit = limits.max_iterations
-    env.output_stream_limit = 4 * limits.max_output_chars
-    env.local_namespace_limit = 4 * limits.max_output_chars
     env.filters = {name: _guarded(name, function, budget) for name, function in env.filters.items()}
-    env.tags = {name: _TimedTag(tag, budget) for name, tag in env.tags.items()}
+    # a _TimedTag stands in for its tag (delegating what it does not override)
+    env.tags = {name: cast(Tag, _TimedTag(tag, budget)) for name, tag in env.tags.items()}
     return env
 
 

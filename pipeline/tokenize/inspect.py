@@ -125,7 +125,7 @@ def read_stored(
     from pipeline.mms import normalize_thread_dict
 
     found = []
-    seen = []
+    seen: list[str] = []
     for batch in pq.ParquetFile(path).iter_batches(
         batch_size=256, columns=["id", "messages", "input_ids", "labels"]
     ):
@@ -204,6 +204,7 @@ def _shown_tokens(
             text = tokenizer.id_to_token(token_id)
         elif text is None:  # bytes at the very end that never made a character
             text = tokenizer.decode(list(ids[start:]), skip_special_tokens=False)
+        assert text is not None  # a special id is one of the tokenizer's added tokens
         trained = all(labels[i] != IGNORE for i in group)
         shown.append((offset, ShownToken(text, len(group), trained, special)))
         start = offset + 1

@@ -221,7 +221,7 @@ def _load_file(file: Path, config_file: Path | None, *, allow_tiktoken: bool) ->
         # remembered: a later load of the same file parses no tokenizer.json
         fact = RECIPE_FACT + ":" + "\n".join(controls)
         found = remembered(sha256, fact, recipe) if allow_tiktoken else None
-        encoder = encoder_from_recipe(found) if found is not None else None
+        encoder: TextEncoder | None = encoder_from_recipe(found) if found is not None else None
         if encoder is None:
             encoder = build_text_encoder(_tokenizer_json(file, data), controls)
     except TokenizerLoadError:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import operator
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -189,11 +189,12 @@ class _Vocabulary:
         return self._decode(ids)
 
 
-def _decoder(decode: Any, **options: Any) -> Any:
+def _decoder(decode: Any, **options: Any) -> Callable[[list[int]], str]:
     """`decode` keeping every token (special or not) and every space as encoded."""
 
     def decoded(ids: list[int]) -> str:
-        return decode(ids, skip_special_tokens=False, **options)
+        text: str = decode(ids, skip_special_tokens=False, **options)
+        return text
 
     return decoded
 
@@ -216,6 +217,7 @@ class CompletionParser:
         prompt_ended_with_format: bool = True,
         partial: bool = False,
     ) -> Completion:
+        unit: Literal["token", "character"]
         if isinstance(output, str):
             items, unit, end = _text_items(output), "character", len(output)
         else:

@@ -329,7 +329,11 @@ class Renderer:
     # ------------------------------------------------------------------ planning
 
     def _bos_token_text(self) -> str:
-        return self._text.id_to_token(self.bos_id) if self.bos_id is not None else ""
+        if self.bos_id is None:
+            return ""
+        token = self._text.id_to_token(self.bos_id)
+        assert token is not None  # the id was looked up by this token (_bos)
+        return token
 
     def _plan(self, thread: Thread, segments: _Segments) -> None:
         """The segments of one thread, labelled per §4: the `assistant` bullets, limited to

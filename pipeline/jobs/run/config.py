@@ -351,7 +351,7 @@ class _Builder:
         return engine
 
     def _input(self, index: int, raw: dict[str, Any]) -> InputSpec:
-        where = ["inputs", index]
+        where: list[str | int] = ["inputs", index]
         name = raw.get("format", AUTO)
         if name != AUTO and name not in FORMATS:
             known = ", ".join([AUTO, *FORMATS])

@@ -175,7 +175,8 @@ class Stages:
 class HasStages(Protocol):
     """What the functions below read of a run config: its stages' settings."""
 
-    stages: Stages
+    @property
+    def stages(self) -> Stages: ...
 
 
 def run_stages(config: HasStages, side: Side) -> list[Stage]:

@@ -141,8 +141,8 @@ class _UnitWriter:
                     dropped.update(batch.dropped)
                     dropped_tokens.update(batch.dropped_tokens)
                     tagged.update(batch.tagged)
-                    for thread, stage, reason in batch.left_out:
-                        left_out.write(dropped_line(thread.id, thread.meta, stage, reason))
+                    for thread, by_stage, reason in batch.left_out:
+                        left_out.write(dropped_line(thread.id, thread.meta, by_stage, reason))
                     groups = group_column([thread for thread, _, _ in batch.left_out])
                     stats.count_groups(groups, [reason for _, _, reason in batch.left_out])
                     writer.write_table(self._table(batch))

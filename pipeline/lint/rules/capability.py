@@ -72,7 +72,9 @@ def not_in_settings(view: ThreadView, config: object) -> Iterator[Finding]:
 
 def format_name_shape(view: ThreadView, config: object) -> Iterator[Finding]:
     seen: set[str] = set()
-    named = [(use.index, use.format) for use in view.capabilities.uses]
+    named: list[tuple[int | None, str]] = [
+        (use.index, use.format) for use in view.capabilities.uses
+    ]
     named += [(None, name) for name in view.settings or ()]
     for index, name in named:
         if name in seen or name == DEFAULT_CAPABILITY:

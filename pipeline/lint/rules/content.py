@@ -121,7 +121,8 @@ def _build_validator(schema: Any) -> Any:
         return schema_errors.SchemaError("$schema is not a string")
     cls = validators.validator_for(schema, default=validators.Draft202012Validator)
     try:
-        cls.check_schema(schema)
+        # types-jsonschema's Validator protocol takes only dicts; jsonschema takes booleans too
+        cls.check_schema(schema)  # type: ignore[arg-type]
     except schema_errors.SchemaError as err:
         return err  # remembered too: an invalid schema is checked once, not per call
     return cls(schema)

@@ -92,7 +92,9 @@ class PairSides(DatasetCheck):
         )
 
 
-def _pair(chosen: str, rejected: str, *, question: str = "Name a colour.", other: str = "") -> list:
+def _pair(
+    chosen: str, rejected: str, *, question: str = "Name a colour.", other: str = ""
+) -> list[dict[str, Any]]:
     """A pair's two sides as example threads."""
     return [
         thread(

@@ -11,6 +11,7 @@ from typing import Any
 from pipeline.curation.quality import QualitySettings
 from pipeline.stages.contract import (
     ConfigSlice,
+    S,
     SliceReader,
     Stage,
     plain_settings,
@@ -74,9 +75,9 @@ DECONTAMINATE = ConfigSlice(
         "against": [recorded(path) for path in d.against],
     },
 )
-PLUGINS = ConfigSlice(
+PLUGINS: ConfigSlice[tuple[PluginSpec, ...]] = ConfigSlice(
     "plugins",
-    PluginSpec,
+    tuple,
     on_by_default=False,
     read=_read_plugins,
     plain=lambda specs, recorded: [
@@ -121,12 +122,19 @@ class CurationSettings:
         reads them; `resolve` makes the evaluation inputs' paths absolute (relative to the
         file's folder). Raises PluginError for a plugin that cannot be loaded."""
         reader = _Paths(resolve)
-        read = {
-            curation.key: curation.read_value(stages[curation.key], reader)
-            for curation in CURATION_SLICES
-            if curation.key in stages
-        }
-        return cls(**{**read, "plugins": read.get("plugins") or ()})
+
+        def read(curation: ConfigSlice[S]) -> S | None:
+            if curation.key not in stages:
+                return None
+            return curation.read_value(stages[curation.key], reader)
+
+        return cls(
+            pii=read(PII),
+            language=read(LANGUAGE),
+            quality=read(QUALITY),
+            decontaminate=read(DECONTAMINATE),
+            plugins=read(PLUGINS) or (),
+        )
 
     def redaction(self) -> list[Stage]:
         """The stage that rewrites threads (before any other looks at them)."""
