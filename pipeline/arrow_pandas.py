@@ -58,7 +58,7 @@ def pandas_for(schema: pa.Schema) -> None:
     if PANDAS in sys.modules or not any(_nanoseconds(field.type) for field in schema):
         return
     with suppress(ImportError):
-        import pandas  # noqa: F401
+        importlib.import_module(PANDAS)
 
 
 def _nanoseconds(kind: pa.DataType) -> bool:
@@ -66,9 +66,9 @@ def _nanoseconds(kind: pa.DataType) -> bool:
     import pyarrow as pa
 
     if pa.types.is_timestamp(kind) or pa.types.is_duration(kind):
-        return kind.unit == "ns"  # type: ignore[attr-defined,no-any-return]
+        return bool(kind.unit == "ns")
     if pa.types.is_dictionary(kind):
-        return _nanoseconds(kind.value_type)  # type: ignore[attr-defined]
+        return _nanoseconds(kind.value_type)
     if isinstance(kind, pa.ExtensionType):
         return _nanoseconds(kind.storage_type)
     return any(_nanoseconds(kind.field(index).type) for index in range(kind.num_fields))
