@@ -1,5 +1,6 @@
 """`mms stats` agrees exactly with the same figures computed independently from the shards
-with pyarrow and numpy, per split and per source, on a run over real files."""
+with pyarrow and numpy, per split and per source, on a run over real files (the small
+copies of tests/data/realdata)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ from pipeline.jobs.stats import PERCENTILES
 from tests.conftest import REPO
 from tests.realdata_mix import write_mix_config
 from tests.test_run import output_files, run_cli
+from tests.tokenizer_fixtures import tokenizer_file
 
 
 @pytest.fixture(scope="module")
-def output(shared: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def output(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("stats")
-    config = write_mix_config(folder / "mix.yaml", shared / "realdata")
+    config = write_mix_config(folder / "mix.yaml", data / "realdata")
     out = folder / "out"
     result = run_cli(str(config), "-o", str(out))
     assert result.exit_code == 0, result.output
@@ -268,12 +270,12 @@ def test_the_card_carries_the_headline_figures_and_points_at_the_reports(output:
     assert f"| {p[0]:,} / {p[1]:,} / {p[2]:,} / {figures['length_max']:,} |" in card
 
 
-def test_a_bos_is_counted_before_the_first_message_and_is_no_message(shared: Path, tmp_path):
+def test_a_bos_is_counted_before_the_first_message_and_is_no_message(tmp_path: Path):
     config = tmp_path / "bos.yaml"
     config.write_text(
         f"name: bos\ninputs:\n  - path: {REPO / 'data_samples' / 'mms'}\n"
         "stages:\n  lint: {fail_on: never}\n"
-        f"  tokenize: {{tokenizer: {shared / 'tokenizers' / 'phi-3-mini'}, bos: true}}\n"
+        f"  tokenize: {{tokenizer: {tokenizer_file('sentencepiece-phi3').parent}, bos: true}}\n"
         "  shard: {splits: {train: 1.0}}\noutput: out\n"
     )
     result = run_cli(str(config))
