@@ -47,14 +47,11 @@ def _digest(out: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def real_tokens(tmp_path_factory) -> Path:
-    """Real threads (LLaMA-Factory, OpenAI fine-tuning, ToolBench) tokenized with the sample
-    tokenizer: real lengths and labels, a small vocabulary."""
-    from tests.conftest import SHARED
-
-    if not (SHARED / "DESIGN.md").is_file():
-        pytest.skip(f"real data folder {SHARED} is absent (set MMS_SHARED to point at it)")
-    realdata = SHARED / "realdata"
+def real_tokens(data: Path, tmp_path_factory) -> Path:
+    """Real threads (LLaMA-Factory, OpenAI fine-tuning, ToolBench; the small copies of
+    tests/data/realdata) tokenized with the sample tokenizer: real lengths and labels, a
+    small vocabulary."""
+    realdata = data / "realdata"
     inputs = [
         realdata / "llamafactory",
         realdata / "openai_finetune_examples",
