@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
-from tests.conftest import REPO
+from tests.conftest import REPO, SHARED
+from tests.tokenizer_fixtures import shared_present, tokenizer_file
 
 SAMPLES = REPO / "data_samples"
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
@@ -611,23 +612,32 @@ def test_grpo_runs_on_prompt_rows_with_a_reward_reading_the_reference(tmp_path):
 # -------------------------------------------------------------------------- realdata
 
 
-@pytest.mark.parametrize(
-    "tokenizer", ["llama3_from_tiktoken", "qwen2.5_from_tiktoken", "phi-3-mini"]
-)
-def test_real_preference_files_cut_exactly_for_three_tokenizers(shared, tmp_path, tokenizer):
-    """LLaMA-Factory's DPO demos (300 pairs of ShareGPT turns, 10 of OpenAI-style message
-    lists with loss weights) and an HH-RLHF-style set (3 pairs), and its KTO demo (300
-    labelled completions): one row per pair or completion, the cut equality on every row."""
-    base = shared / "tokenizers" / tokenizer
-    real = shared / "realdata" / "llamafactory"
+def records(path: Path) -> int:
+    """How many records the JSON list or JSON Lines file at `path` holds."""
+    if path.suffix == ".jsonl":
+        return len(path.read_bytes().splitlines())
+    return len(orjson.loads(path.read_bytes()))
+
+
+@pytest.mark.parametrize("family", ["bytelevel-llama3", "bytelevel-qwen2", "sentencepiece-phi3"])
+def test_real_preference_files_cut_exactly_for_three_tokenizers(data, tmp_path, family):
+    """LLaMA-Factory's DPO demos (pairs of ShareGPT turns, and OpenAI-style message lists
+    with loss weights) and an HH-RLHF-style set (3 pairs), and its KTO demo (labelled
+    completions, one holding a literal `</s>`): one row per pair or completion, the cut
+    equality on every row. With ../shared, its whole files (300 DPO pairs, 300 KTO
+    completions) and the real Llama 3, Qwen 2.5 and Phi-3 tokenizers; on a fresh clone,
+    tests/data's copies (4 DPO, 5 KTO) and the small tokenizers of the same families."""
+    base = tokenizer_file(family).parent
+    real = (SHARED if shared_present() else data) / "realdata" / "llamafactory"
     pairs = [
         real / "dpo_en_demo.json",
         real / "v1_dpo_demo.jsonl",
         SAMPLES / "hh-rlhf" / "pairs.jsonl",
     ]
+    unpaired = [real / "kto_en_demo.json"]
     for objective, sources, count, completions in (
-        ("preference", pairs, 313, ("chosen", "rejected")),
-        ("unpaired_preference", [real / "kto_en_demo.json"], 300, ("completion",)),
+        ("preference", pairs, records(pairs[0]) + records(pairs[1]) + 3, ("chosen", "rejected")),
+        ("unpaired_preference", unpaired, records(unpaired[0]), ("completion",)),
     ):
         out = tmp_path / objective
         result = tokenize(*sources, "--tokenizer", base, "-o", out, "--objective", objective)
