@@ -16,6 +16,7 @@ from pipeline.mms import Message, Thread
 from pipeline.tokenize import Renderer, load_tokenizer
 from pipeline.tokenize.inspect import TRAINED_BACKGROUNDS, rich_tokens, show, token_blocks
 from tests.reading import read_all, write_records
+from tests.tokenizer_fixtures import SMALL_TOKENIZERS, tokenizer_file
 
 WEATHER = {
     "id": "weather-1",
@@ -69,13 +70,8 @@ def test_a_thread_is_drawn_message_by_message(threads_file):
     )
 
 
-def test_tokens_show_trained_ones_in_double_brackets(threads_file, shared):
-    tokenizer = shared / "tokenizers" / "torchtune_test_assets" / "tokenizer.json"
-    result = run("inspect", str(threads_file), "--tokenizer", str(tokenizer))
-    assert result.exit_code == 0
-    assert result.stdout == (
-        f"thread weather-1 · 5 message(s) · from {threads_file}:1\n"
-        "tokens: [[trained]]  'prompt text'  <|special|>  'x'{N} = N tokens making one char\n"
+PLAIN_TOKENS = {
+    "real": (
         "[1] developer  (23 tokens, 0 trained)\n"
         "    <|role|> 'de' 've' 'l' 'op' 'er' <|content|> 'C' 'all' ' ' '`' 'we' 'ather' ':' "
         "'j' 's' 'on' '`' ' for' ' the' ' we' 'ather' '.'\n"
@@ -94,6 +90,41 @@ def test_tokens_show_trained_ones_in_double_brackets(threads_file, shared):
         "[[<|content|>]] [['C']] [['le']] [['ar']] [[',']] [[' ']] [['2']] [['2']] [['°'{2}]] "
         "[['C']] [['.']] [[<|end_turn|>]]\n"
         "total  (115 tokens, 37 trained)\n"
+    ),
+    "small": (
+        "[1] developer  (24 tokens, 0 trained)\n"
+        "    <|role|> 'd' 'ev' 'el' 'op' 'er' <|content|> 'C' 'all' ' `' 'w' 'e' 'ath' 'er' ':' "
+        "'json' '`' ' for' ' the' ' w' 'e' 'ath' 'er' '.'\n"
+        "[2] user  (19 tokens, 0 trained)\n"
+        "    <|role|> 'us' 'er' <|content|> 'W' 'e' 'ath' 'er' ' in' ' P' 'ar' 'is' '?' '\\n'\n"
+        "    'T' 'h' 'an' 'ks' '!'\n"
+        "[3] assistant · format weather:json · no end_turn  (23 tokens, 19 trained)\n"
+        "    <|role|> 'as' 'sistant' <|format|> [['w']] [['e']] [['ath']] [['er']] [[':']] "
+        "[['json']] [[<|content|>]] [['{']] [['\"']] [['c']] [['it']] [['y']] [['\":']] "
+        "[[' \"']] [['P']] [['ar']] [['is']] [['\"']] [['}']]\n"
+        "[4] context · name weather  (29 tokens, 1 trained)\n"
+        "    [[<|role|>]] 'cont' 'ext' <|name|> 'w' 'e' 'ath' 'er' <|content|> '{' '\"' 's' 'k' "
+        "'y' '\":' ' \"' 'c' 'le' 'ar' '\",' ' \"' 't' 'e' 'mp' '\":' ' ' '2' '2' '}'\n"
+        "[5] assistant · format markdown · end_turn  (23 tokens, 19 trained)\n"
+        "    <|role|> 'as' 'sistant' <|format|> [['m']] [['ar']] [['k']] [['d']] [['ow']] [['n']] "
+        "[[<|content|>]] [['C']] [['le']] [['ar']] [[',']] [[' ']] [['2']] [['2']] [['°'{2}]] "
+        "[['C']] [['.']] [[<|end_turn|>]]\n"
+        "total  (118 tokens, 39 trained)\n"
+    ),
+}
+"""`mms inspect --tokenizer` of WEATHER past its first two lines, with the bytelevel-plain
+family's tokenizer: torchtune's test asset (../shared) or the small one trained here."""
+
+
+def test_tokens_show_trained_ones_in_double_brackets(threads_file):
+    tokenizer = tokenizer_file("bytelevel-plain")
+    result = run("inspect", str(threads_file), "--tokenizer", str(tokenizer))
+    assert result.exit_code == 0
+    which = "small" if tokenizer.is_relative_to(SMALL_TOKENIZERS) else "real"
+    assert result.stdout == (
+        f"thread weather-1 · 5 message(s) · from {threads_file}:1\n"
+        "tokens: [[trained]]  'prompt text'  <|special|>  'x'{N} = N tokens making one char\n"
+        + PLAIN_TOKENS[which]
     )
 
 
@@ -137,10 +168,13 @@ def test_options_that_do_not_go_together_are_usage_errors(threads_file):
     assert "--bos applies only with --tokenizer" in bos.stderr
 
 
-def test_a_tokenizer_that_cannot_load_is_a_usage_error(threads_file, shared):
-    result = run("inspect", str(threads_file), "--tokenizer", str(shared / "tokenizers" / "llama2"))
+def test_a_tokenizer_that_cannot_load_is_a_usage_error(threads_file):
+    """Llama-2's tokenizer.json as older `tokenizers` wrote it (the real one, or the small
+    one of its shape) does not load: a usage error naming the file and the reason."""
+    folder = tokenizer_file("sentencepiece-llama2-legacy").parent
+    result = run("inspect", str(threads_file), "--tokenizer", str(folder))
     assert result.exit_code == 2
-    assert "llama2/tokenizer.json" in result.stderr
+    assert f"{folder.name}/tokenizer.json" in result.stderr
     assert "Merges text file invalid" in result.stderr
 
 
@@ -161,11 +195,12 @@ def test_help_teaches_with_examples():
     assert "[['Hello']]" in text
 
 
-def test_blocks_count_every_token_of_real_threads(shared):
+def test_blocks_count_every_token_of_real_threads(data):
     """Phi-3 spells CJK characters in byte tokens: grouped per character, they still add
-    up to the renderer's counts and decode to the same text."""
-    threads, _, _ = read_all(shared / "realdata" / "llamafactory" / "glaive_toolcall_zh_demo.json")
-    renderer = Renderer(load_tokenizer(shared / "tokenizers" / "phi-3-mini"), bos=True)
+    up to the renderer's counts and decode to the same text (real Chinese tool-call threads,
+    tests/data's copy; the real Phi-3 tokenizer, or the small one of its family)."""
+    threads, _, _ = read_all(data / "realdata" / "llamafactory" / "glaive_toolcall_zh_demo.json")
+    renderer = Renderer(load_tokenizer(tokenizer_file("sentencepiece-phi3").parent), bos=True)
     grouped = 0
     for thread in threads[:30]:
         encoded = renderer.encode(thread)
