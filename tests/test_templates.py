@@ -194,27 +194,37 @@ def test_hf_raise_exception_fails_the_render_with_its_message():
         render("{{ raise_exception('bad role') }}", "hf", {})
 
 
-def test_hf_renders_the_ppe_translator_user_message(shared: Path):
-    source = (shared / "formats/ppe/lib__translator.ai.yaml").read_text(encoding="utf-8")
-    start = source.index("        Think carefully")
-    end = source.index("    - --- # First dialogue")
+def test_hf_renders_the_ppe_rewriter_user_message(data: Path):
+    """The multi-line Jinja user message of a PPE library script (tests/data's hand-written
+    stand-in of offline-ai's lib/translator.ai.yaml): `{% if %}` on inputs given or not,
+    `content.length`, `|trim` and whitespace control, short and long content."""
+    source = (data / "formats/ppe/lib__rewriter.ai.yaml").read_text(encoding="utf-8")
+    start = source.index("        Rewrite with care")
+    end = source.index("    - --- # the dialogue starts here")
     template = "\n".join(line[8:] for line in source[start:end].splitlines())
     short = {
-        "content": "I love my motherland.",
-        "target": "Chinese",
-        "completion_delimiter": "<|C|>",
+        "content": "Pls send the report asap.",
+        "tone": "formal",
+        "completion_delimiter": "<|D|>",
     }
     assert render(template, "hf", short) == Rendered(
-        "Think carefully. Output very high-quality translation result before the completion "
-        'delimiter "<|C|>".\nTranslate the `"I love my motherland."` itself to Chinese.\n'
-        "I love my motherland.",
+        'Rewrite with care and finish before the delimiter "<|D|>".\n'
+        'Rewrite `"Pls send the report asap."` in a formal tone.\n'
+        "Pls send the report asap.",
         (),
     )
-    long = dict(short, content="  " + "word " * 30, lang="English", terms="motherland=祖国")
+    long = dict(
+        short,
+        content="  " + "word " * 45,
+        audience="the board",
+        tone="friendly",
+        glossary="asap=as soon as possible",
+    )
     result = text(template, "hf", **long)
-    assert "Translation according to terms:\nmotherland=祖国\n" in result
+    assert "Keep these words as they are:\nasap=as soon as possible\n" in result
     assert result.endswith(
-        "Translate the following content from English to Chinese.\n---\n" + ("word " * 30).strip()
+        "Rewrite the following text for the board in a friendly tone.\n---\n"
+        + ("word " * 45).strip()
     )
 
 
@@ -493,9 +503,9 @@ SK_EXPECTED = {
 }
 
 
-def _sk_templates(shared: Path) -> dict[str, tuple[str, str]]:
+def _sk_templates(data: Path) -> dict[str, tuple[str, str]]:
     templates = {}
-    for path in sorted((shared / "formats/semantic_kernel").glob("*.yaml")):
+    for path in sorted((data / "formats/semantic_kernel").glob("*.yaml")):
         config = load_yaml(path.read_text(encoding="utf-8-sig"))
         if "template" in config:
             engine = engine_name(config.get("template_format", "semantic-kernel"))
@@ -503,8 +513,8 @@ def _sk_templates(shared: Path) -> dict[str, tuple[str, str]]:
     return templates
 
 
-def test_every_real_sk_template_renders_or_names_its_construct(shared: Path):
-    templates = _sk_templates(shared)
+def test_every_real_sk_template_renders_or_names_its_construct(data: Path):
+    templates = _sk_templates(data)
     assert set(templates) == set(SK_EXPECTED)
     for name, (template, engine) in templates.items():
         expected = SK_EXPECTED[name]
@@ -519,8 +529,8 @@ def test_every_real_sk_template_renders_or_names_its_construct(shared: Path):
             assert missing.split(".")[0] in template, name
 
 
-def test_real_handlebars_prompt_renders_its_history_as_message_tags(shared: Path):
-    template, engine = _sk_templates(shared)[
+def test_real_handlebars_prompt_renders_its_history_as_message_tags(data: Path):
+    template, engine = _sk_templates(data)[
         "dotnet__samples__Concepts__Resources__HandlebarsPrompt.yaml"
     ]
     customer = {"firstName": "Ann", "lastName": "Lee", "age": 30, "membership": "Gold"}
@@ -536,10 +546,8 @@ def test_real_handlebars_prompt_renders_its_history_as_message_tags(shared: Path
     )
 
 
-def test_real_skprompt_txt_renders(shared: Path):
-    path = (
-        shared / "formats/semantic_kernel/prompt_template_samples__ChatPlugin__Chat__skprompt.txt"
-    )
+def test_real_skprompt_txt_renders(data: Path):
+    path = data / "formats/semantic_kernel/prompt_template_samples__ChatPlugin__Chat__skprompt.txt"
     values = {"user": "Human: ", "bot": "AI: ", "input": "What is SK?"}
     rendered = render(path.read_text(encoding="utf-8"), "semantic-kernel", values)
     assert rendered.missing == ("history",)
