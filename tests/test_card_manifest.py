@@ -36,6 +36,7 @@ from pipeline.tokenize.hf_files import pad_token, vocabulary
 from pipeline.tokenize.tables import TOKENIZED_SCHEMA
 from pipeline.wording import plural
 from tests.conftest import REPO
+from tests.tokenizer_fixtures import tokenizer_file
 
 SAMPLES = REPO / "data_samples" / "openai"
 
@@ -136,12 +137,10 @@ def test_load_dataset_reads_thread_shards_with_the_declared_features(tmp_path, o
     assert pipeline.threads_from_arrow(loaded["train"].data.table) == threads[:-1]
 
 
-def test_load_dataset_reads_tokenized_shards_with_the_declared_features(
-    tmp_path, offline_hf, shared
-):
+def test_load_dataset_reads_tokenized_shards_with_the_declared_features(tmp_path, offline_hf):
     import datasets
 
-    base = load_tokenizer(shared / "tokenizers" / "phi-3-mini")
+    base = load_tokenizer(tokenizer_file("sentencepiece-phi3").parent)
     renderer = Renderer(base)
     table = pa.concat_tables(tokenize_threads(sample_threads(), renderer))
     stats = pipeline.Account()
