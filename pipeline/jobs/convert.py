@@ -17,7 +17,7 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from pipeline.accounting import Account
-from pipeline.jobs.driver import StreamDriver
+from pipeline.jobs.batch_steps import StreamDriver
 from pipeline.jobs.parallel import add_counts, job_parts, parts_in_order, read_part, write_counts
 from pipeline.jobs.read import ReadSpec, read
 from pipeline.output.files import (

@@ -15,8 +15,8 @@ import pyarrow as pa
 
 from pipeline.accounting import Account
 from pipeline.config_file import PathPart, check_schema, read_yaml_file
+from pipeline.jobs.batch_steps import Drop, StreamDriver
 from pipeline.jobs.convert import STDOUT, check_output_file, default_quarantine_path, output_stream
-from pipeline.jobs.driver import Drop, StreamDriver
 from pipeline.jobs.read import ReadSpec, read
 from pipeline.output.files import atomic_output, discard_if_none
 from pipeline.quarantine import Rejection, dropped_line, rejection_line

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 import pyarrow as pa
 
 from pipeline.accounting import Account
-from pipeline.jobs.driver import StreamDriver
+from pipeline.jobs.batch_steps import StreamDriver
 from pipeline.jobs.lint_parts import lint_parts
 from pipeline.jobs.parallel import job_parts
 from pipeline.jobs.read import ReadSpec, read

@@ -14,7 +14,7 @@ import orjson
 import pyarrow as pa
 
 from pipeline.accounting import Account
-from pipeline.jobs.driver import batch_rows, decide, map_batches
+from pipeline.jobs.batch_steps import batch_rows, decide, map_batches
 from pipeline.jobs.parallel import add_counts, parts_in_order, read_part, write_counts
 from pipeline.jobs.read import ReadSpec
 from pipeline.lint.config import LintConfig

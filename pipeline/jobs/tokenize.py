@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.accounting import Account
-from pipeline.jobs.driver import StreamDriver
+from pipeline.jobs.batch_steps import StreamDriver
 from pipeline.jobs.read import ReadSpec, files_to_read, read
 from pipeline.mms.groups import GROUP_DROP
 from pipeline.objectives import SCHEMAS

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.accounting import Account, InputAccount
-from pipeline.jobs.driver import Drop, decide
+from pipeline.jobs.batch_steps import Drop, decide
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.partition import RepeatedRows, partitioned
 from pipeline.jobs.run.stages import Side, row_schema, run_stages, shard_schema

@@ -27,7 +27,7 @@ import orjson
 import pyarrow as pa
 
 from pipeline.accounting import Account
-from pipeline.jobs.driver import batch_rows, map_batches
+from pipeline.jobs.batch_steps import batch_rows, map_batches
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.stages import Side, part_schema, run_stages
 from pipeline.mms import settings_to_arrow

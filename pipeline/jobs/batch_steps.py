@@ -1,11 +1,15 @@
-"""The job driver (DESIGN §2): every job is a source of threads, a list of stages and a sink.
+"""The steps every job runs its threads through (DESIGN §2): map a batch, decide, count.
 
-Threads go through the stages a batch at a time: each stage's map side tags the batch, then
-each stage's dataset side decides, in list order, which rows it drops and why; every drop is
-counted once in the job's Account, under the first stage's reason, and the sink gets the
-batch with those reasons. `mms run` splits the two sides across an engine (the map side per
-part, the dataset side in the ordered pass) with the same functions; convert, lint and
-tokenize stream through `StreamDriver`, in one process and reading order."""
+Every job is a source of threads, a list of stages and a sink. Its driver is its own module
+(the driver of `mms run` is pipeline/jobs/run/job.py); every driver uses these functions.
+
+Threads go through the stages a batch at a time: each stage's map side tags the batch
+(`map_batch`, `map_batches`), then each stage's dataset side decides, in list order, which
+rows it drops and why (`decide`); every drop is counted once in the job's Account, under
+the first stage's reason, and the sink gets the batch with those reasons. `mms run` splits
+the two sides across an engine (the map side per part, the dataset side in the ordered
+pass) with the same functions; convert, lint, tokenize and curate stream through
+`StreamDriver`, in one process and reading order."""
 
 from __future__ import annotations
 
