@@ -1,5 +1,5 @@
-"""Test helpers: per-unit process functions for the local engine, importable by its
-worker processes. They read a unit's records, convert them to MMS threads as `pipeline.read`
+"""Test helpers: per-part process functions for the local engine, importable by its
+worker processes. They read a part's records, convert them to MMS threads as `pipeline.read`
 does, and write threads and rejections as JSON Lines."""
 
 from __future__ import annotations
@@ -9,34 +9,34 @@ import time
 from pathlib import Path
 
 from pipeline.quarantine import Rejection, rejection_line
-from pipeline.sources.parts import WorkUnit, iter_unit_records
+from pipeline.sources.parts import InputPart, iter_part_records
 from pipeline.stages.normalize import read_items
 
 
-def convert_unit(
-    unit: WorkUnit,
-    unit_dir: Path,
+def convert_part(
+    part: InputPart,
+    part_dir: Path,
     *,
     log: str | None = None,
     delay: float = 0.0,
     fail: str | None = None,
 ) -> None:
-    """Write the unit's threads to `threads.jsonl` and its rejections to `rejected.jsonl`;
-    append the unit id to `log` (counting calls), sleep `delay` seconds first, and raise
-    for the unit whose id is `fail`."""
+    """Write the part's threads to `threads.jsonl` and its rejections to `rejected.jsonl`;
+    append the part id to `log` (counting calls), sleep `delay` seconds first, and raise
+    for the part whose id is `fail`."""
     if log is not None:
         with open(log, "a", encoding="utf-8") as out:
-            out.write(unit.id + "\n")
+            out.write(part.id + "\n")
     time.sleep(delay)
-    if unit.id == fail:
-        raise ValueError(f"refusing unit {unit.id}")
+    if part.id == fail:
+        raise ValueError(f"refusing part {part.id}")
     rejected: list[Rejection] = []
-    items = iter_unit_records(unit)
-    threads = read_items(unit.path, items, format=unit.format, on_reject=rejected.append)
-    with open(unit_dir / "threads.jsonl", "wb") as out:
+    items = iter_part_records(part)
+    threads = read_items(part.path, items, format=part.format, on_reject=rejected.append)
+    with open(part_dir / "threads.jsonl", "wb") as out:
         for thread in threads:
             out.write(thread.to_json_line())
-    with open(unit_dir / "rejected.jsonl", "wb") as out:
+    with open(part_dir / "rejected.jsonl", "wb") as out:
         out.writelines(rejection_line(rejection) for rejection in rejected)
 
 
@@ -49,7 +49,7 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
     }
 
 
-def record_pool_sizes(unit: WorkUnit, unit_dir: Path) -> None:
+def record_pool_sizes(part: InputPart, part_dir: Path) -> None:
     """Write what the worker's native thread pools are sized to (`pool_sizes.txt`)."""
     sizes = [os.environ.get(name, "") for name in ("RAYON_NUM_THREADS", "POLARS_MAX_THREADS")]
-    (unit_dir / "pool_sizes.txt").write_text(" ".join(sizes))
+    (part_dir / "pool_sizes.txt").write_text(" ".join(sizes))

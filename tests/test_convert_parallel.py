@@ -16,7 +16,7 @@ from pipeline.cli import main
 from pipeline.jobs.convert import convert, default_quarantine_path
 from pipeline.jobs.parallel import job_parts
 from pipeline.jobs.read import ReadSpec
-from pipeline.sources.parts import WorkUnit
+from pipeline.sources.parts import InputPart
 
 SPLIT_BYTES = 4096
 """Parts of about 4 KiB: the generated file below is cut into about 30 of them."""
@@ -72,7 +72,7 @@ def write_dataset(path: Path, threads: int = 600, bad_every: int = 97) -> list[i
     return bad
 
 
-def parts_of(path: Path) -> list[WorkUnit]:
+def parts_of(path: Path) -> list[InputPart]:
     """The parts two workers read the generated file in."""
     return job_parts(str(path), ReadSpec("mms"), Account(), 2, SPLIT_BYTES)
 
@@ -127,7 +127,7 @@ def test_a_file_cut_into_parts_converts_to_the_same_bytes_and_counts(tmp_path):
 def test_a_bad_record_inside_a_part_is_quarantined_at_its_line(tmp_path):
     source = tmp_path / "big.jsonl"
     bad = write_dataset(source)
-    starts = {unit.first_line for unit in parts_of(source)}
+    starts = {part.first_line for part in parts_of(source)}
     assert not starts & set(bad) and not starts & {line + 1 for line in bad}  # inside parts
     quarantines = []
     for workers in (1, 2):

@@ -1,4 +1,4 @@
-"""The local engine: work units split at line boundaries read exactly like whole files, and
+"""The local engine: parts split at line boundaries read exactly like whole files, and
 runs that are resumed, killed or parallel end with the same bytes."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.engine import UnitFailed, WorkdirError, iter_units, reset_workdir, run_units
+from pipeline.engine import PartFailed, WorkdirError, iter_parts, reset_workdir, run_parts
 from pipeline.sources import ReadLimits, iter_file
-from pipeline.sources.parts import iter_unit_records, line_ranges, plan_units
+from pipeline.sources.parts import iter_part_records, line_ranges, plan_parts
 from tests.conftest import REPO
-from tests.engine_work import convert_unit, record_pool_sizes, tree_bytes
+from tests.engine_work import convert_part, record_pool_sizes, tree_bytes
 
 BOM = b"\xef\xbb\xbf"
 
@@ -41,19 +41,19 @@ def _chat_lines(count: int) -> bytes:
 
 
 def _check_parts(path: Path, split_bytes: int, limits: ReadLimits | None = None) -> int:
-    """Assert the units of `path` tile it at line starts and read as the whole file does."""
-    units = plan_units([(str(path), "auto")], split_bytes)
+    """Assert the parts of `path` tile it at line starts and read as the whole file does."""
+    parts = plan_parts([(str(path), "auto")], split_bytes)
     data = path.read_bytes()
-    if len(units) > 1:
-        assert units[0].start == 0 and units[-1].end == len(data)
-        for before, after in itertools.pairwise(units):
+    if len(parts) > 1:
+        assert parts[0].start == 0 and parts[-1].end == len(data)
+        for before, after in itertools.pairwise(parts):
             assert before.end == after.start
             assert data[after.start - 1 : after.start] == b"\n"
-        for unit in units:
-            assert unit.first_line == data[: unit.start].count(b"\n") + 1
-    parts = [item for unit in units for item in iter_unit_records(unit, limits)]
-    assert parts == list(iter_file(str(path), limits))
-    return len(units)
+        for part in parts:
+            assert part.first_line == data[: part.start].count(b"\n") + 1
+    items = [item for part in parts for item in iter_part_records(part, limits)]
+    assert items == list(iter_file(str(path), limits))
+    return len(parts)
 
 
 def test_parts_of_real_jsonl_files_read_as_the_whole_file(data: Path) -> None:
@@ -97,7 +97,7 @@ def test_line_ranges_end_each_part_after_the_first_newline_past_the_split(tmp_pa
         line_ranges(str(path), 0)
 
 
-def test_plan_units_expands_inputs_in_order_and_splits_only_plain_jsonl(tmp_path: Path) -> None:
+def test_plan_parts_expands_inputs_in_order_and_splits_only_plain_jsonl(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
     (data / "b.jsonl").write_bytes(_chat_lines(40))
@@ -106,25 +106,25 @@ def test_plan_units_expands_inputs_in_order_and_splits_only_plain_jsonl(tmp_path
     one = tmp_path / "one.jsonl"
     one.write_bytes(_chat_lines(40))
     inputs = [(f"{data}/*.jsonl*", "auto"), ("hf:org/name", "sharegpt"), (str(one), "oasst")]
-    units = plan_units(inputs, 1000, can_split=lambda path, fmt: fmt != "oasst")
-    assert units == plan_units(inputs, 1000, can_split=lambda path, fmt: fmt != "oasst")
-    assert [(u.path, u.format, u.input_index) for u in units if u.start is None] == [
+    parts = plan_parts(inputs, 1000, can_split=lambda path, fmt: fmt != "oasst")
+    assert parts == plan_parts(inputs, 1000, can_split=lambda path, fmt: fmt != "oasst")
+    assert [(u.path, u.format, u.input_index) for u in parts if u.start is None] == [
         (f"{data}/a.jsonl", "auto", 0),
         (f"{data}/c.jsonl.zst", "auto", 0),
         ("hf:org/name", "sharegpt", 1),
         (str(one), "oasst", 2),
     ]
-    parts = [u for u in units if u.path.endswith("b.jsonl")]
-    assert len(parts) > 2 and [u.id for u in parts[:2]] == ["000-00001-0000", "000-00001-0001"]
-    assert units == sorted(units) and len({u.id for u in units}) == len(units)
-    assert units[0].id == "000-00000-0000" and units[-1].id == "002-00000-0000"
+    split = [u for u in parts if u.path.endswith("b.jsonl")]
+    assert len(split) > 2 and [u.id for u in split[:2]] == ["000-00001-0000", "000-00001-0001"]
+    assert parts == sorted(parts) and len({u.id for u in parts}) == len(parts)
+    assert parts[0].id == "000-00000-0000" and parts[-1].id == "002-00000-0000"
 
 
 @pytest.fixture
 def job(tmp_path: Path, data: Path) -> list:
-    """Units over real files: two split JSON Lines files and the OpenAI samples (6 KiB parts
+    """Parts over real files: two split JSON Lines files and the OpenAI samples (6 KiB parts
     of the copies in tests/data; ../shared's full files were cut in 64 KiB parts)."""
-    return plan_units(
+    return plan_parts(
         [
             (str(data / "realdata/llamafactory/v1_sft_demo.jsonl"), "auto"),
             (str(data / "realdata/openai_finetune_examples/toy_chat_fine_tuning.jsonl"), "auto"),
@@ -134,13 +134,13 @@ def job(tmp_path: Path, data: Path) -> list:
     )
 
 
-def test_workers_1_and_2_write_identical_unit_dirs(tmp_path: Path, job: list) -> None:
+def test_workers_1_and_2_write_identical_part_dirs(tmp_path: Path, job: list) -> None:
     assert len(job) >= 8
     seen: list[tuple[int, int]] = []
-    one = run_units(
-        job, convert_unit, tmp_path / "w1", config_digest="c", progress=lambda *p: seen.append(p)
+    one = run_parts(
+        job, convert_part, tmp_path / "w1", config_digest="c", progress=lambda *p: seen.append(p)
     )
-    two = run_units(job, convert_unit, tmp_path / "w2", config_digest="c", workers=2)
+    two = run_parts(job, convert_part, tmp_path / "w2", config_digest="c", workers=2)
     assert [d.name for d in one] == [d.name for d in two] == [u.id for u in job]
     assert seen == [(done, len(job)) for done in range(len(job) + 1)]
     for a, b in zip(one, two, strict=True):
@@ -150,72 +150,91 @@ def test_workers_1_and_2_write_identical_unit_dirs(tmp_path: Path, job: list) ->
     assert threads.count(b"\n") > 80  # the copies in tests/data and the samples: 86
 
 
-def test_resume_redoes_only_unfinished_units(tmp_path: Path, job: list) -> None:
+def test_resume_redoes_only_unfinished_parts(tmp_path: Path, job: list) -> None:
     log = tmp_path / "calls.log"
-    process = functools.partial(convert_unit, log=str(log))
-    dirs = run_units(job, process, tmp_path / "work")
+    process = functools.partial(convert_part, log=str(log))
+    dirs = run_parts(job, process, tmp_path / "work")
     first = {d.name: tree_bytes(d) for d in dirs}
     assert log.read_text().split() == [u.id for u in job]
-    assert run_units(job, process, tmp_path / "work") == dirs
+    assert run_parts(job, process, tmp_path / "work") == dirs
     assert log.read_text().split() == [u.id for u in job]  # all DONE: nothing rerun
-    (dirs[1] / "DONE").unlink()  # a unit dir without DONE is redone
+    (dirs[1] / "DONE").unlink()  # a part dir without DONE is redone
     (dirs[3] / "threads.jsonl").write_bytes(b"")  # cut short, without DONE
     (dirs[3] / "DONE").unlink()
     log.write_text("")
-    run_units(job, process, tmp_path / "work", workers=2)
+    run_parts(job, process, tmp_path / "work", workers=2)
     assert sorted(log.read_text().split()) == [dirs[1].name, dirs[3].name]
     assert {d.name: tree_bytes(d) for d in dirs} == first
 
 
-def test_a_failing_unit_names_itself_and_leaves_the_others_done(tmp_path: Path, job: list) -> None:
+def test_a_failing_part_names_itself_and_leaves_the_others_done(tmp_path: Path, job: list) -> None:
     bad = job[2]
     work = tmp_path / "work"
-    with pytest.raises(UnitFailed, match=f"work unit {bad.id} \\({bad.path} bytes .*refusing"):
-        run_units(job, functools.partial(convert_unit, fail=bad.id), work, workers=2)
-    done = sorted(p.parent.name for p in (work / "units").glob("*/DONE"))
-    assert bad.id not in done and not (work / "units" / bad.id).exists()
-    assert sorted(os.listdir(work / "units")) == done
+    with pytest.raises(PartFailed, match=f"part {bad.id} \\({bad.path} bytes .*refusing"):
+        run_parts(job, functools.partial(convert_part, fail=bad.id), work, workers=2)
+    done = sorted(p.parent.name for p in (work / "parts").glob("*/DONE"))
+    assert bad.id not in done and not (work / "parts" / bad.id).exists()
+    assert sorted(os.listdir(work / "parts")) == done
     assert not any((work / "partial").iterdir())
     log = tmp_path / "calls.log"
-    run_units(job, functools.partial(convert_unit, log=str(log)), work)
+    run_parts(job, functools.partial(convert_part, log=str(log)), work)
     assert set(log.read_text().split()) == {u.id for u in job} - set(done)
-    with pytest.raises(UnitFailed, match=f"work unit {job[0].id} \\("):
-        run_units(job, functools.partial(convert_unit, fail=job[0].id), tmp_path / "other")
+    with pytest.raises(PartFailed, match=f"part {job[0].id} \\("):
+        run_parts(job, functools.partial(convert_part, fail=job[0].id), tmp_path / "other")
 
 
 def test_a_workdir_of_another_plan_is_refused_until_reset(tmp_path: Path, job: list) -> None:
     work = tmp_path / "work"
-    run_units(job[:2], convert_unit, work, config_digest="sha256:aaa")
+    run_parts(job[:2], convert_part, work, config_digest="sha256:aaa")
     with pytest.raises(WorkdirError, match=r"config changed: sha256:aaa -> sha256:bbb.*--fresh"):
-        run_units(job[:2], convert_unit, work, config_digest="sha256:bbb")
-    with pytest.raises(WorkdirError, match="work units differ"):
-        run_units(job[:3], convert_unit, work, config_digest="sha256:aaa")
+        run_parts(job[:2], convert_part, work, config_digest="sha256:bbb")
+    with pytest.raises(WorkdirError, match="the parts differ"):
+        run_parts(job[:3], convert_part, work, config_digest="sha256:aaa")
     (work / "keep.txt").write_text("not the engine's")
     reset_workdir(work)
     assert sorted(os.listdir(work)) == ["keep.txt", "run.lock", "workers.lock"]
-    assert len(run_units(job[:3], convert_unit, work, config_digest="sha256:bbb")) == 3
+    assert len(run_parts(job[:3], convert_part, work, config_digest="sha256:bbb")) == 3
+
+
+def test_a_workdir_of_the_units_layout_is_refused_never_mixed(tmp_path: Path, job: list) -> None:
+    """A work directory an earlier version left (plan version 1: its finished parts listed
+    as `units` and kept in `units/`) is refused, naming --fresh, and never read; --fresh
+    removes its `units/` too."""
+    work = tmp_path / "work"
+    run_parts(job[:2], convert_part, work, config_digest="c")
+    plan = orjson.loads((work / "plan.json").read_bytes())
+    old = {key: value for key, value in plan.items() if key != "parts"}
+    old.update(version="mms-local-engine-1", units=plan["parts"])
+    (work / "plan.json").write_bytes(orjson.dumps(old))
+    (work / "parts").rename(work / "units")
+    with pytest.raises(WorkdirError, match=r"planned by mms-local-engine-1, not .*--fresh"):
+        run_parts(job[:2], convert_part, work, config_digest="c")
+    assert not (work / "parts").exists() and len(os.listdir(work / "units")) == 2
+    reset_workdir(work)
+    assert sorted(os.listdir(work)) == ["run.lock", "workers.lock"]
+    assert len(run_parts(job[:2], convert_part, work, config_digest="c")) == 2
 
 
 def test_a_changed_input_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
     path.write_bytes(_chat_lines(5))
-    units = plan_units([(str(path), "openai")])
-    run_units(units, convert_unit, tmp_path / "work", watched=[str(path)])
+    parts = plan_parts([(str(path), "openai")])
+    run_parts(parts, convert_part, tmp_path / "work", watched=[str(path)])
     path.write_bytes(_chat_lines(6))
-    again = plan_units([(str(path), "openai")])
+    again = plan_parts([(str(path), "openai")])
     with pytest.raises(WorkdirError, match=f"{path} is new or changed"):
-        run_units(again, convert_unit, tmp_path / "work", watched=[str(path)])
+        run_parts(again, convert_part, tmp_path / "work", watched=[str(path)])
 
 
 KILLED_RUN = """
 import functools, sys
 from pathlib import Path
-from pipeline.engine import run_units
-from pipeline.sources.parts import plan_units
-from tests.engine_work import convert_unit
-units = plan_units([(sys.argv[1], "openai")], int(sys.argv[2]))
-process = functools.partial(convert_unit, log=sys.argv[4], delay=0.25)
-run_units(units, process, Path(sys.argv[3]), workers=2)
+from pipeline.engine import run_parts
+from pipeline.sources.parts import plan_parts
+from tests.engine_work import convert_part
+parts = plan_parts([(sys.argv[1], "openai")], int(sys.argv[2]))
+process = functools.partial(convert_part, log=sys.argv[4], delay=0.25)
+run_parts(parts, process, Path(sys.argv[3]), workers=2)
 """
 
 
@@ -223,8 +242,8 @@ def test_a_run_killed_with_sigkill_resumes_to_the_same_bytes(tmp_path: Path) -> 
     source = tmp_path / "chats.jsonl"
     source.write_bytes(_chat_lines(400))
     split = source.stat().st_size // 20
-    units = plan_units([(str(source), "openai")], split)
-    assert len(units) >= 20
+    parts = plan_parts([(str(source), "openai")], split)
+    assert len(parts) >= 20
     work, log = tmp_path / "work", tmp_path / "calls.log"
     child = subprocess.Popen(
         [
@@ -239,45 +258,45 @@ def test_a_run_killed_with_sigkill_resumes_to_the_same_bytes(tmp_path: Path) -> 
         cwd=REPO,
     )
     deadline = time.monotonic() + 60
-    while len(list(work.glob("units/*/DONE"))) < 4:
+    while len(list(work.glob("parts/*/DONE"))) < 4:
         assert child.poll() is None and time.monotonic() < deadline
         time.sleep(0.02)
     child.send_signal(signal.SIGKILL)
     assert child.wait(10) == -signal.SIGKILL
-    time.sleep(0.6)  # longer than a unit: workers of the killed run must not go on
-    finished = sorted(work.glob("units/*/DONE"))
-    assert 4 <= len(finished) < len(units)
+    time.sleep(0.6)  # longer than a part: workers of the killed run must not go on
+    finished = sorted(work.glob("parts/*/DONE"))
+    assert 4 <= len(finished) < len(parts)
     time.sleep(0.6)
-    assert sorted(work.glob("units/*/DONE")) == finished
+    assert sorted(work.glob("parts/*/DONE")) == finished
     log.write_text("")
-    resumed = run_units(units, functools.partial(convert_unit, log=str(log)), work, workers=2)
-    assert len(log.read_text().split()) == len(units) - len(finished)
-    clean = run_units(units, convert_unit, tmp_path / "clean")
+    resumed = run_parts(parts, functools.partial(convert_part, log=str(log)), work, workers=2)
+    assert len(log.read_text().split()) == len(parts) - len(finished)
+    clean = run_parts(parts, convert_part, tmp_path / "clean")
     assert [tree_bytes(d) for d in resumed] == [tree_bytes(d) for d in clean]
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_iter_units_hands_over_units_in_order_and_stops_when_closed(
+def test_iter_parts_hands_over_parts_in_order_and_stops_when_closed(
     tmp_path: Path, job: list, workers: int
 ) -> None:
-    """A caller reduces each unit as soon as it and the ones before it are done; closing
-    the iterator early runs no further unit (one process: none; a pool: only those already
+    """A caller reduces each part as soon as it and the ones before it are done; closing
+    the iterator early runs no further part (one process: none; a pool: only those already
     handed to a worker), and a resume runs the rest, none twice."""
     log = tmp_path / "calls.log"
-    process = functools.partial(convert_unit, log=str(log), delay=0.3)
+    process = functools.partial(convert_part, log=str(log), delay=0.3)
     claimed: list[bool] = []
-    units = iter_units(
+    part_dirs = iter_parts(
         job, process, tmp_path / "w", workers=workers, on_claimed=lambda: claimed.append(True)
     )
-    first = next(units)
+    first = next(part_dirs)
     assert claimed == [True] and first.name == job[0].id and (first / "DONE").is_file()
-    units.close()
-    done = sorted(p.parent.name for p in (tmp_path / "w" / "units").glob("*/DONE"))
+    part_dirs.close()
+    done = sorted(p.parent.name for p in (tmp_path / "w" / "parts").glob("*/DONE"))
     assert job[0].id in done and (workers > 1 or done == [job[0].id])
-    rest = run_units(job, functools.partial(convert_unit, log=str(log)), tmp_path / "w")
+    rest = run_parts(job, functools.partial(convert_part, log=str(log)), tmp_path / "w")
     assert [d.name for d in rest] == [u.id for u in job]
     calls = log.read_text().split()
-    assert len(calls) == len(set(calls)) == len(job)  # no unit ran twice, none was lost
+    assert len(calls) == len(set(calls)) == len(job)  # no part ran twice, none was lost
 
 
 def test_workers_share_the_cores_in_native_thread_pools(
@@ -288,8 +307,8 @@ def test_workers_share_the_cores_in_native_thread_pools(
     for name in ("RAYON_NUM_THREADS", "POLARS_MAX_THREADS"):
         monkeypatch.delenv(name, raising=False)
     share = str(max(1, (os.cpu_count() or 1) // 2))
-    dirs = run_units(job, record_pool_sizes, tmp_path / "w", workers=2)
+    dirs = run_parts(job, record_pool_sizes, tmp_path / "w", workers=2)
     assert {(d / "pool_sizes.txt").read_text() for d in dirs} == {f"{share} {share}"}
     monkeypatch.setenv("RAYON_NUM_THREADS", "7")
-    dirs = run_units(job, record_pool_sizes, tmp_path / "again", workers=2)
+    dirs = run_parts(job, record_pool_sizes, tmp_path / "again", workers=2)
     assert {(d / "pool_sizes.txt").read_text() for d in dirs} == {f"7 {share}"}

@@ -19,10 +19,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.engine import UnitFailed, run_units
-from pipeline.sources.parts import plan_units
+from pipeline.engine import PartFailed, run_parts
+from pipeline.sources.parts import plan_parts
 from tests.conftest import REPO
-from tests.engine_work import convert_unit, tree_bytes
+from tests.engine_work import convert_part, tree_bytes
 from tests.realdata_mix import write_mix_config
 from tests.test_run import QUICKSTART, output_files, run_cli
 
@@ -129,9 +129,9 @@ def _ray_child(config: Path, out: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def _wait_for_parts(units: Path, count: int, child: subprocess.Popen[bytes]) -> None:
+def _wait_for_parts(parts: Path, count: int, child: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 120
-    while len(list(units.glob("*/DONE"))) < count:
+    while len(list(parts.glob("*/DONE"))) < count:
         assert child.poll() is None, child.stderr.read() if child.stderr else ""
         assert time.monotonic() < deadline, "the Ray run made no progress"
         time.sleep(0.02)
@@ -143,12 +143,12 @@ def test_a_ray_run_whose_driver_is_killed_resumes_to_the_same_bytes(
     config, expected = realdata
     out = tmp_path / "killed" / "out"
     child = _ray_child(config, out)
-    units = out / ".work" / "units"
-    _wait_for_parts(units, 3, child)
+    parts = out / ".work" / "parts"
+    _wait_for_parts(parts, 3, child)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
-    done = len(list(units.glob("*/DONE")))
-    total = len(orjson.loads((out / ".work" / "plan.json").read_bytes())["units"])
+    done = len(list(parts.glob("*/DONE")))
+    total = len(orjson.loads((out / ".work" / "plan.json").read_bytes())["parts"])
     assert 3 <= done < total, f"the run was not killed mid-way ({done} of {total} parts done)"
     assert not (out / "manifest.json").exists()
     resumed = run_cli(str(config), "-o", str(out), "--engine", "ray")
@@ -162,7 +162,7 @@ def test_a_ray_run_whose_worker_is_killed_finishes_with_the_same_bytes(
     config, expected = realdata
     out = tmp_path / "worker" / "out"
     child = _ray_child(config, out)
-    _wait_for_parts(out / ".work" / "units", 1, child)
+    _wait_for_parts(out / ".work" / "parts", 1, child)
     workers = subprocess.run(["pgrep", "-f", "MapWorker"], capture_output=True, text=True)
     pids = [int(pid) for pid in workers.stdout.split()]
     assert pids, "no Ray worker of the map side was found"
@@ -172,15 +172,15 @@ def test_a_ray_run_whose_worker_is_killed_finishes_with_the_same_bytes(
 
 
 def test_a_failing_part_on_ray_is_named(tmp_path: Path, ray_address: str) -> None:
-    units = plan_units([(str(REPO / "data_samples" / "openai"), "openai")])
-    bad = units[1]
-    with RayRunner(RaySettings(workers=2)) as runner, pytest.raises(UnitFailed) as failed:
-        process = functools.partial(convert_unit, fail=bad.id)
-        run_units(units, process, tmp_path / "work", runner=runner)
-    assert bad.id in str(failed.value) and "ValueError: refusing unit" in str(failed.value)
+    parts = plan_parts([(str(REPO / "data_samples" / "openai"), "openai")])
+    bad = parts[1]
+    with RayRunner(RaySettings(workers=2)) as runner, pytest.raises(PartFailed) as failed:
+        process = functools.partial(convert_part, fail=bad.id)
+        run_parts(parts, process, tmp_path / "work", runner=runner)
+    assert bad.id in str(failed.value) and "ValueError: refusing part" in str(failed.value)
     with RayRunner(RaySettings(workers=2)) as runner:
-        on_ray = run_units(units, convert_unit, tmp_path / "work", runner=runner)
-    local = run_units(units, convert_unit, tmp_path / "local")
+        on_ray = run_parts(parts, convert_part, tmp_path / "work", runner=runner)
+    local = run_parts(parts, convert_part, tmp_path / "local")
     assert [tree_bytes(d) for d in on_ray] == [tree_bytes(d) for d in local]
 
 

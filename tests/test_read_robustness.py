@@ -19,7 +19,7 @@ from pipeline.formats import FORMATS
 from pipeline.jobs.lint import lint
 from pipeline.quarantine import raw_text
 from pipeline.sources import InputError, ReadLimits, expand_inputs
-from pipeline.sources.parts import iter_unit_records, plan_units
+from pipeline.sources.parts import iter_part_records, plan_parts
 from tests.reading import read_all
 
 GOOD = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
@@ -302,8 +302,8 @@ def test_a_line_too_long_to_skip_gives_up_the_rest_of_the_file(tmp_path):
     assert "502 bytes" in rejected[0].message
     assert "the rest of the file is not read" in rejected[1].message
     assert threads == [] and stats.records_read == 2 and stats.read_balanced
-    (unit,) = plan_units([(str(source), "auto")], split_bytes=10**6)
-    assert [r.code for r in iter_unit_records(unit, limits)] == ["oversize_record"] * 2
+    (part,) = plan_parts([(str(source), "auto")], split_bytes=10**6)
+    assert [r.code for r in iter_part_records(part, limits)] == ["oversize_record"] * 2
 
 
 def test_an_unreadable_part_of_a_split_file_costs_only_that_part(tmp_path):
@@ -311,8 +311,8 @@ def test_an_unreadable_part_of_a_split_file_costs_only_that_part(tmp_path):
     good = orjson.dumps(GOOD) + b"\n"
     source.write_bytes(good * 20 + b"[" * 300 + b"]" * 300 + b"\n" + b"z" * 3000 + b"\n" + good)
     limits = ReadLimits(max_record_bytes=700, max_skip_bytes=1000)
-    units = plan_units([(str(source), "auto")], split_bytes=len(good) * 20)
-    first, second, third = ([*iter_unit_records(unit, limits)] for unit in units)
+    parts = plan_parts([(str(source), "auto")], split_bytes=len(good) * 20)
+    first, second, third = ([*iter_part_records(part, limits)] for part in parts)
     assert [r.code for r in second] == ["too_deep", "oversize_record"]
     assert second[0].locator.endswith(":21")
     assert len(first) == 20 and [r.locator.rsplit(":", 1)[1] for r in third] == ["23"]

@@ -128,7 +128,8 @@ def test_workers_do_not_change_the_output(quickstart, tmp_path):
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path):
     out = tmp_path / "never"
     result = run_cli(str(QUICKSTART), "-o", str(out), "--dry-run")
-    assert result.exit_code == 0 and " work unit" in result.output and "tokenize" in result.output
+    assert result.exit_code == 0 and re.search(r", \d+ parts? -> ", result.output)
+    assert "tokenize" in result.output
     assert not out.exists()
 
 
@@ -157,22 +158,20 @@ def test_a_run_killed_mid_way_resumes_to_the_same_bytes(data, tmp_path):
     child = subprocess.Popen(
         command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    units = out / ".work" / "units"
+    parts = out / ".work" / "parts"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(units.glob("*/DONE"))) < 3:
+    while time.monotonic() < deadline and len(list(parts.glob("*/DONE"))) < 3:
         time.sleep(0.02)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
-    done = len(list(units.glob("*/DONE")))
-    total = len(orjson.loads((out / ".work" / "plan.json").read_bytes())["units"])
-    assert 3 <= done < total, f"the run was not killed mid-way ({done} of {total} units done)"
+    done = len(list(parts.glob("*/DONE")))
+    total = len(orjson.loads((out / ".work" / "plan.json").read_bytes())["parts"])
+    assert 3 <= done < total, f"the run was not killed mid-way ({done} of {total} parts done)"
     assert not (out / "manifest.json").exists()
     resumed = run_cli(str(config), "-o", str(out))
     assert resumed.exit_code in (0, 1), resumed.output
     assert output_files(out) == clean
-    said = re.search(
-        r"Resumed: (\d+) of (\d+) work units were done by an earlier run", resumed.output
-    )
+    said = re.search(r"Resumed: (\d+) of (\d+) parts were done by an earlier run", resumed.output)
     assert said is not None and int(said.group(1)) >= done, resumed.output
 
 
@@ -301,16 +300,16 @@ def test_a_thread_an_earlier_stage_drops_never_reaches_the_overlong_error(tmp_pa
     }
 
 
-def test_a_changed_tokenizer_refuses_to_resume_the_units_it_tokenized(tmp_path):
-    """Finished units hold tokens of the tokenizer they were made with: a run resumed after
+def test_a_changed_tokenizer_refuses_to_resume_the_parts_it_tokenized(tmp_path):
+    """Finished parts hold tokens of the tokenizer they were made with: a run resumed after
     the tokenizer file changed must not mix the two."""
     tokenizer = tmp_path / "tokenizer"
     shutil.copytree(REPO / "configs" / "sample_tokenizer", tokenizer)
     tokenize = f"tokenize: {{tokenizer: {tokenizer}, max_tokens: 8, overlong: error}}"
     config = write_config(tmp_path, "stopped", OPENAI_SAMPLES, NO_GATE, tokenize)
     out = tmp_path / "out"
-    assert run_cli(str(config), "-o", str(out)).exit_code == 1  # stopped, units kept
-    assert list((out / ".work" / "units").glob("*/DONE"))
+    assert run_cli(str(config), "-o", str(out)).exit_code == 1  # stopped, parts kept
+    assert list((out / ".work" / "parts").glob("*/DONE"))
     file = tokenizer / "tokenizer.json"
     file.write_text(file.read_text() + "\n")
     resumed = run_cli(str(config), "-o", str(out))
@@ -344,7 +343,7 @@ def test_tiktoken_and_tokenizers_write_the_same_dataset(data, tmp_path):
 
 
 def test_files_that_are_not_data_are_listed_as_skipped(tmp_path):
-    """A folder input's README is read by no unit; the summary and the report say so, as
+    """A folder input's README is read by no part; the summary and the report say so, as
     `mms convert` and `mms lint` do, so nothing is left out unseen."""
     folder = tmp_path / "inputs"
     folder.mkdir()
@@ -450,8 +449,8 @@ def test_the_tool_calling_gate_is_not_idle(tmp_path):
     assert {"MMS201", "MMS403", "MMS303"} <= {entry["code"] for entry in gate["failed_by"]}
 
 
-def test_on_a_terminal_progress_shows_units_records_tokens_and_time_left(tmp_path):
-    """Through a pseudo-terminal: one line per stage, work units done of all, the
+def test_on_a_terminal_progress_shows_parts_records_tokens_and_time_left(tmp_path):
+    """Through a pseudo-terminal: one line per stage, parts done of all, the
     ordered pass's records and tokens so far, and the time left."""
     import pty
 
@@ -466,10 +465,10 @@ def test_on_a_terminal_progress_shows_units_records_tokens_and_time_left(tmp_pat
     os.close(main_fd)
     assert child.wait() == 0
     text = shown.decode(errors="replace")
-    units = re.findall(r"read, lint, tokenize: (\d+) of (\d+) work units", text)
-    assert units and units[-1][0] == units[-1][1]
+    parts = re.findall(r"read, lint, tokenize: (\d+) of (\d+) parts", text)
+    assert parts and parts[-1][0] == parts[-1][1]
     ordered = re.findall(
-        r"lint, dedup, shard: \d+ of \d+ work units, ([\d,]+) records?, ([\d,]+) tokens", text
+        r"lint, dedup, shard: \d+ of \d+ parts, ([\d,]+) records?, ([\d,]+) tokens", text
     )
     manifest = orjson.loads((tmp_path / "manifest.json").read_bytes())["counts"]
     assert ordered[-1] == (f"{manifest['records_read']:,}", f"{manifest['tokens']:,}")

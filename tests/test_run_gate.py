@@ -231,7 +231,7 @@ def test_a_dry_run_with_an_output_over_the_inputs_is_a_usage_error(tmp_path):
     ],
     ids=["not-json", "no-model", "no-vocab", "no-merges", "unknown-type", "vocab-not-a-list"],
 )
-def test_a_tokenizer_that_no_unit_could_load_is_a_config_error(tmp_path, text):
+def test_a_tokenizer_that_no_part_could_load_is_a_config_error(tmp_path, text):
     source = _inputs(tmp_path / "in")
     fake = tmp_path / "fake" / "tokenizer.json"
     fake.parent.mkdir()

@@ -28,7 +28,7 @@ from pipeline.cli.output import (
     safe,
     stderr,
 )
-from pipeline.engine import UnitFailed
+from pipeline.engine import PartFailed
 from pipeline.formats import AUTO, ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
 from pipeline.formats.detect import UNKNOWN
@@ -198,7 +198,7 @@ def convert_command(
             )
     except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
-    except UnitFailed as err:
+    except PartFailed as err:
         print_error(err, "; nothing was written")
         sys.exit(1)
     _print_summary(result)

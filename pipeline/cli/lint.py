@@ -23,7 +23,7 @@ from pipeline.cli.output import (
     safe,
     stderr,
 )
-from pipeline.engine import UnitFailed
+from pipeline.engine import PartFailed
 from pipeline.jobs.convert import check_output_file
 from pipeline.jobs.lint import lint
 from pipeline.lint import ConfigError, LintReport, UnknownRuleError, load_config, select_rules
@@ -167,7 +167,7 @@ def lint_command(
             )
     except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
-    except UnitFailed as err:
+    except PartFailed as err:
         print_error(err, "; no report was written")
         sys.exit(1)
     print_refused(report.stats.refused_files)

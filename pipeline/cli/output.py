@@ -65,8 +65,8 @@ def read_progress() -> Iterator[Callable[[Account], None] | None]:
 
 @contextmanager
 def stage_progress() -> Iterator[Callable[[str, int, int, Account | None], None] | None]:
-    """One live line per stage on a terminal (nothing when output is redirected): work
-    units done with the time left at their pace, and the records and tokens so far when
+    """One live line per stage on a terminal (nothing when output is redirected): parts
+    done with the time left at their pace, and the records and tokens so far when
     the stage counts them."""
     if not stderr.is_terminal:
         yield None
@@ -84,7 +84,7 @@ def stage_progress() -> Iterator[Callable[[str, int, int, Account | None], None]
         def update(stage: str, done: int, total: int, counts: Account | None) -> None:
             if stage not in tasks:
                 tasks[stage] = progress.add_task(stage, total=total)
-            figures = f"{done:,} of {plural(total, 'work unit')}"
+            figures = f"{done:,} of {plural(total, 'part')}"
             if counts is not None:
                 figures += f", {plural(counts.records_read, 'record')}"
                 figures += f", {counts.tokens:,} tokens" if counts.tokens else ""

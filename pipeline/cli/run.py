@@ -28,7 +28,7 @@ from pipeline.cli.output import (
 )
 from pipeline.cli.push import push_and_report
 from pipeline.config_file import ConfigFileError
-from pipeline.engine import UnitFailed, WorkdirError
+from pipeline.engine import PartFailed, WorkdirError
 from pipeline.engine.ray import RayUnavailable
 from pipeline.jobs.run import (
     LOCAL_WORKERS,
@@ -84,18 +84,18 @@ from pipeline.wording import plural, visible
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Parallel work units [default: the config's engine.workers]; the output is the "
+    help="Parts run in parallel [default: the config's engine.workers]; the output is the "
     "same for any number.",
 )
 @click.option(
     "--resume/--fresh",
     default=True,
     show_default=True,
-    help="Reuse the finished work units of an interrupted run, or start over.",
+    help="Reuse the finished parts of an interrupted run, or start over.",
 )
 @overwrite_option
 @click.option(
-    "--dry-run", is_flag=True, help="Print the plan (inputs, units, stages); write nothing."
+    "--dry-run", is_flag=True, help="Print the plan (inputs, parts, stages); write nothing."
 )
 @click.option(
     "--push/--no-push",
@@ -119,7 +119,7 @@ def run_command(
 
     Writes the output directory: data/ shards per split, tokenizer/,
     reports/lint.{json,md,html}, quarantine/rejected.jsonl, manifest.json and a Hugging
-    Face dataset card (README.md). Work units are resumable: a run that is stopped and
+    Face dataset card (README.md). A run resumes part by part: one that is stopped and
     started again finishes with the same bytes. When the lint gate (stages.lint.fail_on,
     judged on the threads kept) fails, no shards, card or tokenizer are written and the
     manifest says why. Exit status: 0 done, 1 the lint gate failed, 2 a usage or config
@@ -154,7 +154,7 @@ def run_command(
 _CONFIG_ERRORS = (InputError, WorkdirError, OutputFolderError, ValueError)
 _RUN_FAILURES: tuple[tuple[type[Exception], int, str], ...] = (
     (RayUnavailable, 2, ""),
-    (UnitFailed, 1, "; finished units are kept: run again to resume"),
+    (PartFailed, 1, "; finished parts are kept: run again to resume"),
     (OverlongThreadError, 1, "; nothing was written (overlong: error)"),
 )
 
@@ -294,12 +294,12 @@ def _describe_engine(config: RunConfig, workers: int | None) -> str:
 
 
 def _print_plan(config: RunConfig, out: Path) -> None:
-    units = plan(config, out)
-    inputs, parts = plural(len(config.inputs), "input"), plural(len(units), "work unit")
-    click.echo(f"{visible(config.name)}: {inputs}, {parts} -> {visible(out)}")
-    for unit in units:
-        fmt = visible(detected_format(config, unit))
-        click.echo(f"  {visible(unit.id)}  {fmt:<20} {visible(unit.describe())}")
+    parts = plan(config, out)
+    inputs, counted = plural(len(config.inputs), "input"), plural(len(parts), "part")
+    click.echo(f"{visible(config.name)}: {inputs}, {counted} -> {visible(out)}")
+    for part in parts:
+        fmt = visible(detected_format(config, part))
+        click.echo(f"  {visible(part.id)}  {fmt:<20} {visible(part.describe())}")
     stages = config.stages
     names = ["normalize", "lint", "filters"]
     names += ["dedup"] if stages.dedup.enabled else []
@@ -344,7 +344,7 @@ def _print_reading(result: RunResult) -> None:
     counts = result.counts
     if result.resumed:
         stderr.print(
-            f"Resumed: {result.resumed:,} of {plural(result.units, 'work unit')} were done by "
+            f"Resumed: {result.resumed:,} of {plural(result.parts, 'part')} were done by "
             f"an earlier run of this config (kept in {safe(result.output / WORK_DIR)}), not redone"
         )
     stderr.print(

@@ -7,16 +7,16 @@ cluster (pipeline/engine/ray.py, the `ray` extra). Both write the same work dire
 from __future__ import annotations
 
 from pipeline.engine.local import LocalRunner
-from pipeline.engine.units import Partitioner, Runner, iter_units, run_units
-from pipeline.engine.workdir import UnitFailed, WorkdirError, reset_workdir
+from pipeline.engine.parts import Partitioner, Runner, iter_parts, run_parts
+from pipeline.engine.workdir import PartFailed, WorkdirError, reset_workdir
 
 __all__ = [
     "LocalRunner",
+    "PartFailed",
     "Partitioner",
     "Runner",
-    "UnitFailed",
     "WorkdirError",
-    "iter_units",
+    "iter_parts",
     "reset_workdir",
-    "run_units",
+    "run_parts",
 ]

@@ -22,10 +22,10 @@ from pipeline.engine.keys import BUCKET, ROW, SOURCE, shared_rows, spread_keys
 from pipeline.engine.threads import share_cores, worker_threads
 from pipeline.engine.workdir import (
     Part,
+    PartFailed,
     Process,
-    UnitFailed,
     hold_workers_lock,
-    run_unit,
+    run_part,
     workers_lock,
 )
 
@@ -61,16 +61,16 @@ class LocalRunner:
         workdir: Path,
         prepare_workers: Callable[[], object] | None = None,
     ) -> Generator[Part, None, None]:
-        """Run the parts, yielding each as it is DONE; raise UnitFailed after the pool
+        """Run the parts, yielding each as it is DONE; raise PartFailed after the pool
         drains. Closing the iterator early cancels the parts not yet started."""
         if self.workers <= 1 or len(pending) <= 1:
             with workers_lock(workdir):
-                for unit in pending:
+                for part in pending:
                     try:
-                        run_unit(process, unit, workdir)
+                        run_part(process, part, workdir)
                     except Exception as err:
-                        raise UnitFailed(unit, err) from err
-                    yield unit
+                        raise PartFailed(part, err) from err
+                    yield part
             return
         failures: list[tuple[Part, BaseException]] = []
         if prepare_workers is not None:
@@ -85,7 +85,7 @@ class LocalRunner:
         )
         try:
             futures: dict[Future[None], Part] = {
-                pool.submit(run_unit, process, unit, workdir): unit for unit in pending
+                pool.submit(run_part, process, part, workdir): part for part in pending
             }
             for future in as_completed(futures):
                 if future.cancelled():
@@ -101,8 +101,8 @@ class LocalRunner:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         if failures:
-            unit, error = min(failures, key=lambda failure: failure[0].id)
-            raise UnitFailed(unit, error, len(failures) - 1) from error
+            part, error = min(failures, key=lambda failure: failure[0].id)
+            raise PartFailed(part, error, len(failures) - 1) from error
 
     def mark_repeated(
         self,

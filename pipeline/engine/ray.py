@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from pipeline.engine.keys import BUCKET, ROW, SOURCE, empty_keys, shared_rows, spread_keys
 from pipeline.engine.threads import share_cores
-from pipeline.engine.workdir import Part, Process, UnitFailed, hold_workers_lock, run_unit
+from pipeline.engine.workdir import Part, PartFailed, Process, hold_workers_lock, run_part
 
 INSTALL_HINT = "pip install 'mms-pipeline[ray]'"
 LOCAL = "local"
@@ -63,7 +63,7 @@ def _ray() -> Any:
 
 
 class RayRunner:
-    """Runs parts on Ray (a `Runner` of pipeline/engine/units.py), and marks repeated keys.
+    """Runs parts on Ray (a `Runner` of pipeline/engine/parts.py), and marks repeated keys.
     Use it as a context manager: it connects on entry, and stops a Ray instance it started
     on exit (a session the process already had is left running)."""
 
@@ -117,7 +117,7 @@ class RayRunner:
         prepare_workers: Callable[[], object] | None = None,
     ) -> Generator[Part, None, None]:
         """Run the parts in a pool of actors (one CPU each), yielding each as it is DONE;
-        the first failure stops the rest and raises UnitFailed."""
+        the first failure stops the rest and raises PartFailed."""
         if not pending:
             return
         ray = _ray()
@@ -127,7 +127,7 @@ class RayRunner:
         done = items.map_batches(
             _PartWorker,
             fn_constructor_kwargs={
-                "units": pending,
+                "parts": pending,
                 "process": process,
                 "workdir": str(workdir),
                 "prepare": prepare_workers,
@@ -145,7 +145,7 @@ class RayRunner:
                     batch[SOURCE].to_pylist(), batch["error"].to_pylist(), strict=True
                 ):
                     if error is not None:
-                        raise UnitFailed(pending[index], error)
+                        raise PartFailed(pending[index], error)
                     yield pending[index]
         finally:
             close = getattr(batches, "close", None)
@@ -196,12 +196,12 @@ class _PartWorker:
 
     def __init__(
         self,
-        units: list[Part],
+        parts: list[Part],
         process: Process,
         workdir: str,
         prepare: Callable[[], None] | None,
     ) -> None:
-        self.units, self.process, self.workdir = units, process, Path(workdir)
+        self.parts, self.process, self.workdir = parts, process, Path(workdir)
         share_cores(1)  # an actor holds one CPU of its node
         # a later run on this machine waits for the workers of a killed one; a network file
         # system without locks loses only that wait (publishing stays atomic)
@@ -213,9 +213,9 @@ class _PartWorker:
     def __call__(self, batch: pa.Table) -> pa.Table:
         errors: list[str | None] = []
         for index in batch[SOURCE].to_pylist():
-            unit = self.units[index]
+            part = self.parts[index]
             try:
-                run_unit(self.process, unit, self.workdir)
+                run_part(self.process, part, self.workdir)
                 errors.append(None)
             except Exception as err:
                 errors.append(f"{type(err).__name__}: {err}")

@@ -19,14 +19,18 @@ from typing import Any, ClassVar, Protocol, TextIO
 from pipeline.output.files import atomic_text_output
 
 PLAN_FILE = "plan.json"
-UNITS_DIR = "units"
+PARTS_DIR = "parts"
+OLD_PARTS_DIRS = ("units",)
+"""Where plans of an earlier version kept their finished parts: such a work directory is
+refused (its plan's version differs), never read, and `--fresh` removes them too."""
 PARTIAL_DIR = "partial"
 DONE_FILE = "DONE"
 RUN_LOCK = "run.lock"
 WORKERS_LOCK = "workers.lock"
-PLAN_VERSION = "mms-local-engine-1"
+PLAN_VERSION = "mms-local-engine-2"
 """The plan's layout (named for the first engine; every engine writes the same plan, so a
-run stopped on one engine resumes on another)."""
+run stopped on one engine resumes on another). Version 1 listed its `units` and kept them in
+`units/`; version 2 names them parts, in `parts/`."""
 WORKERS_GONE_SECONDS = 60.0
 """How long a run waits for the workers of a killed earlier run to exit."""
 _HELD: list[TextIO] = []
@@ -55,14 +59,14 @@ class WorkdirError(RuntimeError):
     """The work directory cannot be used: it holds another plan, or another run uses it."""
 
 
-class UnitFailed(RuntimeError):
+class PartFailed(RuntimeError):
     """A part's process function raised; the message names the part and its input."""
 
-    def __init__(self, unit: Part, error: BaseException | str, others: int = 0) -> None:
-        more = f" (and {others} other unit(s) failed)" if others else ""
+    def __init__(self, part: Part, error: BaseException | str, others: int = 0) -> None:
+        more = f" (and {others} other part(s) failed)" if others else ""
         reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        super().__init__(f"work unit {unit.id} ({unit.describe()}) failed: {reason}{more}")
-        self.unit = unit
+        super().__init__(f"part {part.id} ({part.describe()}) failed: {reason}{more}")
+        self.part = part
 
 
 def reset_workdir(workdir: Path) -> None:
@@ -70,32 +74,32 @@ def reset_workdir(workdir: Path) -> None:
     if not workdir.exists():
         return
     with run_lock(workdir):
-        for name in (UNITS_DIR, PARTIAL_DIR):
+        for name in (PARTS_DIR, *OLD_PARTS_DIRS, PARTIAL_DIR):
             shutil.rmtree(workdir / name, ignore_errors=True)
         (workdir / PLAN_FILE).unlink(missing_ok=True)
 
 
-def run_unit(process: Process, unit: Part, workdir: Path) -> None:
+def run_part(process: Process, part: Part, workdir: Path) -> None:
     """Run one part into a directory of its own under `partial/`, mark it DONE (outputs
-    and marker fsync'd) and rename it into `units/`: a part's directory appears whole or
+    and marker fsync'd) and rename it into `parts/`: a part's directory appears whole or
     not at all. Running a part twice (a retried task, a worker of a killed run) is
     harmless: the output is the same, and the first to be published stays. A failed part
     leaves nothing behind."""
-    temp = workdir / PARTIAL_DIR / f"{unit.id}.{uuid.uuid4().hex}"
+    temp = workdir / PARTIAL_DIR / f"{part.id}.{uuid.uuid4().hex}"
     temp.mkdir(parents=True)
     try:
-        process(unit, temp)
+        process(part, temp)
         _sync_tree(temp)
         with open(temp / DONE_FILE, "w", encoding="utf-8") as marker:
-            marker.write(f"{unit.id}\n")
+            marker.write(f"{part.id}\n")
             marker.flush()
             os.fsync(marker.fileno())
         _sync_path(temp)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    units_dir = workdir / UNITS_DIR
-    target = units_dir / unit.id
+    parts_dir = workdir / PARTS_DIR
+    target = parts_dir / part.id
     try:
         os.rename(temp, target)
     except OSError:
@@ -103,18 +107,18 @@ def run_unit(process: Process, unit: Part, workdir: Path) -> None:
             shutil.rmtree(temp, ignore_errors=True)
             raise
         shutil.rmtree(temp, ignore_errors=True)  # published already, by another attempt
-    _sync_path(units_dir)
+    _sync_path(parts_dir)
 
 
-def pending_units(units: Sequence[Part], workdir: Path) -> list[Part]:
+def pending_parts(parts: Sequence[Part], workdir: Path) -> list[Part]:
     """The parts not yet DONE (a leftover without its marker is removed)."""
-    units_dir = workdir / UNITS_DIR
+    parts_dir = workdir / PARTS_DIR
     pending = []
-    for unit in units:
-        target = units_dir / unit.id
+    for part in parts:
+        target = parts_dir / part.id
         if not (target / DONE_FILE).is_file():
             shutil.rmtree(target, ignore_errors=True)
-            pending.append(unit)
+            pending.append(part)
     return pending
 
 
@@ -179,7 +183,7 @@ def workers_lock(workdir: Path) -> Iterator[None]:
 
 
 def plan_document(
-    units: Sequence[Part], config_digest: str, watched: Sequence[str] = ()
+    parts: Sequence[Part], config_digest: str, watched: Sequence[str] = ()
 ) -> dict[str, Any]:
     """What a work directory was planned for: the parts, the config digest, and the size
     and modification time of every watched file (the job names the files its parts read
@@ -193,7 +197,7 @@ def plan_document(
         "version": PLAN_VERSION,
         "config_digest": config_digest,
         "files": files,
-        "units": [dataclasses.asdict(unit) for unit in units],
+        "parts": [dataclasses.asdict(part) for part in parts],
     }
 
 
@@ -230,4 +234,4 @@ def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
     for path in old_files:
         if path not in new["files"]:
             return f"{path} is no longer read"
-    return f"the work units differ ({len(old.get('units', []))} then, {len(new['units'])} now)"
+    return f"the parts differ ({len(old.get('parts', []))} then, {len(new['parts'])} now)"

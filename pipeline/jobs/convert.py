@@ -29,7 +29,7 @@ from pipeline.output.files import (
 from pipeline.output.overlap import refuse_output_in_managed_place
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.sources import InputError
-from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, WorkUnit
+from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, InputPart
 from pipeline.stages.contract import Batch
 
 STDOUT = "-"
@@ -109,13 +109,13 @@ def convert(
     spec = spec or ReadSpec()
     account = Account()
     outputs = (output, quarantine)
-    units = job_parts(inputs, spec, account, workers, split_bytes, outputs)
+    parts = job_parts(inputs, spec, account, workers, split_bytes, outputs)
     with output_stream(output) as out, atomic_output(quarantine) as rejected:
         sink = _JsonlSink(out, rejected, account)
-        if units:
-            with parts_in_order(units, ConvertPart(spec), workers, output.parent) as parts:
-                for _, part in parts:
-                    sink.take(part)
+        if parts:
+            with parts_in_order(parts, ConvertPart(spec), workers, output.parent) as part_dirs:
+                for _, part_dir in part_dirs:
+                    sink.take(part_dir)
                     if progress is not None:
                         progress(account)
         else:
@@ -154,12 +154,15 @@ class ConvertPart:
 
     spec: ReadSpec
 
-    def __call__(self, unit: WorkUnit, part: Path) -> None:
+    def __call__(self, part: InputPart, part_dir: Path) -> None:
         stats = Account()
-        with (part / PART_THREADS).open("wb") as out, (part / PART_REJECTED).open("wb") as bad:
-            for thread in read_part(unit, self.spec, _JsonlSink(out, bad, stats).rejected, stats):
+        with (
+            (part_dir / PART_THREADS).open("wb") as out,
+            (part_dir / PART_REJECTED).open("wb") as bad,
+        ):
+            for thread in read_part(part, self.spec, _JsonlSink(out, bad, stats).rejected, stats):
                 out.write(thread.to_json_line())
-        write_counts(part, stats)
+        write_counts(part_dir, stats)
 
 
 class _JsonlSink:
@@ -176,11 +179,11 @@ class _JsonlSink:
         self.out.write(b"".join(thread.to_json_line() for thread in kept))
         self.account.written[WRITTEN] += len(kept)
 
-    def take(self, part: Path) -> None:
+    def take(self, part_dir: Path) -> None:
         """A part converted in a worker: its lines appended, its counts added."""
-        counts = add_counts(self.account, part)
-        with (part / PART_THREADS).open("rb") as threads:
+        counts = add_counts(self.account, part_dir)
+        with (part_dir / PART_THREADS).open("rb") as threads:
             shutil.copyfileobj(threads, self.out, COPY_BYTES)
-        with (part / PART_REJECTED).open("rb") as rejected:
+        with (part_dir / PART_REJECTED).open("rb") as rejected:
             shutil.copyfileobj(rejected, self.quarantine, COPY_BYTES)
         self.account.written[WRITTEN] += counts["threads"]

@@ -51,9 +51,9 @@ def lint(
     spec = spec or ReadSpec()
     stage, driver = _lint_job(paths, config, progress)
     outputs = list(outputs)
-    units = job_parts(paths, spec, driver.account, workers, split_bytes, outputs)
-    if units:
-        lint_parts(units, spec, stage, driver.account, workers, driver.progress)
+    parts = job_parts(paths, spec, driver.account, workers, split_bytes, outputs)
+    if parts:
+        lint_parts(parts, spec, stage, driver.account, workers, driver.progress)
     else:
         read_all = read(
             paths, spec, on_reject=driver.rejected, stats=driver.account, outputs=outputs

@@ -20,7 +20,7 @@ from pipeline.jobs.read import ReadSpec
 from pipeline.lint.config import LintConfig
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
-from pipeline.sources.parts import WorkUnit
+from pipeline.sources.parts import InputPart
 from pipeline.stages.contract import ORIGINAL_THREAD
 from pipeline.stages.lint import Lint
 
@@ -45,19 +45,19 @@ class LintPart:
     spec: ReadSpec
     config: LintConfig
 
-    def __call__(self, unit: WorkUnit, part: Path) -> None:
+    def __call__(self, part: InputPart, part_dir: Path) -> None:
         stage = Lint(self.config)
         stats = Account()
-        with (part / PART_REJECTED).open("wb") as rejected:
+        with (part_dir / PART_REJECTED).open("wb") as rejected:
             counter = _Positions(rejected)
-            threads = counter.count(read_part(unit, self.spec, counter.rejected, stats))
-            with pa.ipc.new_file(part / PART_ROWS, ROWS_SCHEMA) as rows:
+            threads = counter.count(read_part(part, self.spec, counter.rejected, stats))
+            with pa.ipc.new_file(part_dir / PART_ROWS, ROWS_SCHEMA) as rows:
                 for batch in map_batches(threads, [stage], BATCH):
                     json = [thread.to_json() for thread in batch.threads]
                     table = batch_rows(batch, threads=False)
                     rows.write_table(table.append_column(ORIGINAL_THREAD, pa.array(json)))
-        (part / PART_STATE).write_bytes(orjson.dumps(stage.part_state()))
-        write_counts(part, stats)
+        (part_dir / PART_STATE).write_bytes(orjson.dumps(stage.part_state()))
+        write_counts(part_dir, stats)
 
 
 class _Positions:
@@ -78,7 +78,7 @@ class _Positions:
 
 
 def lint_parts(
-    units: list[WorkUnit],
+    parts: list[InputPart],
     spec: ReadSpec,
     stage: Lint,
     account: Account,
@@ -88,14 +88,14 @@ def lint_parts(
     """Lint every part in `workers` processes; `stage` (the job's, with its report) takes
     them in plan order; `progress()` after each."""
     process = LintPart(spec, stage.linter.config)
-    with parts_in_order(units, process, workers) as parts:
-        for _, part in parts:
-            add_counts(account, part)
-            stage.merge_part(orjson.loads((part / PART_STATE).read_bytes()))
-            with pa.memory_map(str(part / PART_ROWS)) as mapped:
+    with parts_in_order(parts, process, workers) as part_dirs:
+        for _, part_dir in part_dirs:
+            add_counts(account, part_dir)
+            stage.merge_part(orjson.loads((part_dir / PART_STATE).read_bytes()))
+            with pa.memory_map(str(part_dir / PART_ROWS)) as mapped:
                 rows = pa.ipc.open_file(mapped).read_all()
                 done = 0
-                for before, rejection in _rejections(part):
+                for before, rejection in _rejections(part_dir):
                     _decide(stage, rows.slice(done, before - done), account)
                     stage.rejected(rejection)
                     done = before
@@ -104,9 +104,9 @@ def lint_parts(
                 progress()
 
 
-def _rejections(part: Path) -> Iterator[tuple[int, Rejection]]:
+def _rejections(part_dir: Path) -> Iterator[tuple[int, Rejection]]:
     """A part's rejected records, each with how many of its threads came before it."""
-    with (part / PART_REJECTED).open("rb") as lines:
+    with (part_dir / PART_REJECTED).open("rb") as lines:
         for line in lines:
             before, data = orjson.loads(line)
             yield before, Rejection(**{**data, "details": tuple(data["details"])})

@@ -16,13 +16,13 @@ from typing import Any
 import orjson
 
 from pipeline.accounting import Account
-from pipeline.engine import iter_units
+from pipeline.engine import iter_parts
 from pipeline.engine.workdir import Process
 from pipeline.formats import AUTO, get_format
 from pipeline.jobs.read import ReadSpec, count_files, files_to_read
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
-from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, WorkUnit, iter_unit_records, plan_units
+from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, InputPart, iter_part_records, plan_parts
 from pipeline.sources.stdin import STDIN
 from pipeline.stages.normalize import read_items
 
@@ -44,7 +44,7 @@ def job_parts(
     workers: int,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
     outputs: Iterable[str | os.PathLike[str]] = (),
-) -> list[WorkUnit]:
+) -> list[InputPart]:
     """The parts of a job's inputs when `workers` processes read them, with its files
     counted in `stats` (as `read` counts them); none, and nothing counted, when one
     process reads everything: one worker, or one part. The files are `read`'s, in its
@@ -58,27 +58,27 @@ def job_parts(
     found = files_to_read(inputs, spec, outputs)
     if STDIN in found.files:  # standard input is read once, by this process
         return []
-    units = plan_units(
+    parts = plan_parts(
         [(path, spec.format) for path in found.files], split_bytes, can_split=splits_by_record
     )
-    if len(units) < 2:
+    if len(parts) < 2:
         return []
     count_files(stats, found)
-    return units
+    return parts
 
 
 def read_part(
-    unit: WorkUnit, spec: ReadSpec, on_reject: Callable[[Rejection], object], stats: Account
+    part: InputPart, spec: ReadSpec, on_reject: Callable[[Rejection], object], stats: Account
 ) -> Iterator[Thread]:
     """The threads of one part, read as `spec` says; its rejected records go to
     `on_reject`, with the locators reading the whole file gives."""
-    items = iter_unit_records(unit, spec.limits, split=spec.split, hf_config=spec.hf_config)
+    items = iter_part_records(part, spec.limits, split=spec.split, hf_config=spec.hf_config)
     return read_items(
-        unit.path, items, format=unit.format, on_reject=on_reject, stats=stats, options=spec.options
+        part.path, items, format=part.format, on_reject=on_reject, stats=stats, options=spec.options
     )
 
 
-def write_counts(part: Path, stats: Account) -> None:
+def write_counts(part_dir: Path, stats: Account) -> None:
     """Keep a part's reading counts in its directory."""
     counts = {
         "records_read": stats.records_read,
@@ -88,13 +88,13 @@ def write_counts(part: Path, stats: Account) -> None:
         "formats": stats.formats,
         "by_file": {path: count.to_list() for path, count in stats.by_file.items()},
     }
-    (part / PART_COUNTS).write_bytes(orjson.dumps(counts))
+    (part_dir / PART_COUNTS).write_bytes(orjson.dumps(counts))
 
 
-def add_counts(account: Account, part: Path) -> dict[str, Any]:
+def add_counts(account: Account, part_dir: Path) -> dict[str, Any]:
     """Add a part's reading counts to the job's account (in plan order, so the formats
     are listed in reading order); returns them."""
-    counts: dict[str, Any] = orjson.loads((part / PART_COUNTS).read_bytes())
+    counts: dict[str, Any] = orjson.loads((part_dir / PART_COUNTS).read_bytes())
     account.records_read += counts["records_read"]
     account.records_converted += counts["records_converted"]
     account.threads += counts["threads"]
@@ -107,24 +107,24 @@ def add_counts(account: Account, part: Path) -> dict[str, Any]:
 
 @contextmanager
 def parts_in_order(
-    units: list[WorkUnit], process: Process, workers: int, near: Path | None = None
-) -> Iterator[Iterator[tuple[WorkUnit, Path]]]:
+    parts: list[InputPart], process: Process, workers: int, near: Path | None = None
+) -> Iterator[Iterator[tuple[InputPart, Path]]]:
     """Run `process` on every part in `workers` processes and give each part with its
     directory, in plan order, as soon as it and the parts before it are done (the later
     ones go on meanwhile). The work directory is a temporary folder (in `near`, else the
     system's temporary folder): a part's directory is removed once the next is asked for,
-    and the folder at the end. A failing part raises UnitFailed, naming its file."""
+    and the folder at the end. A failing part raises PartFailed, naming its file."""
     workdir = Path(tempfile.mkdtemp(prefix=".mms-parts-", dir=near))
     try:
-        parts = iter_units(units, process, workdir, workers=workers)
-        with closing(parts):
-            yield _taken(units, parts)
+        part_dirs = iter_parts(parts, process, workdir, workers=workers)
+        with closing(part_dirs):
+            yield _taken(parts, part_dirs)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _taken(units: list[WorkUnit], parts: Iterator[Path]) -> Iterator[tuple[WorkUnit, Path]]:
+def _taken(parts: list[InputPart], part_dirs: Iterator[Path]) -> Iterator[tuple[InputPart, Path]]:
     """The parts with their directories, each directory removed once it was used."""
-    for unit, part in zip(units, parts, strict=True):
-        yield unit, part
-        shutil.rmtree(part)
+    for part, part_dir in zip(parts, part_dirs, strict=True):
+        yield part, part_dir
+        shutil.rmtree(part_dir)

@@ -56,7 +56,7 @@ class DatasetProfile:
         self.capability_used.update({use.format for use in caps.uses})
 
     def merge(self, other: DatasetProfile) -> None:
-        """Add the counts of a profile taken over other threads (a work unit's)."""
+        """Add the counts of a profile taken over other threads (a part's)."""
         self.threads += other.threads
         self.messages += other.messages
         self.messages_per_thread.update(other.messages_per_thread)

@@ -36,7 +36,7 @@ from pipeline.output.files import OutputPathError, file_sha256
 from pipeline.output.manifest import CARD_FILE, MANIFEST_FILE, listed_files, read_own_manifest
 
 WORK_DIR = ".work"
-"""The work directory inside an output folder: staging, and a run's work units."""
+"""The work directory inside an output folder: staging, and a run's parts."""
 STAGING_DIR = "publish"
 """The staging folder under the work directory: the output as it will be published."""
 WORK_MARKER = "MMS_WORK_DIR"
@@ -112,7 +112,7 @@ class OutputFolder:
 
     def _abandon(self) -> None:
         """After a failure: the staged files go; so do the work directory when nothing else
-        is in it (a run's finished units stay, to resume) and the folder if claiming made
+        is in it (a run's finished parts stay, to resume) and the folder if claiming made
         it. A staged output with its manifest stays: the next claim publishes it."""
         if read_own_manifest(self.staging) is None:
             shutil.rmtree(self.staging, ignore_errors=True)

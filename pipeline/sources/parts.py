@@ -1,5 +1,5 @@
-"""Work units: the input files of a run, with big uncompressed JSON Lines files split into
-byte ranges at line boundaries, and the reader that streams one unit's records."""
+"""Parts: the input files of a run, with big uncompressed JSON Lines files split into
+byte ranges at line boundaries, and the reader that streams one part's records."""
 
 from __future__ import annotations
 
@@ -30,14 +30,14 @@ DEFAULT_SPLIT_BYTES = 8 * MIB
 """A JSON Lines file larger than this is split into parts of about this size: small
 enough that a file of a few tens of MiB keeps every worker busy and the ordered reduce of
 the first parts runs while later parts are still mapped (each part is read, linted and
-tokenized by one worker), large enough that the per-unit files stay few."""
+tokenized by one worker), large enough that the per-part files stay few."""
 _BLOCK = MIB
 
 
 @dataclass(frozen=True, order=True, slots=True)
-class WorkUnit:
-    """One piece of work: a whole input (`start` and `end` None) or the bytes
-    [`start`, `end`) of a JSON Lines file, whose first line is line `first_line`."""
+class InputPart:
+    """One part, a piece of work an engine runs: a whole input (`start` and `end` None) or
+    the bytes [`start`, `end`) of a JSON Lines file, whose first line is line `first_line`."""
 
     id: str
     path: str
@@ -48,7 +48,7 @@ class WorkUnit:
     first_line: int = 1
 
     def describe(self) -> str:
-        """The unit for messages: its path, and its byte range when it has one."""
+        """The part for messages: its path, and its byte range when it has one."""
         if self.start is None:
             return self.path
         return f"{self.path} bytes {self.start}-{self.end} (from line {self.first_line})"
@@ -114,31 +114,31 @@ def input_files(item: str, exclude: str | os.PathLike[str] | None = None) -> Inp
     return found
 
 
-def plan_units(
+def plan_parts(
     inputs: list[tuple[str, str]],
     split_bytes: int = DEFAULT_SPLIT_BYTES,
     *,
     can_split: Callable[[str, str], bool] | None = None,
     exclude: str | os.PathLike[str] | None = None,
-) -> list[WorkUnit]:
-    """Work units of (path-or-glob-or-`hf:`, format) inputs, in input order and each input's
+) -> list[InputPart]:
+    """The parts of (path-or-glob-or-`hf:`, format) inputs, in input order and each input's
     sorted file order, leaving out every file under the folder `exclude` (the run's own
     output). An uncompressed JSON Lines file over `split_bytes` becomes byte ranges,
     unless `can_split(path, format)` says no (a format whose conversations span records
-    must see the whole file). Unit ids (`III-FFFFF-PPPP`) depend on nothing else."""
-    units: list[WorkUnit] = []
+    must see the whole file). Part ids (`III-FFFFF-PPPP`) depend on nothing else."""
+    parts: list[InputPart] = []
     for input_index, (item, fmt) in enumerate(inputs):
         for file_index, path in enumerate(input_files(item, exclude).files):
-            parts: list[tuple[int | None, int | None, int]] = [(None, None, 1)]
+            pieces: list[tuple[int | None, int | None, int]] = [(None, None, 1)]
             big = splittable(path) and os.path.getsize(path) > split_bytes
             if big and (can_split is None or can_split(path, fmt)):
                 ranges = line_ranges(path, split_bytes)
                 if len(ranges) > 1:
-                    parts = list(ranges)
-            for part, (start, end, first_line) in enumerate(parts):
-                unit_id = f"{input_index:03d}-{file_index:05d}-{part:04d}"
-                units.append(WorkUnit(unit_id, path, start, end, fmt, input_index, first_line))
-    return units
+                    pieces = list(ranges)
+            for piece, (start, end, first_line) in enumerate(pieces):
+                part_id = f"{input_index:03d}-{file_index:05d}-{piece:04d}"
+                parts.append(InputPart(part_id, path, start, end, fmt, input_index, first_line))
+    return parts
 
 
 class _RangeStream(io.RawIOBase):
@@ -176,28 +176,28 @@ def _relocate(item: Record | Rejection, source: str, shift: int) -> Record | Rej
 
 
 def _iter_range(
-    unit: WorkUnit, start: int, end: int, limits: ReadLimits
+    part: InputPart, start: int, end: int, limits: ReadLimits
 ) -> Iterator[Record | Rejection]:
     # a later part starts with one blank line, so that a byte-order mark is stripped only
     # at the very start of the file, as whole-file reading does; locators shift back
     prefix = b"\n" if start > 0 else b""
-    shift = unit.first_line - 1 - len(prefix)
-    with open(unit.path, "rb", buffering=0) as raw:
-        part = io.BufferedReader(_RangeStream(raw, start, end, prefix), MIB)
-        for item in iter_jsonl(unit.path, part, limits):
-            yield _relocate(item, unit.path, shift) if shift else item
+    shift = part.first_line - 1 - len(prefix)
+    with open(part.path, "rb", buffering=0) as raw:
+        stream = io.BufferedReader(_RangeStream(raw, start, end, prefix), MIB)
+        for item in iter_jsonl(part.path, stream, limits):
+            yield _relocate(item, part.path, shift) if shift else item
 
 
-def iter_unit_records(
-    unit: WorkUnit,
+def iter_part_records(
+    part: InputPart,
     limits: ReadLimits | None = None,
     *,
     split: str = DEFAULT_SPLIT,
     hf_config: str | None = None,
 ) -> Iterator[Record | Rejection]:
-    """Records (and read rejections) of one unit, with the locators reading the whole file
+    """Records (and read rejections) of one part, with the locators reading the whole file
     gives; `split` and `hf_config` choose what an `hf:` input streams."""
     limits = limits or ReadLimits()
-    if unit.start is None or unit.end is None:
-        return iter_file(unit.path, limits, split=split, config=hf_config)
-    return guarded(unit.path, _iter_range(unit, unit.start, unit.end, limits), limits.max_depth)
+    if part.start is None or part.end is None:
+        return iter_file(part.path, limits, split=split, config=hf_config)
+    return guarded(part.path, _iter_range(part, part.start, part.end, limits), limits.max_depth)

@@ -71,7 +71,7 @@ def renderer_for(settings: TokenizeSettings) -> tuple[Renderer, LoadedTokenizer]
 
 def _read(raw: dict[str, Any], reader: SliceReader) -> TokenizeSettings:
     """The settings, the tokenizer a local path (against the config's folder) or a Hub name
-    in the local cache, loaded as every work unit loads it."""
+    in the local cache, loaded as every part loads it."""
     raw = _objective_defaults(raw, reader)
     spec = raw["tokenizer"]
     local = reader.local(spec)
@@ -116,11 +116,11 @@ def _objective_defaults(raw: dict[str, Any], reader: SliceReader) -> dict[str, A
 
 
 def _check_tokenizer(settings: TokenizeSettings, reader: SliceReader) -> TokenizeSettings:
-    """`settings`, once the tokenizer they name is loaded as every work unit loads it: a
-    tokenizer no unit could load, or a `bos` it has no token for, is refused before any
-    unit starts (a unit that fails on it cannot be fixed by running again). The structure
+    """`settings`, once the tokenizer they name is loaded as every part loads it: a
+    tokenizer no part could load, or a `bos` it has no token for, is refused before any
+    part starts (a part that fails on it cannot be fixed by running again). The structure
     is checked first (remembered per file), for the clearer message; the loaded renderer
-    is kept for this process's units."""
+    is kept for this process's parts."""
     try:
         check_tokenizer(settings.tokenizer)
         renderer_for(settings)

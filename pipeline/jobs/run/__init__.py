@@ -1,5 +1,5 @@
 """`mms run`: a pipeline config's stages from raw files to shards, reports, manifest and
-dataset card. job.py drives a run; stages.py lists its stages; unit.py is the map side
+dataset card. job.py drives a run; stages.py lists its stages; part.py is the map side
 over the parts (read, normalize, every stage's map), reduce.py the ordered pass (every
 stage's decisions, weights, splits, shards); outputs.py the files written last; partition.py the partition pass of an engine
 that partitions by key (Ray)."""

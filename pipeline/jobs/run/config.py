@@ -1,6 +1,6 @@
 """The `mms run` pipeline config: a YAML file checked against
 schemas/pipeline-config.schema.json and then for what a schema cannot say (split fractions
-summing to 1, known formats and lint rules, a tokenizer a work unit can load, an output
+summing to 1, known formats and lint rules, a tokenizer a part can load, an output
 folder apart from the inputs), read into frozen dataclasses with every default filled.
 
 Relative paths in the config (input paths and globs, `hf:./dir` datasets, the tokenizer,

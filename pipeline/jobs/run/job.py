@@ -3,7 +3,7 @@
 A source (the plan of parts: input files, big JSON Lines files as byte ranges), the run's
 stages (pipeline/jobs/run/stages.py) and a sink (shards, reports, tokenizer, manifest, card).
 The engine (pipeline/engine/local.py) runs every part's map side in parallel and resumably
-(pipeline/jobs/run/unit.py); the ordered pass takes the parts in plan order as they become
+(pipeline/jobs/run/part.py); the ordered pass takes the parts in plan order as they become
 ready: every stage's dataset side, then weights, splits and shards
 (pipeline/jobs/run/reduce.py). Then the reports, the tokenizer, the manifest and the card
 (pipeline/jobs/run/outputs.py)."""
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.accounting import Account
-from pipeline.engine import LocalRunner, Partitioner, Runner, iter_units, reset_workdir
+from pipeline.engine import LocalRunner, Partitioner, Runner, iter_parts, reset_workdir
 from pipeline.engine.ray import RayRunner, RaySettings
 from pipeline.formats import AUTO
 from pipeline.formats.detect import detect
@@ -34,10 +34,10 @@ from pipeline.jobs.run.outputs import (
     write_run_manifest,
     write_stats,
 )
+from pipeline.jobs.run.part import PART_FORMAT, PART_TOKENIZER, PartJob
 from pipeline.jobs.run.partition import RepeatedRows, mark_repeated, partitioned
-from pipeline.jobs.run.reduce import Progress, reduce_units
+from pipeline.jobs.run.reduce import Progress, reduce_parts
 from pipeline.jobs.run.stages import Side, run_stages, shard_schema
-from pipeline.jobs.run.unit import PART_FORMAT, UNIT_TOKENIZER, UnitJob
 from pipeline.jobs.verify import Verification, verify_output
 from pipeline.lint import LintReport
 from pipeline.output.files import discard_if_none
@@ -46,7 +46,7 @@ from pipeline.output.manifest import listed_files, versions
 from pipeline.output.shards import Shard
 from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE
 from pipeline.sources import DEFAULT_SPLIT, Record, expand_inputs, is_hf_input
-from pipeline.sources.parts import WorkUnit, input_files, iter_unit_records, plan_units
+from pipeline.sources.parts import InputPart, input_files, iter_part_records, plan_parts
 from pipeline.stages.normalize import SNIFF_RECORDS
 from pipeline.stages.tokenize import renderer_for
 from pipeline.tokenize.loading import tokenizer_files
@@ -81,20 +81,20 @@ class RunResult:
     """The cheap part of `mms verify` (hashes, row counts, the card), run on the output."""
     packing: dict[str, Any] | None = None
     """What the pack stage did (seq_len, sequences, fill ...), None without one."""
-    units: int = 0
-    """Work units the run planned."""
+    parts: int = 0
+    """Parts the run planned."""
     resumed: int = 0
-    """Units an earlier, stopped run of the same config had finished: reused, not redone."""
+    """Parts an earlier, stopped run of the same config had finished: reused, not redone."""
     publication: Publication | None = None
     """What publishing removed of an earlier output (and took over with --overwrite)."""
 
 
-def plan(config: RunConfig, output: Path | None = None) -> list[WorkUnit]:
-    """The run's work units, never from its output folder (default: the config's). A big
+def plan(config: RunConfig, output: Path | None = None) -> list[InputPart]:
+    """The run's parts, never from its output folder (default: the config's). A big
     JSON Lines file is split into parts only when its format is named and converts record
     by record: a detected format could differ between parts, and a grouped one (OASST
     messages) has conversations across records."""
-    return plan_units(
+    return plan_parts(
         [(spec.path, spec.format) for spec in config.inputs],
         can_split=splits_by_record,
         exclude=output or config.output,
@@ -102,7 +102,7 @@ def plan(config: RunConfig, output: Path | None = None) -> list[WorkUnit]:
 
 
 def passed_over(config: RunConfig, output: Path) -> tuple[list[str], dict[str, str]]:
-    """The files in the inputs' folders and globs that no unit reads: not data files (a
+    """The files in the inputs' folders and globs that no part reads: not data files (a
     README, a licence), and refused ones (devices, symlinks out of the folder), with why;
     the summary and the report list them."""
     found = [input_files(spec.path, output) for spec in config.inputs]
@@ -111,21 +111,21 @@ def passed_over(config: RunConfig, output: Path) -> tuple[list[str], dict[str, s
     return skipped, refused
 
 
-def detected_format(config: RunConfig, unit: WorkUnit) -> str:
-    """The format a unit is read as: the named one, or what detection finds in its first
+def detected_format(config: RunConfig, part: InputPart) -> str:
+    """The format a part is read as: the named one, or what detection finds in its first
     records (for `--dry-run`)."""
-    if unit.format != AUTO:
-        return unit.format
-    spec = config.inputs[unit.input_index]
-    items = iter_unit_records(unit, split=spec.split or DEFAULT_SPLIT, hf_config=spec.hf_config)
+    if part.format != AUTO:
+        return part.format
+    spec = config.inputs[part.input_index]
+    items = iter_part_records(part, split=spec.split or DEFAULT_SPLIT, hf_config=spec.hf_config)
     head = itertools.islice((i.value for i in items if isinstance(i, Record)), SNIFF_RECORDS)
     return f"auto -> {detect(head).label}"
 
 
-def _watched_files(units: list[WorkUnit], config: RunConfig) -> list[str]:
-    """The local files the units read, and the tokenizer files their tokens depend on: a
-    resumed run refuses units made from other versions of them."""
-    inputs = [unit.path for unit in units if not is_hf_input(unit.path)]
+def _watched_files(parts: list[InputPart], config: RunConfig) -> list[str]:
+    """The local files the parts read, and the tokenizer files their tokens depend on: a
+    resumed run refuses parts made from other versions of them."""
+    inputs = [part.path for part in parts if not is_hf_input(part.path)]
     decontaminate = config.stages.curation.decontaminate
     if decontaminate is not None and decontaminate.against:
         found = expand_inputs(list(decontaminate.against)).files
@@ -144,7 +144,7 @@ def engine_runner(config: RunConfig, workers: int | None = None) -> Runner:
     return LocalRunner(workers or engine.workers or LOCAL_WORKERS)
 
 
-def partitions(config: RunConfig, runner: Runner, units: list[WorkUnit]) -> bool:
+def partitions(config: RunConfig, runner: Runner, parts: list[InputPart]) -> bool:
     """Whether the run finds shared keys in a partition pass (`engine.partition`): `auto`
     does on a distributed engine, and locally when the inputs hold PARTITION_BYTES or more
     (below that, the ordered pass keeping every key costs less than waiting for the map)."""
@@ -153,38 +153,38 @@ def partitions(config: RunConfig, runner: Runner, units: list[WorkUnit]) -> bool
         return False
     if choice == "always":
         return True
-    return not isinstance(runner, LocalRunner) or input_bytes(units) >= PARTITION_BYTES
+    return not isinstance(runner, LocalRunner) or input_bytes(parts) >= PARTITION_BYTES
 
 
-def input_bytes(units: list[WorkUnit]) -> int:
-    """The bytes the units read (a part its range, a local file its size; a Hub dataset
+def input_bytes(parts: list[InputPart]) -> int:
+    """The bytes the parts read (a part its range, a local file its size; a Hub dataset
     counts nothing)."""
     total = 0
-    for unit in units:
-        if unit.start is not None and unit.end is not None:
-            total += unit.end - unit.start
-        elif not is_hf_input(unit.path):
-            total += os.path.getsize(unit.path)
+    for part in parts:
+        if part.start is not None and part.end is not None:
+            total += part.end - part.start
+        elif not is_hf_input(part.path):
+            total += os.path.getsize(part.path)
     return total
 
 
 def _partition(
     config: RunConfig,
     runner: Runner,
-    units: list[WorkUnit],
-    unit_dirs: Iterable[Path],
+    parts: list[InputPart],
+    part_dirs: Iterable[Path],
     workdir: Path,
     progress: Progress | None,
 ) -> tuple[Iterable[Path], RepeatedRows | None]:
     """When the run partitions (`partitions`), let the map side finish, then find the rows
     whose keys repeat (pipeline/jobs/run/partition.py); otherwise the ordered pass takes
     the parts as they become ready and keeps every key itself."""
-    if not (isinstance(runner, Partitioner) and partitions(config, runner, units)):
-        return unit_dirs, None
+    if not (isinstance(runner, Partitioner) and partitions(config, runner, parts)):
+        return part_dirs, None
     stages = partitioned(run_stages(config, Side()))
     if not stages:
-        return unit_dirs, None
-    ready = list(unit_dirs)
+        return part_dirs, None
+    ready = list(part_dirs)
     if progress is not None:
         progress("partition keys", 0, len(stages), None)
     repeated = mark_repeated(runner, stages, ready, workdir)
@@ -206,19 +206,19 @@ def run_pipeline(
     config's). The folder is claimed first (pipeline/output/folder.py: nothing is written
     through a link, nor over files mms did not write unless `overwrite`); the output is
     written into its staging folder and published at the end. `fresh` forgets the work
-    units of an earlier run; without it they are reused, and a finished output of the same
+    parts of an earlier run; without it they are reused, and a finished output of the same
     config and inputs is left as it is (FinishedBefore)."""
     out = Path(output or config.output).resolve()
     with OutputFolder(out, overwrite=overwrite) as folder:
-        units = plan(config, out)
+        parts = plan(config, out)
         if fresh:
             reset_workdir(folder.work)
-        elif finished_before(config, folder, units):
+        elif finished_before(config, folder, parts):
             folder.finish()
             return FinishedBefore(out)
-        result = _run(config, folder, units, workers, progress)
+        result = _run(config, folder, parts, workers, progress)
         publication = folder.publish()
-        folder.finish()  # the output is complete: the units' files are no longer needed
+        folder.finish()  # the output is complete: the parts' files are no longer needed
     result.publication = publication
     if result.shards:
         result.verification = verify_output(out, render=False, template=False)
@@ -228,38 +228,38 @@ def run_pipeline(
 def _run(
     config: RunConfig,
     folder: OutputFolder,
-    units: list[WorkUnit],
+    parts: list[InputPart],
     workers: int | None,
     progress: Progress | None,
 ) -> RunResult:
     """The run's stages into the claimed folder's staging folder, its manifest last."""
     out, staging = folder.root, folder.staging
     stage = config.stages.tokenize
-    resumed: list[int] = []  # the units already done when the run starts (its first report)
+    resumed: list[int] = []  # the parts already done when the run starts (its first report)
 
-    def units_progress(done: int, total: int) -> None:
+    def parts_progress(done: int, total: int) -> None:
         if not resumed:
             resumed.append(done)
         if progress is not None:
             progress("read, lint, tokenize", done, total, None)
 
     with engine_runner(config, workers) as runner:
-        unit_dirs = iter_units(
-            units,
-            UnitJob(config, ships_tokenizer=units[0].id),
+        part_dirs = iter_parts(
+            parts,
+            PartJob(config, ships_tokenizer=parts[0].id),
             folder.work,
             config_digest=f"{PART_FORMAT}:{config.digest()}",
             runner=runner,
-            progress=units_progress,
+            progress=parts_progress,
             prepare_workers=lambda: renderer_for(stage) if stage else None,
-            watched=_watched_files(units, config),
+            watched=_watched_files(parts, config),
         )
-        with closing(unit_dirs):  # a failed reduce stops the workers and frees the work dir
-            ready, repeated = _partition(config, runner, units, unit_dirs, folder.work, progress)
-            reduced = reduce_units(
+        with closing(part_dirs):  # a failed reduce stops the workers and frees the work dir
+            ready, repeated = _partition(config, runner, parts, part_dirs, folder.work, progress)
+            reduced = reduce_parts(
                 config,
                 staging,
-                units,
+                parts,
                 ready,
                 progress,
                 *passed_over(config, out),
@@ -271,7 +271,7 @@ def _run(
     reports = write_reports(staging, report)
     tokenizer = None
     if config.stages.tokenize is not None and not reduced.gate_failed:
-        tokenizer = ship_tokenizer(reduced.unit_dirs[0] / UNIT_TOKENIZER, staging)
+        tokenizer = ship_tokenizer(reduced.part_dirs[0] / PART_TOKENIZER, staging)
     packing = reduced.packing
     figures = write_stats(staging, shards, counts, tokenizer, packing)
     if figures is not None:
@@ -280,7 +280,7 @@ def _run(
         write_card(
             staging, out.name, config, report, counts, shards, schema, tokenizer, packing, figures
         )
-    write_run_manifest(staging, config, units, counts, shards, tokenizer, reports, report, packing)
+    write_run_manifest(staging, config, parts, counts, shards, tokenizer, reports, report, packing)
     encoder = tokenizer["text_encoder"] if tokenizer else None
     configured = [name for name, _ in config.stages.shard.splits] if config.stages.shard else []
     empty = tuple(name for name in configured if name not in shards and not reduced.gate_failed)
@@ -294,17 +294,17 @@ def _run(
         empty,
         None,
         packing,
-        units=len(units),
+        parts=len(parts),
         resumed=resumed[0] if resumed else 0,
     )
 
 
-def finished_before(config: RunConfig, folder: OutputFolder, units: list[WorkUnit]) -> bool:
+def finished_before(config: RunConfig, folder: OutputFolder, parts: list[InputPart]) -> bool:
     """Whether the folder holds the finished output of this config and these inputs, as
     this version of mms writes it: its manifest has the config's digest, the same versions
     and inputs (sha256), a passed gate, and every file it lists is as it was written."""
     manifest = folder.earlier
-    if manifest is None or any(is_hf_input(unit.path) for unit in units):
+    if manifest is None or any(is_hf_input(part.path) for part in parts):
         return False
     if manifest.get("config_sha256") != config.digest() or manifest.get("versions") != versions():
         return False
@@ -312,5 +312,5 @@ def finished_before(config: RunConfig, folder: OutputFolder, units: list[WorkUni
         return False
     if set(listed_files(manifest)) - folder.unchanged:
         return False
-    inputs = [record.to_dict() for record in input_records(config, units)]
+    inputs = [record.to_dict() for record in input_records(config, parts)]
     return manifest.get("inputs") == inputs

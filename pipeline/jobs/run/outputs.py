@@ -38,7 +38,7 @@ from pipeline.output.manifest import (
 )
 from pipeline.output.shards import Shard
 from pipeline.output.tokenizer import TOKENIZER_DIR, shipped_tokenizer_record
-from pipeline.sources.parts import WorkUnit
+from pipeline.sources.parts import InputPart
 from pipeline.tokenize.special import ROLE
 
 REPORTS = (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html"))
@@ -83,10 +83,10 @@ def write_stats(
     return stats
 
 
-def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
-    """tokenizer/ (the augmented tokenizer and its special ids, as the first work unit
+def ship_tokenizer(part_tokenizer: Path, out: Path) -> dict[str, Any]:
+    """tokenizer/ (the augmented tokenizer and its special ids, as the first part
     wrote them), copied into the output; the manifest's record of it."""
-    for file in sorted(unit_tokenizer.iterdir()):
+    for file in sorted(part_tokenizer.iterdir()):
         with atomic_output(out / TOKENIZER_DIR / file.name) as target:
             target.write(file.read_bytes())
     return shipped_tokenizer_record(out)
@@ -95,7 +95,7 @@ def ship_tokenizer(unit_tokenizer: Path, out: Path) -> dict[str, Any]:
 def write_run_manifest(
     out: Path,
     config: RunConfig,
-    units: list[WorkUnit],
+    parts: list[InputPart],
     counts: Account,
     shards: dict[str, list[Shard]],
     tokenizer: dict[str, Any] | None,
@@ -107,7 +107,7 @@ def write_run_manifest(
     resolved config, versions, counts, shards, tokenizer, reports, every other published
     file with its sha256 (`files`: the card too) and, with a pack stage, packing."""
     manifest = build_manifest(
-        inputs=input_records(config, units),
+        inputs=input_records(config, parts),
         config=config.resolved(),
         config_digest=config.digest(),
         counts=counts.to_dict(),
@@ -142,17 +142,17 @@ def gate_record(report: LintReport, fail_on: str) -> dict[str, Any]:
     }
 
 
-def input_records(config: RunConfig, units: list[WorkUnit]) -> list[InputRecord]:
+def input_records(config: RunConfig, parts: list[InputPart]) -> list[InputRecord]:
     """The manifest's record of every input file (sha256, bytes), named as the config does."""
     return [
-        input_record(unit.path, unit.format, recorded_as=config.recorded_path(unit.path))
-        for unit in _whole_files(units)
+        input_record(part.path, part.format, recorded_as=config.recorded_path(part.path))
+        for part in _whole_files(parts)
     ]
 
 
-def _whole_files(units: list[WorkUnit]) -> list[WorkUnit]:
-    """One unit per input file (a split file's first part stands for the file)."""
-    return list({unit.path: unit for unit in reversed(units)}.values())[::-1]
+def _whole_files(parts: list[InputPart]) -> list[InputPart]:
+    """One part per input file (a split file's first part stands for the file)."""
+    return list({part.path: part for part in reversed(parts)}.values())[::-1]
 
 
 def write_card(

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.engine import Partitioner
-from pipeline.jobs.run.unit import UNIT_THREADS
+from pipeline.jobs.run.part import PART_THREADS
 from pipeline.stages.contract import Stage
 
 KEYS_DIR = "keys"
@@ -33,16 +33,16 @@ def partitioned(stages: Sequence[Stage]) -> list[Stage]:
     return [stage for stage in stages if stage.partition_columns]
 
 
-def part_keys(stage: Stage, unit_dir: str) -> pa.Table:
+def part_keys(stage: Stage, part_dir: str) -> pa.Table:
     """A part's keys for `stage`, from its threads file (only the columns the stage reads)."""
-    with pa.memory_map(str(Path(unit_dir) / UNIT_THREADS)) as source:
+    with pa.memory_map(str(Path(part_dir) / PART_THREADS)) as source:
         rows = pa.ipc.open_file(source).read_all().select(list(stage.partition_columns))
         return stage.partition_keys(rows)
 
 
-def publish_repeated(folder: str, unit_dir: str, rows: np.ndarray) -> None:
+def publish_repeated(folder: str, part_dir: str, rows: np.ndarray) -> None:
     """Write a part's repeated rows (atomically: a retried task writes the same file)."""
-    target = Path(folder) / f"{Path(unit_dir).name}.npy"
+    target = Path(folder) / f"{Path(part_dir).name}.npy"
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     with open(temp, "wb") as out:
         np.save(out, np.asarray(rows, dtype=np.int64))
@@ -52,7 +52,7 @@ def publish_repeated(folder: str, unit_dir: str, rows: np.ndarray) -> None:
 
 
 def mark_repeated(
-    runner: Partitioner, stages: Sequence[Stage], unit_dirs: Sequence[Path], workdir: Path
+    runner: Partitioner, stages: Sequence[Stage], part_dirs: Sequence[Path], workdir: Path
 ) -> RepeatedRows:
     """Run the partition pass of every partitioned stage over the parts' directories."""
     for stage in stages:
@@ -60,7 +60,7 @@ def mark_repeated(
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         runner.mark_repeated(
-            [str(unit_dir) for unit_dir in unit_dirs],
+            [str(part_dir) for part_dir in part_dirs],
             functools.partial(part_keys, stage),
             functools.partial(publish_repeated, str(folder)),
             workdir / KEYS_DIR,
@@ -75,19 +75,19 @@ class RepeatedRows:
         self.folder = folder
         self._loaded: tuple[str, str, np.ndarray] | None = None
 
-    def column(self, stage: str, unit_id: str, start: int, count: int) -> pa.Array:
+    def column(self, stage: str, part_id: str, start: int, count: int) -> pa.Array:
         """Whether each of the part's rows `start .. start + count` is repeated."""
-        rows = self._rows(stage, unit_id)
+        rows = self._rows(stage, part_id)
         mask = np.zeros(count, dtype=bool)
         inside = rows[(rows >= start) & (rows < start + count)]
         mask[inside - start] = True
         return pa.array(mask, pa.bool_())
 
-    def _rows(self, stage: str, unit_id: str) -> np.ndarray:
+    def _rows(self, stage: str, part_id: str) -> np.ndarray:
         loaded = self._loaded
-        if loaded is not None and loaded[:2] == (stage, unit_id):
+        if loaded is not None and loaded[:2] == (stage, part_id):
             return loaded[2]
-        path = self.folder / stage / f"{unit_id}.npy"
+        path = self.folder / stage / f"{part_id}.npy"
         rows = np.load(path) if path.is_file() else np.zeros(0, dtype=np.int64)
-        self._loaded = (stage, unit_id, rows)
+        self._loaded = (stage, part_id, rows)
         return rows

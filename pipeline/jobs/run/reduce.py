@@ -24,15 +24,15 @@ import pyarrow.compute as pc
 from pipeline.accounting import Account, InputAccount
 from pipeline.jobs.batch_steps import Drop, decide
 from pipeline.jobs.run.config import RunConfig
-from pipeline.jobs.run.partition import RepeatedRows, partitioned
-from pipeline.jobs.run.stages import Side, row_schema, run_stages, shard_schema
-from pipeline.jobs.run.unit import (
-    UNIT_DROPPED,
-    UNIT_REJECTED,
-    UNIT_STATS,
-    UNIT_THREADS,
+from pipeline.jobs.run.part import (
+    PART_DROPPED,
+    PART_REJECTED,
+    PART_STATS,
+    PART_THREADS,
     stage_file,
 )
+from pipeline.jobs.run.partition import RepeatedRows, partitioned
+from pipeline.jobs.run.stages import Side, row_schema, run_stages, shard_schema
 from pipeline.lint import LintReport, select_rules
 from pipeline.lint.store import DiagnosticStore
 from pipeline.mms.groups import whole_groups_end
@@ -40,7 +40,7 @@ from pipeline.output.files import atomic_output
 from pipeline.output.shards import Shard, ShardWriter, ShuffledShardWriter
 from pipeline.packing import PACKED_SCHEMA, SEQUENCES_PER_SHARD
 from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE, dropped_line, rejection_from_line
-from pipeline.sources.parts import WorkUnit
+from pipeline.sources.parts import InputPart
 from pipeline.stages.contract import TOKENS_CUT, Stage, repeated_column
 from pipeline.stages.lint import Lint
 from pipeline.stages.pack import Pack
@@ -54,23 +54,23 @@ Progress = Callable[[str, int, int, Account | None], None]
 @dataclass
 class Reduced:
     """What the ordered pass produced: the counts, the shards (only splits that got rows;
-    none when the gate failed), the lint report, whether the gate failed, and the unit
-    directories it read (in unit order)."""
+    none when the gate failed), the lint report, whether the gate failed, and the part
+    directories it read (in part order)."""
 
     counts: Account
     shards: dict[str, list[Shard]]
     report: LintReport
-    unit_dirs: list[Path]
+    part_dirs: list[Path]
     gate_failed: bool = False
     packing: dict[str, Any] | None = None
     """What the pack stage did (seq_len, sequences, fill ...), None without one."""
 
 
-def reduce_units(
+def reduce_parts(
     config: RunConfig,
     out: Path,
-    units: list[WorkUnit],
-    unit_dirs: Iterable[Path],
+    parts: list[InputPart],
+    part_dirs: Iterable[Path],
     progress: Progress | None = None,
     skipped: Sequence[str] = (),
     refused: dict[str, str] | None = None,
@@ -88,13 +88,13 @@ def reduce_units(
         left_out = stack.enter_context(atomic_output(out / DROPPED_FILE))
         stack.push(_discard_on_error(writers))  # nothing half-written survives a failure
         if progress is not None:
-            progress("lint, dedup, shard", 0, len(units), reducer.counts)
+            progress("lint, dedup, shard", 0, len(parts), reducer.counts)
         read: list[Path] = []
-        for done, (unit, unit_dir) in enumerate(zip(units, unit_dirs, strict=True), 1):
-            reducer.unit(unit, unit_dir, (quarantine, left_out), writers)
-            read.append(unit_dir)
+        for done, (part, part_dir) in enumerate(zip(parts, part_dirs, strict=True), 1):
+            reducer.take_part(part, part_dir, (quarantine, left_out), writers)
+            read.append(part_dir)
             if progress is not None:
-                progress("lint, dedup, shard", done, len(units), reducer.counts)
+                progress("lint, dedup, shard", done, len(parts), reducer.counts)
         report = reducer.lint.finish()
         gate_failed = report.failed(config.stages.lint.fail_on)
         if gate_failed:
@@ -212,33 +212,33 @@ class _Reducer:
         ]
         self.columns = row_schema(config).names
 
-    def unit(
+    def take_part(
         self,
-        unit: WorkUnit,
-        unit_dir: Path,
+        part: InputPart,
+        part_dir: Path,
         lists: tuple[BinaryIO, BinaryIO],
         writers: dict[str, Writer],
     ) -> None:
         """Take one part's files: its counts, quarantined records, stage states and rows;
         `lists`: the quarantine and the list of threads left out, which it extends."""
         quarantine, left_out = lists
-        self._account(unit, orjson.loads((unit_dir / UNIT_STATS).read_bytes()))
-        with (unit_dir / UNIT_REJECTED).open("rb") as rejected:
+        self._account(part, orjson.loads((part_dir / PART_STATS).read_bytes()))
+        with (part_dir / PART_REJECTED).open("rb") as rejected:
             for line in rejected:
                 quarantine.write(line)
                 rejection = rejection_from_line(line)
                 for stage in self.stages:
                     stage.rejected(rejection)
         for stage in self.stages:
-            state_file = unit_dir / stage_file(stage.name)
+            state_file = part_dir / stage_file(stage.name)
             if state_file.is_file():
                 stage.merge_part(orjson.loads(state_file.read_bytes()))
-        weight = self.config.inputs[unit.input_index].weight
-        origin = self.counts.inputs[unit.input_index]
-        with (unit_dir / UNIT_DROPPED).open("rb") as map_drops:
+        weight = self.config.inputs[part.input_index].weight
+        origin = self.counts.inputs[part.input_index]
+        with (part_dir / PART_DROPPED).open("rb") as map_drops:
             shutil.copyfileobj(map_drops, left_out)
-        with pa.memory_map(str(unit_dir / UNIT_THREADS)) as mapped:
-            for table in self._whole_groups(pa.ipc.open_file(mapped), unit):
+        with pa.memory_map(str(part_dir / PART_THREADS)) as mapped:
+            for table in self._whole_groups(pa.ipc.open_file(mapped), part):
                 drops: dict[int, Drop] = {}
                 groups = table[THREAD_GROUP].to_pylist()
                 reasons = decide(self.stages, table, self.counts, groups, drops)
@@ -253,14 +253,14 @@ class _Reducer:
                     _write(kept, self.config, (weight, origin), writers, self.counts, self.stages)
 
     def _whole_groups(
-        self, threads: pa.ipc.RecordBatchFileReader, unit: WorkUnit
+        self, threads: pa.ipc.RecordBatchFileReader, part: InputPart
     ) -> Iterator[pa.Table]:
         """A part's rows in tables that never cut a group (a group's rows are decided
         together), each with the partitioned stages' `repeated` columns."""
         held: pa.Table | None = None
         start = 0
         for index in range(threads.num_record_batches):
-            table = self._with_repeated(threads.get_batch(index), unit, start)
+            table = self._with_repeated(threads.get_batch(index), part, start)
             start += table.num_rows
             if held is not None:
                 table = pa.concat_tables([held, table])
@@ -271,33 +271,33 @@ class _Reducer:
         if held is not None:
             yield held
 
-    def _with_repeated(self, batch: pa.RecordBatch, unit: WorkUnit, start: int) -> pa.Table:
+    def _with_repeated(self, batch: pa.RecordBatch, part: InputPart, start: int) -> pa.Table:
         """A batch of a part's rows, with each partitioned stage's `repeated` column."""
         table = pa.Table.from_batches([batch])
         for stage in self.partitioned:
             assert self.repeated is not None
-            flags = self.repeated.column(stage.name, unit.id, start, table.num_rows)
+            flags = self.repeated.column(stage.name, part.id, start, table.num_rows)
             table = table.append_column(repeated_column(stage.name), flags)
         return table
 
-    def _account(self, unit: WorkUnit, unit_counts: dict[str, Any]) -> None:
+    def _account(self, part: InputPart, part_counts: dict[str, Any]) -> None:
         counts = self.counts
-        counts.records_read += unit_counts["records_read"]
-        counts.records_converted += unit_counts["records_converted"]
-        counts.threads += unit_counts["threads"]
-        source = counts.inputs[unit.input_index]
-        source.records_read += unit_counts["records_read"]
-        source.quarantined_by.update(unit_counts["quarantined"])
-        source.threads += unit_counts["threads"]
-        source.dropped_by.update(unit_counts["dropped"])
-        counts.quarantined.update(unit_counts["quarantined"])
-        counts.formats.update(unit_counts["formats"])
-        if unit.path not in counts.files:
-            counts.files.append(unit.path)
-        counts.dropped.update(unit_counts["dropped"])
-        counts.tokens_dropped.update(unit_counts["dropped_tokens"])
-        counts.groups_dropped.update(unit_counts["groups_dropped"])
-        counts.tagged.update(unit_counts["tagged"])
+        counts.records_read += part_counts["records_read"]
+        counts.records_converted += part_counts["records_converted"]
+        counts.threads += part_counts["threads"]
+        source = counts.inputs[part.input_index]
+        source.records_read += part_counts["records_read"]
+        source.quarantined_by.update(part_counts["quarantined"])
+        source.threads += part_counts["threads"]
+        source.dropped_by.update(part_counts["dropped"])
+        counts.quarantined.update(part_counts["quarantined"])
+        counts.formats.update(part_counts["formats"])
+        if part.path not in counts.files:
+            counts.files.append(part.path)
+        counts.dropped.update(part_counts["dropped"])
+        counts.tokens_dropped.update(part_counts["dropped_tokens"])
+        counts.groups_dropped.update(part_counts["groups_dropped"])
+        counts.tagged.update(part_counts["tagged"])
 
 
 def _list_drops(table: pa.Table, drops: dict[int, Drop], out: BinaryIO) -> None:

@@ -85,7 +85,7 @@ class Step:
 
 
 RUN_STAGES: tuple[Step, ...] = (
-    Step(normalize.CONFIG),  # read side: records -> threads, pipeline/jobs/run/unit.py
+    Step(normalize.CONFIG),  # read side: records -> threads, pipeline/jobs/run/part.py
     Step(None, lambda _, stages, side: Sample(side.sample), always=True),
     Step(curate.PII, lambda settings, *_: Pii(settings)),
     Step(lint.CONFIG, _lint),

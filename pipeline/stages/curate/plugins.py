@@ -16,7 +16,7 @@ keyword arguments.
 A plugin runs in the worker that read the thread, on either engine; it must be importable
 there: installed, on PYTHONPATH, or (on Ray, whose workers have the directory the run
 starts from on their path) a module in that directory. One that raises stops the run with an error naming
-it and the thread (finished work units are kept: fix it and run again to resume)."""
+it and the thread (finished parts are kept: fix it and run again to resume)."""
 
 from __future__ import annotations
 

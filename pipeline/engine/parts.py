@@ -1,4 +1,4 @@
-"""Parts in plan order, whatever runs them: `iter_units` claims the work directory, checks
+"""Parts in plan order, whatever runs them: `iter_parts` claims the work directory, checks
 its plan, hands the parts not yet DONE to a runner (local processes, or Ray) and yields
 every part's directory in plan order, each as soon as it and the parts before it are done."""
 
@@ -15,11 +15,11 @@ import pyarrow as pa
 from pipeline.engine.local import LocalRunner
 from pipeline.engine.workdir import (
     PARTIAL_DIR,
-    UNITS_DIR,
+    PARTS_DIR,
     Part,
     Process,
     check_plan,
-    pending_units,
+    pending_parts,
     plan_document,
     run_lock,
     wait_for_old_workers,
@@ -27,8 +27,8 @@ from pipeline.engine.workdir import (
 
 
 class Runner(Protocol):
-    """Runs parts (each with `workdir.run_unit`), yielding each part as it is DONE, in any
-    order; raises `UnitFailed` for a failed part once the parts already running are done.
+    """Runs parts (each with `workdir.run_part`), yielding each part as it is DONE, in any
+    order; raises `PartFailed` for a failed part once the parts already running are done.
     Closing the iterator early stops the parts not yet started. A runner is a context
     manager: entered, it is ready to run (connected to its cluster)."""
 
@@ -62,14 +62,14 @@ class Partitioner(Protocol):
     ) -> None: ...
 
 
-def run_units(units: Sequence[Part], process: Process, workdir: Path, **options: Any) -> list[Path]:
-    """Run every part (as `iter_units`, with its keyword `options`) and return the part
+def run_parts(parts: Sequence[Part], process: Process, workdir: Path, **options: Any) -> list[Path]:
+    """Run every part (as `iter_parts`, with its keyword `options`) and return the part
     directories in plan order."""
-    return list(iter_units(units, process, workdir, **options))
+    return list(iter_parts(parts, process, workdir, **options))
 
 
-def iter_units(
-    units: Sequence[Part],
+def iter_parts(
+    parts: Sequence[Part],
     process: Process,
     workdir: Path,
     *,
@@ -91,31 +91,31 @@ def iter_units(
     `prepare_workers()` where the runner starts workers, to load what every worker needs
     once. `watched` names the files the parts' output depends on (the inputs they read, a
     tokenizer): a change to one refuses the work directory. A failing part raises
-    UnitFailed once the parts already running have finished; finished parts stay DONE."""
-    ids = [unit.id for unit in units]
+    PartFailed once the parts already running have finished; finished parts stay DONE."""
+    ids = [part.id for part in parts]
     if len(set(ids)) != len(ids):
-        raise ValueError("work unit ids are not unique")
+        raise ValueError("part ids are not unique")
     workdir.mkdir(parents=True, exist_ok=True)
     with run_lock(workdir):
-        check_plan(workdir, plan_document(units, config_digest, watched))
+        check_plan(workdir, plan_document(parts, config_digest, watched))
         if on_claimed is not None:
             on_claimed()
-        (workdir / UNITS_DIR).mkdir(exist_ok=True)
+        (workdir / PARTS_DIR).mkdir(exist_ok=True)
         wait_for_old_workers(workdir)
         shutil.rmtree(workdir / PARTIAL_DIR, ignore_errors=True)
-        pending = pending_units(units, workdir)
-        total = len(units)
-        ready = set(ids) - {unit.id for unit in pending}
+        pending = pending_parts(parts, workdir)
+        total = len(parts)
+        ready = set(ids) - {part.id for part in pending}
         if progress is not None:
             progress(len(ready), total)
         chosen = runner or LocalRunner(workers)
         finishing = chosen.run(pending, process, workdir, prepare_workers)
         try:
-            for unit_id in ids:
-                while unit_id not in ready:
+            for part_id in ids:
+                while part_id not in ready:
                     ready.add(next(finishing).id)
                     if progress is not None:
                         progress(len(ready), total)
-                yield workdir / UNITS_DIR / unit_id
+                yield workdir / PARTS_DIR / part_id
         finally:
             finishing.close()

@@ -9,7 +9,7 @@ needs, and nothing it would have to recompute:
 - `dropped.jsonl`: the threads map stages left out (sampling), one line each;
 - `stats.json`: the reading counts and the threads map stages left out, per reason;
 - `{stage}.json`: what a stage kept of the part (the lint profile and examples);
-- `tokenizer/`, in the part `UnitJob.ships_tokenizer` names: the augmented tokenizer the
+- `tokenizer/`, in the part `PartJob.ships_tokenizer` names: the augmented tokenizer the
   output ships (its worker has the tokenizer loaded; the run's own process never loads it)."""
 
 from __future__ import annotations
@@ -35,17 +35,17 @@ from pipeline.mms.groups import group_column
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.quarantine import dropped_line, rejection_line
 from pipeline.sources import DEFAULT_SPLIT, is_hf_input
-from pipeline.sources.parts import WorkUnit, iter_unit_records
+from pipeline.sources.parts import InputPart, iter_part_records
 from pipeline.sources.paths import HF_PREFIX
 from pipeline.stages.contract import Batch
 from pipeline.stages.normalize import read_items
 from pipeline.stages.tokenize import renderer_for
 
-UNIT_THREADS = "threads.arrow"
-UNIT_REJECTED = "rejected.jsonl"
-UNIT_STATS = "stats.json"
-UNIT_DROPPED = "dropped.jsonl"
-UNIT_TOKENIZER = "tokenizer"
+PART_THREADS = "threads.arrow"
+PART_REJECTED = "rejected.jsonl"
+PART_STATS = "stats.json"
+PART_DROPPED = "dropped.jsonl"
+PART_TOKENIZER = "tokenizer"
 PART_FORMAT = "mms-run-part-5"
 """The layout of a part's directory: a work directory of another layout is not resumed."""
 
@@ -56,31 +56,31 @@ def stage_file(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class UnitJob:
-    """The map side for one work unit (picklable: the engine runs it in worker
+class PartJob:
+    """The map side for one part (picklable: the engine runs it in worker
     processes)."""
 
     config: RunConfig
     ships_tokenizer: str | None = None
-    """The id of the unit that also writes the output's tokenizer/ (the first)."""
+    """The id of the part that also writes the output's tokenizer/ (the first)."""
 
-    def __call__(self, unit: WorkUnit, out: Path) -> None:
+    def __call__(self, part: InputPart, out: Path) -> None:
         # sources are recorded as the config writes them (a relative input relative to
         # the config's folder), so thread ids and meta depend on neither where the checkout
         # lives nor where the config does
         base = self.config.source.parent if self.config.source else None
-        recorded = dataclasses.replace(unit, path=self.config.recorded_path(unit.path))
+        recorded = dataclasses.replace(part, path=self.config.recorded_path(part.path))
         out = out.resolve()  # before any change of working directory
         if base is None or not _relative_local(recorded.path):
-            _UnitWriter(self.config, out, unit.input_index).process(unit, recorded)
+            _PartWriter(self.config, out, part.input_index).process(part, recorded)
         else:
             with _working_directory(base):
-                _UnitWriter(self.config, out, unit.input_index).process(unit, recorded)
+                _PartWriter(self.config, out, part.input_index).process(part, recorded)
         stage = self.config.stages.tokenize
-        if stage is not None and unit.id == self.ships_tokenizer:
+        if stage is not None and part.id == self.ships_tokenizer:
             renderer, loaded = renderer_for(stage)
             shown = self.config.recorded_path(loaded.path)
-            write_tokenizer(out / UNIT_TOKENIZER, renderer, loaded, base_path=shown)
+            write_tokenizer(out / PART_TOKENIZER, renderer, loaded, base_path=shown)
 
 
 def _relative_local(recorded: str) -> bool:
@@ -101,7 +101,7 @@ def _working_directory(path: Path) -> Iterator[None]:
         os.chdir(previous)
 
 
-class _UnitWriter:
+class _PartWriter:
     """Writes one part's directory (see the module docstring)."""
 
     def __init__(self, config: RunConfig, out: Path, input_index: int):
@@ -112,8 +112,8 @@ class _UnitWriter:
         self.stages = run_stages(config, side)
         self.schema = part_schema(config, self.stages)
 
-    def process(self, unit: WorkUnit, read_as: WorkUnit) -> None:
-        spec = self.config.inputs[unit.input_index]
+    def process(self, part: InputPart, read_as: InputPart) -> None:
+        spec = self.config.inputs[part.input_index]
         options = self.config.stages.normalize.to_convert_options()
         if spec.mapping is not None:
             options = dataclasses.replace(options, mapping=spec.mapping)
@@ -122,21 +122,21 @@ class _UnitWriter:
         dropped_tokens: Counter[str] = Counter()
         tagged: Counter[str] = Counter()
         with (
-            (self.out / UNIT_REJECTED).open("wb") as rejected,
-            (self.out / UNIT_DROPPED).open("wb") as left_out,
+            (self.out / PART_REJECTED).open("wb") as rejected,
+            (self.out / PART_DROPPED).open("wb") as left_out,
         ):
-            items = iter_unit_records(
+            items = iter_part_records(
                 read_as, split=spec.split or DEFAULT_SPLIT, hf_config=spec.hf_config
             )
             threads = read_items(
                 read_as.path,
                 items,
-                format=unit.format,
+                format=part.format,
                 on_reject=lambda rejection: rejected.write(rejection_line(rejection)),
                 stats=stats,
                 options=options,
             )
-            with pa.ipc.new_file(self.out / UNIT_THREADS, self.schema) as writer:
+            with pa.ipc.new_file(self.out / PART_THREADS, self.schema) as writer:
                 for batch in map_batches(threads, self.stages):
                     dropped.update(batch.dropped)
                     dropped_tokens.update(batch.dropped_tokens)
@@ -157,7 +157,7 @@ class _UnitWriter:
             "groups_dropped": dict(sorted(stats.groups_dropped.items())),
             "tagged": dict(sorted(tagged.items())),
         }
-        self._write_json(UNIT_STATS, counts)
+        self._write_json(PART_STATS, counts)
         for stage in self.stages:
             state = stage.part_state()
             if state is not None:
