@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from pipeline.formats.base import InputFormat, Sniff
 from pipeline.formats.registry import FORMATS
 
-_SNIFFS = [(name, fmt.sniff) for name, fmt in FORMATS.items()]
-
 
 def sniff_all(value: object) -> dict[str, Sniff]:
     """Every format's verdict on one parsed record. A sniff that raises (a bug: sniffs
@@ -19,7 +17,8 @@ def sniff_all(value: object) -> dict[str, Sniff]:
     instead of stopping the file's detection. (A loop, not a call per format: detection
     runs every sniff on every record it looks at.)"""
     verdicts: dict[str, Sniff] = {}
-    for name, sniff in _SNIFFS:
+    for name, fmt in FORMATS.items():
+        sniff = fmt.sniff
         try:
             verdicts[name] = sniff(value)
         except Exception as err:  # a bug must not cost the file

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Iterator, MutableMapping
+from contextlib import suppress
 from pathlib import Path
 
 from pipeline.formats.base import InputFormat
@@ -34,14 +36,64 @@ def _discover() -> dict[str, InputFormat]:
     ):
         if module_info.name in SHARED_MODULES:
             continue
-        module = importlib.import_module(f"{__package__}.{module_info.name}")
-        fmt = getattr(module, "FORMAT", None)
-        if isinstance(fmt, InputFormat):
+        fmt = _format_of(module_info.name)
+        if fmt is not None:
             found[fmt.name] = fmt
     return found
 
 
-FORMATS: dict[str, InputFormat] = _discover()
+def _format_of(module_name: str) -> InputFormat | None:
+    """The format the adapter module `module_name` defines (None: it defines none)."""
+    module = importlib.import_module(f"{__package__}.{module_name}")
+    fmt = getattr(module, "FORMAT", None)
+    return fmt if isinstance(fmt, InputFormat) else None
+
+
+class _Registry(MutableMapping[str, InputFormat]):
+    """Every input format by its `--from` name, in module-name order. Importing every
+    adapter takes a tenth of a second or more, so they are imported when the whole list is
+    first asked for; a format asked for by name is first looked for in the module of that
+    name (`-` as `_`), which is where almost every one lives."""
+
+    def __init__(self) -> None:
+        self._all: dict[str, InputFormat] | None = None
+
+    def everything(self) -> dict[str, InputFormat]:
+        if self._all is None:
+            self._all = _discover()
+        return self._all
+
+    def __getitem__(self, name: str) -> InputFormat:
+        if self._all is None and isinstance(name, str):
+            module_name = name.replace("-", "_")
+            if module_name.isidentifier() and module_name not in SHARED_MODULES:
+                with suppress(ImportError):
+                    fmt = _format_of(module_name)
+                    if fmt is not None and fmt.name == name:
+                        return fmt
+        return self.everything()[name]
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self[name]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def __setitem__(self, name: str, fmt: InputFormat) -> None:
+        self.everything()[name] = fmt
+
+    def __delitem__(self, name: str) -> None:
+        del self.everything()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.everything())
+
+    def __len__(self) -> int:
+        return len(self.everything())
+
+
+FORMATS: MutableMapping[str, InputFormat] = _Registry()
 """Every input format by its `--from` name."""
 
 
