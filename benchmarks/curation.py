@@ -9,8 +9,9 @@ Run from the repository root (real threads from ../shared/realdata, the tokenize
     python benchmarks/curation.py --threads 100000 --repeat 2
 
 What it does: writes --threads unique real threads (as benchmarks/run.py builds them) and
-an evaluation set of --prompts prompts (real user turns not in the training threads,
-made unique), as MMS JSONL. Then, alternating --repeat times, `mms run` on the threads
+an evaluation set of --prompts prompts (the openings of real answers, which no training
+user turn holds, made unique, and 100 real user turns, which 8% of 100k training threads
+hold), as MMS JSONL. Then, alternating --repeat times, `mms run` on the threads
 (the configuration of benchmarks/run.py: lint, dedup, tokenize, one split; two workers)
 without curation, and with pii, language, quality (tag), decontaminate (against the
 evaluation set) and a plugin (benchmarks/curation_plugin.py: a URL count); the fastest of
@@ -63,14 +64,29 @@ def config(path: Path, source: Path, out: Path, tokenizer: Path, stages: dict) -
     return path
 
 
+PLANTED = 100
+"""Evaluation prompts copied from real user turns: the training threads holding one of them
+are the ones decontamination finds (8% of 100k threads: the real threads are cycled)."""
+
+
 def evaluation_set(threads: list, count: int, path: Path) -> None:
-    """`count` MT-Bench-shaped questions: user turns of the real threads, each made unique."""
+    """`count` MT-Bench-shaped questions: the openings (30 words) of real answers, which no
+    training user turn holds, each made unique; and PLANTED real user turns, which some do."""
+    answers = [
+        " ".join(m.content.split()[:30])
+        for t in threads
+        for m in t.messages
+        if m.role == "assistant" and len(m.content.split()) >= 20
+    ]
     prompts = [
         m.content for t in threads for m in t.messages if m.role == "user" and len(m.content) > 40
     ]
     with open(path, "w", encoding="utf-8") as out:
         for index in range(count):
-            turn = f"{prompts[index % len(prompts)]} (variant {index})"
+            if index < PLANTED:
+                turn = prompts[index * 7 % len(prompts)]
+            else:
+                turn = f"{answers[index % len(answers)]} (variant {index})"
             out.write(json.dumps({"question_id": index, "turns": [turn]}) + "\n")
 
 
