@@ -453,6 +453,16 @@ def test_answers_judged_in_a_batch_are_judged_as_alone(threads, factor):
     assert quality_flags_many(turns, rules) == [quality_flags(each, rules) for each in turns]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.text(" \t\n\u00a0\u2003ab.", max_size=8), st.integers(0, 4))
+def test_an_answer_is_empty_below_its_count_of_visible_characters(text, least):
+    """`empty_answer` flags an answer with fewer than `min_answer_chars` characters that
+    are not white space (Unicode's), whatever the spaces around or between them."""
+    rules = QualitySettings(rules=("empty_answer",), min_answer_chars=least)
+    flagged = quality_flags([Turn(text, "", True)], rules) == ["empty_answer"]
+    assert flagged == (len("".join(text.split())) < least)
+
+
 MOJIBAKE_ALPHABET = "aeé ÃÂ©®€œ™°²³×ØÙ–—‚„‘’“”•‹›ВГРСЂâóàäê\n"
 
 

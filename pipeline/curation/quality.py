@@ -112,7 +112,7 @@ def quality_flags_many(
             place += 1
     for row in judge.repeating_rows():
         found[row].add("repetition")
-    return [[rule for rule in RULES if rule in flags] for flags in found]
+    return [[rule for rule in RULES if rule in flags] if flags else [] for flags in found]
 
 
 class _Judge:
@@ -188,7 +188,9 @@ def _matching(texts: pa.Array, pattern: str, wanted: bool) -> list[bool]:
 
 def _nearly_empty(text: str, min_chars: int) -> bool:
     """Whether `text` holds fewer than `min_chars` characters that are not white space
-    (it stops counting at `min_chars`)."""
+    (it stops counting at `min_chars`; up to 2, the stripped text's two ends tell)."""
+    if min_chars <= 2 and len(text.strip()) >= min_chars:
+        return False
     return sum(1 for _ in islice(_NOT_SPACE.finditer(text), min_chars)) < min_chars
 
 
