@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from pipeline import read
 from pipeline.cli import main
 from pipeline.curation.contamination import NgramIndex, words
-from pipeline.curation.language import message_language
+from pipeline.curation.language import message_language, thread_language, thread_languages
 from pipeline.curation.mojibake import bad_texts, re2_syntax
 from pipeline.curation.pii import find_pii, may_hold_pii
 from pipeline.curation.quality import QualitySettings, Turn, quality_flags, quality_flags_many
@@ -345,6 +345,34 @@ OTHER_LANGUAGES_IN_ASCII = (
     ("ro", "Am fost la magazin sa cumpar paine si lapte pentru micul dejun"),
 )
 """Chat sentences of 14 languages typed without accents (written for these tests)."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.lists(
+                st.sampled_from(
+                    [text for _, text in OTHER_LANGUAGES_IN_ASCII]
+                    + [
+                        "Tell me who you are.",
+                        "这是一个测试句子，我们在这里写中文。",
+                        "```x = 1```",
+                        "ok",
+                    ]
+                ),
+                max_size=12,
+            ).map(" ".join),
+            max_size=4,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_threads_judged_in_a_batch_are_judged_as_alone(threads):
+    """The model asked once for every message of a batch (then once for the ones it is
+    unsure of) names each thread and message as asking for that thread alone does."""
+    assert thread_languages(threads) == [thread_language(texts) for texts in threads]
 
 
 def test_plain_english_is_told_without_the_model_and_nothing_else_is():
