@@ -70,6 +70,10 @@ class NgramIndex:
         self.item_ids.append(item)
         self._built = None
 
+    def build(self) -> None:
+        """Build the index now (it is otherwise built for the first lookup)."""
+        self._index()
+
     def matches(self, text: str) -> list[str]:
         """The evaluation items the text holds an n-gram of (or the whole of), in order."""
         return self.matches_many([text])[0]

@@ -176,6 +176,11 @@ def _predict(lines: list[str]) -> list[list[str]]:
     )
 
 
+def load_model() -> None:
+    """Load the model now (it is otherwise loaded for the first text judged)."""
+    _model()
+
+
 def message_language(text: str) -> str | None:
     """The ISO 639 code of the language `text` is written in, None when it is too short
     to tell or the model is unsure."""

@@ -71,6 +71,13 @@ def bad_texts(texts: list[str], column: pa.Array | None = None) -> list[bool]:
     return bad
 
 
+def load() -> None:
+    """Import ftfy and spell its expression for RE2 now (otherwise done when first used)."""
+    import ftfy.badness  # noqa: F401
+
+    _re2_badness()
+
+
 @lru_cache(maxsize=1)
 def _re2_badness() -> str | None:
     """ftfy's badness expression in RE2's syntax (None when it cannot be spelled there)."""

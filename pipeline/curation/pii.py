@@ -160,6 +160,13 @@ class Span:
     kind: str
 
 
+def load_detectors(region: str = "US") -> None:
+    """Import the detectors and load their patterns and `region`'s phone metadata now
+    (otherwise done for the first text that needs them)."""
+    _secret_patterns()
+    find_pii("+1 415 555 2671", region)
+
+
 def find_pii(text: str, region: str = "US") -> list[Span]:
     """The personal data and secrets in `text`, in order, none overlapping (a secret or a
     card wins over what it holds). `region` is where a phone number without its country

@@ -85,6 +85,10 @@ class Stage:
     """Whether `rejected` must see each record in reading order among the threads (a
     streaming job then finishes the batch read so far before handing one on)."""
 
+    def prepare(self) -> None:
+        """Load what every worker needs (a model, an index) in the process that starts the
+        workers: forked workers inherit it, once in memory for all of them."""
+
     def map(self, batch: Batch) -> Batch:
         """Tag a batch (in the worker that read it)."""
         return batch

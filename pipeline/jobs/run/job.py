@@ -122,6 +122,16 @@ def detected_format(config: RunConfig, part: InputPart) -> str:
     return f"auto -> {detect(head).label}"
 
 
+def prepare_workers(config: RunConfig) -> None:
+    """Load what every worker needs before the workers start: the tokenizer, and each map
+    stage's models and indexes (the local engine's forked workers inherit them, once in
+    memory; a Ray actor loads them when it starts)."""
+    if config.stages.tokenize is not None:
+        renderer_for(config.stages.tokenize)
+    for each in run_stages(config, Side()):
+        each.prepare()
+
+
 def _watched_files(parts: list[InputPart], config: RunConfig) -> list[str]:
     """The local files the parts read, and the tokenizer files their tokens depend on: a
     resumed run refuses parts made from other versions of them."""
@@ -234,7 +244,6 @@ def _run(
 ) -> RunResult:
     """The run's stages into the claimed folder's staging folder, its manifest last."""
     out, staging = folder.root, folder.staging
-    stage = config.stages.tokenize
     resumed: list[int] = []  # the parts already done when the run starts (its first report)
 
     def parts_progress(done: int, total: int) -> None:
@@ -251,7 +260,7 @@ def _run(
             config_digest=f"{PART_FORMAT}:{config.digest()}",
             runner=runner,
             progress=parts_progress,
-            prepare_workers=lambda: renderer_for(stage) if stage else None,
+            prepare_workers=lambda: prepare_workers(config),
             watched=_watched_files(parts, config),
         )
         with closing(part_dirs):  # a failed reduce stops the workers and frees the work dir

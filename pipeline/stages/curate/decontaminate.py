@@ -96,6 +96,11 @@ class Decontaminate(Tagger):
     def inspect(self, thread: Thread) -> Finding:
         return self.inspect_all([thread])[0]
 
+    def prepare(self) -> None:
+        index = evaluation_index(self.settings.against, self.settings.ngram)
+        index.prompts.build()
+        index.answers.build()
+
     def inspect_all(self, threads: list[Thread]) -> list[Finding]:
         """Every user and assistant turn of the batch looked up at once, per side."""
         index = evaluation_index(self.settings.against, self.settings.ngram)

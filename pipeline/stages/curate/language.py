@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from pipeline.curation.language import ThreadLanguage, thread_languages
+from pipeline.curation.language import ThreadLanguage, load_model, thread_languages
 from pipeline.mms import Thread
 from pipeline.stages.curate.tagging import Finding, Tagger
 
@@ -35,6 +35,9 @@ class Language(Tagger):
 
     def inspect(self, thread: Thread) -> Finding:
         return self.inspect_all([thread])[0]
+
+    def prepare(self) -> None:
+        load_model()
 
     def inspect_all(self, threads: list[Thread]) -> list[Finding]:
         """The messages of the whole batch judged at once."""

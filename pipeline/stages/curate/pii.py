@@ -16,7 +16,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.curation.pii import KINDS, Redactor, find_pii, may_hold_pii, redact_json_text
+from pipeline.curation.pii import (
+    KINDS,
+    Redactor,
+    find_pii,
+    load_detectors,
+    may_hold_pii,
+    redact_json_text,
+)
 from pipeline.mms import Message, Thread
 from pipeline.stages.curate.tagging import Finding, Tagger
 
@@ -48,6 +55,9 @@ class Pii(Tagger):
 
     def __init__(self, settings: PiiSettings):
         self.settings = settings
+
+    def prepare(self) -> None:
+        load_detectors(self.settings.region)
 
     def inspect_all(self, threads: list[Thread]) -> list[Finding]:
         signs = iter(may_hold_pii([m.content for t in threads for m in t.messages]))

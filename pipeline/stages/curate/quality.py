@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from pipeline.curation import mojibake
 from pipeline.curation.quality import QualitySettings, Turn, quality_flags_many
 from pipeline.mms import Thread
 from pipeline.stages.curate.tagging import Action, Finding, Tagger
@@ -45,6 +46,10 @@ class Quality(Tagger):
 
     def inspect(self, thread: Thread) -> Finding:
         return self.inspect_all([thread])[0]
+
+    def prepare(self) -> None:
+        if "mojibake" in self.settings.rules.rules:
+            mojibake.load()
 
     def inspect_all(self, threads: list[Thread]) -> list[Finding]:
         """The answers of the whole batch judged at once."""
