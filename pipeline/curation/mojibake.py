@@ -21,10 +21,9 @@ from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-PYTHON_SPACE = r"\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}"
-"""What Python's `\\s` matches, in RE2's terms (RE2's own `\\s` is ASCII only)."""
+from pipeline.curation.re2 import PYTHON_SPACE, matching
+
 _CATEGORIES = {
     sre.CATEGORY_DIGIT: r"\p{Nd}",
     sre.CATEGORY_WORD: r"\pL\pN_",
@@ -52,10 +51,8 @@ def bad_texts(texts: list[str], column: pa.Array | None = None) -> list[bool]:
     bad = [False] * len(texts)
     if not texts:
         return bad
-    if column is None:
-        column = pa.array(texts, pa.string())
-    signs = pc.match_substring_regex(column, MAY_BE_MOJIBAKE)
-    suspects = [row for row, sign in enumerate(signs.to_pylist()) if sign]
+    signs = matching(texts if column is None else column, MAY_BE_MOJIBAKE)
+    suspects = [row for row, sign in enumerate(signs) if sign]
     if not suspects:
         return bad
     import ftfy.badness  # imported here: only a run with the quality stage needs it
@@ -65,16 +62,14 @@ def bad_texts(texts: list[str], column: pa.Array | None = None) -> list[bool]:
         for row in suspects:
             bad[row] = ftfy.badness.is_bad(texts[row])
         return bad
-    found = pc.match_substring_regex(pa.array([texts[row] for row in suspects]), pattern)
-    for row, is_bad in zip(suspects, found.to_pylist(), strict=True):
+    found = matching([texts[row] for row in suspects], pattern)
+    for row, is_bad in zip(suspects, found, strict=True):
         bad[row] = is_bad
     return bad
 
 
 def load() -> None:
     """Import ftfy and spell its expression for RE2 now (otherwise done when first used)."""
-    import ftfy.badness  # noqa: F401
-
     _re2_badness()
 
 

@@ -25,8 +25,8 @@ from functools import cache
 from typing import Any
 
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
+
+from pipeline.curation.re2 import PYTHON_SPACE, matching
 
 EMAIL, PHONE, IP, CREDIT_CARD, SECRET = "EMAIL", "PHONE", "IP", "CREDIT_CARD", "SECRET"
 KINDS = (EMAIL, PHONE, IP, CREDIT_CARD, SECRET)
@@ -120,8 +120,6 @@ _DISCORD = re.compile(r"\.[a-zA-Z0-9_-]{6}\.[a-zA-Z0-9_-]{27}")
 """The shapes without a literal part (Twilio, Telegram, Discord tokens)."""
 
 
-_UNICODE_SPACE = r"\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}"
-"""What Python's `\\s` matches, in RE2's terms (RE2's own `\\s` is ASCII only)."""
 _SIGNS = "|".join(
     [
         "@",
@@ -129,7 +127,7 @@ _SIGNS = "|".join(
         "PuTTY",
         *(re.escape(marker) for marker in _SECRET_MARKERS),
         # _PHONE_HINT (and card numbers), _IPV4_HINT, _IPV6_HINT with Unicode digits
-        rf"\p{{Nd}}[\p{{Nd}}{_UNICODE_SPACE}().\-]{{6,}}\p{{Nd}}",
+        rf"\p{{Nd}}[\p{{Nd}}{PYTHON_SPACE}().\-]{{6,}}\p{{Nd}}",
         r"\p{Nd}\.\p{Nd}+\.\p{Nd}",
         _IPV6_HINT.pattern,
         _TWILIO.pattern,
@@ -145,10 +143,7 @@ def may_hold_pii(texts: list[str]) -> list[bool]:
     """For each text, whether `find_pii` may find something in it: False means it finds
     nothing. Arrow's RE2 scans all texts at once, some fifty times faster than one
     Python search per text."""
-    if not texts:
-        return []
-    signs = pc.match_substring_regex(pa.array(texts, pa.string()), _SIGNS)
-    return signs.to_pylist()  # type: ignore[no-any-return]
+    return matching(texts, _SIGNS)
 
 
 @dataclass(frozen=True, slots=True, order=True)

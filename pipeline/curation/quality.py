@@ -34,10 +34,10 @@ from itertools import islice
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipeline.curation.mojibake import bad_texts
 from pipeline.curation.ngrams import WordGrams
+from pipeline.curation.re2 import matching
 
 REFUSAL_PHRASES = (
     "as an ai language model",
@@ -62,7 +62,6 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 COPY_GATE_WORDS = 8
 """How many of a user turn's longest words an answer must hold to be checked for a copy."""
 _NOT_SPACE = re.compile(r"\S")
-_RE2_SPECIAL = frozenset("\\.^$|?*+()[]{}")
 _FENCED_CODE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _LINE_REPEAT, _TOP_NGRAM, _DUP_NGRAM = 0.30, {2: 0.20, 3: 0.18, 4: 0.16}, {
     5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10,
@@ -123,7 +122,9 @@ class _Judge:
         self.settings = settings
         rules = settings.rules
         column = pa.array(texts, pa.string())
-        self.refusals = _matching(column, _phrases(settings.refusal_phrases), "refusal" in rules)
+        phrases = _phrases(settings.refusal_phrases)
+        wanted = "refusal" in rules and phrases
+        self.refusals = matching(column, phrases, any_case=True) if wanted else [False] * len(texts)
         self.mojibake = bad_texts(texts, column) if "mojibake" in rules else [False] * len(texts)
         self.asked: dict[str, tuple[list[str], list[str]]] = {}
         self.counted: list[tuple[int, list[str]]] = []
@@ -174,16 +175,7 @@ class _Judge:
 
 def _phrases(phrases: tuple[str, ...]) -> str:
     """The phrases as one RE2 expression of literals (empty when there are none)."""
-    return "|".join("".join(f"\\{c}" if c in _RE2_SPECIAL else c for c in p) for p in phrases)
-
-
-def _matching(texts: pa.Array, pattern: str, wanted: bool) -> list[bool]:
-    """Whether each text holds a match of the RE2 `pattern` (any case), all texts in one
-    scan; all False when the rule is not `wanted` or the pattern is empty."""
-    if not wanted or not pattern:
-        return [False] * len(texts)
-    found = pc.match_substring_regex(texts, pattern, ignore_case=True)
-    return found.to_pylist()  # type: ignore[no-any-return]
+    return "|".join(map(re.escape, phrases))
 
 
 def _nearly_empty(text: str, min_chars: int) -> bool:
