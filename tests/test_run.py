@@ -468,7 +468,7 @@ def test_on_a_terminal_progress_shows_parts_records_tokens_and_time_left(tmp_pat
     parts = re.findall(r"read, lint, tokenize: (\d+) of (\d+) parts", text)
     assert parts and parts[-1][0] == parts[-1][1]
     ordered = re.findall(
-        r"lint, dedup, shard: \d+ of \d+ parts, ([\d,]+) records?, ([\d,]+) tokens", text
+        r"lint, dedup, split: \d+ of \d+ parts, ([\d,]+) records?, ([\d,]+) tokens", text
     )
     manifest = orjson.loads((tmp_path / "manifest.json").read_bytes())["counts"]
     assert ordered[-1] == (f"{manifest['records_read']:,}", f"{manifest['tokens']:,}")

@@ -64,10 +64,12 @@ def read_progress() -> Iterator[Callable[[Account], None] | None]:
 
 
 @contextmanager
-def stage_progress() -> Iterator[Callable[[str, int, int, Account | None], None] | None]:
+def stage_progress(
+    units: Mapping[str, str] | None = None,
+) -> Iterator[Callable[[str, int, int, Account | None], None] | None]:
     """One live line per stage on a terminal (nothing when output is redirected): parts
-    done with the time left at their pace, and the records and tokens so far when
-    the stage counts them."""
+    (or the stage's own unit, `units[stage]`) done with the time left at their pace, and
+    the records and tokens so far when the stage counts them."""
     if not stderr.is_terminal:
         yield None
         return
@@ -84,7 +86,8 @@ def stage_progress() -> Iterator[Callable[[str, int, int, Account | None], None]
         def update(stage: str, done: int, total: int, counts: Account | None) -> None:
             if stage not in tasks:
                 tasks[stage] = progress.add_task(stage, total=total)
-            figures = f"{done:,} of {plural(total, 'part')}"
+            unit = (units or {}).get(stage, "part")
+            figures = f"{done:,} of {plural(total, unit)}"
             if counts is not None:
                 figures += f", {plural(counts.records_read, 'record')}"
                 figures += f", {counts.tokens:,} tokens" if counts.tokens else ""

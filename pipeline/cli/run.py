@@ -32,6 +32,7 @@ from pipeline.engine import PartFailed, WorkdirError
 from pipeline.engine.ray import RayUnavailable
 from pipeline.jobs.run import (
     LOCAL_WORKERS,
+    SHARD_WRITES,
     WORK_DIR,
     FinishedBefore,
     RunResult,
@@ -194,7 +195,7 @@ def _run(
 ) -> RunResult | FinishedBefore:
     """The run, with progress; a failure is told (`_CONFIG_ERRORS`, `_RUN_FAILURES`)."""
     try:
-        with stage_progress() as update:
+        with stage_progress({SHARD_WRITES: "shard"}) as update:
             return run_pipeline(
                 config,
                 output=out,

@@ -14,6 +14,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +36,15 @@ loaded (a tokenizer takes a second to load, in every worker otherwise), and the 
 forks them before it starts any thread of its own. The parent's other threads (a progress
 bar) are not used by workers. Elsewhere (macOS, where forking is unsafe) workers are
 spawned as fresh interpreters."""
+TASK_START_METHOD = "forkserver" if sys.platform.startswith("linux") else "spawn"
+"""`map_tasks` workers start from a fresh fork server, not from the run's process: a task
+may use a library whose thread pool does not survive a fork of a process that started it
+(polars, for the shards' stats), and the run's process may have (an earlier command in the
+same Python session)."""
+TASK_PRELOAD = ["pipeline.jobs.run.shard_tasks", "pipeline.jobs.stats.compute"]
+"""What the fork server imports once, so each task's worker starts with it."""
 _PR_SET_PDEATHSIG = 1
+T = TypeVar("T")
 MAX_BUCKETS = 256
 """Hash buckets of the partition pass: one per source up to this many, so a bucket holds
 about one part's keys (and a few parts' on the largest inputs)."""
@@ -134,20 +143,39 @@ class LocalRunner:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
+    def map_tasks(
+        self, tasks: Sequence[Callable[[], T]], done: Callable[[int], None] | None = None
+    ) -> list[T]:
+        """Every task's result, in the tasks' order: run in `workers` processes (in this one
+        with one worker; a single task too runs in a worker, so the process that plans
+        does no work that grows with the data); `done(count)` after each finishes. The first failure (in task
+        order) is raised once every task has run."""
+        if self.workers <= 1 or not tasks:
+            results = []
+            for task in tasks:
+                results.append(task())
+                if done is not None:
+                    done(len(results))
+            return results
+        context = multiprocessing.get_context(TASK_START_METHOD)
+        if TASK_START_METHOD == "forkserver":
+            context.set_forkserver_preload(TASK_PRELOAD)
+        workers = min(self.workers, len(tasks))
+        with ProcessPoolExecutor(
+            workers,
+            mp_context=context,
+            initializer=share_cores,
+            initargs=(worker_threads(workers),),
+        ) as pool:
+            futures = [pool.submit(task) for task in tasks]
+            for finished, _ in enumerate(as_completed(futures), 1):
+                if done is not None:
+                    done(finished)
+            return [future.result() for future in futures]
+
     def _each(self, tasks: Iterator[Callable[[], None]]) -> None:
         """Run every task, in `workers` processes (in this one with one worker)."""
-        if self.workers <= 1:
-            for task in tasks:
-                task()
-            return
-        context = multiprocessing.get_context(START_METHOD)
-        with ProcessPoolExecutor(self.workers, mp_context=context) as pool:
-            for _ in pool.map(_call, tasks):
-                pass
-
-
-def _call(task: Callable[[], None]) -> None:
-    task()
+        self.map_tasks(list(tasks))
 
 
 def _write_buckets(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
@@ -25,12 +25,16 @@ from pipeline.engine.workdir import (
     wait_for_old_workers,
 )
 
+T = TypeVar("T")
+
 
 class Runner(Protocol):
     """Runs parts (each with `workdir.run_part`), yielding each part as it is DONE, in any
     order; raises `PartFailed` for a failed part once the parts already running are done.
     Closing the iterator early stops the parts not yet started. A runner is a context
-    manager: entered, it is ready to run (connected to its cluster)."""
+    manager: entered, it is ready to run (connected to its cluster). `map_tasks` runs any
+    other work of a job in parallel (the ordered pass's shard writes): every task's result
+    in the tasks' order."""
 
     name: str
 
@@ -45,6 +49,10 @@ class Runner(Protocol):
         workdir: Path,
         prepare_workers: Callable[[], object] | None,
     ) -> Generator[Part, None, None]: ...
+
+    def map_tasks(
+        self, tasks: Sequence[Callable[[], T]], done: Callable[[int], None] | None = None
+    ) -> list[T]: ...
 
 
 @runtime_checkable

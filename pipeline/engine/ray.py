@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -28,12 +28,15 @@ from pipeline.engine.keys import BUCKET, ROW, SOURCE, empty_keys, shared_rows, s
 from pipeline.engine.threads import share_cores
 from pipeline.engine.workdir import Part, PartFailed, Process, hold_workers_lock, run_part
 
+T = TypeVar("T")
 INSTALL_HINT = "pip install 'mms-pipeline[ray]'"
 LOCAL = "local"
 """The address that starts a Ray instance on this machine (as no address does, unless
 RAY_ADDRESS names a cluster, as `ray job submit` does)."""
 _DATA_SETTINGS = ("enable_progress_bars", "print_on_execution_start", "shuffle_strategy")
 """The Ray Data settings a run changes for itself, restored when it ends."""
+TASK_RETRIES = 3
+"""How often Ray runs a task again whose worker or node died (`map_tasks`)."""
 BUCKETS_PER_WORKER = 4
 """Hash buckets of the partition pass per worker (a bucket is one task's work)."""
 
@@ -188,6 +191,27 @@ class RayRunner:
         for _ in written.iter_batches(batch_size=None, batch_format="pyarrow"):
             pass
 
+    def map_tasks(
+        self, tasks: Sequence[Callable[[], T]], done: Callable[[int], None] | None = None
+    ) -> list[T]:
+        """Every task's result, in the tasks' order: each task a Ray task of one CPU, on any
+        node (paths must mean the same on every node); a task lost with its node is run
+        again by Ray (a task writes its files atomically, under names fixed before it runs,
+        so a second run writes the same bytes once). `done(count)` after each finishes."""
+        if not tasks:
+            return []
+        ray = _ray()
+        remote = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_task)
+        pending = [remote.remote(task) for task in tasks]
+        waiting = list(pending)
+        finished = 0
+        while waiting:
+            ready, waiting = ray.wait(waiting, num_returns=1)
+            finished += len(ready)
+            if done is not None:
+                done(finished)
+        return list(ray.get(pending))
+
 
 class _PartWorker:
     """A Ray Data actor: loads what every part needs once, then runs the parts it is given
@@ -237,6 +261,11 @@ def _publish_rows(
     rows = np.unique(group[ROW].to_numpy())
     publish(names[source], rows)
     return pa.table({SOURCE: pa.array([source], pa.int32()), "rows": pa.array([len(rows)])})
+
+
+def _run_task(task: Callable[[], T]) -> T:
+    share_cores(1)  # a task holds one CPU of its node
+    return task()
 
 
 def _init_arguments(settings: RaySettings) -> dict[str, Any]:

@@ -1,20 +1,19 @@
 """Deterministic Parquet shards (DESIGN §7): `{split}-{i:05d}-of-{n:05d}.parquet`, zstd by
 default, fixed row groups, so the same rows give the same bytes; a shard ends at a row count, a
 byte size or both; the shards take their final names only when the whole split is written, so a
-failed run leaves no half dataset. ShuffledShardWriter writes them in a seeded shuffled order
-(a run's train split, `shard.shuffle`)."""
+failed run leaves no half dataset. `mms run` writes each shard in a task of its own
+(pipeline/jobs/run/shard_tasks.py: a named shard)."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -99,6 +98,7 @@ class ShardWriter:
         row_group_rows: int = ROW_GROUP_ROWS,
         compression: str = "zstd",
         empty_shard: bool = True,
+        name: str | None = None,
     ):
         if not _SPLIT_NAME.match(split):
             raise ValueError(f"split name {split!r} must be letters, digits and underscores")
@@ -111,7 +111,13 @@ class ShardWriter:
         self.directory = Path(directory)
         self.schema = schema
         self.split = split
-        self.shard_rows = SHARD_ROWS if shard_rows is None and shard_bytes is None else shard_rows
+        self.name = name
+        """One shard under this name, however many rows (no limit may be given), or None:
+        shards cut by the limits, named `{split}-{i:05d}-of-{n:05d}.parquet`."""
+        if name is not None and (shard_rows is not None or shard_bytes is not None):
+            raise ValueError("a named shard takes no row or byte limit")
+        unlimited = shard_rows is None and shard_bytes is None and name is None
+        self.shard_rows = SHARD_ROWS if unlimited else shard_rows
         self.shard_bytes = shard_bytes
         self.row_group_rows = row_group_rows
         self.compression = compression
@@ -176,7 +182,8 @@ class ShardWriter:
 
     def _open(self) -> pq.ParquetWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
-        temp = self.directory / f".{self.split}-{len(self._temps):05d}.{os.getpid()}.parquet.tmp"
+        stem = self.name or f"{self.split}-{len(self._temps):05d}"
+        temp = self.directory / f".{stem}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
         self._temps.append(temp)
         self._rows.append(0)
         self._sink = pa.OSFile(str(temp), "wb")
@@ -203,7 +210,9 @@ class ShardWriter:
             self._open()
         self._close()
         count = len(self._temps)
-        names = [shard_name(self.split, i, count) for i in range(count)]
+        names = (
+            [self.name] if self.name else [shard_name(self.split, i, count) for i in range(count)]
+        )
         self.shards = [
             Shard(name, rows, temp.stat().st_size, file_sha256(temp))
             for name, rows, temp in zip(names, self._rows, self._temps, strict=True)
@@ -229,189 +238,3 @@ def _check_positive(name: str, value: int | None, *, optional: bool) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         allowed = "a positive integer or None" if optional else "a positive integer"
         raise ValueError(f"{name} must be {allowed}, not {value!r}")
-
-
-SHUFFLE_BUCKETS = 64
-"""Temporary files the rows of a shuffled split are dealt into before being shuffled."""
-SHUFFLE_BUCKET_BYTES = 256 * 2**20
-"""A bucket larger than this is dealt again into SHUFFLE_BUCKETS smaller ones before it is
-read whole: what bounds the memory of the shuffle."""
-_GROUP = "__shuffle_group"
-
-
-class ShuffledShardWriter:
-    """A ShardWriter's shards with the rows in a seeded shuffled order, in bounded memory
-    and deterministic: the same rows written in the same order give the same bytes, however
-    they are cut into tables.
-
-    Rows are numbered by group (the rows of a group: consecutive rows with the same non-null
-    `groups` value, e.g. both sides of a preference pair; each other row is a group of its
-    own), each group goes to one of SHUFFLE_BUCKETS temporary Arrow files (under
-    `staging`) by a hash of (seed, its number), and at commit each bucket, in turn, is read
-    whole (dealt again first when over SHUFFLE_BUCKET_BYTES), its groups put in a seeded
-    random order (a group's rows stay together, in their order), and written to the shards.
-    Each bucket being a random part of the split, the shards hold the sources mixed
-    throughout, whatever the order the rows came in.
-
-    `schema`, `reshape` and `flush`: rows of another schema than the shards', each shuffled
-    table turned into shard tables by `reshape` (e.g. packing) and what it still holds at
-    the end by `flush`."""
-
-    def __init__(
-        self,
-        writer: ShardWriter,
-        staging: Path,
-        seed: int,
-        *,
-        schema: pa.Schema | None = None,
-        reshape: Callable[[pa.Table], Iterable[pa.Table]] | None = None,
-        flush: Callable[[], Iterable[pa.Table]] | None = None,
-    ):
-        self.writer = writer
-        self.seed = seed
-        self.folder = staging / f".shuffle-{writer.split}.{os.getpid()}"
-        self.schema = schema if schema is not None else writer.schema
-        self._reshape = reshape
-        self._flush = flush
-        self._schema = self.schema.append(pa.field(_GROUP, pa.int64()))
-        self._buckets: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
-        self._sinks: list[pa.NativeFile] = []
-        self._held: dict[int, list[pa.Table]] = {}
-        self._groups = 0
-        self._previous: str | None = None
-
-    @property
-    def shards(self) -> list[Shard]:
-        return self.writer.shards
-
-    def write(self, table: pa.Table, groups: list[str | None] | None = None) -> None:
-        """Append `table`'s rows; `groups`: each row's group (None: a row alone)."""
-        if not table.schema.equals(self.schema):
-            raise ValueError(f"table schema differs from the shard schema:\n{table.schema}")
-        if not table.num_rows:
-            return
-        values = groups if groups is not None else [None] * table.num_rows
-        starts = np.empty(table.num_rows, dtype=np.int64)
-        previous = self._previous
-        for row, group in enumerate(values):
-            starts[row] = group is None or group != previous
-            previous = group
-        self._previous = previous
-        numbers = self._groups + np.cumsum(starts) - 1
-        self._groups = int(numbers[-1]) + 1
-        buckets = _mix(self.seed, 0, numbers) % SHUFFLE_BUCKETS
-        table = table.append_column(_GROUP, pa.array(numbers, pa.int64()))
-        for bucket in np.unique(buckets).tolist():
-            rows = table.filter(pa.array(buckets == bucket))
-            held = self._held.setdefault(bucket, [])
-            held.append(rows)
-            if sum(part.num_rows for part in held) >= ROW_GROUP_ROWS:
-                self._spill(bucket)
-
-    def commit(self) -> None:
-        """Shuffle every bucket into the shards, publish them, remove the buckets."""
-        try:
-            for bucket in list(self._held):
-                self._spill(bucket)
-            self._close_buckets()
-            for bucket in range(SHUFFLE_BUCKETS):
-                self._drain(self.folder / f"{bucket:03d}.arrow", (bucket,))
-            for table in self._flush() if self._flush is not None else []:
-                self.writer.write(table)
-            self.writer.commit()
-        finally:
-            self._remove_buckets()
-
-    def discard(self) -> None:
-        """Remove every file written so far (buckets and shards)."""
-        try:
-            self.writer.discard()
-        finally:
-            self._remove_buckets()
-
-    # ------------------------------------------------------------------ internals
-
-    def _spill(self, bucket: int) -> None:
-        held = self._held.pop(bucket, [])
-        if not held:
-            return
-        if bucket not in self._buckets:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            sink = pa.OSFile(str(self.folder / f"{bucket:03d}.arrow"), "wb")
-            self._sinks.append(sink)
-            self._buckets[bucket] = pa.ipc.new_stream(sink, self._schema)
-        self._buckets[bucket].write_table(pa.concat_tables(held))
-
-    def _close_buckets(self) -> None:
-        writers, sinks = self._buckets, self._sinks
-        self._buckets, self._sinks = {}, []
-        for writer in writers.values():
-            writer.close()
-        for sink in sinks:
-            sink.close()
-
-    def _remove_buckets(self) -> None:
-        self._close_buckets()
-        self._held = {}
-        if self.folder.is_dir():
-            for path in self.folder.iterdir():
-                path.unlink()
-            self.folder.rmdir()
-
-    def _drain(self, path: Path, where: tuple[int, ...]) -> None:
-        """Write the bucket at `path` (at `where` in the tree of buckets) to the shards,
-        shuffled, then remove it; deal it again first when it is too large."""
-        if not path.is_file():
-            return
-        if path.stat().st_size > SHUFFLE_BUCKET_BYTES:
-            self._deal_again(path, where)
-            return
-        with pa.memory_map(str(path)) as source:
-            table = pa.ipc.open_stream(source).read_all()
-        numbers = table[_GROUP].to_numpy()
-        first = np.concatenate([[True], numbers[1:] != numbers[:-1]])
-        group = np.cumsum(first) - 1
-        rank = np.random.default_rng([self.seed, *where]).permutation(int(group[-1]) + 1)
-        order = np.argsort(rank[group], kind="stable")
-        shuffled = table.drop_columns([_GROUP]).take(pa.array(order))
-        for start in range(0, shuffled.num_rows, ROW_GROUP_ROWS):
-            rows = shuffled.slice(start, ROW_GROUP_ROWS)
-            for table in self._reshape(rows) if self._reshape is not None else [rows]:
-                self.writer.write(table)
-        del table, shuffled
-        path.unlink()
-
-    def _deal_again(self, path: Path, where: tuple[int, ...]) -> None:
-        """Deal a bucket's groups into SHUFFLE_BUCKETS smaller ones (by another hash of
-        their numbers), then drain each."""
-        parts = [
-            path.with_name(f"{path.stem}-{bucket:03d}.arrow") for bucket in range(SHUFFLE_BUCKETS)
-        ]
-        sinks = [pa.OSFile(str(part), "wb") for part in parts]
-        writers = [pa.ipc.new_stream(sink, self._schema) for sink in sinks]
-        try:
-            with pa.memory_map(str(path)) as source:
-                for batch in pa.ipc.open_stream(source):
-                    buckets = (
-                        _mix(self.seed, len(where), batch[_GROUP].to_numpy()) % SHUFFLE_BUCKETS
-                    )
-                    for bucket in np.unique(buckets).tolist():
-                        writers[bucket].write_batch(batch.filter(pa.array(buckets == bucket)))
-        finally:
-            for writer in writers:
-                writer.close()
-            for sink in sinks:
-                sink.close()
-        path.unlink()
-        for bucket, part in enumerate(parts):
-            self._drain(part, (*where, bucket))
-
-
-def _mix(seed: int, salt: int, values: np.ndarray) -> np.ndarray:
-    """splitmix64 of `values` keyed by (seed, salt): well spread uint64 hashes."""
-    key = np.uint64((seed * 0x9E3779B97F4A7C15 + salt * 0xD1B54A32D192ED03) % 2**64)
-    with np.errstate(over="ignore"):
-        x = values.astype(np.uint64) + key
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))

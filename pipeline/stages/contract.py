@@ -79,6 +79,9 @@ class Stage:
     """The columns `map` adds to every batch (their names are the stage's to publish)."""
     reshaped_schema: ClassVar[pa.Schema | None] = None
     """The columns of the rows `reshape` yields (None: those of the rows it is given)."""
+    threads_per_row: ClassVar[int] = 1
+    """The rows `reshape` turns into one (a preference pair's two): `rows_per_shard`
+    counts the rows it yields."""
     partition_columns: ClassVar[tuple[str, ...]] = ()
     """The columns `partition_keys` reads; none: the stage does not partition."""
     sees_rejections: ClassVar[bool] = False

@@ -49,6 +49,7 @@ class ObjectiveStage(Stage):
         self.objective = objective
         self.generation_prompt = generation_prompt
         self.reshaped_schema = SCHEMAS[objective]  # type: ignore[misc]
+        self.threads_per_row = 2 if objective == "preference" else 1  # type: ignore[misc]
 
     def decide(self, rows: pa.Table, kept: list[bool]) -> list[str | None]:
         if self.objective == "sft" or not rows.num_rows:

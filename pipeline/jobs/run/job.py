@@ -270,6 +270,8 @@ def _run(
                 staging,
                 parts,
                 ready,
+                runner,
+                folder.work,
                 progress,
                 *passed_over(config, out),
                 repeated=repeated,
@@ -282,7 +284,7 @@ def _run(
     if config.stages.tokenize is not None and not reduced.gate_failed:
         tokenizer = ship_tokenizer(reduced.part_dirs[0] / PART_TOKENIZER, staging)
     packing = reduced.packing
-    figures = write_stats(staging, shards, counts, tokenizer, packing)
+    figures = write_stats(staging, reduced.tables, counts, packing)
     if figures is not None:
         reports += STATS_REPORTS
         schema = shard_schema(config)

@@ -4,7 +4,7 @@ tokenizer, the manifest and the Hugging Face dataset card."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -39,7 +39,9 @@ from pipeline.output.manifest import (
 from pipeline.output.shards import Shard
 from pipeline.output.tokenizer import TOKENIZER_DIR, shipped_tokenizer_record
 from pipeline.sources.parts import InputPart
-from pipeline.tokenize.special import ROLE
+
+if TYPE_CHECKING:
+    from pipeline.jobs.stats.compute import ShardTables
 
 REPORTS = (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html"))
 
@@ -59,22 +61,22 @@ STATS_REPORTS = ("reports/stats.json", "reports/stats.md", "reports/stats.html")
 
 def write_stats(
     out: Path,
-    shards: dict[str, list[Shard]],
+    tables: dict[str, list[ShardTables]],
     counts: Account,
-    tokenizer: dict[str, Any] | None,
     packing: dict[str, Any] | None,
 ) -> dict[str, Any] | None:
-    """reports/stats.{json,md,html}: `mms stats OUT`' figures (the shards just written, with
-    tokens per role, and the run's accounting as the manifest will give it), returned for
-    the card; none without shards."""
-    if not shards:
+    """reports/stats.{json,md,html}: `mms stats OUT`' figures (of the shards just written,
+    from the count tables their tasks made, with tokens per role, and the run's accounting
+    as the manifest will give it), returned for the card; none without shards."""
+    if not tables:
         return None
-    from pipeline.jobs.stats import compute_stats, figures_of_counts, shard_files, stats_json
+    from pipeline.jobs.stats import figures_of_counts, stats_json
+    from pipeline.jobs.stats.compute import split_figures
     from pipeline.output.stats_html import stats_html
     from pipeline.output.stats_markdown import stats_markdown
 
-    role_id = tokenizer["special_tokens"][ROLE] if tokenizer else None
-    stats = compute_stats(shard_files([out]), role_id=role_id)
+    splits = {split: split_figures(tables[split]) for split in sorted(tables)}
+    stats: dict[str, Any] = {"splits": splits}
     stats["run"] = figures_of_counts(counts.to_dict(), packing)
     texts = (stats_json(stats), stats_markdown(stats), stats_html(stats))
     for name, text in zip(STATS_REPORTS, texts, strict=True):

@@ -1,27 +1,30 @@
 """The ordered pass of `mms run`: the parts' directories taken in plan order (so the
 output never depends on the number of workers or the engine). Every stage of the run
 (pipeline/jobs/run/stages.py) merges what it kept of each part and decides, batch by batch,
-which rows it drops and why; this pass counts every decision once, then writes the kept rows:
-mixing weights, the split, and the shards, published only if the lint gate passes. The train
-split's rows are shuffled (seeded by `shard.seed`; `shard.shuffle`, on by default;
-pipeline/output/shards.py: ShuffledShardWriter) before they are packed (if they are) and
-written, a preference pair's or group's rows kept together, so any range of its row groups
-holds the sources mixed as the whole does; the other splits keep the plan order."""
+which rows it drops and why; this pass counts every decision once and records, part by part,
+the rows it keeps: their split and weighted copies (pipeline/jobs/run/selection.py). If the
+lint gate passes, the engine's workers then write the shards in parallel
+(pipeline/jobs/run/shard_tasks.py). The train split's rows are shuffled (seeded by
+`shard.seed`; `shard.shuffle`, on by default) before they are packed (if they are), a
+preference pair's or group's rows kept together, so any range of its row groups holds the
+sources mixed as the whole does; the other splits keep the plan order."""
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.accounting import Account, InputAccount
+from pipeline.engine import Runner
 from pipeline.jobs.batch_steps import Drop, decide
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.part import (
@@ -32,23 +35,29 @@ from pipeline.jobs.run.part import (
     stage_file,
 )
 from pipeline.jobs.run.partition import RepeatedRows, partitioned
-from pipeline.jobs.run.stages import Side, row_schema, run_stages, shard_schema
+from pipeline.jobs.run.selection import SELECTED_DIR, Selections
+from pipeline.jobs.run.shard_tasks import ShardDone, ShardTask, packing_stats, plan_shard_tasks
+from pipeline.jobs.run.stages import Side, row_schema, run_stages
 from pipeline.lint import LintReport, select_rules
 from pipeline.lint.store import DiagnosticStore
 from pipeline.mms.groups import whole_groups_end
 from pipeline.output.files import atomic_output
-from pipeline.output.shards import Shard, ShardWriter, ShuffledShardWriter
-from pipeline.packing import PACKED_SCHEMA, SEQUENCES_PER_SHARD
+from pipeline.output.shards import Shard
 from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE, dropped_line, rejection_from_line
 from pipeline.sources.parts import InputPart
-from pipeline.stages.contract import TOKENS_CUT, Stage, repeated_column
+from pipeline.stages.contract import TOKENS_CUT, repeated_column
 from pipeline.stages.lint import Lint
-from pipeline.stages.pack import Pack
 from pipeline.stages.sample import SPLIT_GROUP, THREAD_GROUP
 from pipeline.stages.split import split_rows
 
+if TYPE_CHECKING:
+    from pipeline.jobs.stats.compute import ShardTables
+
 Progress = Callable[[str, int, int, Account | None], None]
-"""(stage, parts done, parts in all, the run's counts so far when the stage has them)."""
+"""(stage, parts done, parts in all, the run's counts so far when the stage has them); for
+SHARD_WRITES, shards written of all."""
+SHARD_WRITES = "write shards"
+"""The stage of the shard tasks, counted in shards."""
 
 
 @dataclass
@@ -64,6 +73,8 @@ class Reduced:
     gate_failed: bool = False
     packing: dict[str, Any] | None = None
     """What the pack stage did (seq_len, sequences, fill ...), None without one."""
+    tables: dict[str, list[ShardTables]] = field(default_factory=dict)
+    """Each split's shards' count tables (for the stats), as the shard tasks gave them."""
 
 
 def reduce_parts(
@@ -71,114 +82,62 @@ def reduce_parts(
     out: Path,
     parts: list[InputPart],
     part_dirs: Iterable[Path],
+    runner: Runner,
+    workdir: Path,
     progress: Progress | None = None,
     skipped: Sequence[str] = (),
     refused: dict[str, str] | None = None,
     repeated: RepeatedRows | None = None,
 ) -> Reduced:
-    """Read the parts' directories (in plan order, as they become ready) into the shards
-    under `out/data` (`out`: the output folder's staging folder), the quarantine file, and the lint report (which lists the `skipped`
-    files of the inputs' folders and globs, that are not data files). The shards are
-    published only when the lint gate passes; a split that got no rows gets no file.
-    `repeated`: what a partition pass found (pipeline/jobs/run/partition.py), if any."""
-    reducer = _Reducer(config, skipped, refused or {}, repeated)
-    writers = _shard_writers(config, out, reducer.stages)
+    """Read the parts' directories (in plan order, as they become ready) into the
+    quarantine file, the list of threads left out, the lint report and each part's
+    selection (under `workdir`); then, if the lint gate passes, the shards under
+    `out/data` (`out`: the output folder's staging folder), written by `runner`'s workers
+    (pipeline/jobs/run/shard_tasks.py). The report lists the `skipped` files of the
+    inputs' folders and globs, that are not data files. A split that got no rows gets no
+    file. `repeated`: what a partition pass found (pipeline/jobs/run/partition.py)."""
+    reducer = _Reducer(config, skipped, refused or {}, repeated, workdir)
     with ExitStack() as stack:
         quarantine = stack.enter_context(atomic_output(out / REJECTED_FILE))
         left_out = stack.enter_context(atomic_output(out / DROPPED_FILE))
-        stack.push(_discard_on_error(writers))  # nothing half-written survives a failure
         if progress is not None:
-            progress("lint, dedup, shard", 0, len(parts), reducer.counts)
+            progress("lint, dedup, split", 0, len(parts), reducer.counts)
         read: list[Path] = []
         for done, (part, part_dir) in enumerate(zip(parts, part_dirs, strict=True), 1):
-            reducer.take_part(part, part_dir, (quarantine, left_out), writers)
+            reducer.take_part(part, part_dir, (quarantine, left_out))
             read.append(part_dir)
             if progress is not None:
-                progress("lint, dedup, shard", done, len(parts), reducer.counts)
+                progress("lint, dedup, split", done, len(parts), reducer.counts)
         report = reducer.lint.finish()
-        gate_failed = report.failed(config.stages.lint.fail_on)
-        if gate_failed:
-            reducer.counts.withhold()
-        for name, writer in writers.items():
-            if gate_failed:
-                writer.discard()  # no normal-looking output from a failed gate
-                continue
-            if not isinstance(writer, ShuffledShardWriter):  # it flushes the stages itself
-                for table in _reshaped(reducer.stages, name, None):
-                    writer.write(table)
-            writer.commit()
-    shards = {name: writer.shards for name, writer in writers.items() if writer.shards}
-    pack = next((stage for stage in reducer.stages if isinstance(stage, Pack)), None)
-    packing = pack.stats().to_dict() if pack is not None and shards else None
-    if packing is not None:  # a packed output lists its splits by name, as `mms pack` does
-        shards = dict(sorted(shards.items()))
-    return Reduced(reducer.counts, shards, report, read, gate_failed, packing)
+    gate_failed = report.failed(config.stages.lint.fail_on)
+    if gate_failed:
+        reducer.counts.withhold()  # no normal-looking output from a failed gate
+    tasks: list[ShardTask] = []
+    written: list[ShardDone] = []
+    if reducer.selections is not None and not gate_failed:
+        tasks = plan_shard_tasks(reducer.selections, read, config, out / "data")
+
+        def shards_progress(count: int) -> None:
+            if progress is not None:
+                progress(SHARD_WRITES, count, len(tasks), None)
+
+        shards_progress(0)
+        written = runner.map_tasks(tasks, shards_progress)
+        shutil.rmtree(workdir / SELECTED_DIR, ignore_errors=True)
+    shards: dict[str, list[Shard]] = {}
+    tables: dict[str, list[ShardTables]] = {}
+    for task, shard_done in zip(tasks, written, strict=True):
+        shards.setdefault(task.split, []).append(shard_done.shard)
+        tables.setdefault(task.split, []).append(shard_done.tables)
+    packing = None
+    if config.stages.pack is not None and shards:
+        packing = packing_stats(written, config.stages.pack.seq_len).to_dict()
+        shards = dict(sorted(shards.items()))  # a packed output lists its splits by name
+    return Reduced(reducer.counts, shards, report, read, gate_failed, packing, tables)
 
 
-Writer = ShardWriter | ShuffledShardWriter
 SHUFFLED_SPLIT = "train"
 """The split written in a shuffled order (with `shard.shuffle`): what training reads."""
-
-
-def _discard_on_error(writers: dict[str, Writer]) -> Callable[..., bool]:
-    """An exit callback removing every shard file written when the pass fails."""
-
-    def on_exit(exc_type: type[BaseException] | None, *_: object) -> bool:
-        if exc_type is not None:
-            for writer in writers.values():
-                writer.discard()
-        return False
-
-    return on_exit
-
-
-def _shard_writers(config: RunConfig, out: Path, stages: list[Stage]) -> dict[str, Writer]:
-    """A writer per split; the train split's shuffles its rows before the stages reshape
-    them (pack), so a packed run packs the threads in the order its unpacked run writes."""
-    shard = config.stages.shard
-    if shard is None:
-        return {}
-    writers: dict[str, Writer] = dict(_plain_writers(config, out))
-    if shard.shuffle and SHUFFLED_SPLIT in writers:
-        plain = writers[SHUFFLED_SPLIT]
-        assert isinstance(plain, ShardWriter)
-        writers[SHUFFLED_SPLIT] = ShuffledShardWriter(
-            plain,
-            out,
-            shard.seed,
-            schema=row_schema(config),
-            reshape=lambda rows: _reshaped(stages, SHUFFLED_SPLIT, rows),
-            flush=lambda: _reshaped(stages, SHUFFLED_SPLIT, None),
-        )
-    return writers
-
-
-def _plain_writers(config: RunConfig, out: Path) -> dict[str, ShardWriter]:
-    shard = config.stages.shard
-    assert shard is not None
-    if config.stages.pack is not None:
-        return {
-            name: ShardWriter(
-                out / "data",
-                PACKED_SCHEMA,
-                split=name,
-                shard_rows=SEQUENCES_PER_SHARD,
-                empty_shard=False,
-            )
-            for name, _ in shard.splits
-        }
-    return {
-        name: ShardWriter(
-            out / "data",
-            shard_schema(config),
-            split=name,
-            shard_rows=shard.rows_per_shard,
-            shard_bytes=shard.bytes_per_shard,
-            compression=shard.compression,
-            empty_shard=False,
-        )
-        for name, _ in shard.splits
-    }
 
 
 class _Reducer:
@@ -191,9 +150,11 @@ class _Reducer:
         skipped: Sequence[str],
         refused: dict[str, str],
         repeated: RepeatedRows | None,
+        workdir: Path,
     ):
         self.config = config
         self.repeated = repeated
+        self.selections = _selections(config, workdir)
         source = config.recorded_path(config.source) if config.source else None
         lint_config = config.stages.lint.to_lint_config(source)
         self.report = LintReport(
@@ -217,7 +178,6 @@ class _Reducer:
         part: InputPart,
         part_dir: Path,
         lists: tuple[BinaryIO, BinaryIO],
-        writers: dict[str, Writer],
     ) -> None:
         """Take one part's files: its counts, quarantined records, stage states and rows;
         `lists`: the quarantine and the list of threads left out, which it extends."""
@@ -248,9 +208,11 @@ class _Reducer:
                 origin.dropped_by.update(reason for reason in reasons if reason is not None)
                 keep = [reason is None for reason in reasons]
                 kept = table.filter(pa.array(keep, pa.bool_()))
-                kept = kept.select([*self.columns, SPLIT_GROUP, THREAD_GROUP])
+                kept = kept.select([*self.columns, SPLIT_GROUP, THREAD_GROUP, PART_ROW])
                 if kept.num_rows:
-                    _write(kept, self.config, (weight, origin), writers, self.counts, self.stages)
+                    _select(kept, self.config, (weight, origin), self.selections, self.counts)
+        if self.selections is not None:
+            self.selections.finish_part(part.id)
 
     def _whole_groups(
         self, threads: pa.ipc.RecordBatchFileReader, part: InputPart
@@ -274,6 +236,8 @@ class _Reducer:
     def _with_repeated(self, batch: pa.RecordBatch, part: InputPart, start: int) -> pa.Table:
         """A batch of a part's rows, with each partitioned stage's `repeated` column."""
         table = pa.Table.from_batches([batch])
+        rows = pa.array(np.arange(start, start + table.num_rows, dtype=np.int64))
+        table = table.append_column(PART_ROW, rows)
         for stage in self.partitioned:
             assert self.repeated is not None
             flags = self.repeated.column(stage.name, part.id, start, table.num_rows)
@@ -329,56 +293,46 @@ def _count_tokens_lost(table: pa.Table, reasons: list[str | None], counts: Accou
         counts.tokens_truncated += pc.sum(cut).as_py() or 0
 
 
-def _write(
+def _select(
     table: pa.Table,
     config: RunConfig,
     origin: tuple[int, InputAccount],
-    writers: dict[str, Writer],
+    selections: Selections | None,
     counts: Account,
-    stages: list[Stage],
 ) -> None:
-    """Split a batch of kept rows of one input (`origin`: its weight and account), weight
-    it, reshape it (pack), then write it; to a shuffled split, the rows with their groups
-    (a weighted copy of a group is a group of its own), reshaped once shuffled."""
+    """Split a batch of kept rows of one input (`origin`: its weight and account) and
+    record them, weighted, in the part's selection (written by the shard tasks)."""
     weight, source = origin
-    if not writers:
+    if selections is None:
         counts.not_sharded += table.num_rows
         return
     shard = config.stages.shard
     assert shard is not None
     chosen = split_rows(table, shard)
-    thread_groups = table[THREAD_GROUP]
-    table = table.drop_columns([SPLIT_GROUP, THREAD_GROUP])
+    part_rows = table[PART_ROW].to_numpy()
     for name, rows in chosen.items():
         if not rows:
             continue
-        taken = pa.array(rows, type=pa.int64())
-        part = table.take(taken)
-        groups = thread_groups.take(taken).to_pylist()
-        writer = writers[name]
-        for copy in range(weight):
-            rows_of_copy = part if copy == 0 else _copy_ids(part, copy)
-            if isinstance(writer, ShuffledShardWriter):  # it reshapes the rows once shuffled
-                copy_groups = [g if g is None or not copy else f"{g}#{copy}" for g in groups]
-                writer.write(rows_of_copy, copy_groups)
-                continue
-            for written in _reshaped(stages, name, rows_of_copy):
-                writer.write(written)
-        counts.count_written(name, part, weight, source)
+        taken = table.take(pa.array(rows, type=pa.int64()))
+        groups = taken[THREAD_GROUP].to_pylist()
+        ids = taken["id"].to_pylist() if name == selections.shuffled else []
+        tokens = (pc.sum(taken["num_tokens"]).as_py() or 0) if config.stages.pack else 0
+        nbytes = taken.nbytes if shard.bytes_per_shard is not None else 0
+        selections.add(name, part_rows[rows], weight, (groups, ids), (tokens, nbytes))
+        counts.count_written(name, taken, weight, source)
 
 
-def _reshaped(stages: list[Stage], split: str, rows: pa.Table | None) -> list[pa.Table]:
-    """Rows kept for `split` through every stage's `reshape`, in order; None: what the
-    stages still hold at the end of the split (each stage's `flush`)."""
-    tables = [rows] if rows is not None else []
-    for stage in stages:
-        tables = [out for table in tables for out in stage.reshape(split, table)]
-        if rows is None:
-            tables += stage.flush(split)
-    return tables
+def _selections(config: RunConfig, workdir: Path) -> Selections | None:
+    """Where the ordered pass records the rows it keeps (None: the run writes no shards)."""
+    shard = config.stages.shard
+    if shard is None:
+        return None
+    folder = workdir / SELECTED_DIR
+    shutil.rmtree(folder, ignore_errors=True)
+    names = [name for name, _ in shard.splits]
+    shuffled = SHUFFLED_SPLIT if shard.shuffle and SHUFFLED_SPLIT in names else None
+    return Selections(folder, names, shuffled, shard.seed)
 
 
-def _copy_ids(table: pa.Table, copy: int) -> pa.Table:
-    """A weighted copy of the rows, each id marked with its copy number."""
-    ids = pa.array([f"{thread_id}#{copy}" for thread_id in table["id"].to_pylist()])
-    return table.set_column(table.schema.get_field_index("id"), "id", ids)
+PART_ROW = "__part_row"
+"""The ordered pass's column of a row's index in its part's threads file."""

@@ -82,6 +82,9 @@ class Step:
     build: Build | None = None
     always: bool = False
     """Build even when the slice is off (or there is none)."""
+    reshapes: bool = False
+    """The stage reshapes the rows a split keeps (`Stage.reshape`): the shard tasks build
+    it alone (`reshaping_stages`)."""
 
 
 RUN_STAGES: tuple[Step, ...] = (
@@ -101,9 +104,9 @@ RUN_STAGES: tuple[Step, ...] = (
         lambda _, stages, side: TokenFilter(stages.filters) if stages.tokenize else None,
         always=True,
     ),
-    Step(None, lambda _, stages, side: _objective(stages), always=True),
+    Step(None, lambda _, stages, side: _objective(stages), always=True, reshapes=True),
     Step(split.CONFIG),  # the split, in the ordered pass: pipeline/jobs/run/reduce.py
-    Step(pack.CONFIG, lambda settings, *_: Pack.from_settings(settings)),
+    Step(pack.CONFIG, lambda settings, *_: Pack.from_settings(settings), reshapes=True),
 )
 
 CONFIG_SLICES: tuple[ConfigSlice[Any], ...] = tuple(
@@ -181,8 +184,19 @@ class HasStages(Protocol):
 
 def run_stages(config: HasStages, side: Side) -> list[Stage]:
     """The stages `config` turns on, in run order."""
+    return _built(config, side, RUN_STAGES)
+
+
+def reshaping_stages(config: HasStages) -> list[Stage]:
+    """The stages `config` turns on that reshape the rows a split keeps, in run order,
+    built without the others (a shard task needs only these, and loads no tokenizer for
+    the rest)."""
+    return _built(config, Side(), tuple(step for step in RUN_STAGES if step.reshapes))
+
+
+def _built(config: HasStages, side: Side, steps: tuple[Step, ...]) -> list[Stage]:
     built: list[Stage] = []
-    for step in RUN_STAGES:
+    for step in steps:
         settings = getattr(config.stages, step.slice.key) if step.slice else None
         if step.build is None or (settings is None and not step.always):
             continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,24 +49,54 @@ def compute_stats(
     return {"splits": {split: _split(paths, by, role_id) for split, paths in files.items()}}
 
 
-def _split(paths: Sequence[str], by: str | None, role_id: int | None) -> dict[str, Any]:
-    columns = set(pl.scan_parquet(paths[0]).collect_schema().names())
+@dataclass(frozen=True)
+class ShardTables:
+    """One shard's count tables (small, mergeable: what a worker that wrote the shard hands
+    back), and the shape of its split's shards."""
+
+    shape: Shape
+    objective: str | None
+    counts: pl.DataFrame
+    roles: pl.DataFrame | None
+    capabilities: pl.DataFrame | None
+    objectives: dict[str, Any] | None
+
+
+def shard_tables(path: str, by: str | None = None, role_id: int | None = None) -> ShardTables:
+    """The count tables of one shard (tokens per role too with `role_id`)."""
+    columns = set(pl.scan_parquet(path).collect_schema().names())
     shape = Shape.of(columns)
     if by is not None and "meta" not in columns:
-        raise StatsError(f"--by needs the `meta` column, which these shards lack: {paths[0]}")
+        raise StatsError(f"--by needs the `meta` column, which these shards lack: {path}")
     objective: str | None = objective_of(columns)
     objective = None if objective == "sft" else objective
-    counts = roles = capabilities = objectives = None
     with_roles = role_id is not None and shape.messages and shape.tokenized and not shape.packed
-    for path in paths:
-        counts = merge_counts(counts, shard_counts(path, shape, by))
-        if with_roles:
-            assert role_id is not None
-            roles = merge_role_tokens(roles, shard_role_tokens(path, role_id))
-        if shape.messages:
-            capabilities = merge_capabilities(capabilities, shard_capabilities(path))
-        if objective is not None:
-            objectives = merge_objective_counts(objectives, shard_objective_counts(path, objective))
+    return ShardTables(
+        shape,
+        objective,
+        shard_counts(path, shape, by),
+        shard_role_tokens(path, role_id) if with_roles and role_id is not None else None,
+        shard_capabilities(path) if shape.messages else None,
+        shard_objective_counts(path, objective) if objective is not None else None,
+    )
+
+
+def _split(paths: Sequence[str], by: str | None, role_id: int | None) -> dict[str, Any]:
+    return split_figures([shard_tables(path, by, role_id) for path in paths], by)
+
+
+def split_figures(tables: Sequence[ShardTables], by: str | None = None) -> dict[str, Any]:
+    """The figures of a split from its shards' count tables (at least one)."""
+    shape, objective = tables[0].shape, tables[0].objective
+    counts = roles = capabilities = objectives = None
+    for each in tables:
+        counts = merge_counts(counts, each.counts)
+        if each.roles is not None:
+            roles = merge_role_tokens(roles, each.roles)
+        if each.capabilities is not None:
+            capabilities = merge_capabilities(capabilities, each.capabilities)
+        if each.objectives is not None:
+            objectives = merge_objective_counts(objectives, each.objectives)
     assert counts is not None
     whole = ungrouped(counts) if by is not None else counts
     figures = next(iter(thread_figures(whole, shape).values()))

@@ -1,0 +1,306 @@
+"""The shard writes of `mms run`, in parallel on the engine (DESIGN §7): once the ordered
+pass has chosen every part's rows (pipeline/jobs/run/selection.py), each shard is one task
+that reads its rows from the parts' threads files, reshapes them (pack, within the shard),
+and writes the shard under its final name. No process writes every shard.
+
+A split kept in plan order is cut into ranges of its rows in that order (`rows_per_shard`
+each, the last holding the rest); the shuffled split into equal ranges of the selection's
+keys, each shard holding its range's rows sorted by key (about `rows_per_shard` each: a key
+range is a random sample of the split). A packed split has as many shards as its tokens
+fill SEQUENCES_PER_SHARD sequences, each packed alone. The shards, their names and their
+bytes depend on the rows and the config, never on the engine or the workers."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.jobs.run.config import RunConfig
+from pipeline.jobs.run.part import PART_THREADS
+from pipeline.jobs.run.selection import Selections, SplitTotals, shard_count
+from pipeline.jobs.run.stages import reshaping_stages, row_schema, shard_schema
+from pipeline.output.shards import Shard, ShardWriter, shard_name
+from pipeline.packing import SEQUENCES_PER_SHARD, PackingStats
+from pipeline.stages.pack import Pack, PackSettings
+from pipeline.stages.split import ShardSettings
+from pipeline.stages.tokenize import renderer_for
+from pipeline.tokenize.special import ROLE
+
+if TYPE_CHECKING:
+    from pipeline.jobs.stats.compute import ShardTables
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Entries `start .. end` of a part's selection for one split (batch `split` of the
+    selection file), and the part's directory."""
+
+    part_dir: str
+    selection: str
+    split: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShardDone:
+    """A written shard, what packing it did (None: not packed), and its count tables."""
+
+    shard: Shard
+    packing: PackingStats | None
+    tables: ShardTables
+    """Its count tables, for the run's stats (merged by the driver, never re-read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShardTask:
+    """One shard: its split, name and folder, the entries it takes (in order), and whether
+    they are sorted by key (the shuffled split). Called in a worker."""
+
+    split: str
+    name: str
+    directory: str
+    sources: tuple[Source, ...]
+    shuffled: bool
+    config: RunConfig
+    role_id: int | None
+    """The `<|role|>` id of the run's tokenizer, for tokens per role (None: not tokenized)."""
+
+    def __call__(self) -> ShardDone:
+        stages = reshaping_stages(self.config)
+        tables = [self._rows()]
+        for stage in stages:
+            tables = [out for table in tables for out in stage.reshape(self.split, table)]
+            tables += stage.flush(self.split)
+        shard = self.config.stages.shard
+        assert shard is not None
+        writer = ShardWriter(
+            self.directory,
+            shard_schema(self.config),
+            split=self.split,
+            compression=shard.compression,
+            name=self.name,
+        )
+        with writer:
+            for table in tables:
+                if table.num_rows:
+                    writer.write(table)
+        pack = next((stage for stage in stages if isinstance(stage, Pack)), None)
+        from pipeline.jobs.stats.compute import shard_tables  # polars: only where shards are
+
+        written = writer.shards[0]
+        counted = shard_tables(str(Path(self.directory) / written.name), role_id=self.role_id)
+        return ShardDone(written, pack.stats() if pack is not None else None, counted)
+
+    def _rows(self) -> pa.Table:
+        """The task's rows, each weighted copy with its id marked (`id#copy`), in order."""
+        schema = row_schema(self.config)
+        tables: list[pa.Table] = []
+        keys: list[np.ndarray] = []
+        for source in self.sources:
+            with pa.memory_map(source.selection) as mapped:
+                chosen = pa.ipc.open_file(mapped).get_batch(source.split)
+                chosen = chosen.slice(source.start, source.end - source.start)
+                rows, copies = chosen["row"].to_numpy(), chosen["copy"].to_numpy()
+                keys.append(chosen["key"].to_numpy().copy())
+            with pa.memory_map(str(Path(source.part_dir) / PART_THREADS)) as mapped:
+                threads = pa.ipc.open_file(mapped).read_all().select(schema.names)
+                taken = threads.take(pa.array(rows))
+            tables.append(_copy_ids(taken, copies))
+        if not tables:
+            return schema.empty_table()
+        table = pa.concat_tables(tables)
+        if self.shuffled:
+            table = table.take(pa.array(np.argsort(np.concatenate(keys), kind="stable")))
+        return table
+
+
+def _copy_ids(rows: pa.Table, copies: np.ndarray) -> pa.Table:
+    """Rows whose copy number is not 0 get it after their id (`id#copy`)."""
+    if not copies.any():
+        return rows
+    marked = [
+        f"{thread_id}#{copy}" if copy else thread_id
+        for thread_id, copy in zip(rows["id"].to_pylist(), copies.tolist(), strict=True)
+    ]
+    return rows.set_column(rows.schema.get_field_index("id"), "id", pa.array(marked))
+
+
+def plan_shard_tasks(
+    selections: Selections, part_dirs: list[Path], config: RunConfig, directory: Path
+) -> list[ShardTask]:
+    """The shard tasks of every split that got rows, split by split in config order."""
+    settings = config.stages.shard
+    assert settings is not None
+    pack = config.stages.pack
+    role_id = _role_id(config)
+    tasks: list[ShardTask] = []
+    for index, split in enumerate(selections.splits):
+        totals = selections.totals[split]
+        count = _shards_of(totals, settings, pack)
+        if not count:
+            continue
+        exact = pack is None and settings.bytes_per_shard is None
+        per_row = max((stage.threads_per_row for stage in reshaping_stages(config)), default=1)
+        size = settings.rows_per_shard * per_row if exact else math.ceil(totals.entries / count)
+        if split == selections.shuffled:
+            ranges = _key_ranges(selections, index, totals, size)
+        else:
+            ranges = _row_ranges(selections, index, totals, size)
+        names = [shard_name(split, number, len(ranges)) for number in range(len(ranges))]
+        for name, sources in zip(names, ranges, strict=True):
+            tasks.append(
+                ShardTask(
+                    split,
+                    name,
+                    str(directory),
+                    tuple(
+                        Source(
+                            str(part_dirs[part]),
+                            str(selections.path(selections.parts[part])),
+                            index,
+                            start,
+                            end,
+                        )
+                        for part, start, end in sources
+                    ),
+                    split == selections.shuffled,
+                    config,
+                    role_id,
+                )
+            )
+    return tasks
+
+
+def _role_id(config: RunConfig) -> int | None:
+    """The `<|role|>` id of the run's tokenizer (None: not tokenized)."""
+    if config.stages.tokenize is None:
+        return None
+    role: int = renderer_for(config.stages.tokenize)[0].special_ids.as_dict()[ROLE]
+    return role
+
+
+def _shards_of(totals: SplitTotals, settings: ShardSettings, pack: PackSettings | None) -> int:
+    """How many shards a split's entries make (0 when it has none)."""
+    if not totals.entries:
+        return 0
+    if pack is not None:
+        sequences = math.ceil(totals.tokens / pack.seq_len)
+        return max(1, shard_count(sequences, SEQUENCES_PER_SHARD))
+    count = shard_count(totals.entries, settings.rows_per_shard)
+    if settings.bytes_per_shard is not None:
+        count = max(count, math.ceil(totals.nbytes / settings.bytes_per_shard))
+    return count
+
+
+Ranges = list[list[tuple[int, int, int]]]
+"""Per shard, its (part number, first entry, end entry) of each part it takes from."""
+
+
+def _row_ranges(selections: Selections, split: int, totals: SplitTotals, size: int) -> Ranges:
+    """A split in plan order, cut every `size` entries, or just before the group the cut
+    would fall in (after it when that group is the whole shard)."""
+    offsets = np.concatenate([[0], np.cumsum(totals.per_part)]).tolist()
+    cuts = [0]
+    for target in range(size, totals.entries, size):
+        part = int(np.searchsorted(offsets, target, "right")) - 1
+        with pa.memory_map(str(selections.path(selections.parts[part]))) as mapped:
+            starts = pa.ipc.open_file(mapped).get_batch(split)["start"].to_numpy(False)
+        local = target - offsets[part]
+        before = int(np.flatnonzero(starts[: local + 1])[-1]) if starts[: local + 1].any() else 0
+        cut = offsets[part] + before
+        if cut <= cuts[-1]:
+            after = np.flatnonzero(starts[local + 1 :])
+            cut = offsets[part] + (local + 1 + int(after[0]) if len(after) else len(starts))
+        if cuts[-1] < cut < totals.entries:
+            cuts.append(cut)
+    cuts.append(totals.entries)
+    ranges: Ranges = []
+    for first, last in itertools.pairwise(cuts):
+        taken = []
+        for part in range(len(totals.per_part)):
+            start, end = max(first, offsets[part]), min(last, offsets[part + 1])
+            if start < end:
+                taken.append((part, start - offsets[part], end - offsets[part]))
+        ranges.append(taken)
+    return ranges
+
+
+def _key_ranges(selections: Selections, split: int, totals: SplitTotals, size: int) -> Ranges:
+    """The shuffled split in key order (each part's entries sorted by key; equal keys, a
+    group's rows, in plan order), cut every `size` entries: each cut's key is found by a
+    search over the key space counting, in every part at once, the entries up to it (no
+    process holds the split's keys: the parts' selections are memory-mapped)."""
+    with ExitStack() as stack:
+        keys = []
+        for part_id in selections.parts:
+            mapped = stack.enter_context(pa.memory_map(str(selections.path(part_id))))
+            keys.append(pa.ipc.open_file(mapped).get_batch(split)["key"].to_numpy())
+        ranks = np.arange(size, totals.entries, size, dtype=np.int64)
+        cuts = _cut_positions(keys, ranks)
+        ends = [len(part_keys) for part_keys in keys]
+    bounds = [[0] * len(keys), *cuts, ends]
+    ranges: Ranges = []
+    for number in range(len(bounds) - 1):
+        ranges.append(
+            [
+                (part, bounds[number][part], bounds[number + 1][part])
+                for part in range(len(keys))
+                if bounds[number][part] < bounds[number + 1][part]
+            ]
+        )
+    return ranges
+
+
+def _cut_positions(keys: list[np.ndarray], ranks: np.ndarray) -> list[list[int]]:
+    """For each rank r, where each part's sorted keys are cut so that about r entries come
+    before it in key order: before the entries of the key at rank r (a group's rows share
+    their key), or after them when that would leave the shard empty; cuts that would
+    leave one empty are left out."""
+    if not len(ranks):
+        return []
+    low = np.zeros(len(ranks), np.uint64)
+    high = np.full(len(ranks), np.iinfo(np.uint64).max, np.uint64)
+    while (low < high).any():  # the key of the entry at rank r: r + 1 entries up to it
+        middle = low + (high - low) // np.uint64(2)
+        enough = _count(keys, middle, "right") > ranks
+        high = np.where(enough, middle, high)
+        low = np.where(enough, low, middle + np.uint64(1))
+    below = np.array([np.searchsorted(part, low, "left") for part in keys]).T
+    through = np.array([np.searchsorted(part, low, "right") for part in keys]).T
+    cuts: list[list[int]] = []
+    done, total = 0, sum(len(part) for part in keys)
+    for before, after in zip(below.tolist(), through.tolist(), strict=True):
+        cut = before if sum(before) > done else after  # a group (equal keys) is never cut
+        if done < sum(cut) < total:
+            cuts.append(cut)
+            done = sum(cut)
+    return cuts
+
+
+def _count(
+    keys: list[np.ndarray], values: np.ndarray, side: Literal["left", "right"]
+) -> np.ndarray:
+    """How many entries of every part have a key at or below (`right`) each value."""
+    total = np.zeros(len(values), np.int64)
+    for part in keys:
+        total += np.searchsorted(part, values, side)
+    return total
+
+
+def packing_stats(done: list[ShardDone], seq_len: int) -> PackingStats:
+    """What packing every shard did, added up."""
+    every = [each.packing for each in done if each.packing is not None]
+    return PackingStats(
+        sequences=sum(stats.sequences for stats in every),
+        rows=sum(stats.rows for stats in every),
+        tokens=sum(stats.tokens for stats in every),
+        seq_len=seq_len,
+    )

@@ -1,0 +1,172 @@
+"""The shards of `mms run` are written by the engine's workers, one task per shard
+(pipeline/jobs/run/shard_tasks.py): every split is cut at `rows_per_shard` (never inside a
+preference pair), nothing
+is lost or doubled (weighted copies included), the plan-order splits keep the plan order,
+the shuffled train split keeps a preference pair's rows together and mixes the sources
+throughout, and the bytes do not depend on the number of workers."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+
+PER_SHARD = 4
+
+
+def mms(*args: object):
+    return CliRunner().invoke(main, [str(arg) for arg in args])
+
+
+def chat(index: int, source: str) -> dict:
+    return {
+        "messages": [
+            {"role": "user", "content": f"{source} question number {index}?"},
+            {"role": "assistant", "content": f"{source} answer number {index}."},
+        ]
+    }
+
+
+def pair(index: int) -> dict:
+    prompt = f"Which is better, option {index} or not?"
+    return {
+        "chosen": f"\n\nHuman: {prompt}\n\nAssistant: Option {index}, clearly.",
+        "rejected": f"\n\nHuman: {prompt}\n\nAssistant: No idea {index}.",
+    }
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records))
+    return path
+
+
+def rows_of(out: Path, split: str) -> list[list[dict]]:
+    """Each shard of `split` (in name order): its rows' id and meta."""
+    shards = []
+    for path in sorted((out / "data").glob(f"{split}-*.parquet")):
+        table = pq.read_table(path, columns=["id", "meta"])
+        ids, metas = table["id"].to_pylist(), table["meta"].to_pylist()
+        shards.append([{"id": i, "meta": orjson.loads(m)} for i, m in zip(ids, metas, strict=True)])
+    return shards
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("inputs")
+    write_jsonl(folder / "alpha.jsonl", [chat(n, "alpha") for n in range(40)])
+    write_jsonl(folder / "beta.jsonl", [chat(n, "beta") for n in range(15)])
+    write_jsonl(folder / "pairs.jsonl", [pair(n) for n in range(12)])
+    return folder
+
+
+def config(folder: Path, inputs: Path, *, workers: int, shuffle: bool = True) -> Path:
+    path = folder / f"run-{workers}-{shuffle}.yaml"
+    path.write_text(
+        f"""name: writes
+inputs:
+  - path: {inputs / "alpha.jsonl"}
+  - path: {inputs / "beta.jsonl"}
+    weight: 2
+  - path: {inputs / "pairs.jsonl"}
+    format: hh-rlhf
+output: {folder / "unused"}
+stages:
+  lint: {{fail_on: never}}
+  shard: {{splits: {{train: 0.7, test: 0.3}}, rows_per_shard: {PER_SHARD}, shuffle: {str(shuffle).lower()}}}
+engine: {{workers: {workers}}}
+"""
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory, inputs: Path) -> dict[int, Path]:
+    folder = tmp_path_factory.mktemp("runs")
+    found = {}
+    for workers in (1, 2):
+        out = folder / f"out-{workers}"
+        result = mms("run", config(folder, inputs, workers=workers), "-o", out)
+        assert result.exit_code == 0, result.output
+        found[workers] = out
+    return found
+
+
+def test_shards_hold_rows_per_shard_rows_and_never_cut_a_pair(outputs):
+    """A shard ends at a multiple of `rows_per_shard` rows, or one row earlier where a
+    preference pair would be cut (its two rows are one group; the next shard has it)."""
+    for split in ("train", "test"):
+        shards = rows_of(outputs[2], split)
+        sizes = [len(rows) for rows in shards]
+        assert sizes and all(PER_SHARD - 1 <= size <= PER_SHARD + 1 for size in sizes[:-1])
+        assert 1 <= sizes[-1] <= PER_SHARD + 1
+        ends = list(itertools.accumulate(sizes))[:-1]
+        assert all(end % PER_SHARD in (0, PER_SHARD - 1) for end in ends), sizes
+        for rows in shards:
+            sides = Counter(row["meta"]["pair_id"] for row in rows if "pair_id" in row["meta"])
+            assert all(count == 2 for count in sides.values()), (split, sides)
+
+
+def test_nothing_is_lost_or_doubled_and_weights_make_marked_copies(outputs):
+    every = [
+        row for split in ("train", "test") for rows in rows_of(outputs[2], split) for row in rows
+    ]
+    assert len({row["id"] for row in every}) == len(every)
+    copies = Counter(row["id"].partition("#")[0] for row in every)
+    by_source = Counter(
+        (row["meta"]["source"].rsplit("/", 1)[-1], copies[row["id"].partition("#")[0]])
+        for row in every
+        if "#" not in row["id"]
+    )
+    assert by_source == Counter(
+        {("alpha.jsonl", 1): 40, ("beta.jsonl", 2): 15, ("pairs.jsonl", 1): 24}
+    )
+    manifest = orjson.loads((outputs[2] / "manifest.json").read_bytes())
+    assert sum(manifest["counts"]["threads_written"].values()) == len(every) == 40 + 2 * 15 + 24
+
+
+def test_the_bytes_do_not_depend_on_the_workers(outputs):
+    one, two = (sorted((outputs[w] / "data").iterdir()) for w in (1, 2))
+    assert [p.name for p in one] == [p.name for p in two]
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(one, two, strict=True))
+    manifests = [orjson.loads((outputs[w] / "manifest.json").read_bytes()) for w in (1, 2)]
+    for key in ("splits", "counts"):
+        assert manifests[0][key] == manifests[1][key]
+
+
+def test_the_shuffled_split_keeps_pairs_together_and_mixes_the_sources(outputs):
+    train = [row for rows in rows_of(outputs[2], "train") for row in rows]
+    positions: dict[str, list[int]] = {}
+    for place, row in enumerate(train):
+        if "pair_id" in row["meta"]:
+            positions.setdefault(row["meta"]["pair_id"], []).append(place)
+    assert positions and all(b == a + 1 for a, b in positions.values()), positions
+    first_half = {row["meta"]["source"].rsplit("/", 1)[-1] for row in train[: len(train) // 2]}
+    assert first_half == {"alpha.jsonl", "beta.jsonl", "pairs.jsonl"}
+
+
+def test_without_shuffle_every_split_keeps_the_plan_order(tmp_path, inputs, outputs):
+    out = tmp_path / "plain"
+    result = mms("run", config(tmp_path, inputs, workers=2, shuffle=False), "-o", out)
+    assert result.exit_code == 0, result.output
+    plain = {
+        split: [row["id"] for rows in rows_of(out, split) for row in rows]
+        for split in ("train", "test")
+    }
+    test_rows = [row["id"] for rows in rows_of(outputs[2], "test") for row in rows]
+    assert plain["test"] == test_rows  # the test split is never shuffled
+    shuffled = [row["id"] for rows in rows_of(outputs[2], "train") for row in rows]
+    assert sorted(plain["train"]) == sorted(shuffled) and plain["train"] != shuffled
+    lines = [
+        int(row["meta"]["locator"].rsplit(":", 1)[1])
+        for rows in rows_of(out, "train")
+        for row in rows
+        if row["meta"]["source"].endswith("alpha.jsonl")
+    ]
+    assert lines == sorted(lines)
