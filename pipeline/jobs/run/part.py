@@ -38,6 +38,7 @@ from pipeline.sources import DEFAULT_SPLIT, is_hf_input
 from pipeline.sources.parts import InputPart, iter_part_records
 from pipeline.sources.paths import HF_PREFIX
 from pipeline.stages.contract import Batch
+from pipeline.stages.lint import Lint
 from pipeline.stages.normalize import read_items
 from pipeline.stages.tokenize import renderer_for
 
@@ -121,6 +122,10 @@ class _PartWriter:
         dropped: Counter[str] = Counter()
         dropped_tokens: Counter[str] = Counter()
         tagged: Counter[str] = Counter()
+        if read_as.name is not None:  # lint findings point at the file as the config names it
+            for stage in self.stages:
+                if isinstance(stage, Lint):
+                    stage.linter.places = {read_as.name: read_as.path}
         with (
             (self.out / PART_REJECTED).open("wb") as rejected,
             (self.out / PART_DROPPED).open("wb") as left_out,
