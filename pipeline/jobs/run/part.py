@@ -47,7 +47,7 @@ PART_REJECTED = "rejected.jsonl"
 PART_STATS = "stats.json"
 PART_DROPPED = "dropped.jsonl"
 PART_TOKENIZER = "tokenizer"
-PART_FORMAT = "mms-run-part-5"
+PART_FORMAT = "mms-run-part-6"
 """The layout of a part's directory: a work directory of another layout is not resumed."""
 
 
