@@ -52,7 +52,8 @@ def _check_parts(path: Path, split_bytes: int, limits: ReadLimits | None = None)
         for part in parts:
             assert part.first_line == data[: part.start].count(b"\n") + 1
     items = [item for part in parts for item in iter_part_records(part, limits)]
-    assert items == list(iter_file(str(path), limits))
+    assert {part.name for part in parts} == {path.name}  # named under the input: its base name
+    assert items == list(iter_file(str(path), limits, name=path.name))
     return len(parts)
 
 

@@ -173,6 +173,7 @@ def test_inspect_shows_ids_sources_and_content_escaped(tmp_path):
     path.write_bytes(orjson.dumps(record) + b"\n")
     result = cli("inspect", str(path))
     assert result.exit_code == 0, result.output
-    assert_shown_as_data(result.output, str(path), "t\x1b[31m1")
+    # the thread's lineage names its file as the input does (a file input: its base name)
+    assert_shown_as_data(result.output, path.name, "t\x1b[31m1")
     assert "  1 | hi \\x1b[2Jthere" in result.output
     assert "  2 | line \\u202ettwo\\r" in result.output

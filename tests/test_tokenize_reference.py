@@ -247,7 +247,7 @@ def literal_threads(real_threads: list[Thread]) -> list[Thread]:
         threads = [t for t in real_threads if _literal_tokens(t, controls)]
         assert len(threads) >= 2
         return threads
-    kto = str(SHARED / "realdata" / "llamafactory" / "kto_en_demo.json")
+    kto = "llamafactory/kto_en_demo.json"  # its name under the folder read
     threads = [
         t
         for t in real_threads

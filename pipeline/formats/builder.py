@@ -97,9 +97,10 @@ class ThreadBuilder:
         self.record = record
         self.options = options
         self.thread_id = thread_id
+        source, locator = record.lineage
         self.meta: dict[str, Any] = {
-            "source": record.source,
-            "locator": record.locator,
+            "source": source,
+            "locator": locator,
             "source_format": source_format,
             **(meta or {}),
         }
@@ -585,9 +586,10 @@ class ThreadBuilder:
 
 def source_thread_id(record: Record, source_id: Any = None) -> str:
     """The thread id: the source's own id (string or integer) if it has one, else a stable
-    hash of where the record came from."""
+    hash of where the record came from: its file's name relative to its input and its
+    place in the file (`Record.lineage`), so it does not depend on where the input lives."""
     if isinstance(source_id, str) and source_id:
         return source_id
     if isinstance(source_id, int) and not isinstance(source_id, bool):
         return str(source_id)
-    return stable_thread_id(record.source, record.locator)
+    return stable_thread_id(*record.lineage)

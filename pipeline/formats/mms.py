@@ -88,7 +88,8 @@ def _split_extras(data: dict[str, Any]) -> dict[str, Any]:
 def _set_lineage(meta: dict[str, Any], record: Record) -> None:
     """Point meta at this record; lineage the thread already carried (an earlier
     conversion's source and locator) moves to `meta.upstream`, the oldest kept."""
-    lineage = {"source": record.source, "locator": record.locator, "source_format": NAME}
+    source, locator = record.lineage
+    lineage = {"source": source, "locator": locator, "source_format": NAME}
     earlier = {key: meta[key] for key in lineage if key in meta}
     if earlier and earlier != lineage and "upstream" not in meta:
         meta["upstream"] = earlier
@@ -160,7 +161,7 @@ def to_threads(record: Record, options: ConvertOptions | None = None) -> list[Th
     if isinstance(data.get("id"), int) and not isinstance(data.get("id"), bool):
         data["id"] = str(data["id"])
     if data.get("id") is None:
-        data["id"] = stable_thread_id(record.source, record.locator)
+        data["id"] = stable_thread_id(*record.lineage)
     try:
         return [Thread.from_dict(data)]
     except ThreadValidationError as err:

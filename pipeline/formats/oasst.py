@@ -147,7 +147,7 @@ class _PendingTree:
             if id(record) not in kept:
                 yield self._reject(record, self._orphan_reason(record, root))
         merged = {"message_tree_id": self.key, "prompt": nested}
-        yield Record(root.source, root.locator, merged), tuple(members)
+        yield Record(root.source, root.locator, merged, name=root.name), tuple(members)
 
     def _nest(
         self, root: Record, children: dict[Any, list[Record]]

@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import posixpath
 from collections.abc import Iterator
 from typing import Any
 
@@ -336,7 +337,13 @@ def join_requests(
     request_file = request_file_for(head.source) if os.path.isfile(head.source) else None
     requests: dict[Any, Record] = {}
     if request_file is not None:
-        for item in iter_file(request_file, ReadLimits()):
+        # the request file lies beside the output file: named beside it too
+        name = (
+            posixpath.join(posixpath.dirname(head.name), os.path.basename(request_file))
+            if isinstance(head, Record) and head.name is not None
+            else None
+        )
+        for item in iter_file(request_file, ReadLimits(), name=name):
             custom_id = (
                 item.value.get("custom_id")
                 if isinstance(item, Record) and isinstance(item.value, dict)
@@ -355,7 +362,7 @@ def join_requests(
         merged = dataclasses.replace(
             item,
             value={JOINED_REQUEST: request.value, JOINED_OUTPUT: value},
-            notes=(*item.notes, *request.notes, f"joined with its request ({request.locator})"),
+            notes=(*item.notes, *request.notes, f"joined with its request ({request.lineage[1]})"),
         )
         yield merged, (item, request)
     yield from requests.values()

@@ -13,7 +13,7 @@ from pipeline.accounting import Account
 from pipeline.jobs.batch_steps import StreamDriver
 from pipeline.jobs.lint_parts import lint_parts
 from pipeline.jobs.parallel import job_parts
-from pipeline.jobs.read import ReadSpec, read
+from pipeline.jobs.read import ReadSpec, files_to_read, read
 from pipeline.lint.config import LintConfig
 from pipeline.lint.report import LintReport
 from pipeline.lint.rules import select_rules
@@ -55,6 +55,8 @@ def lint(
     if parts:
         lint_parts(parts, spec, stage, driver.account, workers, driver.progress)
     else:
+        found = files_to_read(paths, spec, outputs)
+        stage.linter.places = {name: path for path, name in found.names.items()}
         read_all = read(
             paths, spec, on_reject=driver.rejected, stats=driver.account, outputs=outputs
         )

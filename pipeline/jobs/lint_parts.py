@@ -47,6 +47,8 @@ class LintPart:
 
     def __call__(self, part: InputPart, part_dir: Path) -> None:
         stage = Lint(self.config)
+        if part.name is not None:
+            stage.linter.places = {part.name: part.path}
         stats = Account()
         with (part_dir / PART_REJECTED).open("wb") as rejected:
             counter = _Positions(rejected)

@@ -5,6 +5,7 @@ job's ordered side sees what one process reading every file in turn would have s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -58,9 +59,11 @@ def job_parts(
     found = files_to_read(inputs, spec, outputs)
     if STDIN in found.files:  # standard input is read once, by this process
         return []
-    parts = plan_parts(
+    planned = plan_parts(
         [(path, spec.format) for path in found.files], split_bytes, can_split=splits_by_record
     )
+    # each file was planned as an input of its own: name it as its input named it
+    parts = [dataclasses.replace(part, name=found.names.get(part.path)) for part in planned]
     if len(parts) < 2:
         return []
     count_files(stats, found)

@@ -62,7 +62,8 @@ def read(
     found = files_to_read(inputs, spec, outputs)
     count_files(stats, found)
     for path in found.files:
-        items = iter_file(path, spec.limits, split=spec.split, config=spec.hf_config)
+        name = found.names.get(path)
+        items = iter_file(path, spec.limits, split=spec.split, config=spec.hf_config, name=name)
         yield from read_items(
             path, items, format=spec.format, on_reject=on_reject, stats=stats, options=spec.options
         )

@@ -39,10 +39,18 @@ class Linter:
             r.dataset(self.config, r) for r in self.rules if r.scope == "dataset" and r.dataset
         ]
         self._ignored = SourceIgnores(self.config.per_source_ignores)
+        self.places: dict[str, str] = {}
+        """The files being read as the user named them, by the name their threads record
+        (pipeline/sources/names.py): findings point at the file a person can open, while
+        the thread's id and lineage do not depend on where it lives."""
+
+    def view(self, thread: Thread) -> ThreadView:
+        """The thread as the rules see it, pointing at its file (`places`)."""
+        return ThreadView(thread, self.places)
 
     def check_thread(self, thread: Thread | ThreadView) -> list[Diagnostic]:
         """The findings for one thread: its thread rules', and dataset rules' that can tell at once."""
-        view = thread if isinstance(thread, ThreadView) else ThreadView(thread)
+        view = thread if isinstance(thread, ThreadView) else self.view(thread)
         return self.thread_findings(view) + self.observe(self.dataset_facts(view), view.ref)
 
     def thread_findings(self, view: ThreadView) -> list[Diagnostic]:

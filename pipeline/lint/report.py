@@ -17,7 +17,6 @@ from pipeline.lint.profile import DatasetProfile
 from pipeline.lint.rule import Rule
 from pipeline.lint.rules import RULES_BY_CODE
 from pipeline.lint.store import DiagnosticStore
-from pipeline.lint.thread_view import ThreadView
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
 
@@ -129,7 +128,7 @@ class LintReport:
 
     def check(self, linter: Linter, thread: Thread) -> list[Diagnostic]:
         """Lint one thread: its findings recorded (and returned), the profile updated."""
-        view = ThreadView(thread)
+        view = linter.view(thread)
         found = linter.check_thread(view)
         self.add(found, thread)
         self.profile.observe(view)

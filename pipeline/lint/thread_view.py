@@ -4,6 +4,7 @@ the thread's length."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
@@ -15,8 +16,11 @@ from pipeline.mms import Format, Thread
 class ThreadView:
     """Read-only facts about one thread, shared by every rule that checks it."""
 
-    def __init__(self, thread: Thread):
+    def __init__(self, thread: Thread, places: Mapping[str, str] | None = None):
+        """`places`: the files as the user named them, by the name their threads record
+        (`Linter.places`): findings point at the file, not at the name."""
         self.thread = thread
+        self.places = places
 
     @property
     def id(self) -> str:
@@ -25,12 +29,22 @@ class ThreadView:
     @property
     def source(self) -> str | None:
         source = self.thread.meta.get("source")
-        return source if isinstance(source, str) else None
+        if not isinstance(source, str):
+            return None
+        return self.places.get(source, source) if self.places else source
 
     @property
     def locator(self) -> str | None:
         locator = self.thread.meta.get("locator")
-        return str(locator) if locator is not None else None
+        if locator is None:
+            return None
+        text = str(locator)
+        source = self.thread.meta.get("source")
+        if not self.places or not isinstance(source, str) or source not in self.places:
+            return text
+        if not text.startswith(source):
+            return text
+        return self.places[source] + text[len(source) :]
 
     @property
     def ref(self) -> ThreadRef:

@@ -19,7 +19,7 @@ from pipeline.sources.hf import DEFAULT_SPLIT, iter_hf
 from pipeline.sources.jsonl import iter_jsonl
 from pipeline.sources.limits import ReadLimits
 from pipeline.sources.paths import InputError, InputFiles, expand_inputs, file_kind, is_hf_input
-from pipeline.sources.record import Record
+from pipeline.sources.record import Record, named
 from pipeline.sources.stdin import is_stdin, relabelled, spooled
 from pipeline.sources.tables import iter_csv, iter_parquet
 from pipeline.sources.text_documents import TextDocument, iter_text_document
@@ -35,6 +35,7 @@ __all__ = [
     "file_kind",
     "is_hf_input",
     "iter_file",
+    "with_name",
 ]
 
 
@@ -44,8 +45,10 @@ def iter_file(
     *,
     split: str = DEFAULT_SPLIT,
     config: str | None = None,
+    name: str | None = None,
 ) -> Iterator[Record | Rejection]:
-    """Records of one file, in file order. A record nested deeper than
+    """Records of one file, in file order, named `name` (its name relative to its input,
+    pipeline/sources/names.py; None: its path). A record nested deeper than
     `limits.max_depth` is a `too_deep` rejection; a file that cannot be opened, whose
     compressed stream breaks or decompresses past its bound, or that its reader fails on,
     ends in one `unreadable_file` rejection, as does a path that is not a regular file
@@ -59,7 +62,14 @@ def iter_file(
         return
     if not is_hf_input(path) and file_kind(path) is None:
         raise InputError(f"{path}: unsupported file type")
-    yield from guarded(path, _records(path, limits, split, config), limits.max_depth)
+    items = guarded(path, _records(path, limits, split, config), limits.max_depth)
+    yield from items if name is None else with_name(items, name)
+
+
+def with_name(items: Iterator[Record | Rejection], name: str) -> Iterator[Record | Rejection]:
+    """The records of one file named `name`; its rejections keep pointing at the path."""
+    for item in items:
+        yield named(item, name) if isinstance(item, Record) else item
 
 
 def _records(

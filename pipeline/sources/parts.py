@@ -20,10 +20,12 @@ from pipeline.sources import (
     file_kind,
     is_hf_input,
     iter_file,
+    with_name,
 )
 from pipeline.sources.compression import split_compression
 from pipeline.sources.guard import guarded
 from pipeline.sources.jsonl import iter_jsonl
+from pipeline.sources.names import unique_names
 
 MIB = 1024 * 1024
 DEFAULT_SPLIT_BYTES = 8 * MIB
@@ -46,6 +48,9 @@ class InputPart:
     format: str
     input_index: int
     first_line: int = 1
+    name: str | None = None
+    """The file's name relative to its input, what its threads record (pipeline/sources/
+    names.py); None: its path (an `hf:` dataset)."""
 
     def describe(self) -> str:
         """The part for messages: its path, and its byte range when it has one."""
@@ -125,10 +130,14 @@ def plan_parts(
     sorted file order, leaving out every file under the folder `exclude` (the run's own
     output). An uncompressed JSON Lines file over `split_bytes` becomes byte ranges,
     unless `can_split(path, format)` says no (a format whose conversations span records
-    must see the whole file). Part ids (`III-FFFFF-PPPP`) depend on nothing else."""
+    must see the whole file). Part ids (`III-FFFFF-PPPP`) depend on nothing else. Each
+    file is named relative to its input, names that collide between inputs qualified
+    (pipeline/sources/names.py)."""
     parts: list[InputPart] = []
-    for input_index, (item, fmt) in enumerate(inputs):
-        for file_index, path in enumerate(input_files(item, exclude).files):
+    files = [input_files(item, exclude) for item, _ in inputs]
+    names = run_names(files)
+    for input_index, ((_, fmt), found) in enumerate(zip(inputs, files, strict=True)):
+        for file_index, path in enumerate(found.files):
             pieces: list[tuple[int | None, int | None, int]] = [(None, None, 1)]
             big = splittable(path) and os.path.getsize(path) > split_bytes
             if big and (can_split is None or can_split(path, fmt)):
@@ -137,8 +146,27 @@ def plan_parts(
                     pieces = list(ranges)
             for piece, (start, end, first_line) in enumerate(pieces):
                 part_id = f"{input_index:03d}-{file_index:05d}-{piece:04d}"
-                parts.append(InputPart(part_id, path, start, end, fmt, input_index, first_line))
+                name = names[input_index].get(path)
+                parts.append(
+                    InputPart(part_id, path, start, end, fmt, input_index, first_line, name)
+                )
     return parts
+
+
+def run_names(files: list[InputFiles]) -> list[dict[str, str]]:
+    """The names of the files of each input of a run (each expanded on its own), with
+    the names that collide between inputs qualified, in run order."""
+    entries = [
+        (position, path, found.names[path])
+        for position, found in enumerate(files)
+        for path in found.files
+        if path in found.names
+    ]
+    unique = unique_names((position, name) for position, _, name in entries)
+    names: list[dict[str, str]] = [{} for _ in files]
+    for (position, path, _), name in zip(entries, unique, strict=True):
+        names[position][path] = name
+    return names
 
 
 class _RangeStream(io.RawIOBase):
@@ -199,5 +227,6 @@ def iter_part_records(
     gives; `split` and `hf_config` choose what an `hf:` input streams."""
     limits = limits or ReadLimits()
     if part.start is None or part.end is None:
-        return iter_file(part.path, limits, split=split, config=hf_config)
-    return guarded(part.path, _iter_range(part, part.start, part.end, limits), limits.max_depth)
+        return iter_file(part.path, limits, split=split, config=hf_config, name=part.name)
+    items = guarded(part.path, _iter_range(part, part.start, part.end, limits), limits.max_depth)
+    return items if part.name is None else with_name(items, part.name)

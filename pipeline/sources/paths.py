@@ -14,6 +14,7 @@ from pipeline.sources.batch_files import batch_companions
 from pipeline.sources.compression import split_compression
 from pipeline.sources.harmony_files import HARMONY_KIND, is_harmony_file
 from pipeline.sources.harmony_files import SUFFIX as HARMONY_SUFFIX
+from pipeline.sources.names import relative_name, unique_names
 from pipeline.sources.stdin import STDIN
 from pipeline.sources.text_documents import SKPROMPT_NAME, skprompt_config_path
 
@@ -54,6 +55,10 @@ class InputFiles:
     refused: dict[str, str] = field(default_factory=dict)
     """Files of a folder or glob never opened, with why: not a regular file (a device, a
     pipe), or a symlink whose target lies outside the folder or glob root named."""
+    names: dict[str, str] = field(default_factory=dict)
+    """Each file's name relative to the input that named it (pipeline/sources/names.py),
+    what its threads record instead of the path; an `hf:` dataset and standard input have
+    none (they keep their own)."""
 
 
 def is_hf_input(item: str) -> bool:
@@ -240,33 +245,14 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
     skipped), globs sorted (`**` recurses); `hf:` datasets are kept as they are, never
     globbed. A file or dataset listed twice is read once."""
     found = InputFiles()
-    for item in inputs:
-        if is_hf_input(item) or item == STDIN:
-            found.files.append(item)
-        elif os.path.isdir(item):
-            _walk(item, found)
-        elif os.path.exists(item):
-            if not os.path.isfile(item):
-                raise InputError(f"{item}: not a regular file (a device, pipe or socket)")
-            if file_kind(item) is None:
-                raise InputError(
-                    f"{item}: unsupported file type (supported: {_supported_list()}, "
-                    "optionally compressed .gz/.zst/.bz2/.xz)"
-                )
-            found.files.append(Path(item).as_posix())
-        elif glob.has_magic(item):
-            root = _glob_root(item)
-            refused_before = len(found.refused)
-            matches = _glob(item, root, found)
-            if not matches and len(found.refused) == refused_before:
-                raise InputError(f"{item}: no files match this pattern")
-            for match in matches:
-                if os.path.isdir(match):
-                    _walk(match, found, root)
-                else:
-                    _add_found(Path(match).as_posix(), root, found)
-        else:
-            raise InputError(f"{item}: no such file or directory")
+    named: list[tuple[int, str, str]] = []  # (input position, path, name under its root)
+    for position, item in enumerate(inputs):
+        before = len(found.files)
+        root = _expand(item, found)
+        if root is not None:
+            named.extend(
+                (position, path, relative_name(path, root)) for path in found.files[before:]
+            )
     seen: set[str] = set()
     unique = []
     for path in found.files:
@@ -277,6 +263,7 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
     found.files = unique
     found.refused = _once_each(found.refused)
     _set_companions_aside(found)
+    found.names = _names_of(named, found.files)
     if not found.files:
         refused = "".join(f"; refused {path}: {why}" for path, why in found.refused.items())
         raise InputError(
@@ -284,3 +271,49 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
             + refused
         )
     return found
+
+
+def _names_of(named: list[tuple[int, str, str]], files: list[str]) -> dict[str, str]:
+    """The names of `files` (those read) from (input position, path, name) in input
+    order: the first entry of each path, collisions qualified (names.unique_names)."""
+    kept, first = set(files), dict[str, tuple[int, str, str]]()
+    for entry in named:
+        if entry[1] in kept:
+            first.setdefault(entry[1], entry)
+    entries = list(first.values())
+    names = unique_names((position, name) for position, _, name in entries)
+    return {path: name for (_, path, _), name in zip(entries, names, strict=True)}
+
+
+def _expand(item: str, found: InputFiles) -> str | None:
+    """Add the files of one input to `found`; the folder their names are relative to
+    (None for an `hf:` dataset and standard input, which keep their own names)."""
+    if is_hf_input(item) or item == STDIN:
+        found.files.append(item)
+        return None
+    if os.path.isdir(item):
+        _walk(item, found)
+        return item
+    if os.path.exists(item):
+        if not os.path.isfile(item):
+            raise InputError(f"{item}: not a regular file (a device, pipe or socket)")
+        if file_kind(item) is None:
+            raise InputError(
+                f"{item}: unsupported file type (supported: {_supported_list()}, "
+                "optionally compressed .gz/.zst/.bz2/.xz)"
+            )
+        found.files.append(Path(item).as_posix())
+        return os.path.dirname(item)
+    if glob.has_magic(item):
+        root = _glob_root(item)
+        refused_before = len(found.refused)
+        matches = _glob(item, root, found)
+        if not matches and len(found.refused) == refused_before:
+            raise InputError(f"{item}: no files match this pattern")
+        for match in matches:
+            if os.path.isdir(match):
+                _walk(match, found, root)
+            else:
+                _add_found(Path(match).as_posix(), root, found)
+        return root
+    raise InputError(f"{item}: no such file or directory")

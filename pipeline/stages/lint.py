@@ -17,7 +17,6 @@ from pipeline.lint import Diagnostic, LintConfig, Linter, LintReport, UnknownRul
 from pipeline.lint.diagnostic import ThreadRef
 from pipeline.lint.profile import DatasetProfile
 from pipeline.lint.report import example_thread
-from pipeline.lint.thread_view import ThreadView
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
 from pipeline.stages.contract import (
@@ -137,7 +136,7 @@ class Lint(Stage):
         self.last_mapped = batch.threads
         findings, facts = [], []
         for thread in batch.threads:
-            view = ThreadView(thread)
+            view = self.linter.view(thread)
             found = self.linter.thread_findings(view)
             self._keep_examples(thread, found)
             findings.append(orjson.dumps([d.to_dict() for d in found]) if found else None)

@@ -38,6 +38,7 @@ from pipeline.sources import DEFAULT_SPLIT, is_hf_input
 from pipeline.sources.parts import InputPart, iter_part_records
 from pipeline.sources.paths import HF_PREFIX
 from pipeline.stages.contract import Batch
+from pipeline.stages.lint import Lint
 from pipeline.stages.normalize import read_items
 from pipeline.stages.tokenize import renderer_for
 
@@ -46,7 +47,7 @@ PART_REJECTED = "rejected.jsonl"
 PART_STATS = "stats.json"
 PART_DROPPED = "dropped.jsonl"
 PART_TOKENIZER = "tokenizer"
-PART_FORMAT = "mms-run-part-5"
+PART_FORMAT = "mms-run-part-6"
 """The layout of a part's directory: a work directory of another layout is not resumed."""
 
 
@@ -121,6 +122,10 @@ class _PartWriter:
         dropped: Counter[str] = Counter()
         dropped_tokens: Counter[str] = Counter()
         tagged: Counter[str] = Counter()
+        if read_as.name is not None:  # lint findings point at the file as the config names it
+            for stage in self.stages:
+                if isinstance(stage, Lint):
+                    stage.linter.places = {read_as.name: read_as.path}
         with (
             (self.out / PART_REJECTED).open("wb") as rejected,
             (self.out / PART_DROPPED).open("wb") as left_out,
