@@ -5,7 +5,8 @@ folder apart from the inputs), read into frozen dataclasses with every default f
 
 Relative paths in the config (input paths and globs, `hf:./dir` datasets, the tokenizer,
 `output`) are resolved against the directory of the CONFIG FILE, never the working
-directory, so a config means the same files wherever `mms run` is started. Input paths are
+directory, so a config means the same files wherever `mms run` is started (a URL,
+`s3://bucket/prefix`, stays as written). Input paths are
 not checked here (the run reports what it cannot read); the tokenizer is.
 
 Every problem is a RunConfigError naming the file, the key path, what is wrong and the
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pipeline import storage
 from pipeline.config_file import ConfigFileError as RunConfigError
 from pipeline.config_file import PathPart, YamlDocument, check_schema, parse_yaml
 from pipeline.formats import AUTO, FORMATS
@@ -31,7 +33,7 @@ from pipeline.formats.field_mapping import FieldMapping, MappingError, mapping_f
 from pipeline.formats.mapped import NAME as MAPPED
 from pipeline.jobs.run.stages import CONFIG_SLICES, Stages
 from pipeline.schemas import validator
-from pipeline.sources.paths import HF_PREFIX
+from pipeline.sources.paths import HF_PREFIX, is_hf_input
 from pipeline.stages.contract import OMITTED
 
 SCHEMA = "pipeline-config"
@@ -77,7 +79,7 @@ class InputSpec:
     @property
     def is_hf(self) -> bool:
         """Whether the input is a Hugging Face dataset (`hf:ORG/NAME` or `hf:/abs/dir`)."""
-        return self.path.startswith(HF_PREFIX)
+        return is_hf_input(self.path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,7 +372,7 @@ class _Builder:
             reason = f"the {MAPPED} format needs a mapping (inputs[].mapping)"
             raise self.doc.error([*where, "format"], reason)
         path = raw["path"]
-        is_hf = path.startswith(HF_PREFIX)
+        is_hf = is_hf_input(path)
         if is_hf:
             dataset = path.removeprefix(HF_PREFIX)
             path = HF_PREFIX + (
@@ -381,7 +383,7 @@ class _Builder:
                 if key in raw:
                     reason = f"{key} applies to hf: inputs only ({raw['path']!r} is not one)"
                     raise self.doc.error([*where, key], reason, key=True)
-            path = self._local(path)
+            path = path if storage.is_url(path) else self._local(path)
         return InputSpec(
             path=path,
             format=name,

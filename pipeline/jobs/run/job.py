@@ -11,7 +11,6 @@ ready: every stage's dataset side, then weights, splits and shards
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass
@@ -46,7 +45,13 @@ from pipeline.output.manifest import listed_files, versions
 from pipeline.output.shards import Shard
 from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE
 from pipeline.sources import DEFAULT_SPLIT, Record, expand_inputs, is_hf_input
-from pipeline.sources.parts import InputPart, input_files, iter_part_records, plan_parts
+from pipeline.sources.parts import (
+    InputPart,
+    file_size,
+    input_files,
+    iter_part_records,
+    plan_parts,
+)
 from pipeline.stages.normalize import SNIFF_RECORDS
 from pipeline.stages.tokenize import renderer_for
 from pipeline.tokenize.loading import tokenizer_files
@@ -167,14 +172,14 @@ def partitions(config: RunConfig, runner: Runner, parts: list[InputPart]) -> boo
 
 
 def input_bytes(parts: list[InputPart]) -> int:
-    """The bytes the parts read (a part its range, a local file its size; a Hub dataset
-    counts nothing)."""
+    """The bytes the parts read (a part its range, a local or stored file its size; a Hub
+    dataset counts nothing)."""
     total = 0
     for part in parts:
         if part.start is not None and part.end is not None:
             total += part.end - part.start
         elif not is_hf_input(part.path):
-            total += os.path.getsize(part.path)
+            total += file_size(part.path)
     return total
 
 
