@@ -18,6 +18,7 @@ from pipeline.cli.output import (
     check_mark,
     exit_unbalanced,
     input_table,
+    output_argument,
     print_error,
     print_publication,
     print_refused,
@@ -44,6 +45,7 @@ from pipeline.output.files import OutputPathError, check_writable
 from pipeline.output.folder import OutputFolderError
 from pipeline.quarantine import DROPPED_FILE
 from pipeline.sources import InputError
+from pipeline.storage import StorageError, StoredPath, is_url
 from pipeline.tokenize.overlong import OverlongThreadError
 from pipeline.wording import plural, visible
 
@@ -155,13 +157,14 @@ _CONFIG_ERRORS = (InputError, WorkdirError, OutputFolderError, ValueError)
 _RUN_FAILURES: tuple[tuple[type[Exception], int, str], ...] = (
     (RayUnavailable, 2, ""),
     (PartFailed, 1, "; finished parts are kept: run again to resume"),
+    (StorageError, 1, "; finished parts are kept: run again to resume"),
     (OverlongThreadError, 1, "; nothing was written (overlong: error)"),
 )
 
 
 def _config_and_output(
     config_file: str, output: str | None, engine: str | None, ray_address: str | None
-) -> tuple[RunConfig, Path]:
+) -> tuple[RunConfig, Path | StoredPath]:
     """The run config with the command line's engine, and the output folder (checked)."""
     try:
         config = load_run_config(config_file)
@@ -170,7 +173,13 @@ def _config_and_output(
     config = _with_engine(config, engine, ray_address)
     if _hands_pyarrow_no_pandas(config):
         skip_pandas_probe()  # pyarrow would import pandas on its first array (0.2 s)
-    out = Path(output) if output else config.output
+    out: Path | StoredPath = (
+        (StoredPath(output.rstrip("/")) if is_url(output) else Path(output))
+        if output
+        else config.output
+    )
+    if isinstance(out, StoredPath):
+        return config, out  # a prefix of a store: claiming it checks it
     try:
         check_writable(out, directory=True)
     except OutputPathError as err:
@@ -178,7 +187,7 @@ def _config_and_output(
     return config, out
 
 
-def _print_dry_run(config: RunConfig, out: Path, workers: int | None) -> None:
+def _print_dry_run(config: RunConfig, out: Path | StoredPath, workers: int | None) -> None:
     """--dry-run: the plan, the engine and the push, without running."""
     try:
         _print_plan(config, out)
@@ -190,7 +199,12 @@ def _print_dry_run(config: RunConfig, out: Path, workers: int | None) -> None:
 
 
 def _run(
-    config: RunConfig, out: Path, workers: int | None, *, resume: bool, overwrite: bool
+    config: RunConfig,
+    out: Path | StoredPath,
+    workers: int | None,
+    *,
+    resume: bool,
+    overwrite: bool,
 ) -> RunResult | FinishedBefore:
     """The run, with progress; a failure is told (`_CONFIG_ERRORS`, `_RUN_FAILURES`)."""
     try:
@@ -228,9 +242,11 @@ def _exit_if_failed(result: RunResult, config: RunConfig) -> None:
         sys.exit(1)
 
 
-def _push(output: Path, settings: PushSettings) -> None:
-    """Publish the output to the config's output.push_to_hub repository."""
-    push_and_report(output, settings.repo, private=settings.private, revision=settings.revision)
+def _push(output: Path | StoredPath, settings: PushSettings) -> None:
+    """Publish the output to the config's output.push_to_hub repository (a stored output
+    from a copy of what its manifest lists)."""
+    folder = output_argument(output) if isinstance(output, StoredPath) else output
+    push_and_report(folder, settings.repo, private=settings.private, revision=settings.revision)
 
 
 def _print_next_steps(result: RunResult, pushed: bool) -> None:
@@ -293,7 +309,7 @@ def _describe_engine(config: RunConfig, workers: int | None) -> str:
     return f"local, {plural(count or LOCAL_WORKERS, 'worker')}"
 
 
-def _print_plan(config: RunConfig, out: Path) -> None:
+def _print_plan(config: RunConfig, out: Path | StoredPath) -> None:
     parts = plan(config, out)
     inputs, counted = plural(len(config.inputs), "input"), plural(len(parts), "part")
     click.echo(f"{visible(config.name)}: {inputs}, {counted} -> {visible(out)}")

@@ -9,6 +9,7 @@ from pipeline.storage.remote import (
     exists,
     filesystem,
     find,
+    find_sizes,
     glob,
     isdir,
     isfile,
@@ -35,16 +36,18 @@ from pipeline.storage.retry import (
     reset_retry_count,
     retry_count,
 )
-from pipeline.storage.urls import is_url, join, name, parent, relative, scheme
+from pipeline.storage.urls import StoredPath, is_url, join, name, parent, relative, scheme
 
 __all__ = [
     "StorageError",
     "StorageUnavailable",
+    "StoredPath",
     "add_retries",
     "download",
     "exists",
     "filesystem",
     "find",
+    "find_sizes",
     "glob",
     "is_url",
     "isdir",

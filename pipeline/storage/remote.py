@@ -132,6 +132,15 @@ def find(url: str) -> list[str]:
     return sorted(_url_of(url, p) for p in found)
 
 
+def find_sizes(url: str) -> dict[str, int]:
+    """The size of every file under the prefix `url`, by URL, sorted by URL."""
+    fs, path = filesystem(url)
+    fs.invalidate_cache()
+    found = retried(lambda: fs.find(path, detail=True), f"cannot list {url}")
+    sizes = {_url_of(url, p): int(info.get("size") or 0) for p, info in found.items()}
+    return dict(sorted(sizes.items()))
+
+
 def listdir(url: str) -> list[str]:
     """The URLs of the files directly in the folder `url`, sorted."""
     fs, path = filesystem(url)

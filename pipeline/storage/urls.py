@@ -15,6 +15,7 @@ while `hf://datasets/ORG/NAME/file.jsonl` is a file of a Hub repository read as 
 
 from __future__ import annotations
 
+import os
 import re
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -57,3 +58,33 @@ def relative(url: str, root: str) -> str:
     if not url.startswith(base):
         raise ValueError(f"{url} is not under {root}")
     return url[len(base) :]
+
+
+class StoredPath(str):
+    """A URL that names places below it as a Path does (`out / "data" / name`), so that
+    code naming the files of an output folder serves a stored one too.
+
+    >>> out = StoredPath("s3://bucket/out")
+    >>> out / "reports" / "lint.md", out.name
+    ('s3://bucket/out/reports/lint.md', 'out')
+    """
+
+    __slots__ = ()
+
+    def __truediv__(self, other: str | os.PathLike[str]) -> StoredPath:
+        return StoredPath(join(self, os.fspath(other)))
+
+    @property
+    def name(self) -> str:
+        """The last component (the folder's name)."""
+        return name(self)
+
+    @property
+    def parent(self) -> StoredPath:
+        """The prefix holding this one."""
+        return StoredPath(parent(self))
+
+    def relative_to(self, other: str | os.PathLike[str]) -> StoredPath:
+        """This URL relative to the URL `other`; ValueError when it is not under it (as
+        Path.relative_to: never under a local path)."""
+        return StoredPath(relative(self, os.fspath(other)))

@@ -122,7 +122,7 @@ class RunConfig:
 
     name: str
     inputs: tuple[InputSpec, ...]
-    output: Path
+    output: Path | storage.StoredPath
     stages: Stages = field(default_factory=Stages)
     engine: EngineConfig = field(default_factory=EngineConfig)
     push: PushSettings | None = None
@@ -304,13 +304,17 @@ class _Builder:
                     raise self.doc.error(["stages", "filters", key], reason, key=True)
         return stages
 
-    def _output(self, inputs: tuple[InputSpec, ...]) -> Path:
+    def _output(self, inputs: tuple[InputSpec, ...]) -> Path | storage.StoredPath:
         """The output folder: not an existing file, not one of the inputs, and holding
         none of them (a run never reads its own output: an output inside an input folder
-        is left out of it, so an input inside the output could never be read)."""
+        is left out of it, so an input inside the output could never be read). A URL
+        names a prefix on an object store, checked against the stored inputs alike."""
         raw = self.data["output"]
         where: list[PathPart] = ["output", "path"] if isinstance(raw, dict) else ["output"]
-        output = Path(self._local(raw["path"] if isinstance(raw, dict) else raw))
+        written = raw["path"] if isinstance(raw, dict) else raw
+        if storage.is_url(written):
+            return self._stored_output(written, inputs, where)
+        output = Path(self._local(written))
         if output.exists() and not output.is_dir():
             raise self.doc.error(where, f"{output} is an existing file, not a folder")
         real = os.path.realpath(output)
@@ -326,6 +330,20 @@ class _Builder:
                     "which a run never reads: put the output outside the inputs"
                 )
             raise self.doc.error(where, reason)
+        return output
+
+    def _stored_output(
+        self, url: str, inputs: tuple[InputSpec, ...], where: list[PathPart]
+    ) -> storage.StoredPath:
+        """An output prefix on an object store, apart from the stored inputs."""
+        output = storage.StoredPath(url.rstrip("/"))
+        for index, spec in enumerate(inputs):
+            if spec.path.rstrip("/") == output or spec.path.startswith(output + "/"):
+                reason = (
+                    f"inputs[{index}] ({spec.path}) is the output prefix {output} or inside it, "
+                    "which a run never reads: put the output outside the inputs"
+                )
+                raise self.doc.error(where, reason)
         return output
 
     def _push(self, raw: str | dict[str, Any]) -> PushSettings | None:
