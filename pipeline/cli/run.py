@@ -257,19 +257,36 @@ def _print_next_steps(result: RunResult, pushed: bool) -> None:
     except ValueError:
         shown = out
     first = next(iter(result.shards.values()))[0].name
-    steps = [
-        (f"open {shown / 'reports' / 'lint.html'}", "the lint report, thread by thread"),
-        (f"open {shown / 'reports' / 'stats.html'}", "lengths, tokens per role, drops, sources"),
-        (f'datasets.load_dataset("{shown}")', "the splits, in Python"),
-        (f"mms inspect {shown / 'data' / first}", "threads as the MMS spec draws them"),
-        (f"mms verify {shown}", "every row rendered again and checked"),
-    ]
+    steps = _stored_steps(shown) if isinstance(shown, StoredPath) else _local_steps(shown, first)
     if not pushed:
         steps.append((f"mms push {shown} ORG/NAME", "publish it on the Hugging Face Hub"))
     width = max(len(visible(command)) for command, _ in steps)
     stderr.print("Next:", highlight=False)
     for command, what in steps:
         stderr.print(f"  {visible(command).ljust(width)}  {what}", highlight=False, markup=False)
+
+
+def _stored_steps(out: StoredPath) -> list[tuple[str, str]]:
+    """What to do with an output on an object store (readers that check its manifest)."""
+    return [
+        (
+            f'datasets.load_dataset("parquet", data_files=published_data_files("{out}"))',
+            "the splits, in Python (pipeline.output.stored)",
+        ),
+        (f'OutputLoader("{out}", batch_size=8)', "training batches (pipeline.loader)"),
+        (f"mms verify {out}", "every row rendered again and checked"),
+    ]
+
+
+def _local_steps(shown: Path, first: str) -> list[tuple[str, str]]:
+    """What to do with an output folder."""
+    return [
+        (f"open {shown / 'reports' / 'lint.html'}", "the lint report, thread by thread"),
+        (f"open {shown / 'reports' / 'stats.html'}", "lengths, tokens per role, drops, sources"),
+        (f'datasets.load_dataset("{shown}")', "the splits, in Python"),
+        (f"mms inspect {shown / 'data' / first}", "threads as the MMS spec draws them"),
+        (f"mms verify {shown}", "every row rendered again and checked"),
+    ]
 
 
 def _hands_pyarrow_no_pandas(config: RunConfig) -> bool:
@@ -353,6 +370,11 @@ def _print_summary(result: RunResult) -> None:
     _print_lint(result)
     _print_input_losses(result)
     _print_check(result.counts)
+    if result.storage_retries:
+        stderr.print(
+            f"Storage: {plural(result.storage_retries, 'operation')} tried again after a "
+            "transient error of the object store (each succeeded)"
+        )
 
 
 def _print_reading(result: RunResult) -> None:

@@ -12,7 +12,8 @@ other parts, config or inputs, as it does locally."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,20 +21,44 @@ from typing import Any
 from pipeline import storage
 from pipeline.engine.workdir import DONE_FILE, PARTS_DIR, PLAN_FILE, Part, Process
 
+RETRIES_FILE = "storage_retries"
+"""In a part's local directory: `PID COUNT`, the store operations the process that ran the
+part retried while running it (written only when there were some; never uploaded)."""
+
 
 @dataclass(frozen=True)
 class MirroredProcess:
-    """A part's process function that also copies the finished part to the store's work
-    directory `work_url`, its DONE marker last (picklable: workers are sent it)."""
+    """A part's process function that counts the store operations it retried and, given a
+    `work_url`, copies the finished part to the store's work directory, its DONE marker
+    last (picklable: workers are sent it)."""
 
     process: Process
-    work_url: str
+    work_url: str | None = None
 
     def __call__(self, part: Any, directory: Path) -> None:
+        before = storage.retry_count()
         self.process(part, directory)
-        target = storage.join(self.work_url, PARTS_DIR, part.id)
-        storage.upload_tree(directory, target, last=lambda _: False)
-        storage.write_bytes(storage.join(target, DONE_FILE), f"{part.id}\n".encode())
+        if self.work_url is not None:
+            target = storage.join(self.work_url, PARTS_DIR, part.id)
+            storage.upload_tree(directory, target, last=lambda _: False)
+            storage.write_bytes(storage.join(target, DONE_FILE), f"{part.id}\n".encode())
+        made = storage.retry_count() - before
+        if made:
+            (directory / RETRIES_FILE).write_text(f"{os.getpid()} {made}\n", encoding="utf-8")
+
+
+def worker_retries(part_dirs: Iterable[Path]) -> int:
+    """The retries the parts in `part_dirs` recorded in other processes than this one (this
+    process counts its own: pipeline.storage.retry_count)."""
+    total = 0
+    for directory in part_dirs:
+        try:
+            pid, count = (directory / RETRIES_FILE).read_text(encoding="utf-8").split()
+        except (OSError, ValueError):
+            continue
+        if int(pid) != os.getpid():
+            total += int(count)
+    return total
 
 
 def fetch_work(work_url: str, workdir: Path, parts: Sequence[Part]) -> int:

@@ -26,6 +26,7 @@ from pipeline.engine.stored_work import (
     fetch_work,
     reset_stored_work,
     upload_plan,
+    worker_retries,
 )
 from pipeline.engine.workdir import Process
 from pipeline.formats import AUTO
@@ -102,8 +103,8 @@ class RunResult:
     publication: Publication | None = None
     """What publishing removed of an earlier output (and took over with --overwrite)."""
     storage_retries: int = 0
-    """Object-store operations of the run's own process tried again after a transient
-    error (pipeline/storage/retry.py); workers retry on their own."""
+    """Object-store operations this run tried again after a transient error
+    (pipeline/storage/retry.py), in its own process and in the workers that ran its parts."""
 
 
 def plan(config: RunConfig, output: Path | storage.StoredPath | None = None) -> list[InputPart]:
@@ -242,6 +243,7 @@ def run_pipeline(
     if storage.is_url(str(target)):
         return _run_stored(config, str(target), workers, progress, fresh, overwrite)
     out = Path(target).resolve()
+    retries_before = storage.retry_count()
     with OutputFolder(out, overwrite=overwrite) as folder:
         parts = plan(config, out)
         if fresh:
@@ -253,6 +255,7 @@ def run_pipeline(
         publication = folder.publish()
         folder.finish()  # the output is complete: the parts' files are no longer needed
     result.publication = publication
+    result.storage_retries += storage.retry_count() - retries_before
     if result.shards:
         result.verification = verify_output(out, render=False, template=False)
     return result
@@ -286,7 +289,7 @@ def _run_stored(
             result.verification = verify_output(folder.root, render=False, template=False)
         stored.finish()
     result.publication = publication
-    result.storage_retries = storage.retry_count() - retries_before
+    result.storage_retries += storage.retry_count() - retries_before
     return result
 
 
@@ -315,7 +318,7 @@ def _run(
         job: Process = PartJob(config, ships_tokenizer=parts[0].id)
         part_dirs = iter_parts(
             parts,
-            job if work_url is None else MirroredProcess(job, work_url),
+            MirroredProcess(job, work_url),
             folder.work,
             config_digest=f"{PART_FORMAT}:{config.digest()}",
             runner=runner,
@@ -366,6 +369,7 @@ def _run(
         packing,
         parts=len(parts),
         resumed=resumed[0] if resumed else 0,
+        storage_retries=worker_retries(reduced.part_dirs),
     )
 
 
