@@ -6,6 +6,7 @@ the processes a run forks and the `mms` commands a test starts find the same ser
 from __future__ import annotations
 
 import logging
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -71,9 +72,14 @@ def s3_endpoint() -> Iterator[str]:
 @pytest.fixture
 def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Bucket:
     """A new, empty bucket on the local server, with the environment pointing s3fs at it
-    (no profile or credentials file of the user's is read)."""
+    (no profile or credentials file of the user's is read), and the temp folder (where a
+    stored output's scratch folder goes) under tmp_path."""
     import s3fs
 
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     for name, value in CREDENTIALS.items():
         monkeypatch.setenv(name, value)

@@ -22,7 +22,7 @@ from pipeline import storage
 from pipeline.cli import main
 from pipeline.loader import LoaderError, OutputLoader
 from pipeline.output.hub import OutputNotFound
-from pipeline.output.stored import fetch_stored_output, published_data_files
+from pipeline.output.stored import StoredOutput, fetch_stored_output, published_data_files
 from tests.conftest import REPO
 from tests.object_store import Bucket
 
@@ -146,6 +146,15 @@ def test_a_prefix_mms_did_not_write_is_refused(s3: Bucket, tmp_path: Path):
     taken = _mms("run", str(_config(tmp_path, url, [SAMPLES / "mms"])), "--overwrite")
     assert taken.exit_code == 0, taken.output
     assert "data/notes.jsonl" not in s3.files("theirs")
+
+
+def test_a_prefix_another_run_writes_is_refused(s3: Bucket, tmp_path: Path):
+    url = f"{s3.url}/out"
+    with StoredOutput(url):
+        refused = _mms("run", str(_config(tmp_path, url, [SAMPLES / "mms"])))
+    assert refused.exit_code == 2, refused.output
+    assert "being written by another mms command" in refused.output
+    assert _mms("run", str(_config(tmp_path, url, [SAMPLES / "mms"]))).exit_code == 0
 
 
 def _killed_at(what: str, calls: int, args: list[str]) -> subprocess.CompletedProcess[str]:

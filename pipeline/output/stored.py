@@ -21,14 +21,19 @@ one (hashing it again would read the whole output back; `mms verify` checks ever
 Stores have no locks: two runs must not write the same prefix at once.
 
 The output is written in a local scratch folder (`OutputFolder`: staging, the local work
-directory), under the system's temp folder (TMPDIR): it must hold the output once."""
+directory), one per prefix under the system's temp folder (TMPDIR/mms-stored-outputs; it
+must hold the output once). It is locked while a run uses it (a second run of the same
+prefix on this machine is refused), emptied when a run starts (the store holds what lasts:
+a killed run leaves at most this one folder behind) and removed when it ends."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +53,24 @@ from pipeline.output.folder import (
 from pipeline.output.hub import OutputNotFound
 from pipeline.output.manifest import CARD_FILE, MANIFEST_FILE, MANIFEST_FORMAT, listed_files
 
+SCRATCH_DIR = "mms-stored-outputs"
+"""Under the system's temp folder: one scratch folder per stored output being written."""
 INTENT_FILE = "publishing.json"
 """Under `.work/`: the files a publication under way writes and replaces."""
 SHOWN = 5
+
+_held: list[int] = []
+"""Scratch-folder locks this process holds; a forked worker closes its copies."""
+
+
+def _close_held_in_child() -> None:
+    for descriptor in _held:
+        with suppress(OSError):
+            os.close(descriptor)
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_close_held_in_child)
 
 
 class StoredOutput:
@@ -70,15 +90,18 @@ class StoredOutput:
         """Files an earlier output (or an interrupted publication) listed, still in place."""
         self.foreign: list[str] = []
         """Files in the managed places mms did not write (only with --overwrite)."""
-        self._scratch = Path(tempfile.mkdtemp(prefix="mms-output-"))
+        key = hashlib.sha256(self.url.encode("utf-8")).hexdigest()[:24]
+        self._scratch = Path(tempfile.gettempdir()) / SCRATCH_DIR / key
         self.local = OutputFolder(self._scratch / "output")
+        self._lock: int | None = None
 
     def __enter__(self) -> StoredOutput:
+        self._take_scratch()
         try:
             self.claim()
             self.local.__enter__()
         except BaseException:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._drop_scratch()
             raise
         return self
 
@@ -86,7 +109,30 @@ class StoredOutput:
         try:
             self.local.__exit__(exc_type, *rest)
         finally:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._drop_scratch()
+
+    def _take_scratch(self) -> None:
+        """Lock this prefix's scratch folder and empty it (what a killed run left)."""
+        self._scratch.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(self._scratch.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            raise OutputFolderError(
+                f"{self.url} is being written by another mms command; wait for it to end"
+            ) from None
+        self._lock = descriptor
+        _held.append(descriptor)
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def _drop_scratch(self) -> None:
+        shutil.rmtree(self._scratch, ignore_errors=True)
+        if self._lock is not None:
+            with suppress(ValueError):
+                _held.remove(self._lock)
+            os.close(self._lock)
+            self._lock = None
 
     # ----------------------------------------------------------------- claiming
 
