@@ -197,3 +197,25 @@ def test_a_run_of_stored_inputs_writes_the_local_run_output(s3: Bucket, tmp_path
         i["sha256"] for i in manifests["local"]["inputs"]
     ]
     assert manifests["stored"]["inputs"][0]["path"] == f"{openai}/chat_completions.jsonl"
+
+
+def test_convert_and_lint_read_stored_inputs(s3: Bucket, tmp_path: Path):
+    url = s3.put(SAMPLES / "openai" / "chat_completions.jsonl", "in/chat.jsonl")
+    local = SAMPLES / "openai" / "chat_completions.jsonl"
+    converted = {}
+    for name, source in (("stored", url), ("local", str(local))):
+        out = tmp_path / f"{name}.jsonl"
+        result = CliRunner().invoke(main, ["convert", source, "-o", str(out), "--workers", "2"])
+        assert result.exit_code == 0, result.output
+        threads = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+        converted[name] = [thread["messages"] for thread in threads]
+    assert converted["stored"] == converted["local"]
+    reports = {}
+    for name, source in (("stored", url), ("local", str(local))):
+        out = tmp_path / f"{name}-lint.json"
+        result = CliRunner().invoke(
+            main, ["lint", source, "--output-format", "json", "-o", str(out)]
+        )
+        assert result.exit_code in (0, 1), result.output
+        reports[name] = sorted(d["code"] for d in orjson.loads(out.read_bytes())["diagnostics"])
+    assert reports["stored"] == reports["local"] and reports["local"]
