@@ -8,9 +8,11 @@ mid-map resumes from the parts its work directory on the store kept."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +204,57 @@ def test_a_stopped_run_resumes_from_its_stored_work_directory(
     assert rerun.exit_code == 0, rerun.output
     assert "Resumed: 2 of" in rerun.output
     assert _comparable(s3.files("runs/out")) == local_output
+
+
+@pytest.mark.slow
+def test_a_ray_run_reads_and_writes_the_store(s3: Bucket, tmp_path: Path):
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install '.[ray]')")
+    # inputs whose converters write no tool declarations (worded by thread id, which still
+    # hashes the input's place)
+    inputs = [SAMPLES / "mms", SAMPLES / "sharegpt" / "fastchat_vicuna.json"]
+    local = tmp_path / "out"
+    assert _mms("run", str(_config(tmp_path, local, inputs))).exit_code == 0
+    local_output = _comparable(_local_files(local))
+    url = f"{s3.url}/runs/out"
+    config = _config(tmp_path, url, inputs)
+    text = config.read_text()
+    for item in inputs:  # the inputs from the bucket too
+        text = text.replace(f"path: {item}", f"path: {s3.put(item, f'in/{item.name}')}")
+    config.write_text(text)
+    # a short temp folder: Ray's socket paths under tmp_path would be too long
+    short = tempfile.mkdtemp(prefix="mms-", dir="/tmp")
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in {"RAY_ADDRESS": "local", "RAY_AUTH_MODE": "disabled"}.items():
+                patch.setenv(name, value)
+            patch.setenv("TMPDIR", short)
+            patch.setattr(tempfile, "tempdir", short)
+            result = _mms("run", str(config), "--engine", "ray", "--workers", "2")
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+    assert result.exit_code == 0, result.output
+    stored = _comparable(s3.files("runs/out"))
+    assert stored.keys() == local_output.keys()
+    for name in local_output:
+        if name.startswith("tokenizer/"):
+            assert stored[name] == local_output[name], name
+    # the inputs' place still names the threads (ids, the lineage in meta, and the split
+    # an id hashes to): the rows are compared apart from those
+    assert _rows(stored) == _rows(local_output)
+
+
+def _rows(files: dict[str, bytes]) -> list[bytes]:
+    """Every shard row of an output, sorted, without what names the inputs' place."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for name, data in files.items():
+        if name.startswith("data/"):
+            for row in pq.read_table(pa.BufferReader(data)).drop_columns(["id"]).to_pylist():
+                meta = orjson.loads(row["meta"])
+                for key in ("source", "locator", "pair_id"):
+                    meta.pop(key, None)
+                row["meta"] = meta
+                rows.append(orjson.dumps(row, option=orjson.OPT_SORT_KEYS))
+    return sorted(rows)
