@@ -150,6 +150,12 @@ def test_a_prefix_mms_did_not_write_is_refused(s3: Bucket, tmp_path: Path):
     assert "data/notes.jsonl" not in s3.files("theirs")
 
 
+def test_an_output_in_a_missing_bucket_is_a_usage_error(s3: Bucket, tmp_path: Path):
+    refused = _mms("run", str(_config(tmp_path, "s3://mms-no-such-bucket/out", INPUTS[2:])))
+    assert refused.exit_code == 2, refused.output
+    assert "s3://mms-no-such-bucket/out" in refused.output and "create it first" in refused.output
+
+
 def test_a_prefix_another_run_writes_is_refused(s3: Bucket, tmp_path: Path):
     url = f"{s3.url}/out"
     with StoredOutput(url):

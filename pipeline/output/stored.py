@@ -139,10 +139,13 @@ class StoredOutput:
     def claim(self) -> None:
         """Check the prefix (see the module docstring) and mark its work directory ours.
         Raises OutputFolderError."""
-        sizes = {
-            storage.relative(url, self.url): size
-            for url, size in storage.find_sizes(self.url).items()
-        }
+        try:
+            found = storage.find_sizes(self.url)
+        except FileNotFoundError as err:  # the bucket itself: mms never creates one
+            raise OutputFolderError(f"{self.url}: {err} (create it first)") from None
+        except storage.StorageError as err:
+            raise OutputFolderError(f"{self.url} cannot be used: {err}") from None
+        sizes = {storage.relative(url, self.url): size for url, size in found.items()}
         self.earlier = _own_manifest(self.url) if MANIFEST_FILE in sizes else None
         ours = self.earlier is not None or f"{WORK_DIR}/{WORK_MARKER}" in sizes
         if not ours and sizes and not self.overwrite:
