@@ -219,3 +219,35 @@ def test_convert_and_lint_read_stored_inputs(s3: Bucket, tmp_path: Path):
         assert result.exit_code in (0, 1), result.output
         reports[name] = sorted(d["code"] for d in orjson.loads(out.read_bytes())["diagnostics"])
     assert reports["stored"] == reports["local"] and reports["local"]
+
+
+def test_hf_urls_are_stored_files_and_hf_names_are_datasets(tmp_path: Path):
+    from pipeline.jobs.run.config import load_run_config
+    from pipeline.output.hub import is_hub_output
+    from pipeline.sources import is_hf_input
+
+    assert is_hf_input("hf:org/name") and is_hub_output("hf:org/name")
+    assert not is_hf_input("hf://datasets/org/name/chat.jsonl")
+    assert not is_hub_output("hf://datasets/org/name")
+    config = tmp_path / "hf.yaml"
+    config.write_text(
+        "name: hf\ninputs:\n  - path: hf://datasets/org/name/chat.jsonl\n"
+        "  - path: s3://bucket/raw/\noutput: s3://bucket/out/\n"
+    )
+    loaded = load_run_config(config)
+    assert [spec.path for spec in loaded.inputs] == [
+        "hf://datasets/org/name/chat.jsonl",
+        "s3://bucket/raw/",
+    ]
+    assert not loaded.inputs[0].is_hf
+    assert loaded.output == "s3://bucket/out"
+    assert loaded.resolved()["output"] == "s3://bucket/out"
+
+
+def test_a_stored_input_inside_the_stored_output_is_a_config_error(tmp_path: Path):
+    from pipeline.jobs.run.config import RunConfigError, load_run_config
+
+    config = tmp_path / "inside.yaml"
+    config.write_text("name: x\ninputs:\n  - path: s3://b/out/raw/\noutput: s3://b/out\n")
+    with pytest.raises(RunConfigError, match="inside it"):
+        load_run_config(config)
