@@ -264,3 +264,26 @@ def _rows(files: dict[str, bytes]) -> list[bytes]:
                 row["meta"] = meta
                 rows.append(orjson.dumps(row, option=orjson.OPT_SORT_KEYS))
     return sorted(rows)
+
+
+def test_publications_killed_twice_over_an_earlier_output_end_as_one(s3: Bucket, tmp_path: Path):
+    url = f"{s3.url}/out"
+    inputs = INPUTS[1:]
+    assert _mms("run", str(_config(tmp_path, url, inputs))).exit_code == 0
+    earlier = s3.files("out")
+    assert any(path.startswith("data/test-") for path in earlier)
+    # a new config without a test split: its publication leaves the earlier test shards
+    # to remove, and is killed twice before it gets there
+    config = _config(tmp_path, url, inputs)
+    config.write_text(config.read_text().replace("{train: 0.8, test: 0.2}", "{train: 1.0}"))
+    for _ in range(2):
+        killed = _killed_at("publish-upload", 3, ["run", str(config), "--workers", "1"])
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        assert "manifest.json" not in s3.files("out")
+    done = _mms("run", str(config), "--workers", "1")
+    assert done.exit_code == 0, done.output
+    published = s3.files("out")
+    assert not any(path.startswith(("data/test-", ".work")) for path in published)
+    manifest = orjson.loads(published["manifest.json"])
+    assert set(manifest["splits"]) == {"train"}
+    assert _mms("verify", url).exit_code == 0

@@ -90,6 +90,8 @@ class StoredOutput:
         """Files an earlier output (or an interrupted publication) listed, still in place."""
         self.foreign: list[str] = []
         """Files in the managed places mms did not write (only with --overwrite)."""
+        self._sizes: dict[str, int] = {}
+        """The size of every file in the managed places when the prefix was claimed."""
         key = hashlib.sha256(self.url.encode("utf-8")).hexdigest()[:24]
         self._scratch = Path(tempfile.gettempdir()) / SCRATCH_DIR / key
         self.local = OutputFolder(self._scratch / "output")
@@ -150,14 +152,16 @@ class StoredOutput:
         ours = self.earlier is not None or f"{WORK_DIR}/{WORK_MARKER}" in sizes
         if not ours and sizes and not self.overwrite:
             raise OutputFolderError(_not_ours_message(self.url, sorted(sizes)))
-        listed = _listed_sizes(self.earlier) if self.earlier is not None else {}
+        listed = [_listed_sizes(self.earlier)] if self.earlier is not None else []
         intent_name = f"{WORK_DIR}/{INTENT_FILE}"
-        if ours and intent_name in sizes:
+        if ours and intent_name in sizes:  # a publication was interrupted: its files and
             intent = orjson.loads(storage.read_bytes(storage.join(self.url, intent_name)))
-            listed.update(intent.get("files", {}))
-            listed.update(intent.get("earlier", {}))
+            listed += [intent.get("files", {}), intent.get("earlier", {})]  # those it replaced
         managed = {path: size for path, size in sizes.items() if _managed(path)}
-        self.unchanged = {path for path, size in listed.items() if managed.get(path) == size}
+        self.unchanged = {
+            path for path, size in managed.items() if any(each.get(path) == size for each in listed)
+        }
+        self._sizes = managed
         self.foreign = [
             path
             for path in managed
@@ -185,14 +189,9 @@ class StoredOutput:
             for path in sorted(root.rglob("*"))
             if path.is_file() and path.relative_to(root).parts[0] != WORK_DIR
         }
-        intent = {
-            "files": new,
-            "earlier": {
-                path: size
-                for path, size in _listed_sizes(self.earlier or {}).items()
-                if path in self.unchanged
-            },
-        }
+        # the earlier files still in place: those of the earlier manifest, and those an
+        # interrupted publication had listed (a manifest may be gone by now)
+        intent = {"files": new, "earlier": {path: self._sizes[path] for path in self.unchanged}}
         intent_url = storage.join(self.work_url, INTENT_FILE)
         storage.write_bytes(intent_url, orjson.dumps(intent, option=orjson.OPT_SORT_KEYS))
         storage.remove(storage.join(self.url, MANIFEST_FILE))  # readers refuse from here
@@ -212,7 +211,7 @@ class StoredOutput:
                 storage.upload(root / path, storage.join(self.url, path))
         storage.remove(intent_url)
         self.earlier = _own_manifest(self.url)
-        self.unchanged, self.foreign = set(new), []
+        self.unchanged, self.foreign, self._sizes = set(new), [], dict(new)
         return result
 
     def finish(self) -> None:
