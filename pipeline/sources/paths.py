@@ -265,10 +265,11 @@ def _walk_order(urls: list[str], root: str) -> list[str]:
     return sorted(urls, key=key)
 
 
-def _expand_url(item: str, found: InputFiles) -> None:
-    """A URL input: a glob (`*`, `?`, `[...]`, `**`), a folder (every file under the
-    prefix, sorted, hidden entries skipped) or one file. Stores have no links or devices:
-    nothing is refused."""
+def _expand_url(item: str, found: InputFiles) -> str:
+    """Add the files of a URL input to `found`: a glob (`*`, `?`, `[...]`, `**`), a folder
+    (every file under the prefix, sorted, hidden entries skipped) or one file; returns the
+    prefix they lie under (the glob's fixed leading part, the folder, the file's folder).
+    Stores have no links or devices: nothing is refused."""
     if glob.has_magic(item.split("://", 1)[1]):
         pieces = item.split("/")
         fixed = next(i for i, piece in enumerate(pieces) if glob.has_magic(piece))
@@ -282,18 +283,20 @@ def _expand_url(item: str, found: InputFiles) -> None:
                     _add_stored(inner, root, found)
             else:
                 _add_stored(url, root, found)
-    elif storage.isfile(item):
+        return root
+    if storage.isfile(item):
         if file_kind(item) is None:
             raise InputError(
                 f"{item}: unsupported file type (supported: {_supported_list()}, "
                 "optionally compressed .gz/.zst/.bz2/.xz)"
             )
         found.files.append(item)
-    elif storage.isdir(item):
+        return storage.parent(item)
+    if storage.isdir(item):
         for url in _walk_order(storage.find(item), item):
             _add_stored(url, item, found)
-    else:
-        raise InputError(f"{item}: no such file or folder in the store")
+        return item.rstrip("/")
+    raise InputError(f"{item}: no such file or folder in the store")
 
 
 def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
