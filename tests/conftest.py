@@ -13,6 +13,8 @@ from hypothesis import settings
 # test invokes here must leave pyarrow's pandas probes alone (pipeline/arrow_pandas.py),
 # whichever test runs first; the runs a test starts as processes skip them
 
+pytest_plugins = ["tests.object_store"]  # `s3`: a bucket on a local S3 server
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("MMS_SHARED", REPO.parent / "shared"))
 DATA = REPO / "tests" / "data"

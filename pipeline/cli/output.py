@@ -28,8 +28,10 @@ from pipeline.hub_ids import repo_id_problem
 from pipeline.mms.groups import GROUP_DROP
 from pipeline.output.folder import Publication
 from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
+from pipeline.output.stored import fetch_stored_output
 from pipeline.quarantine import ERROR_CODES
 from pipeline.sources.paths import HF_PREFIX
+from pipeline.storage import is_url
 from pipeline.wording import plural, visible
 
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -116,8 +118,16 @@ def check_mark(balanced: bool) -> str:
 
 
 def output_argument(name: str) -> Path:
-    """The folder an OUTPUT argument names: a local folder, or a pushed output
-    (hf:ORG/NAME[@REVISION]) fetched into the Hugging Face cache (or found there offline)."""
+    """The folder an OUTPUT argument names: a local folder, a pushed output
+    (hf:ORG/NAME[@REVISION]) fetched into the Hugging Face cache (or found there offline),
+    or an output on an object store (`s3://bucket/prefix`), the files its manifest lists
+    fetched into the mms cache."""
+    if is_url(name):
+        try:
+            with stderr.status(f"fetching {safe(name)}", spinner="dots"):
+                return fetch_stored_output(name)
+        except OutputNotFound as err:
+            raise click.UsageError(str(err)) from None
     if is_hub_output(name):
         repo_id = name.removeprefix(HF_PREFIX).partition("@")[0]
         problem = repo_id_problem(repo_id, owner=True)

@@ -13,12 +13,24 @@ from typing import Any
 
 import click
 
-from pipeline.cli.output import print_error, safe, stderr
+from pipeline.cli.output import output_argument, print_error, safe, stderr
 from pipeline.hub_ids import repo_id_problem
 from pipeline.jobs.push import PushError, PushResult, push_output
+from pipeline.storage import is_url
 from pipeline.wording import visible
 
 _SHOWN = 20
+
+
+def _output(_: click.Context, __: click.Parameter, value: str) -> Path:
+    """A local output folder, or one on an object store (`s3://...`), of which the files
+    its manifest lists are fetched first."""
+    if is_url(value):
+        return output_argument(value)
+    folder = Path(value)
+    if not folder.is_dir():
+        raise click.BadParameter(f"{visible(value)} is not a folder (nor an s3:// output)")
+    return folder
 
 
 def _repo_id(_: click.Context, __: click.Parameter, value: str) -> str:
@@ -36,7 +48,7 @@ def _repo_id(_: click.Context, __: click.Parameter, value: str) -> str:
     "  mms push out/quickstart me/quickstart --revision v2 --message 'Second pass'\n"
     "  mms push out/quickstart someorg/chat-data --create-pr",
 )
-@click.argument("output", type=click.Path(exists=True, file_okay=False))
+@click.argument("output", callback=_output)
 @click.argument("repo_id", metavar="ORG/NAME", callback=_repo_id)
 @click.option("--private", is_flag=True, help="Create the repository private (if it is new).")
 @click.option("--revision", default=None, metavar="BRANCH", help="Push to this branch [main].")
@@ -53,7 +65,7 @@ def _repo_id(_: click.Context, __: click.Parameter, value: str) -> str:
     "--dry-run", is_flag=True, help="List what would be sent and what the remote has already."
 )
 def push_command(
-    output: str,
+    output: Path,
     repo_id: str,
     private: bool,
     revision: str | None,
@@ -72,7 +84,7 @@ def push_command(
     pushed (or up to date), 1 refused or failed, 2 a usage error.
     """
     push_and_report(
-        Path(output),
+        output,
         repo_id,
         token=token,
         private=private,

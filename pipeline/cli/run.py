@@ -18,6 +18,7 @@ from pipeline.cli.output import (
     check_mark,
     exit_unbalanced,
     input_table,
+    output_argument,
     print_error,
     print_publication,
     print_refused,
@@ -45,6 +46,7 @@ from pipeline.output.files import OutputPathError, check_writable
 from pipeline.output.folder import OutputFolderError
 from pipeline.quarantine import DROPPED_FILE
 from pipeline.sources import InputError
+from pipeline.storage import StorageError, StoredPath, is_url
 from pipeline.tokenize.overlong import OverlongThreadError
 from pipeline.wording import plural, visible
 
@@ -156,13 +158,14 @@ _CONFIG_ERRORS = (InputError, WorkdirError, OutputFolderError, ValueError)
 _RUN_FAILURES: tuple[tuple[type[Exception], int, str], ...] = (
     (RayUnavailable, 2, ""),
     (PartFailed, 1, "; finished parts are kept: run again to resume"),
+    (StorageError, 1, "; finished parts are kept: run again to resume"),
     (OverlongThreadError, 1, "; nothing was written (overlong: error)"),
 )
 
 
 def _config_and_output(
     config_file: str, output: str | None, engine: str | None, ray_address: str | None
-) -> tuple[RunConfig, Path]:
+) -> tuple[RunConfig, Path | StoredPath]:
     """The run config with the command line's engine, and the output folder (checked)."""
     try:
         config = load_run_config(config_file)
@@ -171,7 +174,13 @@ def _config_and_output(
     config = _with_engine(config, engine, ray_address)
     if _hands_pyarrow_no_pandas(config):
         skip_pandas_probe()  # pyarrow would import pandas on its first array (0.2 s)
-    out = Path(output) if output else config.output
+    out: Path | StoredPath = (
+        (StoredPath(output.rstrip("/")) if is_url(output) else Path(output))
+        if output
+        else config.output
+    )
+    if isinstance(out, StoredPath):
+        return config, out  # a prefix of a store: claiming it checks it
     try:
         check_writable(out, directory=True)
     except OutputPathError as err:
@@ -179,7 +188,7 @@ def _config_and_output(
     return config, out
 
 
-def _print_dry_run(config: RunConfig, out: Path, workers: int | None) -> None:
+def _print_dry_run(config: RunConfig, out: Path | StoredPath, workers: int | None) -> None:
     """--dry-run: the plan, the engine and the push, without running."""
     try:
         _print_plan(config, out)
@@ -191,7 +200,12 @@ def _print_dry_run(config: RunConfig, out: Path, workers: int | None) -> None:
 
 
 def _run(
-    config: RunConfig, out: Path, workers: int | None, *, resume: bool, overwrite: bool
+    config: RunConfig,
+    out: Path | StoredPath,
+    workers: int | None,
+    *,
+    resume: bool,
+    overwrite: bool,
 ) -> RunResult | FinishedBefore:
     """The run, with progress; a failure is told (`_CONFIG_ERRORS`, `_RUN_FAILURES`)."""
     try:
@@ -229,9 +243,11 @@ def _exit_if_failed(result: RunResult, config: RunConfig) -> None:
         sys.exit(1)
 
 
-def _push(output: Path, settings: PushSettings) -> None:
-    """Publish the output to the config's output.push_to_hub repository."""
-    push_and_report(output, settings.repo, private=settings.private, revision=settings.revision)
+def _push(output: Path | StoredPath, settings: PushSettings) -> None:
+    """Publish the output to the config's output.push_to_hub repository (a stored output
+    from a copy of what its manifest lists)."""
+    folder = output_argument(output) if isinstance(output, StoredPath) else output
+    push_and_report(folder, settings.repo, private=settings.private, revision=settings.revision)
 
 
 def _print_next_steps(result: RunResult, pushed: bool) -> None:
@@ -242,19 +258,36 @@ def _print_next_steps(result: RunResult, pushed: bool) -> None:
     except ValueError:
         shown = out
     first = next(iter(result.shards.values()))[0].name
-    steps = [
-        (f"open {shown / 'reports' / 'lint.html'}", "the lint report, thread by thread"),
-        (f"open {shown / 'reports' / 'stats.html'}", "lengths, tokens per role, drops, sources"),
-        (f'datasets.load_dataset("{shown}")', "the splits, in Python"),
-        (f"mms inspect {shown / 'data' / first}", "threads as the MMS spec draws them"),
-        (f"mms verify {shown}", "every row rendered again and checked"),
-    ]
+    steps = _stored_steps(shown) if isinstance(shown, StoredPath) else _local_steps(shown, first)
     if not pushed:
         steps.append((f"mms push {shown} ORG/NAME", "publish it on the Hugging Face Hub"))
     width = max(len(visible(command)) for command, _ in steps)
     stderr.print("Next:", highlight=False)
     for command, what in steps:
         stderr.print(f"  {visible(command).ljust(width)}  {what}", highlight=False, markup=False)
+
+
+def _stored_steps(out: StoredPath) -> list[tuple[str, str]]:
+    """What to do with an output on an object store (readers that check its manifest)."""
+    return [
+        (
+            f'datasets.load_dataset("parquet", data_files=published_data_files("{out}"))',
+            "the splits, in Python (pipeline.output.stored)",
+        ),
+        (f'OutputLoader("{out}", batch_size=8)', "training batches (pipeline.loader)"),
+        (f"mms verify {out}", "every row rendered again and checked"),
+    ]
+
+
+def _local_steps(shown: Path, first: str) -> list[tuple[str, str]]:
+    """What to do with an output folder."""
+    return [
+        (f"open {shown / 'reports' / 'lint.html'}", "the lint report, thread by thread"),
+        (f"open {shown / 'reports' / 'stats.html'}", "lengths, tokens per role, drops, sources"),
+        (f'datasets.load_dataset("{shown}")', "the splits, in Python"),
+        (f"mms inspect {shown / 'data' / first}", "threads as the MMS spec draws them"),
+        (f"mms verify {shown}", "every row rendered again and checked"),
+    ]
 
 
 def _hands_pyarrow_no_pandas(config: RunConfig) -> bool:
@@ -294,7 +327,7 @@ def _describe_engine(config: RunConfig, workers: int | None) -> str:
     return f"local, {plural(count or LOCAL_WORKERS, 'worker')}"
 
 
-def _print_plan(config: RunConfig, out: Path) -> None:
+def _print_plan(config: RunConfig, out: Path | StoredPath) -> None:
     parts = plan(config, out)
     inputs, counted = plural(len(config.inputs), "input"), plural(len(parts), "part")
     click.echo(f"{visible(config.name)}: {inputs}, {counted} -> {visible(out)}")
@@ -338,6 +371,11 @@ def _print_summary(result: RunResult) -> None:
     _print_lint(result)
     _print_input_losses(result)
     _print_check(result.counts)
+    if result.storage_retries:
+        stderr.print(
+            f"Storage: {plural(result.storage_retries, 'operation')} tried again after a "
+            "transient error of the object store (each succeeded)"
+        )
 
 
 def _print_reading(result: RunResult) -> None:

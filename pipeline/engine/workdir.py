@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TextIO
 
+from pipeline import storage
 from pipeline.output.files import atomic_text_output
 
 PLAN_FILE = "plan.json"
@@ -186,11 +187,15 @@ def plan_document(
     parts: Sequence[Part], config_digest: str, watched: Sequence[str] = ()
 ) -> dict[str, Any]:
     """What a work directory was planned for: the parts, the config digest, and the size
-    and modification time of every watched file (the job names the files its parts read
+    and modification time (a stored file: its content tag) of every watched file (the job names the files its parts read
     and depend on)."""
-    files: dict[str, dict[str, int]] = {}
+    files: dict[str, dict[str, Any]] = {}
     for path in watched:
-        if path not in files:
+        if path in files:
+            continue
+        if storage.is_url(path):
+            files[path] = storage.stamp(path)
+        else:
             stat = os.stat(path)
             files[path] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     return {

@@ -53,8 +53,10 @@ from pipeline.loader.batches import (
 from pipeline.objectives import objective_of
 from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
 from pipeline.output.shards import split_files
+from pipeline.output.stored import fetch_stored_output
 from pipeline.packing.best_fit import WINDOW, BestFitPacker
 from pipeline.sources.paths import HF_PREFIX
+from pipeline.storage import is_url
 
 Mode = Literal["padded", "packed"]
 SHUFFLE_TOKENS = 4_000_000
@@ -336,7 +338,14 @@ class OutputLoader:
 def output_folder(source: str | Path) -> Path:
     """A local output folder as it is; `hf:ORG/NAME[@REVISION]` (or plain ORG/NAME, when
     no such folder exists) names a Hub dataset, whose files huggingface_hub fetches, or
-    finds in its cache (offline too, with HF_HUB_OFFLINE=1)."""
+    finds in its cache (offline too, with HF_HUB_OFFLINE=1); a URL (`s3://bucket/prefix`)
+    an output on an object store, whose manifest and the files it lists are fetched into
+    the mms cache (pipeline/output/stored.py: a prefix without its manifest is refused)."""
+    if is_url(source):
+        try:
+            return fetch_stored_output(str(source))
+        except OutputNotFound as err:
+            raise LoaderError(str(err)) from None
     folder = Path(source)
     if not is_hub_output(source) and folder.is_dir():
         return folder

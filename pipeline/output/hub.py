@@ -18,7 +18,7 @@ class OutputNotFound(ValueError):
 
 def is_hub_output(source: str | Path) -> bool:
     """Whether `source` names a Hub dataset (`hf:ORG/NAME`) rather than a local folder."""
-    return isinstance(source, str) and source.startswith(HF_PREFIX)
+    return isinstance(source, str) and source.startswith(HF_PREFIX) and "://" not in source
 
 
 def fetch_output(source: str) -> Path:

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from pipeline import storage
 from pipeline.output.files import atomic_output, file_sha256
 from pipeline.output.shards import Shard
 from pipeline.sources import is_hf_input
@@ -62,6 +63,8 @@ def input_record(
     shown = recorded_as if recorded_as is not None else str(path)
     if is_hf_input(str(path)) or str(path) == STDIN:
         return InputRecord(shown, None, None, format)
+    if storage.is_url(str(path)):
+        return InputRecord(shown, storage.sha256(str(path)), storage.size(str(path)), format)
     return InputRecord(shown, file_sha256(path), Path(path).stat().st_size, format)
 
 

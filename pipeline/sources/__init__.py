@@ -1,6 +1,7 @@
 """Stream records from input files: JSON Lines, JSON, YAML, Parquet, CSV and scripts read
 whole (PPE `.ai.yaml`, Semantic Kernel `skprompt.txt`), optionally
-compressed, from files, directories and globs, and from Hugging Face datasets (`hf:`).
+compressed, from files, directories and globs (local, or on an object store: `s3://` ...,
+pipeline/storage), and from Hugging Face datasets (`hf:`).
 Every record carries its locator; what cannot be read becomes a Rejection, never an
 exception that stops the run."""
 
@@ -10,6 +11,7 @@ import os
 import stat
 from collections.abc import Iterator
 
+from pipeline import storage
 from pipeline.quarantine import Rejection
 from pipeline.sources.compression import open_binary
 from pipeline.sources.documents import iter_json, iter_yaml
@@ -78,7 +80,8 @@ def _records(
     if is_hf_input(path):
         yield from iter_hf(path, limits, split=split, config=config)
         return
-    if not stat.S_ISREG(os.stat(path).st_mode):  # a device or pipe would never end
+    if not storage.is_url(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        # a device or pipe would never end
         yield Rejection(path, path, "unreadable_file", f"{path} is not a regular file")
         return
     kind = file_kind(path)

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from pipeline import storage
 from pipeline.sources.compression import open_binary, split_compression
 
 FIRST_LINE_BYTES = 1 << 20
@@ -45,10 +46,8 @@ def request_file_for(output: str) -> str | None:
         return None
     assert isinstance(first, dict)
     wanted = first["custom_id"]
-    folder = os.path.dirname(output) or "."
-    for name in sorted(os.listdir(folder)):
-        path = os.path.join(folder, name) if os.path.dirname(output) else name
-        if path == output or os.path.islink(path) or not os.path.isfile(path):
+    for path in _neighbours(output):
+        if path == output:
             continue
         if not _jsonl(path):
             continue
@@ -103,6 +102,20 @@ def iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
         for number, line in enumerate(stream, 1):
             if line.strip():
                 yield number, line
+
+
+def _neighbours(path: str) -> list[str]:
+    """The regular files (not links) in the folder of `path`, sorted: a stored file's
+    neighbours are the objects directly under its prefix."""
+    if storage.is_url(path):
+        return storage.listdir(storage.parent(path))
+    folder = os.path.dirname(path) or "."
+    found = []
+    for name in sorted(os.listdir(folder)):
+        neighbour = os.path.join(folder, name) if os.path.dirname(path) else name
+        if not os.path.islink(neighbour) and os.path.isfile(neighbour):
+            found.append(neighbour)
+    return found
 
 
 @lru_cache(maxsize=256)

@@ -1,4 +1,5 @@
-"""Open input files as binary streams, decompressing by suffix (.gz, .zst, .bz2, .xz)."""
+"""Open input files (local paths, or URLs of an object store: pipeline/storage) as binary
+streams, decompressing by suffix (.gz, .zst, .bz2, .xz)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import os
 from typing import BinaryIO
 
 import zstandard
+
+from pipeline import storage
 
 COMPRESSION_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2", ".xz")
 
@@ -60,7 +63,48 @@ class _Bounded(io.RawIOBase):
         super().close()
 
 
+class _Owning(io.RawIOBase):
+    """The bytes of a decompressing stream over a stream it owns: closing it closes both
+    (the decompressors leave a stream they were handed open)."""
+
+    def __init__(self, inner: io.BufferedIOBase, owned: BinaryIO) -> None:
+        super().__init__()
+        self._inner, self._owned = inner, owned
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self._inner.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._owned.close()
+            super().close()
+
+
+def _decompressing_url(url: str, compression: str) -> io.BufferedIOBase:
+    raw = storage.open_read(url)
+    inner: io.BufferedIOBase
+    if compression == ".gz":
+        inner = gzip.GzipFile(fileobj=raw, mode="rb")
+    elif compression in (".zst", ".zstd"):
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=False)
+        inner = io.BufferedReader(reader, buffer_size=1024 * 1024)
+    elif compression == ".bz2":
+        inner = bz2.BZ2File(raw, "rb")
+    else:
+        inner = lzma.LZMAFile(raw, "rb")  # noqa: SIM115 - closed with the stream returned
+    return io.BufferedReader(_Owning(inner, raw), buffer_size=1024 * 1024)
+
+
 def _decompressing(path: str, compression: str) -> io.BufferedIOBase:
+    if storage.is_url(path):
+        return _decompressing_url(path, compression)
     if compression == ".gz":
         return gzip.open(path, "rb")
     if compression in (".zst", ".zstd"):
@@ -78,10 +122,13 @@ def open_binary(path: str, max_ratio: int | None = None) -> BinaryIO:
     BOMB_FLOOR)."""
     _, compression = split_compression(path)
     if compression is None:
+        if storage.is_url(path):
+            return storage.open_read(path)
         return open(path, "rb", buffering=1024 * 1024)
     stream = _decompressing(path, compression)
     if max_ratio is not None:
-        limit = os.path.getsize(path) * max_ratio + BOMB_FLOOR
+        size = storage.size(path) if storage.is_url(path) else os.path.getsize(path)
+        limit = size * max_ratio + BOMB_FLOOR
         bounded = _Bounded(stream, limit, path)
         stream = io.BufferedReader(bounded, buffer_size=1024 * 1024)
     # GzipFile, BZ2File and LZMAFile are binary streams typeshed does not declare BinaryIO

@@ -12,6 +12,7 @@ from pipeline.quarantine import Rejection, raw_text
 from pipeline.sources.paths import InputError
 from pipeline.sources.record import Record
 from pipeline.sources.text_documents import TextDocument
+from pipeline.storage import StorageUnavailable
 
 
 def nesting_depth(value: Any, stop: int) -> int:
@@ -64,8 +65,9 @@ def guarded(
     path: str, items: Iterator[Record | Rejection], max_depth: int
 ) -> Iterator[Record | Rejection]:
     """`items` of the file `path` with too-deep records rejected, and whatever the reader
-    raises turned into one final `unreadable_file` rejection naming the last good place
-    (an InputError, for an input that cannot be used at all, still stops the command)."""
+        raises turned into one final `unreadable_file` rejection naming the last good place
+        (an InputError, for an input that cannot be used at all, still stops the command; so
+    does a store that keeps failing, StorageUnavailable, so that no record is lost to it)."""
     last = path
     try:
         for item in items:
@@ -75,7 +77,9 @@ def guarded(
                     item = deep
             last = item.locator
             yield item
-    except InputError:  # not the file's fault: the input cannot be used at all (usage)
+    except (InputError, StorageUnavailable):
+        # not the file's fault: the input cannot be used at all (usage), or its store
+        # keeps failing (the part stops, and the run resumes it)
         raise
     except Exception as err:  # any reader failure ends this file only
         where = "" if last == path else f" after {last}"

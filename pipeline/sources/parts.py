@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from pipeline import storage
 from pipeline.quarantine import Rejection
 from pipeline.sources import (
     DEFAULT_SPLIT,
@@ -66,17 +67,29 @@ def splittable(path: str) -> bool:
     )
 
 
+def file_size(path: str) -> int:
+    """The size of a local or stored file, in bytes."""
+    return storage.size(path) if storage.is_url(path) else os.path.getsize(path)
+
+
+def _open_raw(path: str) -> io.RawIOBase:
+    """A local or stored file as an unbuffered, seekable binary stream."""
+    if storage.is_url(path):
+        return storage.open_raw(path)
+    return open(path, "rb", buffering=0)
+
+
 def line_ranges(path: str, split_bytes: int) -> list[tuple[int, int, int]]:
     """(start, end, first line) of the parts of a file: each part ends after the first
     newline at or past `split_bytes` from its start, or at the end of the file. One
     sequential pass counts the newlines before each part."""
     if split_bytes < 1:
         raise ValueError(f"split_bytes must be positive, not {split_bytes}")
-    size = os.path.getsize(path)
+    size = file_size(path)
     ranges: list[tuple[int, int, int]] = []
     start, first_line, newlines, offset = 0, 1, 0, 0
     target = split_bytes
-    with open(path, "rb", buffering=0) as stream:
+    with _open_raw(path) as stream:
         while target < size:
             block = stream.read(_BLOCK)
             if not block:
@@ -106,10 +119,15 @@ def input_files(item: str, exclude: str | os.PathLike[str] | None = None) -> Inp
     found = expand_inputs([item])
     if exclude is None:
         return found
-    root = os.path.realpath(exclude)
+    stored_root = storage.is_url(str(exclude))
+    root = str(exclude).rstrip("/") if stored_root else os.path.realpath(exclude)
 
     def outside(path: str) -> bool:
-        return is_hf_input(path) or os.path.commonpath([os.path.realpath(path), root]) != root
+        if is_hf_input(path) or storage.is_url(path) != stored_root:
+            return True
+        if stored_root:
+            return path != root and not path.startswith(root + "/")
+        return os.path.commonpath([os.path.realpath(path), root]) != root
 
     found.files = [path for path in found.files if outside(path)]
     found.skipped = [path for path in found.skipped if outside(path)]
@@ -139,7 +157,7 @@ def plan_parts(
     for input_index, ((_, fmt), found) in enumerate(zip(inputs, files, strict=True)):
         for file_index, path in enumerate(found.files):
             pieces: list[tuple[int | None, int | None, int]] = [(None, None, 1)]
-            big = splittable(path) and os.path.getsize(path) > split_bytes
+            big = splittable(path) and file_size(path) > split_bytes
             if big and (can_split is None or can_split(path, fmt)):
                 ranges = line_ranges(path, split_bytes)
                 if len(ranges) > 1:
@@ -210,7 +228,7 @@ def _iter_range(
     # at the very start of the file, as whole-file reading does; locators shift back
     prefix = b"\n" if start > 0 else b""
     shift = part.first_line - 1 - len(prefix)
-    with open(part.path, "rb", buffering=0) as raw:
+    with _open_raw(part.path) as raw:
         stream = io.BufferedReader(_RangeStream(raw, start, end, prefix), MIB)
         for item in iter_jsonl(part.path, stream, limits):
             yield _relocate(item, part.path, shift) if shift else item

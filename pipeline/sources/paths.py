@@ -1,5 +1,6 @@
-"""Turn what the user typed (files, directories, globs, `hf:` datasets) into the list of
-inputs to read."""
+"""Turn what the user typed (files, directories, globs, `hf:` datasets, and the same on an
+object store: `s3://bucket/prefix/`, `s3://bucket/**/*.jsonl`) into the list of inputs to
+read."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline import storage
 from pipeline.sources.batch_files import batch_companions
 from pipeline.sources.compression import split_compression
 from pipeline.sources.harmony_files import HARMONY_KIND, is_harmony_file
@@ -62,8 +64,9 @@ class InputFiles:
 
 
 def is_hf_input(item: str) -> bool:
-    """Whether an input names a Hugging Face dataset (`hf:ORG/NAME`, `hf:./dir`)."""
-    return item.startswith(HF_PREFIX)
+    """Whether an input names a Hugging Face dataset (`hf:ORG/NAME`, `hf:./dir`); a URL
+    `hf://...` names a file of a Hub repository instead, read like any stored file."""
+    return item.startswith(HF_PREFIX) and not storage.is_url(item)
 
 
 def file_kind(path: str) -> str | None:
@@ -240,10 +243,72 @@ def _once_each(refused: dict[str, str]) -> dict[str, str]:
     return {path: why for path, why in refused.items() if path in kept}
 
 
+def _hidden_below(url: str, root: str) -> bool:
+    """Whether a stored file lies in a hidden folder (or is hidden) below the prefix `root`."""
+    rest = url[len(root.rstrip("/")) :] if url.startswith(root.rstrip("/")) else url
+    return any(piece.startswith(".") for piece in rest.split("/") if piece)
+
+
+def _add_stored(url: str, root: str, found: InputFiles) -> None:
+    """A file of a stored folder or glob: read, or skipped (hidden, or not a data file)."""
+    if _hidden_below(url, root):
+        return
+    if file_kind(url):
+        found.files.append(url)
+    else:
+        found.skipped.append(url)
+
+
+def _walk_order(urls: list[str], root: str) -> list[str]:
+    """The files under the prefix `root` in the order a local folder walk gives them:
+    names sorted, and a folder's own files before its subfolders'."""
+
+    def key(url: str) -> list[tuple[int, str]]:
+        pieces = url[len(root.rstrip("/")) :].strip("/").split("/")
+        return [(1, piece) for piece in pieces[:-1]] + [(0, pieces[-1])]
+
+    return sorted(urls, key=key)
+
+
+def _expand_url(item: str, found: InputFiles) -> str:
+    """Add the files of a URL input to `found`: a glob (`*`, `?`, `[...]`, `**`), a folder
+    (every file under the prefix, sorted, hidden entries skipped) or one file; returns the
+    prefix they lie under (the glob's fixed leading part, the folder, the file's folder).
+    Stores have no links or devices: nothing is refused."""
+    if glob.has_magic(item.split("://", 1)[1]):
+        pieces = item.split("/")
+        fixed = next(i for i, piece in enumerate(pieces) if glob.has_magic(piece))
+        root = "/".join(pieces[:fixed])
+        matches = storage.glob(item)
+        if not matches:
+            raise InputError(f"{item}: no files match this pattern")
+        for url, is_folder in matches:
+            if is_folder:
+                for inner in _walk_order(storage.find(url), url):
+                    _add_stored(inner, root, found)
+            else:
+                _add_stored(url, root, found)
+        return root
+    if storage.isfile(item):
+        if file_kind(item) is None:
+            raise InputError(
+                f"{item}: unsupported file type (supported: {_supported_list()}, "
+                "optionally compressed .gz/.zst/.bz2/.xz)"
+            )
+        found.files.append(item)
+        return storage.parent(item)
+    if storage.isdir(item):
+        for url in _walk_order(storage.find(item), item):
+            _add_stored(url, item, found)
+        return item.rstrip("/")
+    raise InputError(f"{item}: no such file or folder in the store")
+
+
 def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
     """Expand inputs in the order given: directories recursively (sorted, hidden entries
     skipped), globs sorted (`**` recurses); `hf:` datasets are kept as they are, never
-    globbed. A file or dataset listed twice is read once."""
+    globbed; URLs of an object store are expanded the same way on the store. A file or
+    dataset listed twice is read once."""
     found = InputFiles()
     named: list[tuple[int, str, str]] = []  # (input position, path, name under its root)
     for position, item in enumerate(inputs):
@@ -256,7 +321,8 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> InputFiles:
     seen: set[str] = set()
     unique = []
     for path in found.files:
-        key = path if is_hf_input(path) or path == STDIN else os.path.realpath(path)
+        local = not (is_hf_input(path) or path == STDIN or storage.is_url(path))
+        key = os.path.realpath(path) if local else path
         if key not in seen:
             seen.add(key)
             unique.append(path)
@@ -291,6 +357,8 @@ def _expand(item: str, found: InputFiles) -> str | None:
     if is_hf_input(item) or item == STDIN:
         found.files.append(item)
         return None
+    if storage.is_url(item):
+        return _expand_url(item, found)
     if os.path.isdir(item):
         _walk(item, found)
         return item

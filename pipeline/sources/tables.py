@@ -11,6 +11,7 @@ from typing import BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import storage
 from pipeline.arrow_pandas import pandas_for
 from pipeline.quarantine import Rejection
 from pipeline.sources.jsonable import to_jsonable
@@ -23,15 +24,23 @@ PARQUET_BATCH_ROWS = 1024
 def iter_parquet(source: str, limits: ReadLimits) -> Iterator[Record | Rejection]:
     """One record per row, a batch of rows in memory at a time."""
     row = 0
+    stored: BinaryIO | None = None
     try:
-        parquet = pq.ParquetFile(source)
+        if storage.is_url(source):
+            stored = storage.open_read(source)
+        parquet = pq.ParquetFile(stored or source)
         pandas_for(parquet.schema_arrow)  # its nanosecond times become what they always did
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
             for value in batch.to_pylist():
                 yield Record(source, f"{source}#{row}", to_jsonable(value))
                 row += 1
+    except storage.StorageUnavailable:
+        raise  # the store, not the file: the part stops, to resume
     except (pa.ArrowException, OSError) as err:
         yield Rejection(source, f"{source}#{row}", "unreadable_file", f"cannot read Parquet: {err}")
+    finally:
+        if stored is not None:
+            stored.close()
 
 
 def iter_csv(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Record | Rejection]:

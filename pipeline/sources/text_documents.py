@@ -12,6 +12,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from pipeline import storage
 from pipeline.quarantine import Rejection
 from pipeline.sources.documents import read_document_text
 from pipeline.sources.jsonable import loads_exact, long_integers_as_text, may_hold_long_integers
@@ -58,10 +59,14 @@ def iter_text_document(
         yield Rejection(source, source, "invalid_json", read, raw=text)
         return
     config, notes = read
-    found = config_path if os.path.exists(config_path) else None
+    found = config_path if _exists(config_path) else None
     value = TextDocument(kind, text, config, found)
     notes = tuple(f"{config_path}: {note}" for note in notes)
     yield Record(source, source, value, raw=data, notes=notes)
+
+
+def _exists(path: str) -> bool:
+    return storage.isfile(path) if storage.is_url(path) else os.path.exists(path)
 
 
 def _read_config(path: str, max_bytes: int) -> tuple[Any, tuple[str, ...]] | str:
@@ -69,14 +74,20 @@ def _read_config(path: str, max_bytes: int) -> tuple[Any, tuple[str, ...]] | str
     integers beyond 64 bits kept as text), or the reason it cannot be read: it is not a
     regular file (a device or pipe is never opened) or over `max_bytes`."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        if storage.is_url(path):
+            with storage.open_read(path) as stored:
+                data = stored.read(max_bytes + 1)
+        elif not stat.S_ISREG(os.stat(path).st_mode):
             return f"cannot read {path}: not a regular file"
-        with open(path, "rb") as handle:
-            data = handle.read(max_bytes + 1)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(max_bytes + 1)
     except FileNotFoundError:
         return None, ()
+    except storage.StorageUnavailable:
+        raise
     except OSError as err:
-        return f"cannot read {path}: {err.strerror}"
+        return f"cannot read {path}: {err.strerror or err}"
     if len(data) > max_bytes:
         return f"cannot read {path}: over the limit of {max_bytes} bytes"
     if data.startswith(UTF8_BOM):

@@ -5,7 +5,8 @@ folder apart from the inputs), read into frozen dataclasses with every default f
 
 Relative paths in the config (input paths and globs, `hf:./dir` datasets, the tokenizer,
 `output`) are resolved against the directory of the CONFIG FILE, never the working
-directory, so a config means the same files wherever `mms run` is started. Input paths are
+directory, so a config means the same files wherever `mms run` is started (a URL,
+`s3://bucket/prefix`, stays as written). Input paths are
 not checked here (the run reports what it cannot read); the tokenizer is.
 
 Every problem is a RunConfigError naming the file, the key path, what is wrong and the
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pipeline import storage
 from pipeline.config_file import ConfigFileError as RunConfigError
 from pipeline.config_file import PathPart, YamlDocument, check_schema, parse_yaml
 from pipeline.formats import AUTO, FORMATS
@@ -31,7 +33,7 @@ from pipeline.formats.field_mapping import FieldMapping, MappingError, mapping_f
 from pipeline.formats.mapped import NAME as MAPPED
 from pipeline.jobs.run.stages import CONFIG_SLICES, Stages
 from pipeline.schemas import validator
-from pipeline.sources.paths import HF_PREFIX
+from pipeline.sources.paths import HF_PREFIX, is_hf_input
 from pipeline.stages.contract import OMITTED
 
 SCHEMA = "pipeline-config"
@@ -77,7 +79,7 @@ class InputSpec:
     @property
     def is_hf(self) -> bool:
         """Whether the input is a Hugging Face dataset (`hf:ORG/NAME` or `hf:/abs/dir`)."""
-        return self.path.startswith(HF_PREFIX)
+        return is_hf_input(self.path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +122,7 @@ class RunConfig:
 
     name: str
     inputs: tuple[InputSpec, ...]
-    output: Path
+    output: Path | storage.StoredPath
     stages: Stages = field(default_factory=Stages)
     engine: EngineConfig = field(default_factory=EngineConfig)
     push: PushSettings | None = None
@@ -302,13 +304,17 @@ class _Builder:
                     raise self.doc.error(["stages", "filters", key], reason, key=True)
         return stages
 
-    def _output(self, inputs: tuple[InputSpec, ...]) -> Path:
+    def _output(self, inputs: tuple[InputSpec, ...]) -> Path | storage.StoredPath:
         """The output folder: not an existing file, not one of the inputs, and holding
         none of them (a run never reads its own output: an output inside an input folder
-        is left out of it, so an input inside the output could never be read)."""
+        is left out of it, so an input inside the output could never be read). A URL
+        names a prefix on an object store, checked against the stored inputs alike."""
         raw = self.data["output"]
         where: list[PathPart] = ["output", "path"] if isinstance(raw, dict) else ["output"]
-        output = Path(self._local(raw["path"] if isinstance(raw, dict) else raw))
+        written = raw["path"] if isinstance(raw, dict) else raw
+        if storage.is_url(written):
+            return self._stored_output(written, inputs, where)
+        output = Path(self._local(written))
         if output.exists() and not output.is_dir():
             raise self.doc.error(where, f"{output} is an existing file, not a folder")
         real = os.path.realpath(output)
@@ -324,6 +330,20 @@ class _Builder:
                     "which a run never reads: put the output outside the inputs"
                 )
             raise self.doc.error(where, reason)
+        return output
+
+    def _stored_output(
+        self, url: str, inputs: tuple[InputSpec, ...], where: list[PathPart]
+    ) -> storage.StoredPath:
+        """An output prefix on an object store, apart from the stored inputs."""
+        output = storage.StoredPath(url.rstrip("/"))
+        for index, spec in enumerate(inputs):
+            if spec.path.rstrip("/") == output or spec.path.startswith(output + "/"):
+                reason = (
+                    f"inputs[{index}] ({spec.path}) is the output prefix {output} or inside it, "
+                    "which a run never reads: put the output outside the inputs"
+                )
+                raise self.doc.error(where, reason)
         return output
 
     def _push(self, raw: str | dict[str, Any]) -> PushSettings | None:
@@ -370,7 +390,7 @@ class _Builder:
             reason = f"the {MAPPED} format needs a mapping (inputs[].mapping)"
             raise self.doc.error([*where, "format"], reason)
         path = raw["path"]
-        is_hf = path.startswith(HF_PREFIX)
+        is_hf = is_hf_input(path)
         if is_hf:
             dataset = path.removeprefix(HF_PREFIX)
             path = HF_PREFIX + (
@@ -381,7 +401,7 @@ class _Builder:
                 if key in raw:
                     reason = f"{key} applies to hf: inputs only ({raw['path']!r} is not one)"
                     raise self.doc.error([*where, key], reason, key=True)
-            path = self._local(path)
+            path = path if storage.is_url(path) else self._local(path)
         return InputSpec(
             path=path,
             format=name,

@@ -11,16 +11,24 @@ ready: every stage's dataset side, then weights, splits and shards
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline import storage
 from pipeline.accounting import Account
 from pipeline.engine import LocalRunner, Partitioner, Runner, iter_parts, reset_workdir
 from pipeline.engine.ray import RayRunner, RaySettings
+from pipeline.engine.stored_work import (
+    MirroredProcess,
+    fetch_work,
+    reset_stored_work,
+    upload_plan,
+    worker_retries,
+)
+from pipeline.engine.workdir import Process
 from pipeline.formats import AUTO
 from pipeline.formats.detect import detect
 from pipeline.jobs.parallel import splits_by_record
@@ -44,9 +52,16 @@ from pipeline.output.files import discard_if_none
 from pipeline.output.folder import OutputFolder, Publication
 from pipeline.output.manifest import listed_files, versions
 from pipeline.output.shards import Shard
+from pipeline.output.stored import StoredOutput
 from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE
 from pipeline.sources import DEFAULT_SPLIT, Record, expand_inputs, is_hf_input
-from pipeline.sources.parts import InputPart, input_files, iter_part_records, plan_parts
+from pipeline.sources.parts import (
+    InputPart,
+    file_size,
+    input_files,
+    iter_part_records,
+    plan_parts,
+)
 from pipeline.stages.normalize import SNIFF_RECORDS
 from pipeline.stages.tokenize import renderer_for
 from pipeline.tokenize.loading import tokenizer_files
@@ -61,14 +76,14 @@ PARTITION_BYTES = 1 << 30
 class FinishedBefore:
     """The folder held the finished output of this config and these inputs: nothing done."""
 
-    output: Path
+    output: Path | storage.StoredPath
 
 
 @dataclass
 class RunResult:
     """What a run wrote, and its lint report (for the gate and the summary)."""
 
-    output: Path
+    output: Path | storage.StoredPath
     counts: Account
     shards: dict[str, list[Shard]]
     report: LintReport
@@ -87,9 +102,12 @@ class RunResult:
     """Parts an earlier, stopped run of the same config had finished: reused, not redone."""
     publication: Publication | None = None
     """What publishing removed of an earlier output (and took over with --overwrite)."""
+    storage_retries: int = 0
+    """Object-store operations this run tried again after a transient error
+    (pipeline/storage/retry.py), in its own process and in the workers that ran its parts."""
 
 
-def plan(config: RunConfig, output: Path | None = None) -> list[InputPart]:
+def plan(config: RunConfig, output: Path | storage.StoredPath | None = None) -> list[InputPart]:
     """The run's parts, never from its output folder (default: the config's). A big
     JSON Lines file is split into parts only when its format is named and converts record
     by record: a detected format could differ between parts, and a grouped one (OASST
@@ -101,7 +119,9 @@ def plan(config: RunConfig, output: Path | None = None) -> list[InputPart]:
     )
 
 
-def passed_over(config: RunConfig, output: Path) -> tuple[list[str], dict[str, str]]:
+def passed_over(
+    config: RunConfig, output: Path | storage.StoredPath
+) -> tuple[list[str], dict[str, str]]:
     """The files in the inputs' folders and globs that no part reads: not data files (a
     README, a licence), and refused ones (devices, symlinks out of the folder), with why;
     the summary and the report list them."""
@@ -167,14 +187,14 @@ def partitions(config: RunConfig, runner: Runner, parts: list[InputPart]) -> boo
 
 
 def input_bytes(parts: list[InputPart]) -> int:
-    """The bytes the parts read (a part its range, a local file its size; a Hub dataset
-    counts nothing)."""
+    """The bytes the parts read (a part its range, a local or stored file its size; a Hub
+    dataset counts nothing)."""
     total = 0
     for part in parts:
         if part.start is not None and part.end is not None:
             total += part.end - part.start
         elif not is_hf_input(part.path):
-            total += os.path.getsize(part.path)
+            total += file_size(part.path)
     return total
 
 
@@ -206,7 +226,7 @@ def _partition(
 def run_pipeline(
     config: RunConfig,
     *,
-    output: Path | None = None,
+    output: Path | str | None = None,
     workers: int | None = None,
     progress: Progress | None = None,
     fresh: bool = False,
@@ -217,8 +237,13 @@ def run_pipeline(
     through a link, nor over files mms did not write unless `overwrite`); the output is
     written into its staging folder and published at the end. `fresh` forgets the work
     parts of an earlier run; without it they are reused, and a finished output of the same
-    config and inputs is left as it is (FinishedBefore)."""
-    out = Path(output or config.output).resolve()
+    config and inputs is left as it is (FinishedBefore). An output URL (`s3://...`) is a
+    prefix on an object store (pipeline/output/stored.py), its work directory there too."""
+    target = output if output is not None else config.output
+    if storage.is_url(str(target)):
+        return _run_stored(config, str(target), workers, progress, fresh, overwrite)
+    out = Path(target).resolve()
+    retries_before = storage.retry_count()
     with OutputFolder(out, overwrite=overwrite) as folder:
         parts = plan(config, out)
         if fresh:
@@ -226,24 +251,61 @@ def run_pipeline(
         elif finished_before(config, folder, parts):
             folder.finish()
             return FinishedBefore(out)
-        result = _run(config, folder, parts, workers, progress)
+        result = _run(config, folder, out, parts, workers, progress)
         publication = folder.publish()
         folder.finish()  # the output is complete: the parts' files are no longer needed
     result.publication = publication
+    result.storage_retries += storage.retry_count() - retries_before
     if result.shards:
         result.verification = verify_output(out, render=False, template=False)
+    return result
+
+
+def _run_stored(
+    config: RunConfig,
+    url: str,
+    workers: int | None,
+    progress: Progress | None,
+    fresh: bool,
+    overwrite: bool,
+) -> RunResult | FinishedBefore:
+    """`run_pipeline` into a prefix of an object store: claimed there, run in a local
+    scratch folder whose work directory the store's mirrors (a stopped run resumes from
+    the store), and uploaded at the end, the manifest last."""
+    retries_before = storage.retry_count()
+    with StoredOutput(url, overwrite=overwrite) as stored:
+        out = stored.root
+        parts = plan(config, out)
+        if fresh:
+            reset_stored_work(stored.work_url)
+        elif finished_before(config, stored, parts):
+            stored.finish()
+            return FinishedBefore(out)
+        folder = stored.local
+        fetch_work(stored.work_url, folder.work, parts)
+        result = _run(config, folder, out, parts, workers, progress, stored.work_url)
+        publication = stored.publish()
+        if result.shards:  # the published bytes, as uploaded from here
+            result.verification = verify_output(folder.root, render=False, template=False)
+        stored.finish()
+    result.publication = publication
+    result.storage_retries += storage.retry_count() - retries_before
     return result
 
 
 def _run(
     config: RunConfig,
     folder: OutputFolder,
+    out: Path | storage.StoredPath,
     parts: list[InputPart],
     workers: int | None,
     progress: Progress | None,
+    work_url: str | None = None,
 ) -> RunResult:
-    """The run's stages into the claimed folder's staging folder, its manifest last."""
-    out, staging = folder.root, folder.staging
+    """The run's stages into the claimed folder's staging folder, its manifest last; `out`
+    is where the output is published (the folder, or a stored prefix whose work directory
+    `work_url` keeps every finished part)."""
+    staging = folder.staging
     resumed: list[int] = []  # the parts already done when the run starts (its first report)
 
     def parts_progress(done: int, total: int) -> None:
@@ -253,15 +315,17 @@ def _run(
             progress("read, lint, tokenize", done, total, None)
 
     with engine_runner(config, workers) as runner:
+        job: Process = PartJob(config, ships_tokenizer=parts[0].id)
         part_dirs = iter_parts(
             parts,
-            PartJob(config, ships_tokenizer=parts[0].id),
+            MirroredProcess(job, work_url),
             folder.work,
             config_digest=f"{PART_FORMAT}:{config.digest()}",
             runner=runner,
             progress=parts_progress,
             prepare_workers=lambda: prepare_workers(config),
             watched=_watched_files(parts, config),
+            on_claimed=None if work_url is None else lambda: upload_plan(work_url, folder.work),
         )
         with closing(part_dirs):  # a failed reduce stops the workers and frees the work dir
             ready, repeated = _partition(config, runner, parts, part_dirs, folder.work, progress)
@@ -307,10 +371,13 @@ def _run(
         packing,
         parts=len(parts),
         resumed=resumed[0] if resumed else 0,
+        storage_retries=worker_retries(reduced.part_dirs),
     )
 
 
-def finished_before(config: RunConfig, folder: OutputFolder, parts: list[InputPart]) -> bool:
+def finished_before(
+    config: RunConfig, folder: OutputFolder | StoredOutput, parts: list[InputPart]
+) -> bool:
     """Whether the folder holds the finished output of this config and these inputs, as
     this version of mms writes it: its manifest has the config's digest, the same versions
     and inputs (sha256), a passed gate, and every file it lists is as it was written."""
