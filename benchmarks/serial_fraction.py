@@ -1,0 +1,490 @@
+"""Measure the serial fraction of `mms run` on a Ray cluster of several nodes simulated on
+this machine: the driver process's CPU time as a share of the whole run's CPU (the driver,
+every Ray worker, Ray's own daemons), the wall time, the CPU of each phase split between the
+driver and the workers, and from those per-part costs the projection to a large dataset on a
+real cluster (benchmarks/engines.py's method, per phase). This machine has 2 cores, so the
+speed-up cannot be measured here; the share of the work that one process does alone can.
+
+Run from the repository root, with the `ray` extra installed; the real files come from
+$MMS_SHARED/realdata, the tokenizer from $MMS_SHARED/tokenizers (MMS_SHARED defaults to
+../shared):
+
+    python benchmarks/serial_fraction.py                    # 200,000 threads, ~5 min
+    python benchmarks/serial_fraction.py --threads 20000    # quick check, ~1 min
+    python benchmarks/serial_fraction.py --nodes 3 --cpus-per-node 1 --json figures.json
+
+1. build (untimed): the real threads, cycled and made unique as benchmarks/run.py does,
+   written as one MMS JSONL file (8 MiB parts), and the run config of benchmarks/run.py
+   (lint, exact dedup, Llama-3 tokenizer with truncation, one split) on the ray engine with
+   the cluster's address and one worker per CPU of the cluster.
+2. a cluster (`ray.cluster_utils.Cluster`, started by this process): a head node with no
+   CPU (GCS, the head's raylet; no task runs there) and `--nodes` worker nodes of
+   `--cpus-per-node` CPUs each, each node its own raylet and object store, as on separate
+   machines. The script waits until the cluster is idle before the run.
+3. the run: `run_pipeline` in a child process (the driver, as `mms run` would be) connected
+   to the cluster; it records, at every phase's end (its progress callback), the wall clock
+   and its own CPU time. Meanwhile this process samples, every `--interval` seconds, the CPU
+   time (user + system, /proc/PID/stat) of every process of the cluster: Ray's workers (the
+   processes a raylet starts for tasks and actors, `ray::...`) and Ray's daemons (GCS,
+   raylets, agents, monitors), counting only what each spent after the run began. The
+   driver's CPU is its own (`wait4`'s resource usage: exact).
+4. each phase (the map side "read, lint, tokenize", Ray's "partition keys", the ordered
+   pass, the outputs after it; whatever phases the run reports, in the order they end)
+   gets the driver's CPU and the workers' CPU spent in it.
+
+The projection to `--simulate-gib` GiB on `--sim-nodes` x `--sim-cpus` CPUs: the map
+side takes ceil(parts / workers) x its worker CPU per part (a part is one worker's task);
+any other phase, its worker CPU per thread x threads / workers; the driver's CPU of every
+phase, per thread x threads, on one CPU (it is one process). A phase's projected time is
+the driver's plus the workers' (as if one waited for the other: an upper bound); the
+driver's start (imports, before `run_pipeline`) is a fixed cost. The serial fraction is
+the driver's projected seconds over the projected wall time. Goals (issue 37): driver share
+of the run's CPU <= 5%, projected serial fraction <= 10%. Timings are reported, never
+asserted; the exit status is 1 when the run fails or writes other than one row per thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convert import make_workdir, tail
+from ingest import MIB, REPO_ROOT
+from table import print_aligned
+
+from pipeline.sources.parts import DEFAULT_SPLIT_BYTES
+
+SHARED = Path(os.environ.get("MMS_SHARED", REPO_ROOT.parent / "shared"))
+DEFAULT_THREADS = 200_000
+DEFAULT_TOKENIZER = SHARED / "tokenizers" / "llama3_from_tiktoken"
+DEFAULT_REALDATA = SHARED / "realdata"
+MAP = "read, lint, tokenize"
+"""The map side's progress stage: its cost is per part, one part per worker at a time."""
+STARTUP = "driver start"
+OUTPUTS = "outputs (reports, manifest, card, verify)"
+"""What the driver does after the last phase it reports."""
+OBJECT_STORE_BYTES = 256 * MIB
+"""Each node's object store (Ray's default, 30% of the memory, times the nodes, would ask
+for more shared memory than the machine has)."""
+SYSTEM_NAMES = ("gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
+"""Processes of Ray itself (with the Python daemons: dashboard, monitor, log monitor)."""
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# --------------------------------------------------------------------------- driver child
+
+
+def driver(config_path: Path, output: Path, marks_path: Path) -> int:
+    """The driver (in a child process): run the config, recording every phase's end. Its
+    start (Python, the imports) counts from the process's beginning, as a `mms run`'s."""
+    from pipeline.jobs.run import run_pipeline
+    from pipeline.jobs.run.config import load_run_config
+
+    marks: list[dict[str, Any]] = [
+        {"phase": STARTUP, "wall": time.time(), "cpu": time.process_time()}
+    ]
+
+    def progress(stage: str, done: int, total: int, _: object = None) -> None:
+        if done >= total and all(mark["phase"] != stage for mark in marks):
+            marks.append({"phase": stage, "wall": time.time(), "cpu": time.process_time()})
+
+    result = run_pipeline(load_run_config(config_path), output=output, progress=progress)
+    marks.append({"phase": OUTPUTS, "wall": time.time(), "cpu": time.process_time()})
+    parts = getattr(result, "parts", 0)
+    marks_path.write_text(json.dumps({"parts": parts, "marks": marks}, indent=2) + "\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- cluster CPU
+
+
+@dataclass(slots=True)
+class Proc:
+    """A process of the cluster: its kind, and its CPU seconds when first and last seen."""
+
+    kind: str
+    first: float
+    last: float
+
+
+@dataclass
+class ClusterCpu:
+    """Samples the CPU time of every process under this one (the cluster's), but the
+    driver's; a series of (wall clock, workers' CPU, daemons' CPU) spent since `begin`."""
+
+    exclude: set[int] = field(default_factory=set)
+    procs: dict[tuple[int, int], Proc] = field(default_factory=dict)
+    baseline: dict[tuple[int, int], float] = field(default_factory=dict)
+    series: list[tuple[float, float, float]] = field(default_factory=list)
+
+    def sample(self) -> None:
+        now = time.time()
+        for key, cpu, kind in _tree(os.getpid(), self.exclude):
+            seen = self.procs.get(key)
+            if seen is None:
+                self.procs[key] = Proc(kind, cpu, cpu)
+            else:
+                seen.last = cpu
+        workers = daemons = 0.0
+        for key, proc in self.procs.items():
+            spent = proc.last - self.baseline.get(key, 0.0)
+            if proc.kind == "worker":
+                workers += spent
+            else:
+                daemons += spent
+        self.series.append((now, workers, daemons))
+
+    def begin(self) -> None:
+        """From now on: what the processes alive now spent so far is not counted."""
+        self.sample()
+        self.baseline = {key: proc.last for key, proc in self.procs.items()}
+        self.series = [(self.series[-1][0], 0.0, 0.0)]
+
+    def at(self, when: float) -> tuple[float, float]:
+        """(workers' CPU, daemons' CPU) spent from `begin` to `when`, interpolated."""
+        before = self.series[0]
+        for sample in self.series:
+            if sample[0] >= when:
+                span = sample[0] - before[0]
+                share = (when - before[0]) / span if span > 0 else 1.0
+                return tuple(  # type: ignore[return-value]
+                    b + (s - b) * share for b, s in zip(before[1:], sample[1:], strict=True)
+                )
+            before = sample
+        return before[1], before[2]
+
+    def workers_seen(self) -> int:
+        return sum(1 for key, proc in self.procs.items() if proc.kind == "worker")
+
+
+def _tree(root: int, exclude: set[int]) -> list[tuple[tuple[int, int], float, str]]:
+    """Every process under `root` (not `root`, nor the `exclude`d and theirs): its key (pid,
+    start time), CPU seconds, and kind (`worker` or `daemon`)."""
+    children: dict[int, list[tuple[int, list[bytes]]]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append((int(entry.name), fields))
+    found = []
+    todo = [root]
+    while todo:
+        for pid, fields in children.get(todo.pop(), ()):
+            if pid in exclude:
+                continue
+            todo.append(pid)
+            cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+            found.append(((pid, int(fields[19])), cpu, _kind(pid)))
+    return found
+
+
+_KINDS: dict[int, str] = {}
+
+
+def _kind(pid: int) -> str:
+    """`worker`: a process a raylet started for tasks and actors; `daemon`: Ray's own."""
+    if pid not in _KINDS:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            command = ""
+        name = command.split(" ", 1)[0]
+        daemon = any(name.endswith(system) for system in SYSTEM_NAMES) or not name.startswith(
+            "ray::"
+        )
+        worker = "default_worker.py" in command  # a worker before it names itself
+        _KINDS[pid] = "worker" if worker or not daemon else "daemon"
+    return _KINDS[pid]
+
+
+class Sampler(threading.Thread):
+    """Samples `cpu` every `interval` seconds until stopped."""
+
+    def __init__(self, cpu: ClusterCpu, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.cpu, self.interval, self.stopped = cpu, interval, threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            self.cpu.sample()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+        self.cpu.sample()
+
+
+def start_cluster(args: argparse.Namespace) -> Any:
+    """A head node without CPUs and `--nodes` worker nodes, each its own raylet."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # this machine's processes only
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 0,
+            "include_dashboard": False,
+            "object_store_memory": OBJECT_STORE_BYTES,
+        },
+    )
+    for _ in range(args.nodes):
+        cluster.add_node(num_cpus=args.cpus_per_node, object_store_memory=OBJECT_STORE_BYTES)
+    cluster.wait_for_nodes()
+    return cluster
+
+
+def settle(cpu: ClusterCpu, quiet: float = 0.1, longest: float = 60.0) -> None:
+    """Wait until the cluster spends less than `quiet` CPU seconds per second (its
+    daemons and prestarted workers done starting)."""
+    deadline = time.monotonic() + longest
+    cpu.begin()
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        cpu.sample()
+        _, workers, daemons = cpu.series[-1]
+        if workers + daemons < quiet:
+            return
+        cpu.begin()
+
+
+# --------------------------------------------------------------------------- figures
+
+
+@dataclass
+class Phase:
+    """One phase of the run: its wall time, and the CPU seconds of the driver, of Ray's
+    workers and of Ray's daemons in it."""
+
+    name: str
+    seconds: float
+    driver_cpu: float
+    workers_cpu: float
+    daemons_cpu: float
+
+
+def phases(marks: list[dict[str, Any]], cpu: ClusterCpu) -> list[Phase]:
+    """The phases between the driver's marks (the first from the driver's start)."""
+    found = []
+    start = marks[0]
+    found.append(Phase(STARTUP, 0.0, start["cpu"], 0.0, 0.0))
+    before = start
+    for mark in marks[1:]:
+        workers_then, daemons_then = cpu.at(before["wall"])
+        workers, daemons = cpu.at(mark["wall"])
+        found.append(
+            Phase(
+                mark["phase"],
+                mark["wall"] - before["wall"],
+                mark["cpu"] - before["cpu"],
+                workers - workers_then,
+                daemons - daemons_then,
+            )
+        )
+        before = mark
+    return found
+
+
+def project(
+    args: argparse.Namespace, found: list[Phase], parts: int, threads: int, size: int
+) -> dict[str, Any]:
+    """The run of `--simulate-gib` GiB on `--sim-nodes` x `--sim-cpus`, per phase."""
+    total_bytes = args.simulate_gib * 1024 * MIB
+    sim_parts = math.ceil(total_bytes / DEFAULT_SPLIT_BYTES)
+    sim_threads = round(threads * total_bytes / size)
+    workers = args.sim_nodes * args.sim_cpus
+    rows = []
+    for phase in found:
+        if phase.name == STARTUP:
+            driver, spread = phase.driver_cpu, 0.0
+        elif phase.name == MAP:
+            driver = phase.driver_cpu / parts * sim_parts
+            spread = math.ceil(sim_parts / workers) * phase.workers_cpu / parts
+        else:
+            driver = phase.driver_cpu / threads * sim_threads
+            spread = phase.workers_cpu / threads * sim_threads / workers
+        rows.append({"phase": phase.name, "driver_s": driver, "workers_s": spread})
+    wall = sum(row["driver_s"] + row["workers_s"] for row in rows)
+    serial = sum(row["driver_s"] for row in rows)
+    return {
+        "dataset_gib": args.simulate_gib,
+        "parts": sim_parts,
+        "threads": sim_threads,
+        "workers": workers,
+        "phases": rows,
+        "wall_s": wall,
+        "serial_s": serial,
+        "serial_fraction": serial / wall if wall else 0.0,
+    }
+
+
+def report(result: dict[str, Any]) -> None:
+    """The tables: the run's phases and CPU shares, then the projection."""
+    found = [Phase(**phase) for phase in result["phases"]]
+    rows = [["phase", "wall s", "driver CPU s", "workers CPU s", "Ray daemons CPU s"]]
+    for p in found:
+        rows.append(
+            [p.name, f"{p.seconds:.2f}", f"{p.driver_cpu:.2f}", f"{p.workers_cpu:.2f}",
+             f"{p.daemons_cpu:.2f}"]
+        )  # fmt: skip
+    driver = sum(p.driver_cpu for p in found)
+    workers = sum(p.workers_cpu for p in found)
+    daemons = sum(p.daemons_cpu for p in found)
+    rows.append(
+        ["all", f"{result['wall_s']:.2f}", f"{driver:.2f}", f"{workers:.2f}", f"{daemons:.2f}"]
+    )
+    print()
+    print_aligned(rows)
+    total = driver + workers + daemons
+    print(
+        f"\ndriver share of the run's CPU: {driver / total:.1%} ({driver:.1f} of {total:.1f} CPU s;"
+        f" of the driver's and the workers' alone: {driver / (driver + workers):.1%}); "
+        f"the driver's own CPU (wait4): {result['driver_rusage_cpu_s']:.1f} s; "
+        f"{result['worker_processes']} Ray worker processes"
+    )
+    sim = result["projection"]
+    rows = [["phase", "driver s", "workers s"]]
+    for row in sim["phases"]:
+        rows.append([row["phase"], f"{row['driver_s']:.0f}", f"{row['workers_s']:.0f}"])
+    print(
+        f"\nProjection (from the measured per-part and per-thread CPU, not a cluster run): "
+        f"{sim['dataset_gib']:g} GiB = {sim['parts']:,} parts, {sim['threads']:,} threads, "
+        f"{sim['workers']} workers"
+    )
+    print_aligned(rows)
+    print(
+        f"projected wall {sim['wall_s']:.0f} s, of which the driver alone {sim['serial_s']:.0f}"
+        f" s: serial fraction {sim['serial_fraction']:.1%} (goal <= 10%; driver share goal "
+        "<= 5%)"
+    )
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
+    parser.add_argument("--nodes", type=int, default=3, help="worker nodes of the cluster")
+    parser.add_argument("--cpus-per-node", type=int, default=1)
+    parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER)
+    parser.add_argument("--realdata", type=Path, default=DEFAULT_REALDATA)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--interval", type=float, default=0.1, help="CPU sampling, seconds")
+    parser.add_argument("--sim-nodes", type=int, default=4, help="projected cluster: machines")
+    parser.add_argument("--sim-cpus", type=int, default=16, help="projected cluster: CPUs each")
+    parser.add_argument("--simulate-gib", type=float, default=100.0, help="projected input")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--driver", nargs=3, type=Path, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def build(args: argparse.Namespace, workdir: Path, address: str) -> tuple[Path, int]:
+    """The input file and the run config on the cluster; the input's bytes. (The driver
+    child never imports what builds them: datasets and transformers, through run.py.)"""
+    import yaml
+    from run import write_config, write_threads
+    from tokenizing import real_threads, unique_threads
+
+    real, _ = real_threads(args.realdata)
+    source = workdir / "input.jsonl"
+    size = write_threads(unique_threads(real, args.threads), source)
+    config_path = workdir / "run.yaml"
+    write_config(config_path, source, workdir / "out", args.tokenizer)
+    config = yaml.safe_load(config_path.read_text())
+    workers = args.nodes * args.cpus_per_node
+    config["engine"] = {"kind": "ray", "address": address, "workers": workers}
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return config_path, size
+
+
+def measure(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[str]]:
+    """Start the cluster, build the input, run the driver, and gather the figures."""
+    cluster = start_cluster(args)
+    try:
+        config_path, size = build(args, workdir, cluster.address)
+        parts = max(1, math.ceil(size / DEFAULT_SPLIT_BYTES))
+        print(
+            f"{args.threads:,} threads, {size / MIB:.1f} MiB, about {parts} parts; cluster "
+            f"{cluster.address}: a head without CPUs and {args.nodes} node(s) of "
+            f"{args.cpus_per_node} CPU(s)",
+            flush=True,
+        )
+        cpu = ClusterCpu()
+        settle(cpu)
+        marks_path, out, log = workdir / "marks.json", workdir / "out", workdir / "driver.log"
+        sampler = Sampler(cpu, args.interval)
+        command = [sys.executable, __file__, "--driver", str(config_path), str(out)]
+        with open(log, "wb") as log_file:
+            cpu.begin()
+            sampler.start()
+            start = time.perf_counter()
+            child = subprocess.Popen(
+                [*command, str(marks_path)], stdout=log_file, stderr=subprocess.STDOUT
+            )
+            cpu.exclude.add(child.pid)
+            _, status, usage = os.wait4(child.pid, 0)
+            seconds = time.perf_counter() - start
+            time.sleep(max(1.0, 3 * args.interval))  # the job's workers end after the driver
+            sampler.stop()
+    finally:
+        cluster.shutdown()
+    problems = []
+    if os.waitstatus_to_exitcode(status) != 0:
+        return {}, [f"the driver failed:\n{tail(log)}"]
+    recorded = json.loads(marks_path.read_text())
+    parts = recorded["parts"] or parts
+    found = phases(recorded["marks"], cpu)
+    manifest = json.loads((out / "manifest.json").read_text())
+    rows = sum(split["rows"] for split in manifest["splits"].values())
+    if rows != args.threads:
+        problems.append(f"the run wrote {rows:,} rows for {args.threads:,} threads")
+    result = {
+        "threads": args.threads,
+        "bytes": size,
+        "parts": parts,
+        "nodes": args.nodes,
+        "cpus_per_node": args.cpus_per_node,
+        "wall_s": seconds,
+        "driver_rusage_cpu_s": usage.ru_utime + usage.ru_stime,
+        "worker_processes": cpu.workers_seen(),
+        "phases": [asdict(phase) for phase in found],
+    }
+    result["projection"] = project(args, found, parts, args.threads, size)
+    return result, problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.driver is not None:
+        return driver(*args.driver)
+    workdir, created = make_workdir(args.workdir)
+    try:
+        result, problems = measure(args, workdir)
+    finally:
+        if created:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if result:
+        report(result)
+        if args.json is not None:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
