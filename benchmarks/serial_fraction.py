@@ -46,6 +46,7 @@ asserted; the exit status is 1 when the run fails or writes other than one row p
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -54,6 +55,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,8 +73,11 @@ DEFAULT_REALDATA = SHARED / "realdata"
 MAP = "read, lint, tokenize"
 """The map side's progress stage: its cost is per part, one part per worker at a time."""
 STARTUP = "driver start"
-OUTPUTS = "outputs (reports, manifest, card, verify)"
-"""What the driver does after the last phase it reports."""
+ORDERED_END = "ordered pass's end (lint report, shuffled split)"
+FILES = "reports, tokenizer, stats, card, manifest, publish"
+VERIFY = "verify"
+OUTPUTS = "the rest"
+"""What the driver does after the last phase it marks."""
 OBJECT_STORE_BYTES = 256 * MIB
 """Each node's object store (Ray's default, 30% of the memory, times the nodes, would ask
 for more shared memory than the machine has)."""
@@ -87,22 +92,48 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def driver(config_path: Path, output: Path, marks_path: Path) -> int:
     """The driver (in a child process): run the config, recording every phase's end. Its
     start (Python, the imports) counts from the process's beginning, as a `mms run`'s."""
-    from pipeline.jobs.run import run_pipeline
+    from pipeline.jobs.run import job
     from pipeline.jobs.run.config import load_run_config
 
-    marks: list[dict[str, Any]] = [
-        {"phase": STARTUP, "wall": time.time(), "cpu": time.process_time()}
-    ]
+    marks: list[dict[str, Any]] = []
+
+    def mark(phase: str) -> None:
+        if all(mark["phase"] != phase for mark in marks):
+            marks.append({"phase": phase, "wall": time.time(), "cpu": time.process_time()})
 
     def progress(stage: str, done: int, total: int, _: object = None) -> None:
-        if done >= total and all(mark["phase"] != stage for mark in marks):
-            marks.append({"phase": stage, "wall": time.time(), "cpu": time.process_time()})
+        if done >= total:
+            mark(stage)
 
-    result = run_pipeline(load_run_config(config_path), output=output, progress=progress)
-    marks.append({"phase": OUTPUTS, "wall": time.time(), "cpu": time.process_time()})
+    mark(STARTUP)
+    _mark_calls(job, mark)
+    result = job.run_pipeline(load_run_config(config_path), output=output, progress=progress)
+    mark(OUTPUTS)
     parts = getattr(result, "parts", 0)
     marks_path.write_text(json.dumps({"parts": parts, "marks": marks}, indent=2) + "\n")
     return 0
+
+
+def _mark_calls(job: Any, mark: Callable[[str], None]) -> None:
+    """Mark the ends of the driver's steps after the last part that report no progress:
+    the ordered pass's end (the lint report, the shuffled split's shards), the files after
+    it, and the output's verification. A step the run no longer has is not marked."""
+    steps = {"reduce_parts": (None, ORDERED_END), "verify_output": (FILES, VERIFY)}
+    for name, (before, after) in steps.items():
+        function = getattr(job, name, None)
+        if function is None:
+            continue
+
+        def marked(
+            *args: Any, _function: Any = function, _names: Any = (before, after), **kwargs: Any
+        ) -> Any:
+            if _names[0] is not None:
+                mark(_names[0])
+            found = _function(*args, **kwargs)
+            mark(_names[1])
+            return found
+
+        setattr(job, name, functools.wraps(function)(marked))
 
 
 # --------------------------------------------------------------------------- cluster CPU
@@ -298,77 +329,135 @@ def phases(marks: list[dict[str, Any]], cpu: ClusterCpu) -> list[Phase]:
     return found
 
 
-def project(
-    args: argparse.Namespace, found: list[Phase], parts: int, threads: int, size: int
-) -> dict[str, Any]:
-    """The run of `--simulate-gib` GiB on `--sim-nodes` x `--sim-cpus`, per phase."""
+@dataclass
+class Run:
+    """One measured run: its size, wall time, the driver's CPU (wait4) and the phases."""
+
+    threads: int
+    bytes: int
+    parts: int
+    wall_s: float
+    driver_rusage_cpu_s: float
+    worker_processes: int
+    phases: list[Phase]
+
+    def phase(self, name: str) -> Phase | None:
+        return next((phase for phase in self.phases if phase.name == name), None)
+
+    def total(self, side: str) -> float:
+        return sum(getattr(phase, side) for phase in self.phases)
+
+
+def fitted(small: float, big: float, x_small: float, x_big: float) -> tuple[float, float]:
+    """(fixed cost, cost per unit) through two measurements, neither negative: a cost that
+    did not grow is all fixed, one that grew more than in proportion all per unit."""
+    if x_big <= x_small:
+        return 0.0, big / x_big
+    slope = max(0.0, (big - small) / (x_big - x_small))
+    fixed = big - slope * x_big
+    if fixed < 0:
+        return 0.0, big / x_big
+    return fixed, slope
+
+
+def project(args: argparse.Namespace, small: Run, big: Run) -> dict[str, Any]:
+    """The run of `--simulate-gib` GiB on `--sim-nodes` x `--sim-cpus` CPUs, phase by
+    phase, from the costs fitted through the two runs (the map side per part, the other
+    phases per thread); beside it, every cost taken as per unit (benchmarks/engines.py's
+    method: an upper bound, fixed costs scaled too)."""
     total_bytes = args.simulate_gib * 1024 * MIB
     sim_parts = math.ceil(total_bytes / DEFAULT_SPLIT_BYTES)
-    sim_threads = round(threads * total_bytes / size)
+    sim_threads = round(big.threads * total_bytes / big.bytes)
     workers = args.sim_nodes * args.sim_cpus
     rows = []
-    for phase in found:
+    for phase in big.phases:
+        other = small.phase(phase.name) or phase
         if phase.name == STARTUP:
-            driver, spread = phase.driver_cpu, 0.0
-        elif phase.name == MAP:
-            driver = phase.driver_cpu / parts * sim_parts
-            spread = math.ceil(sim_parts / workers) * phase.workers_cpu / parts
-        else:
-            driver = phase.driver_cpu / threads * sim_threads
-            spread = phase.workers_cpu / threads * sim_threads / workers
-        rows.append({"phase": phase.name, "driver_s": driver, "workers_s": spread})
-    wall = sum(row["driver_s"] + row["workers_s"] for row in rows)
-    serial = sum(row["driver_s"] for row in rows)
-    return {
+            rows.append({"phase": phase.name, "driver_s": phase.driver_cpu, "workers_s": 0.0,
+                         "proportional_driver_s": phase.driver_cpu,
+                         "proportional_workers_s": 0.0})  # fmt: skip
+            continue
+        mapped = phase.name == MAP
+        x_small, x_big = (small.parts, big.parts) if mapped else (small.threads, big.threads)
+        x_sim = sim_parts if mapped else sim_threads
+        # the map side: one part per worker at a time; the rest spreads per thread
+        spread = math.ceil(sim_parts / workers) if mapped else sim_threads / workers
+        d_fixed, d_unit = fitted(other.driver_cpu, phase.driver_cpu, x_small, x_big)
+        w_fixed, w_unit = fitted(other.workers_cpu, phase.workers_cpu, x_small, x_big)
+        rows.append(
+            {
+                "phase": phase.name,
+                "driver_fixed_s": d_fixed,
+                "driver_per_unit_s": d_unit,
+                "workers_fixed_s": w_fixed,
+                "workers_per_unit_s": w_unit,
+                "unit": "part" if mapped else "thread",
+                "driver_s": d_fixed + d_unit * x_sim,
+                "workers_s": w_fixed + w_unit * spread,
+                "proportional_driver_s": phase.driver_cpu / x_big * x_sim,
+                "proportional_workers_s": phase.workers_cpu / x_big * spread,
+            }
+        )
+    figures: dict[str, Any] = {
         "dataset_gib": args.simulate_gib,
         "parts": sim_parts,
         "threads": sim_threads,
         "workers": workers,
         "phases": rows,
-        "wall_s": wall,
-        "serial_s": serial,
-        "serial_fraction": serial / wall if wall else 0.0,
     }
+    for prefix in ("", "proportional_"):
+        serial = sum(row[f"{prefix}driver_s"] for row in rows)
+        wall = serial + sum(row[f"{prefix}workers_s"] for row in rows)
+        figures[f"{prefix}wall_s"] = wall
+        figures[f"{prefix}serial_s"] = serial
+        figures[f"{prefix}serial_fraction"] = serial / wall if wall else 0.0
+    return figures
 
 
-def report(result: dict[str, Any]) -> None:
-    """The tables: the run's phases and CPU shares, then the projection."""
-    found = [Phase(**phase) for phase in result["phases"]]
-    rows = [["phase", "wall s", "driver CPU s", "workers CPU s", "Ray daemons CPU s"]]
-    for p in found:
+def report(big: Run, small: Run, sim: dict[str, Any]) -> None:
+    """The tables: the runs' phases and CPU shares, then the projection."""
+    for run in (small, big):
+        rows = [["phase", "wall s", "driver CPU s", "workers CPU s", "Ray daemons CPU s"]]
+        for p in run.phases:
+            rows.append(
+                [p.name, f"{p.seconds:.2f}", f"{p.driver_cpu:.2f}", f"{p.workers_cpu:.2f}",
+                 f"{p.daemons_cpu:.2f}"]
+            )  # fmt: skip
+        driver, workers = run.total("driver_cpu"), run.total("workers_cpu")
+        daemons = run.total("daemons_cpu")
         rows.append(
-            [p.name, f"{p.seconds:.2f}", f"{p.driver_cpu:.2f}", f"{p.workers_cpu:.2f}",
-             f"{p.daemons_cpu:.2f}"]
-        )  # fmt: skip
-    driver = sum(p.driver_cpu for p in found)
-    workers = sum(p.workers_cpu for p in found)
-    daemons = sum(p.daemons_cpu for p in found)
-    rows.append(
-        ["all", f"{result['wall_s']:.2f}", f"{driver:.2f}", f"{workers:.2f}", f"{daemons:.2f}"]
-    )
-    print()
-    print_aligned(rows)
-    total = driver + workers + daemons
+            ["all", f"{run.wall_s:.2f}", f"{driver:.2f}", f"{workers:.2f}", f"{daemons:.2f}"]
+        )
+        total = driver + workers + daemons
+        print(f"\n{run.threads:,} threads, {run.bytes / MIB:.1f} MiB, {run.parts} parts:")
+        print_aligned(rows)
+        print(
+            f"driver share of the run's CPU: {driver / total:.1%} ({driver:.1f} of "
+            f"{total:.1f} CPU s; of the driver's and the workers' alone: "
+            f"{driver / (driver + workers):.1%}); the driver's own CPU (wait4): "
+            f"{run.driver_rusage_cpu_s:.1f} s; {run.worker_processes} Ray worker processes"
+        )
     print(
-        f"\ndriver share of the run's CPU: {driver / total:.1%} ({driver:.1f} of {total:.1f} CPU s;"
-        f" of the driver's and the workers' alone: {driver / (driver + workers):.1%}); "
-        f"the driver's own CPU (wait4): {result['driver_rusage_cpu_s']:.1f} s; "
-        f"{result['worker_processes']} Ray worker processes"
+        f"\nProjection (the two runs' costs, fitted as fixed + per part (map side) or per "
+        f"thread; not a cluster run): {sim['dataset_gib']:g} GiB = {sim['parts']:,} parts, "
+        f"{sim['threads']:,} threads, {sim['workers']} workers; in brackets, every cost per "
+        "unit (engines.py's method)"
     )
-    sim = result["projection"]
-    rows = [["phase", "driver s", "workers s"]]
+    rows = [["phase", "driver fixed s", "driver per unit", "driver s", "workers s"]]
     for row in sim["phases"]:
-        rows.append([row["phase"], f"{row['driver_s']:.0f}", f"{row['workers_s']:.0f}"])
-    print(
-        f"\nProjection (from the measured per-part and per-thread CPU, not a cluster run): "
-        f"{sim['dataset_gib']:g} GiB = {sim['parts']:,} parts, {sim['threads']:,} threads, "
-        f"{sim['workers']} workers"
-    )
+        unit = row.get("unit")
+        per = f"{row['driver_per_unit_s'] * 1e6:.1f} us/{unit}" if unit else "-"
+        rows.append(
+            [row["phase"], f"{row.get('driver_fixed_s', row['driver_s']):.2f}", per,
+             f"{row['driver_s']:.0f} ({row['proportional_driver_s']:.0f})",
+             f"{row['workers_s']:.0f} ({row['proportional_workers_s']:.0f})"]
+        )  # fmt: skip
     print_aligned(rows)
     print(
-        f"projected wall {sim['wall_s']:.0f} s, of which the driver alone {sim['serial_s']:.0f}"
-        f" s: serial fraction {sim['serial_fraction']:.1%} (goal <= 10%; driver share goal "
-        "<= 5%)"
+        f"projected wall {sim['wall_s']:.0f} s, of which the driver alone "
+        f"{sim['serial_s']:.0f} s: serial fraction {sim['serial_fraction']:.1%} "
+        f"({sim['proportional_serial_fraction']:.1%} with every cost per unit). "
+        "Goals: driver share <= 5%, serial fraction <= 10%."
     )
 
 
@@ -378,6 +467,10 @@ def report(result: dict[str, Any]) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
+    parser.add_argument(
+        "--small", type=int, default=None, help="threads of the run that sets the fixed "
+        "costs apart (default a tenth of --threads, at least 2,000)"
+    )  # fmt: skip
     parser.add_argument("--nodes", type=int, default=3, help="worker nodes of the cluster")
     parser.add_argument("--cpus-per-node", type=int, default=1)
     parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER)
@@ -392,79 +485,91 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def build(args: argparse.Namespace, workdir: Path, address: str) -> tuple[Path, int]:
-    """The input file and the run config on the cluster; the input's bytes. (The driver
+def build(
+    args: argparse.Namespace, workdir: Path, address: str, sizes: list[int]
+) -> list[tuple[Path, int]]:
+    """An input file and a run config on the cluster for each size (the smaller inputs are
+    the first threads of the largest); each config with its input's bytes. (The driver
     child never imports what builds them: datasets and transformers, through run.py.)"""
     import yaml
     from run import write_config, write_threads
     from tokenizing import real_threads, unique_threads
 
     real, _ = real_threads(args.realdata)
-    source = workdir / "input.jsonl"
-    size = write_threads(unique_threads(real, args.threads), source)
-    config_path = workdir / "run.yaml"
-    write_config(config_path, source, workdir / "out", args.tokenizer)
-    config = yaml.safe_load(config_path.read_text())
-    workers = args.nodes * args.cpus_per_node
-    config["engine"] = {"kind": "ray", "address": address, "workers": workers}
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return config_path, size
+    every = unique_threads(real, max(sizes))
+    built = []
+    for count in sizes:
+        source = workdir / f"input-{count}.jsonl"
+        size = write_threads(every[:count], source)
+        config_path = workdir / f"run-{count}.yaml"
+        write_config(config_path, source, workdir / "out", args.tokenizer)
+        config = yaml.safe_load(config_path.read_text())
+        workers = args.nodes * args.cpus_per_node
+        config["engine"] = {"kind": "ray", "address": address, "workers": workers}
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        built.append((config_path, size))
+    return built
 
 
-def measure(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[str]]:
-    """Start the cluster, build the input, run the driver, and gather the figures."""
-    cluster = start_cluster(args)
-    try:
-        config_path, size = build(args, workdir, cluster.address)
-        parts = max(1, math.ceil(size / DEFAULT_SPLIT_BYTES))
-        print(
-            f"{args.threads:,} threads, {size / MIB:.1f} MiB, about {parts} parts; cluster "
-            f"{cluster.address}: a head without CPUs and {args.nodes} node(s) of "
-            f"{args.cpus_per_node} CPU(s)",
-            flush=True,
-        )
-        cpu = ClusterCpu()
-        settle(cpu)
-        marks_path, out, log = workdir / "marks.json", workdir / "out", workdir / "driver.log"
-        sampler = Sampler(cpu, args.interval)
-        command = [sys.executable, __file__, "--driver", str(config_path), str(out)]
-        with open(log, "wb") as log_file:
-            cpu.begin()
-            sampler.start()
-            start = time.perf_counter()
-            child = subprocess.Popen(
-                [*command, str(marks_path)], stdout=log_file, stderr=subprocess.STDOUT
-            )
-            cpu.exclude.add(child.pid)
-            _, status, usage = os.wait4(child.pid, 0)
-            seconds = time.perf_counter() - start
-            time.sleep(max(1.0, 3 * args.interval))  # the job's workers end after the driver
-            sampler.stop()
-    finally:
-        cluster.shutdown()
-    problems = []
+def measure_run(
+    args: argparse.Namespace, workdir: Path, config_path: Path, threads: int, size: int
+) -> Run:
+    """One driver child on the cluster, its phases, and the cluster's CPU meanwhile."""
+    cpu = ClusterCpu()
+    settle(cpu)
+    marks_path, out, log = workdir / "marks.json", workdir / "out", workdir / "driver.log"
+    shutil.rmtree(out, ignore_errors=True)
+    sampler = Sampler(cpu, args.interval)
+    command = [sys.executable, __file__, "--driver", str(config_path), str(out), str(marks_path)]
+    print(f"running {threads:,} threads ...", flush=True)
+    with open(log, "wb") as log_file:
+        cpu.begin()
+        sampler.start()
+        start = time.perf_counter()
+        child = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
+        cpu.exclude.add(child.pid)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - start
+        time.sleep(max(1.0, 3 * args.interval))  # the job's workers end after the driver
+        sampler.stop()
     if os.waitstatus_to_exitcode(status) != 0:
-        return {}, [f"the driver failed:\n{tail(log)}"]
-    recorded = json.loads(marks_path.read_text())
-    parts = recorded["parts"] or parts
-    found = phases(recorded["marks"], cpu)
+        raise RuntimeError(f"the driver failed:\n{tail(log)}")
     manifest = json.loads((out / "manifest.json").read_text())
     rows = sum(split["rows"] for split in manifest["splits"].values())
-    if rows != args.threads:
-        problems.append(f"the run wrote {rows:,} rows for {args.threads:,} threads")
-    result = {
-        "threads": args.threads,
-        "bytes": size,
-        "parts": parts,
-        "nodes": args.nodes,
-        "cpus_per_node": args.cpus_per_node,
-        "wall_s": seconds,
-        "driver_rusage_cpu_s": usage.ru_utime + usage.ru_stime,
-        "worker_processes": cpu.workers_seen(),
-        "phases": [asdict(phase) for phase in found],
-    }
-    result["projection"] = project(args, found, parts, args.threads, size)
-    return result, problems
+    if rows != threads:
+        raise RuntimeError(f"the run wrote {rows:,} rows for {threads:,} threads")
+    recorded = json.loads(marks_path.read_text())
+    return Run(
+        threads,
+        size,
+        recorded["parts"],
+        seconds,
+        usage.ru_utime + usage.ru_stime,
+        cpu.workers_seen(),
+        phases(recorded["marks"], cpu),
+    )
+
+
+def measure(args: argparse.Namespace, workdir: Path) -> tuple[Run, Run]:
+    """Start the cluster, build the inputs, run the small one, then the big one."""
+    small_threads = args.small or max(2_000, args.threads // 10)
+    cluster = start_cluster(args)
+    try:
+        sizes = [small_threads, args.threads]
+        built = build(args, workdir, cluster.address, sizes)
+        print(
+            f"cluster {cluster.address}: a head without CPUs and {args.nodes} node(s) of "
+            f"{args.cpus_per_node} CPU(s); inputs of {small_threads:,} and {args.threads:,} "
+            "threads",
+            flush=True,
+        )
+        small, big = (
+            measure_run(args, workdir, config_path, count, size)
+            for count, (config_path, size) in zip(sizes, built, strict=True)
+        )
+    finally:
+        cluster.shutdown()
+    return small, big
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -473,17 +578,19 @@ def main(argv: list[str] | None = None) -> int:
         return driver(*args.driver)
     workdir, created = make_workdir(args.workdir)
     try:
-        result, problems = measure(args, workdir)
+        small, big = measure(args, workdir)
+    except RuntimeError as err:
+        print(err, file=sys.stderr)
+        return 1
     finally:
         if created:
             shutil.rmtree(workdir, ignore_errors=True)
-    if result:
-        report(result)
-        if args.json is not None:
-            args.json.write_text(json.dumps(result, indent=2) + "\n")
-    for problem in problems:
-        print(problem, file=sys.stderr)
-    return 1 if problems else 0
+    sim = project(args, small, big)
+    report(big, small, sim)
+    if args.json is not None:
+        figures = {"runs": [asdict(small), asdict(big)], "projection": sim}
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
