@@ -12,6 +12,8 @@ $MMS_SHARED/realdata, the tokenizer from $MMS_SHARED/tokenizers (MMS_SHARED defa
     python benchmarks/serial_fraction.py                    # 200,000 threads, ~5 min
     python benchmarks/serial_fraction.py --threads 20000    # quick check, ~1 min
     python benchmarks/serial_fraction.py --nodes 3 --cpus-per-node 1 --json figures.json
+    git worktree add /tmp/before COMMIT      # then, before and after in one invocation:
+    python benchmarks/serial_fraction.py --before /tmp/before
 
 1. build (untimed): the real threads, cycled and made unique as benchmarks/run.py does,
    written as one MMS JSONL file (8 MiB parts), and the run config of benchmarks/run.py
@@ -31,6 +33,10 @@ $MMS_SHARED/realdata, the tokenizer from $MMS_SHARED/tokenizers (MMS_SHARED defa
 4. each phase (the map side "read, lint, tokenize", Ray's "partition keys", the ordered
    pass, the outputs after it; whatever phases the run reports, in the order they end)
    gets the driver's CPU and the workers' CPU spent in it.
+
+With `--before DIR` (a checkout of the commit before), the same inputs are measured first
+on a cluster whose processes import `pipeline` from DIR, then on a new cluster importing it
+from this tree, and a last table puts the two side by side.
 
 The projection to `--simulate-gib` GiB on `--sim-nodes` x `--sim-cpus` CPUs: the map
 side takes ceil(parts / workers) x its worker CPU per part (a part is one worker's task);
@@ -110,7 +116,8 @@ def driver(config_path: Path, output: Path, marks_path: Path) -> int:
     result = job.run_pipeline(load_run_config(config_path), output=output, progress=progress)
     mark(OUTPUTS)
     parts = getattr(result, "parts", 0)
-    marks_path.write_text(json.dumps({"parts": parts, "marks": marks}, indent=2) + "\n")
+    recorded = {"parts": parts, "pipeline": str(Path(job.__file__).parents[3]), "marks": marks}
+    marks_path.write_text(json.dumps(recorded, indent=2) + "\n")
     return 0
 
 
@@ -480,35 +487,50 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sim-nodes", type=int, default=4, help="projected cluster: machines")
     parser.add_argument("--sim-cpus", type=int, default=16, help="projected cluster: CPUs each")
     parser.add_argument("--simulate-gib", type=float, default=100.0, help="projected input")
+    parser.add_argument(
+        "--before", type=Path, default=None, help="a checkout of the commit before (git "
+        "worktree add DIR COMMIT): measured first, on its own cluster, then this tree"
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--driver", nargs=3, type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-def build(
-    args: argparse.Namespace, workdir: Path, address: str, sizes: list[int]
-) -> list[tuple[Path, int]]:
-    """An input file and a run config on the cluster for each size (the smaller inputs are
-    the first threads of the largest); each config with its input's bytes. (The driver
-    child never imports what builds them: datasets and transformers, through run.py.)"""
-    import yaml
-    from run import write_config, write_threads
+def build_inputs(args: argparse.Namespace, workdir: Path, sizes: list[int]) -> list[Path]:
+    """An MMS JSONL input for each size, the smaller the first threads of the largest.
+    (The driver child never imports what builds them: datasets and transformers, through
+    run.py.)"""
+    from run import write_threads
     from tokenizing import real_threads, unique_threads
 
     real, _ = real_threads(args.realdata)
     every = unique_threads(real, max(sizes))
-    built = []
+    sources = []
     for count in sizes:
         source = workdir / f"input-{count}.jsonl"
-        size = write_threads(every[:count], source)
-        config_path = workdir / f"run-{count}.yaml"
-        write_config(config_path, source, workdir / "out", args.tokenizer)
+        write_threads(every[:count], source)
+        sources.append(source)
+    return sources
+
+
+def write_configs(
+    args: argparse.Namespace, sources: list[Path], address: str
+) -> list[tuple[Path, int]]:
+    """The run benchmark's config for each input on the cluster at `address`, one worker
+    per CPU; each with its input's bytes."""
+    import yaml
+    from run import write_config
+
+    configs = []
+    for source in sources:
+        config_path = source.with_name(f"run-{source.stem}.yaml")
+        write_config(config_path, source, source.with_name("out"), args.tokenizer)
         config = yaml.safe_load(config_path.read_text())
         workers = args.nodes * args.cpus_per_node
         config["engine"] = {"kind": "ray", "address": address, "workers": workers}
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-        built.append((config_path, size))
-    return built
+        configs.append((config_path, source.stat().st_size))
+    return configs
 
 
 def measure_run(
@@ -539,6 +561,8 @@ def measure_run(
     if rows != threads:
         raise RuntimeError(f"the run wrote {rows:,} rows for {threads:,} threads")
     recorded = json.loads(marks_path.read_text())
+    if Path(recorded["pipeline"]) != Path(os.environ["PYTHONPATH"].split(os.pathsep)[0]):
+        raise RuntimeError(f"the driver imported pipeline from {recorded['pipeline']}")
     return Run(
         threads,
         size,
@@ -550,46 +574,97 @@ def measure_run(
     )
 
 
-def measure(args: argparse.Namespace, workdir: Path) -> tuple[Run, Run]:
-    """Start the cluster, build the inputs, run the small one, then the big one."""
-    small_threads = args.small or max(2_000, args.threads // 10)
-    cluster = start_cluster(args)
+def commit_of(tree: Path) -> str:
+    """The tree's commit (short), `+` when it has uncommitted changes."""
+    head = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return f"{head or '?'}{'+' if dirty else ''}"
+
+
+def measure(
+    args: argparse.Namespace, workdir: Path, tree: Path, sources: list[Path], sizes: list[int]
+) -> tuple[Run, Run]:
+    """The small run, then the big one, on a new cluster whose every process (and the
+    driver) imports `pipeline` from `tree`."""
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), saved]))
     try:
-        sizes = [small_threads, args.threads]
-        built = build(args, workdir, cluster.address, sizes)
-        print(
-            f"cluster {cluster.address}: a head without CPUs and {args.nodes} node(s) of "
-            f"{args.cpus_per_node} CPU(s); inputs of {small_threads:,} and {args.threads:,} "
-            "threads",
-            flush=True,
-        )
-        small, big = (
-            measure_run(args, workdir, config_path, count, size)
-            for count, (config_path, size) in zip(sizes, built, strict=True)
-        )
+        cluster = start_cluster(args)
+        try:
+            configs = write_configs(args, sources, cluster.address)
+            print(
+                f"{tree} ({commit_of(tree)}): cluster {cluster.address}, a head without CPUs "
+                f"and {args.nodes} node(s) of {args.cpus_per_node} CPU(s)",
+                flush=True,
+            )
+            small, big = (
+                measure_run(args, workdir, config_path, count, size)
+                for count, (config_path, size) in zip(sizes, configs, strict=True)
+            )
+        finally:
+            cluster.shutdown()
     finally:
-        cluster.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
     return small, big
+
+
+def side_by_side(results: list[dict[str, Any]]) -> None:
+    """One line per tree: the driver's share, the wall time, the projection."""
+    rows = [["tree", "threads", "wall s", "driver CPU s", "all CPU s", "driver share",
+             "projected wall s", "serial fraction"]]  # fmt: skip
+    for result in results:
+        big = Run(**{**result["runs"][1], "phases": []})
+        found = [Phase(**phase) for phase in result["runs"][1]["phases"]]
+        driver = sum(p.driver_cpu for p in found)
+        total = driver + sum(p.workers_cpu + p.daemons_cpu for p in found)
+        sim = result["projection"]
+        rows.append(
+            [result["commit"], f"{big.threads:,}", f"{big.wall_s:.2f}", f"{driver:.2f}",
+             f"{total:.2f}", f"{driver / total:.1%}", f"{sim['wall_s']:.0f}",
+             f"{sim['serial_fraction']:.1%}"]
+        )  # fmt: skip
+    print()
+    print_aligned(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.driver is not None:
         return driver(*args.driver)
+    trees = [tree.resolve() for tree in ([args.before] if args.before else [])] + [REPO_ROOT]
     workdir, created = make_workdir(args.workdir)
+    sizes = [args.small or max(2_000, args.threads // 10), args.threads]
+    results = []
     try:
-        small, big = measure(args, workdir)
+        sources = build_inputs(args, workdir, sizes)
+        for tree in trees:
+            small, big = measure(args, workdir, tree, sources, sizes)
+            sim = project(args, small, big)
+            print(f"\n== {tree} ({commit_of(tree)})")
+            report(big, small, sim)
+            results.append(
+                {"tree": str(tree), "commit": commit_of(tree), "runs": [asdict(small), asdict(big)],
+                 "projection": sim}
+            )  # fmt: skip
     except RuntimeError as err:
         print(err, file=sys.stderr)
         return 1
     finally:
         if created:
             shutil.rmtree(workdir, ignore_errors=True)
-    sim = project(args, small, big)
-    report(big, small, sim)
+    if len(results) > 1:
+        side_by_side(results)
     if args.json is not None:
-        figures = {"runs": [asdict(small), asdict(big)], "projection": sim}
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 
