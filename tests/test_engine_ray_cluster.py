@@ -1,13 +1,15 @@
 """The Ray engine on a cluster of several nodes (issue 37): a worker node lost mid-run (its
 raylet, object store and every worker process gone at once, as when a machine dies) ends
-with the bytes of an uninterrupted run, whether it is lost during the map side or during
-the partition pass. The cluster is simulated on this machine (`ray.cluster_utils.Cluster`:
+with the bytes of an uninterrupted run, whether it is lost during the map side (replaced or
+not) or during the partition pass, and so does a run whose driver is killed as a node is
+lost, started again on the nodes left. The cluster is simulated on this machine (`ray.cluster_utils.Cluster`:
 a head node without CPUs and worker nodes of one CPU, each its own raylet and object
 store); the driver is a `mms run` child process, as on a real cluster."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -106,9 +108,11 @@ def _wait(child: subprocess.Popen[bytes], ready: Any, what: str) -> None:
         time.sleep(0.02)
 
 
-def _finished(child: subprocess.Popen[bytes]) -> None:
-    _, errors = child.communicate(timeout=180)
-    assert child.returncode == 0, errors.decode(errors="replace")
+def _finished(child: subprocess.Popen[bytes]) -> str:
+    """What the driver said on stderr (its summary), once it has ended well."""
+    _, said = child.communicate(timeout=180)
+    assert child.returncode == 0, said.decode(errors="replace")
+    return said.decode(errors="replace")
 
 
 def _done(out: Path) -> int:
@@ -160,4 +164,27 @@ def test_a_worker_node_lost_during_the_partition_pass_finishes_with_the_same_byt
     _lose_a_worker_node(cluster, replace=False)
     assert not (out / "manifest.json").exists(), "the run ended before the node was lost"
     _finished(child)
+    same_but_engine(expected, output_files(out))
+
+
+@pytest.mark.slow
+def test_a_run_whose_driver_and_a_node_are_lost_resumes_to_the_same_bytes(
+    realdata: tuple[Path, dict], tmp_path: Path, cluster: Cluster
+) -> None:
+    """The driver killed mid-run and a worker node lost with it: the job's actors on the
+    node left end with the driver (the resumed run waits for them), and a new driver on the
+    smaller cluster reuses the finished parts and ends with the uninterrupted run's bytes."""
+    config, expected = realdata
+    out = tmp_path / "resumed" / "out"
+    child = _driver(config, out, cluster.address)
+    _wait(child, lambda: (out / ".work" / "plan.json").is_file() and _done(out) >= 2, "2 parts")
+    child.kill()
+    child.wait()
+    _lose_a_worker_node(cluster, replace=False)
+    done, planned = _done(out), _planned(out)
+    assert 2 <= done < planned, f"not killed mid-way ({done} of {planned} done)"
+    assert not (out / "manifest.json").exists()
+    said = _finished(_driver(config, out, cluster.address))
+    resumed = re.search(rf"Resumed: (\d+) of {planned} parts", said)
+    assert resumed and int(resumed.group(1)) >= done, said  # a part in flight may end too
     same_but_engine(expected, output_files(out))
