@@ -2,9 +2,10 @@
 raylet, object store and every worker process gone at once, as when a machine dies) ends
 with the bytes of an uninterrupted run, whether it is lost during the map side (replaced or
 not) or during the partition pass, and so does a run whose driver is killed as a node is
-lost, started again on the nodes left. The cluster is simulated on this machine (`ray.cluster_utils.Cluster`:
-a head node without CPUs and worker nodes of one CPU, each its own raylet and object
-store); the driver is a `mms run` child process, as on a real cluster."""
+lost, started again on the nodes left. The cluster is simulated on this machine
+(`ray.cluster_utils.Cluster`: a head node without CPUs and worker nodes of one CPU, each its
+own raylet and object store); the driver is a `mms run` child process, as on a real
+cluster."""
 
 from __future__ import annotations
 
