@@ -32,11 +32,12 @@ from pipeline.engine.ray import RayRunner, RaySettings
 
 
 @pytest.fixture(scope="module")
-def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     """A local Ray cluster of two CPUs for the module's tests (without token
     authentication: it serves this machine's tests only), named by RAY_ADDRESS as `ray job
     submit` names one. `ray start --block` runs it; ending that command stops this cluster
-    alone (`ray stop` would stop every Ray instance of the machine)."""
+    alone (`ray stop` would stop every Ray instance of the machine). Gives its address
+    and the pid of `ray start`, whose descendants are the cluster's processes."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -58,7 +59,7 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     previous = os.environ.get("RAY_ADDRESS")
     os.environ["RAY_ADDRESS"] = address
     try:
-        yield address
+        yield address, head.pid
     finally:
         if previous is None:
             os.environ.pop("RAY_ADDRESS", None)
@@ -66,6 +67,32 @@ def ray_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             os.environ["RAY_ADDRESS"] = previous
         head.send_signal(signal.SIGTERM)
         head.wait(120)
+
+
+@pytest.fixture(scope="module")
+def ray_address(ray_head: tuple[str, int]) -> str:
+    """The address of the module's Ray cluster (also in RAY_ADDRESS while it runs)."""
+    return ray_head[0]
+
+
+def _descendants(root: int) -> set[int]:
+    """Every process under `root`, from the parent ids in /proc (a process that ends
+    meanwhile is left out)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.add(child)
+            todo.append(child)
+    return found
 
 
 def same_but_engine(local: dict[str, bytes], on_ray: dict[str, bytes]) -> None:
@@ -157,14 +184,15 @@ def test_a_ray_run_whose_driver_is_killed_resumes_to_the_same_bytes(
 
 
 def test_a_ray_run_whose_worker_is_killed_finishes_with_the_same_bytes(
-    realdata: tuple[Path, dict], tmp_path: Path, ray_address: str
+    realdata: tuple[Path, dict], tmp_path: Path, ray_head: tuple[str, int]
 ) -> None:
     config, expected = realdata
     out = tmp_path / "worker" / "out"
     child = _ray_child(config, out)
     _wait_for_parts(out / ".work" / "parts", 1, child)
     workers = subprocess.run(["pgrep", "-f", "MapWorker"], capture_output=True, text=True)
-    pids = [int(pid) for pid in workers.stdout.split()]
+    ours = _descendants(ray_head[1])  # not a worker of another Ray cluster of this machine
+    pids = [int(pid) for pid in workers.stdout.split() if int(pid) in ours]
     assert pids, "no Ray worker of the map side was found"
     os.kill(pids[0], signal.SIGKILL)
     assert child.wait(180) == 0, child.stderr.read() if child.stderr else ""

@@ -8,7 +8,20 @@ that loaded what every part needs once (the tokenizer), writes its directory und
 temporary name and publishes it atomically (a retried or duplicated task publishes the same
 bytes, once); results are taken in plan order from the work directory, never in Ray's
 arrival order, and nothing is written by Ray's own writers. Paths must mean the same on
-every node (one machine, or a shared file system)."""
+every node (one machine, or a shared file system).
+
+A lost worker node (its actors, tasks and object store at once) costs only the work in
+flight: Ray Data restarts the actor and retries its part (an actor's task retries and
+restarts are unbounded), the pool goes on with the nodes left, and lost blocks of the
+partition pass are rebuilt from their lineage (tests/test_engine_ray_cluster.py).
+
+Ray's data loss on overwrite (ray-project/ray#55043: every task of a `write_parquet` in
+"overwrite" mode cleared the output folder, deleting what other tasks had written) cannot
+happen here: we never use Ray's writers or save modes, no task deletes anything or writes a
+name another task writes (a part's directory is written under a uuid name and renamed to
+the part's own id; a partition file is the part's own name, replaced atomically with the
+same bytes), and every clearing (`--fresh`, `--overwrite`, leftovers, a partition folder)
+is done by the driver before the tasks that write there start (docs/DESIGN.md §8)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,672 @@
+"""Measure the serial fraction of `mms run` on a Ray cluster of several nodes simulated on
+this machine: the driver process's CPU time as a share of the whole run's CPU (the driver,
+every Ray worker, Ray's own daemons), the wall time, the CPU of each phase split between the
+driver and the workers, and from those per-part costs the projection to a large dataset on a
+real cluster (benchmarks/engines.py's method, per phase). This machine has 2 cores, so the
+speed-up cannot be measured here; the share of the work that one process does alone can.
+
+Run from the repository root, with the `ray` extra installed; the real files come from
+$MMS_SHARED/realdata, the tokenizer from $MMS_SHARED/tokenizers (MMS_SHARED defaults to
+../shared):
+
+    python benchmarks/serial_fraction.py                    # 200,000 threads, ~5 min
+    python benchmarks/serial_fraction.py --threads 20000    # quick check, ~1 min
+    python benchmarks/serial_fraction.py --nodes 3 --cpus-per-node 1 --json figures.json
+    git worktree add /tmp/before COMMIT      # then, before and after in one invocation:
+    python benchmarks/serial_fraction.py --before /tmp/before
+
+1. build (untimed): the real threads, cycled and made unique as benchmarks/run.py does,
+   written as one MMS JSONL file (8 MiB parts), and the run config of benchmarks/run.py
+   (lint, exact dedup, Llama-3 tokenizer with truncation, one split) on the ray engine with
+   the cluster's address and one worker per CPU of the cluster.
+2. a cluster (`ray.cluster_utils.Cluster`, started by this process): a head node with no
+   CPU (GCS, the head's raylet; no task runs there) and `--nodes` worker nodes of
+   `--cpus-per-node` CPUs each, each node its own raylet and object store, as on separate
+   machines. The script waits until the cluster is idle before the run.
+3. the run: `run_pipeline` in a child process (the driver, as `mms run` would be) connected
+   to the cluster; it records, at every phase's end (its progress callback), the wall clock
+   and its own CPU time. Meanwhile this process samples, every `--interval` seconds, the CPU
+   time (user + system, /proc/PID/stat) of every process of the cluster: Ray's workers (the
+   processes a raylet starts for tasks and actors, `ray::...`) and Ray's daemons (GCS,
+   raylets, agents, monitors), counting only what each spent after the run began. The
+   driver's CPU is its own (`wait4`'s resource usage: exact).
+4. each phase (the map side "read, lint, tokenize", Ray's "partition keys", the ordered
+   pass, the outputs after it; whatever phases the run reports, in the order they end)
+   gets the driver's CPU and the workers' CPU spent in it.
+
+With `--before DIR` (a checkout of the commit before), the same inputs are measured first
+on a cluster whose processes import `pipeline` from DIR, then on a new cluster importing it
+from this tree, and a last table puts the two side by side.
+
+The projection to `--simulate-gib` GiB on `--sim-nodes` x `--sim-cpus` CPUs: the map
+side takes ceil(parts / workers) x its worker CPU per part (a part is one worker's task);
+any other phase, its worker CPU per thread x threads / workers; the driver's CPU of every
+phase, per thread x threads, on one CPU (it is one process). A phase's projected time is
+the driver's plus the workers' (as if one waited for the other: an upper bound); the
+driver's start (imports, before `run_pipeline`) is a fixed cost. The serial fraction is
+the driver's projected seconds over the projected wall time. Goals (issue 37): driver share
+of the run's CPU <= 5%, projected serial fraction <= 10%. Timings are reported, never
+asserted; the exit status is 1 when the run fails or writes other than one row per thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from convert import make_workdir, tail
+from ingest import MIB, REPO_ROOT
+from table import print_aligned
+
+from pipeline.sources.parts import DEFAULT_SPLIT_BYTES
+
+SHARED = Path(os.environ.get("MMS_SHARED", REPO_ROOT.parent / "shared"))
+DEFAULT_THREADS = 200_000
+DEFAULT_TOKENIZER = SHARED / "tokenizers" / "llama3_from_tiktoken"
+DEFAULT_REALDATA = SHARED / "realdata"
+MAP = "read, lint, tokenize"
+"""The map side's progress stage: its cost is per part, one part per worker at a time."""
+STARTUP = "driver start"
+ORDERED_END = "ordered pass's end (lint report, shuffled split)"
+FILES = "reports, tokenizer, stats, card, manifest, publish"
+VERIFY = "verify"
+OUTPUTS = "the rest"
+"""What the driver does after the last phase it marks."""
+OBJECT_STORE_BYTES = 256 * MIB
+"""Each node's object store (Ray's default, 30% of the memory, times the nodes, would ask
+for more shared memory than the machine has)."""
+SYSTEM_NAMES = ("gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
+"""Processes of Ray itself (with the Python daemons: dashboard, monitor, log monitor)."""
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# --------------------------------------------------------------------------- driver child
+
+
+def driver(config_path: Path, output: Path, marks_path: Path) -> int:
+    """The driver (in a child process): run the config, recording every phase's end. Its
+    start (Python, the imports) counts from the process's beginning, as a `mms run`'s."""
+    from pipeline.jobs.run import job
+    from pipeline.jobs.run.config import load_run_config
+
+    marks: list[dict[str, Any]] = []
+
+    def mark(phase: str) -> None:
+        if all(mark["phase"] != phase for mark in marks):
+            marks.append({"phase": phase, "wall": time.time(), "cpu": time.process_time()})
+
+    def progress(stage: str, done: int, total: int, _: object = None) -> None:
+        if done >= total:
+            mark(stage)
+
+    mark(STARTUP)
+    _mark_calls(job, mark)
+    result = job.run_pipeline(load_run_config(config_path), output=output, progress=progress)
+    mark(OUTPUTS)
+    parts = getattr(result, "parts", 0)
+    recorded = {"parts": parts, "pipeline": str(Path(job.__file__).parents[3]), "marks": marks}
+    marks_path.write_text(json.dumps(recorded, indent=2) + "\n")
+    return 0
+
+
+def _mark_calls(job: Any, mark: Callable[[str], None]) -> None:
+    """Mark the ends of the driver's steps after the last part that report no progress:
+    the ordered pass's end (the lint report, the shuffled split's shards), the files after
+    it, and the output's verification. A step the run no longer has is not marked."""
+    steps = {"reduce_parts": (None, ORDERED_END), "verify_output": (FILES, VERIFY)}
+    for name, (before, after) in steps.items():
+        function = getattr(job, name, None)
+        if function is None:
+            continue
+
+        def marked(
+            *args: Any, _function: Any = function, _names: Any = (before, after), **kwargs: Any
+        ) -> Any:
+            if _names[0] is not None:
+                mark(_names[0])
+            found = _function(*args, **kwargs)
+            mark(_names[1])
+            return found
+
+        setattr(job, name, functools.wraps(function)(marked))
+
+
+# --------------------------------------------------------------------------- cluster CPU
+
+
+@dataclass(slots=True)
+class Proc:
+    """A process of the cluster: its kind, and its CPU seconds when first and last seen."""
+
+    kind: str
+    first: float
+    last: float
+
+
+@dataclass
+class ClusterCpu:
+    """Samples the CPU time of every process under this one (the cluster's), but the
+    driver's; a series of (wall clock, workers' CPU, daemons' CPU) spent since `begin`."""
+
+    exclude: set[int] = field(default_factory=set)
+    procs: dict[tuple[int, int], Proc] = field(default_factory=dict)
+    baseline: dict[tuple[int, int], float] = field(default_factory=dict)
+    series: list[tuple[float, float, float]] = field(default_factory=list)
+
+    def sample(self) -> None:
+        now = time.time()
+        for key, cpu, kind in _tree(os.getpid(), self.exclude):
+            seen = self.procs.get(key)
+            if seen is None:
+                self.procs[key] = Proc(kind, cpu, cpu)
+            else:
+                seen.last = cpu
+        workers = daemons = 0.0
+        for key, proc in self.procs.items():
+            spent = proc.last - self.baseline.get(key, 0.0)
+            if proc.kind == "worker":
+                workers += spent
+            else:
+                daemons += spent
+        self.series.append((now, workers, daemons))
+
+    def begin(self) -> None:
+        """From now on: what the processes alive now spent so far is not counted."""
+        self.sample()
+        self.baseline = {key: proc.last for key, proc in self.procs.items()}
+        self.series = [(self.series[-1][0], 0.0, 0.0)]
+
+    def at(self, when: float) -> tuple[float, float]:
+        """(workers' CPU, daemons' CPU) spent from `begin` to `when`, interpolated."""
+        before = self.series[0]
+        for sample in self.series:
+            if sample[0] >= when:
+                span = sample[0] - before[0]
+                share = (when - before[0]) / span if span > 0 else 1.0
+                return tuple(  # type: ignore[return-value]
+                    b + (s - b) * share for b, s in zip(before[1:], sample[1:], strict=True)
+                )
+            before = sample
+        return before[1], before[2]
+
+    def workers_seen(self) -> int:
+        return sum(1 for key, proc in self.procs.items() if proc.kind == "worker")
+
+
+def _tree(root: int, exclude: set[int]) -> list[tuple[tuple[int, int], float, str]]:
+    """Every process under `root` (not `root`, nor the `exclude`d and theirs): its key (pid,
+    start time), CPU seconds, and kind (`worker` or `daemon`)."""
+    children: dict[int, list[tuple[int, list[bytes]]]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append((int(entry.name), fields))
+    found = []
+    todo = [root]
+    while todo:
+        for pid, fields in children.get(todo.pop(), ()):
+            if pid in exclude:
+                continue
+            todo.append(pid)
+            cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+            found.append(((pid, int(fields[19])), cpu, _kind(pid)))
+    return found
+
+
+_KINDS: dict[int, str] = {}
+
+
+def _kind(pid: int) -> str:
+    """`worker`: a process a raylet started for tasks and actors; `daemon`: Ray's own."""
+    if pid not in _KINDS:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            command = ""
+        name = command.split(" ", 1)[0]
+        daemon = any(name.endswith(system) for system in SYSTEM_NAMES) or not name.startswith(
+            "ray::"
+        )
+        worker = "default_worker.py" in command  # a worker before it names itself
+        _KINDS[pid] = "worker" if worker or not daemon else "daemon"
+    return _KINDS[pid]
+
+
+class Sampler(threading.Thread):
+    """Samples `cpu` every `interval` seconds until stopped."""
+
+    def __init__(self, cpu: ClusterCpu, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.cpu, self.interval, self.stopped = cpu, interval, threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            self.cpu.sample()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+        self.cpu.sample()
+
+
+def start_cluster(args: argparse.Namespace) -> Any:
+    """A head node without CPUs and `--nodes` worker nodes, each its own raylet."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # this machine's processes only
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 0,
+            "include_dashboard": False,
+            "object_store_memory": OBJECT_STORE_BYTES,
+        },
+    )
+    for _ in range(args.nodes):
+        cluster.add_node(num_cpus=args.cpus_per_node, object_store_memory=OBJECT_STORE_BYTES)
+    cluster.wait_for_nodes()
+    return cluster
+
+
+def settle(cpu: ClusterCpu, quiet: float = 0.1, longest: float = 60.0) -> None:
+    """Wait until the cluster spends less than `quiet` CPU seconds per second (its
+    daemons and prestarted workers done starting)."""
+    deadline = time.monotonic() + longest
+    cpu.begin()
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        cpu.sample()
+        _, workers, daemons = cpu.series[-1]
+        if workers + daemons < quiet:
+            return
+        cpu.begin()
+
+
+# --------------------------------------------------------------------------- figures
+
+
+@dataclass
+class Phase:
+    """One phase of the run: its wall time, and the CPU seconds of the driver, of Ray's
+    workers and of Ray's daemons in it."""
+
+    name: str
+    seconds: float
+    driver_cpu: float
+    workers_cpu: float
+    daemons_cpu: float
+
+
+def phases(marks: list[dict[str, Any]], cpu: ClusterCpu) -> list[Phase]:
+    """The phases between the driver's marks (the first from the driver's start)."""
+    found = []
+    start = marks[0]
+    found.append(Phase(STARTUP, 0.0, start["cpu"], 0.0, 0.0))
+    before = start
+    for mark in marks[1:]:
+        workers_then, daemons_then = cpu.at(before["wall"])
+        workers, daemons = cpu.at(mark["wall"])
+        found.append(
+            Phase(
+                mark["phase"],
+                mark["wall"] - before["wall"],
+                mark["cpu"] - before["cpu"],
+                workers - workers_then,
+                daemons - daemons_then,
+            )
+        )
+        before = mark
+    return found
+
+
+@dataclass
+class Run:
+    """One measured run: its size, wall time, the driver's CPU (wait4) and the phases."""
+
+    threads: int
+    bytes: int
+    parts: int
+    wall_s: float
+    driver_rusage_cpu_s: float
+    worker_processes: int
+    phases: list[Phase]
+
+    def phase(self, name: str) -> Phase | None:
+        return next((phase for phase in self.phases if phase.name == name), None)
+
+    def total(self, side: str) -> float:
+        return sum(getattr(phase, side) for phase in self.phases)
+
+
+def fitted(small: float, big: float, x_small: float, x_big: float) -> tuple[float, float]:
+    """(fixed cost, cost per unit) through two measurements, neither negative: a cost that
+    did not grow is all fixed, one that grew more than in proportion all per unit."""
+    if x_big <= x_small:
+        return 0.0, big / x_big
+    slope = max(0.0, (big - small) / (x_big - x_small))
+    fixed = big - slope * x_big
+    if fixed < 0:
+        return 0.0, big / x_big
+    return fixed, slope
+
+
+def project(args: argparse.Namespace, small: Run, big: Run) -> dict[str, Any]:
+    """The run of `--simulate-gib` GiB on `--sim-nodes` x `--sim-cpus` CPUs, phase by
+    phase, from the costs fitted through the two runs (the map side per part, the other
+    phases per thread); beside it, every cost taken as per unit (benchmarks/engines.py's
+    method: an upper bound, fixed costs scaled too)."""
+    total_bytes = args.simulate_gib * 1024 * MIB
+    sim_parts = math.ceil(total_bytes / DEFAULT_SPLIT_BYTES)
+    sim_threads = round(big.threads * total_bytes / big.bytes)
+    workers = args.sim_nodes * args.sim_cpus
+    rows = []
+    for phase in big.phases:
+        other = small.phase(phase.name) or phase
+        if phase.name == STARTUP:
+            rows.append({"phase": phase.name, "driver_s": phase.driver_cpu, "workers_s": 0.0,
+                         "proportional_driver_s": phase.driver_cpu,
+                         "proportional_workers_s": 0.0})  # fmt: skip
+            continue
+        mapped = phase.name == MAP
+        x_small, x_big = (small.parts, big.parts) if mapped else (small.threads, big.threads)
+        x_sim = sim_parts if mapped else sim_threads
+        # the map side: one part per worker at a time; the rest spreads per thread
+        spread = math.ceil(sim_parts / workers) if mapped else sim_threads / workers
+        d_fixed, d_unit = fitted(other.driver_cpu, phase.driver_cpu, x_small, x_big)
+        w_fixed, w_unit = fitted(other.workers_cpu, phase.workers_cpu, x_small, x_big)
+        rows.append(
+            {
+                "phase": phase.name,
+                "driver_fixed_s": d_fixed,
+                "driver_per_unit_s": d_unit,
+                "workers_fixed_s": w_fixed,
+                "workers_per_unit_s": w_unit,
+                "unit": "part" if mapped else "thread",
+                "driver_s": d_fixed + d_unit * x_sim,
+                "workers_s": w_fixed + w_unit * spread,
+                "proportional_driver_s": phase.driver_cpu / x_big * x_sim,
+                "proportional_workers_s": phase.workers_cpu / x_big * spread,
+            }
+        )
+    figures: dict[str, Any] = {
+        "dataset_gib": args.simulate_gib,
+        "parts": sim_parts,
+        "threads": sim_threads,
+        "workers": workers,
+        "phases": rows,
+    }
+    for prefix in ("", "proportional_"):
+        serial = sum(row[f"{prefix}driver_s"] for row in rows)
+        wall = serial + sum(row[f"{prefix}workers_s"] for row in rows)
+        figures[f"{prefix}wall_s"] = wall
+        figures[f"{prefix}serial_s"] = serial
+        figures[f"{prefix}serial_fraction"] = serial / wall if wall else 0.0
+    return figures
+
+
+def report(big: Run, small: Run, sim: dict[str, Any]) -> None:
+    """The tables: the runs' phases and CPU shares, then the projection."""
+    for run in (small, big):
+        rows = [["phase", "wall s", "driver CPU s", "workers CPU s", "Ray daemons CPU s"]]
+        for p in run.phases:
+            rows.append(
+                [p.name, f"{p.seconds:.2f}", f"{p.driver_cpu:.2f}", f"{p.workers_cpu:.2f}",
+                 f"{p.daemons_cpu:.2f}"]
+            )  # fmt: skip
+        driver, workers = run.total("driver_cpu"), run.total("workers_cpu")
+        daemons = run.total("daemons_cpu")
+        rows.append(
+            ["all", f"{run.wall_s:.2f}", f"{driver:.2f}", f"{workers:.2f}", f"{daemons:.2f}"]
+        )
+        total = driver + workers + daemons
+        print(f"\n{run.threads:,} threads, {run.bytes / MIB:.1f} MiB, {run.parts} parts:")
+        print_aligned(rows)
+        print(
+            f"driver share of the run's CPU: {driver / total:.1%} ({driver:.1f} of "
+            f"{total:.1f} CPU s; of the driver's and the workers' alone: "
+            f"{driver / (driver + workers):.1%}); the driver's own CPU (wait4): "
+            f"{run.driver_rusage_cpu_s:.1f} s; {run.worker_processes} Ray worker processes"
+        )
+    print(
+        f"\nProjection (the two runs' costs, fitted as fixed + per part (map side) or per "
+        f"thread; not a cluster run): {sim['dataset_gib']:g} GiB = {sim['parts']:,} parts, "
+        f"{sim['threads']:,} threads, {sim['workers']} workers; in brackets, every cost per "
+        "unit (engines.py's method)"
+    )
+    rows = [["phase", "driver fixed s", "driver per unit", "driver s", "workers s"]]
+    for row in sim["phases"]:
+        unit = row.get("unit")
+        per = f"{row['driver_per_unit_s'] * 1e6:.1f} us/{unit}" if unit else "-"
+        rows.append(
+            [row["phase"], f"{row.get('driver_fixed_s', row['driver_s']):.2f}", per,
+             f"{row['driver_s']:.0f} ({row['proportional_driver_s']:.0f})",
+             f"{row['workers_s']:.0f} ({row['proportional_workers_s']:.0f})"]
+        )  # fmt: skip
+    print_aligned(rows)
+    print(
+        f"projected wall {sim['wall_s']:.0f} s, of which the driver alone "
+        f"{sim['serial_s']:.0f} s: serial fraction {sim['serial_fraction']:.1%} "
+        f"({sim['proportional_serial_fraction']:.1%} with every cost per unit). "
+        "Goals: driver share <= 5%, serial fraction <= 10%."
+    )
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
+    parser.add_argument(
+        "--small", type=int, default=None, help="threads of the run that sets the fixed "
+        "costs apart (default a tenth of --threads, at least 2,000)"
+    )  # fmt: skip
+    parser.add_argument("--nodes", type=int, default=3, help="worker nodes of the cluster")
+    parser.add_argument("--cpus-per-node", type=int, default=1)
+    parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER)
+    parser.add_argument("--realdata", type=Path, default=DEFAULT_REALDATA)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--interval", type=float, default=0.1, help="CPU sampling, seconds")
+    parser.add_argument("--sim-nodes", type=int, default=4, help="projected cluster: machines")
+    parser.add_argument("--sim-cpus", type=int, default=16, help="projected cluster: CPUs each")
+    parser.add_argument("--simulate-gib", type=float, default=100.0, help="projected input")
+    parser.add_argument(
+        "--before", type=Path, default=None, help="a checkout of the commit before (git "
+        "worktree add DIR COMMIT): measured first, on its own cluster, then this tree"
+    )  # fmt: skip
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--driver", nargs=3, type=Path, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def build_inputs(args: argparse.Namespace, workdir: Path, sizes: list[int]) -> list[Path]:
+    """An MMS JSONL input for each size, the smaller the first threads of the largest.
+    (The driver child never imports what builds them: datasets and transformers, through
+    run.py.)"""
+    from run import write_threads
+    from tokenizing import real_threads, unique_threads
+
+    real, _ = real_threads(args.realdata)
+    every = unique_threads(real, max(sizes))
+    sources = []
+    for count in sizes:
+        source = workdir / f"input-{count}.jsonl"
+        write_threads(every[:count], source)
+        sources.append(source)
+    return sources
+
+
+def write_configs(
+    args: argparse.Namespace, sources: list[Path], address: str
+) -> list[tuple[Path, int]]:
+    """The run benchmark's config for each input on the cluster at `address`, one worker
+    per CPU; each with its input's bytes."""
+    import yaml
+    from run import write_config
+
+    configs = []
+    for source in sources:
+        config_path = source.with_name(f"run-{source.stem}.yaml")
+        write_config(config_path, source, source.with_name("out"), args.tokenizer)
+        config = yaml.safe_load(config_path.read_text())
+        workers = args.nodes * args.cpus_per_node
+        config["engine"] = {"kind": "ray", "address": address, "workers": workers}
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        configs.append((config_path, source.stat().st_size))
+    return configs
+
+
+def measure_run(
+    args: argparse.Namespace, workdir: Path, config_path: Path, threads: int, size: int
+) -> Run:
+    """One driver child on the cluster, its phases, and the cluster's CPU meanwhile."""
+    cpu = ClusterCpu()
+    settle(cpu)
+    marks_path, out, log = workdir / "marks.json", workdir / "out", workdir / "driver.log"
+    shutil.rmtree(out, ignore_errors=True)
+    sampler = Sampler(cpu, args.interval)
+    command = [sys.executable, __file__, "--driver", str(config_path), str(out), str(marks_path)]
+    print(f"running {threads:,} threads ...", flush=True)
+    with open(log, "wb") as log_file:
+        cpu.begin()
+        sampler.start()
+        start = time.perf_counter()
+        child = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
+        cpu.exclude.add(child.pid)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - start
+        time.sleep(max(1.0, 3 * args.interval))  # the job's workers end after the driver
+        sampler.stop()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"the driver failed:\n{tail(log)}")
+    manifest = json.loads((out / "manifest.json").read_text())
+    rows = sum(split["rows"] for split in manifest["splits"].values())
+    if rows != threads:
+        raise RuntimeError(f"the run wrote {rows:,} rows for {threads:,} threads")
+    recorded = json.loads(marks_path.read_text())
+    if Path(recorded["pipeline"]) != Path(os.environ["PYTHONPATH"].split(os.pathsep)[0]):
+        raise RuntimeError(f"the driver imported pipeline from {recorded['pipeline']}")
+    return Run(
+        threads,
+        size,
+        recorded["parts"],
+        seconds,
+        usage.ru_utime + usage.ru_stime,
+        cpu.workers_seen(),
+        phases(recorded["marks"], cpu),
+    )
+
+
+def commit_of(tree: Path) -> str:
+    """The tree's commit (short), `+` when it has uncommitted changes."""
+    head = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return f"{head or '?'}{'+' if dirty else ''}"
+
+
+def measure(
+    args: argparse.Namespace, workdir: Path, tree: Path, sources: list[Path], sizes: list[int]
+) -> tuple[Run, Run]:
+    """The small run, then the big one, on a new cluster whose every process (and the
+    driver) imports `pipeline` from `tree`."""
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), saved]))
+    try:
+        cluster = start_cluster(args)
+        try:
+            configs = write_configs(args, sources, cluster.address)
+            print(
+                f"{tree} ({commit_of(tree)}): cluster {cluster.address}, a head without CPUs "
+                f"and {args.nodes} node(s) of {args.cpus_per_node} CPU(s)",
+                flush=True,
+            )
+            small, big = (
+                measure_run(args, workdir, config_path, count, size)
+                for count, (config_path, size) in zip(sizes, configs, strict=True)
+            )
+        finally:
+            cluster.shutdown()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    return small, big
+
+
+def side_by_side(results: list[dict[str, Any]]) -> None:
+    """One line per tree: the driver's share, the wall time, the projection."""
+    rows = [["tree", "threads", "wall s", "driver CPU s", "all CPU s", "driver share",
+             "projected wall s", "serial fraction"]]  # fmt: skip
+    for result in results:
+        big = Run(**{**result["runs"][1], "phases": []})
+        found = [Phase(**phase) for phase in result["runs"][1]["phases"]]
+        driver = sum(p.driver_cpu for p in found)
+        total = driver + sum(p.workers_cpu + p.daemons_cpu for p in found)
+        sim = result["projection"]
+        rows.append(
+            [result["commit"], f"{big.threads:,}", f"{big.wall_s:.2f}", f"{driver:.2f}",
+             f"{total:.2f}", f"{driver / total:.1%}", f"{sim['wall_s']:.0f}",
+             f"{sim['serial_fraction']:.1%}"]
+        )  # fmt: skip
+    print()
+    print_aligned(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.driver is not None:
+        return driver(*args.driver)
+    trees = [tree.resolve() for tree in ([args.before] if args.before else [])] + [REPO_ROOT]
+    workdir, created = make_workdir(args.workdir)
+    sizes = [args.small or max(2_000, args.threads // 10), args.threads]
+    results = []
+    try:
+        sources = build_inputs(args, workdir, sizes)
+        for tree in trees:
+            small, big = measure(args, workdir, tree, sources, sizes)
+            sim = project(args, small, big)
+            print(f"\n== {tree} ({commit_of(tree)})")
+            report(big, small, sim)
+            results.append(
+                {"tree": str(tree), "commit": commit_of(tree), "runs": [asdict(small), asdict(big)],
+                 "projection": sim}
+            )  # fmt: skip
+    except RuntimeError as err:
+        print(err, file=sys.stderr)
+        return 1
+    finally:
+        if created:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if len(results) > 1:
+        side_by_side(results)
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
