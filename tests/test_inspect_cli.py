@@ -55,7 +55,7 @@ def test_a_thread_is_drawn_message_by_message(threads_file):
     result = run("inspect", str(threads_file))
     assert result.exit_code == 0
     assert result.stdout == (
-        f"thread weather-1 · 5 message(s) · from {threads_file}:1\n"
+        f"thread weather-1 · 5 message(s) · from {threads_file.name}:1\n"
         "[1] developer\n"
         "  1 | Call `weather:json` for the weather.\n"
         "[2] user\n"
@@ -122,7 +122,7 @@ def test_tokens_show_trained_ones_in_double_brackets(threads_file):
     assert result.exit_code == 0
     which = "small" if tokenizer.is_relative_to(SMALL_TOKENIZERS) else "real"
     assert result.stdout == (
-        f"thread weather-1 · 5 message(s) · from {threads_file}:1\n"
+        f"thread weather-1 · 5 message(s) · from {threads_file.name}:1\n"
         "tokens: [[trained]]  'prompt text'  <|special|>  'x'{N} = N tokens making one char\n"
         + PLAIN_TOKENS[which]
     )
