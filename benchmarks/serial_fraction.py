@@ -542,13 +542,17 @@ def measure_run(
     marks_path, out, log = workdir / "marks.json", workdir / "out", workdir / "driver.log"
     shutil.rmtree(out, ignore_errors=True)
     sampler = Sampler(cpu, args.interval)
-    command = [sys.executable, __file__, "--driver", str(config_path), str(out), str(marks_path)]
+    script = os.path.abspath(__file__)
+    command = [sys.executable, script, "--driver", str(config_path), str(out), str(marks_path)]
+    # the driver runs in the measured tree: Ray puts the driver's working folder on its
+    # workers' import path, so they import `pipeline` from the same tree
+    tree = os.environ["PYTHONPATH"].split(os.pathsep)[0]
     print(f"running {threads:,} threads ...", flush=True)
     with open(log, "wb") as log_file:
         cpu.begin()
         sampler.start()
         start = time.perf_counter()
-        child = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, cwd=tree)
         cpu.exclude.add(child.pid)
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.perf_counter() - start

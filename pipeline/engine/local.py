@@ -36,11 +36,10 @@ loaded (a tokenizer takes a second to load, in every worker otherwise), and the 
 forks them before it starts any thread of its own. The parent's other threads (a progress
 bar) are not used by workers. Elsewhere (macOS, where forking is unsafe) workers are
 spawned as fresh interpreters."""
-TASK_START_METHOD = "forkserver" if sys.platform.startswith("linux") else "spawn"
-"""`map_tasks` workers start from a fresh fork server, not from the run's process: a task
-may use a library whose thread pool does not survive a fork of a process that started it
-(polars, for the shards' stats), and the run's process may have (an earlier command in the
-same Python session)."""
+FORK_UNSAFE = ("polars",)
+"""Libraries whose thread pool does not survive a fork of a process that started it: when
+one is loaded here, `map_tasks` workers start from a fresh fork server (its tasks use polars
+for the shards' stats), else they are forked as the parts' workers are."""
 TASK_PRELOAD = ["pipeline.jobs.run.shard_tasks", "pipeline.jobs.stats.compute"]
 """What the fork server imports once, so each task's worker starts with it."""
 _PR_SET_PDEATHSIG = 1
@@ -157,8 +156,8 @@ class LocalRunner:
                 if done is not None:
                     done(len(results))
             return results
-        context = multiprocessing.get_context(TASK_START_METHOD)
-        if TASK_START_METHOD == "forkserver":
+        context = multiprocessing.get_context(_task_start_method())
+        if context.get_start_method() == "forkserver":
             context.set_forkserver_preload(TASK_PRELOAD)
         workers = min(self.workers, len(tasks))
         with ProcessPoolExecutor(
@@ -176,6 +175,15 @@ class LocalRunner:
     def _each(self, tasks: Iterator[Callable[[], None]]) -> None:
         """Run every task, in `workers` processes (in this one with one worker)."""
         self.map_tasks(list(tasks))
+
+
+def _task_start_method() -> str:
+    """How `map_tasks` starts its workers: forked (START_METHOD), or from a fork server
+    when a library in FORK_UNSAFE is loaded in this process (an earlier run's stats, or the
+    caller's own use of it)."""
+    if START_METHOD == "fork" and any(name in sys.modules for name in FORK_UNSAFE):
+        return "forkserver"
+    return START_METHOD
 
 
 def _write_buckets(
