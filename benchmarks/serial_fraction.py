@@ -70,7 +70,7 @@ from convert import make_workdir, tail
 from ingest import MIB, REPO_ROOT
 from table import print_aligned
 
-from pipeline.sources.parts import DEFAULT_SPLIT_BYTES
+from pipeline.sources.parts import split_bytes_for
 
 SHARED = Path(os.environ.get("MMS_SHARED", REPO_ROOT.parent / "shared"))
 DEFAULT_THREADS = 200_000
@@ -371,11 +371,15 @@ def project(args: argparse.Namespace, small: Run, big: Run) -> dict[str, Any]:
     """The run of `--simulate-gib` GiB on `--sim-nodes` x `--sim-cpus` CPUs, phase by
     phase, from the costs fitted through the two runs (the map side per part, the other
     phases per thread); beside it, every cost taken as per unit (benchmarks/engines.py's
-    method: an upper bound, fixed costs scaled too)."""
+    method: an upper bound, fixed costs scaled too). The projected parts are sized as a run
+    plans them (`split_bytes_for`)."""
     total_bytes = args.simulate_gib * 1024 * MIB
-    sim_parts = math.ceil(total_bytes / DEFAULT_SPLIT_BYTES)
+    sim_parts = math.ceil(total_bytes / split_bytes_for(total_bytes))
     sim_threads = round(big.threads * total_bytes / big.bytes)
     workers = args.sim_nodes * args.sim_cpus
+    # a projected part holds more bytes than a measured one (parts grow past MAX_PARTS):
+    # a worker's map-side CPU per part grows with them, the driver's per part does not
+    part_scale = (total_bytes / sim_parts) / (big.bytes / big.parts)
     rows = []
     for phase in big.phases:
         other = small.phase(phase.name) or phase
@@ -388,7 +392,7 @@ def project(args: argparse.Namespace, small: Run, big: Run) -> dict[str, Any]:
         x_small, x_big = (small.parts, big.parts) if mapped else (small.threads, big.threads)
         x_sim = sim_parts if mapped else sim_threads
         # the map side: one part per worker at a time; the rest spreads per thread
-        spread = math.ceil(sim_parts / workers) if mapped else sim_threads / workers
+        spread = math.ceil(sim_parts / workers) * part_scale if mapped else sim_threads / workers
         d_fixed, d_unit = fitted(other.driver_cpu, phase.driver_cpu, x_small, x_big)
         w_fixed, w_unit = fitted(other.workers_cpu, phase.workers_cpu, x_small, x_big)
         rows.append(

@@ -170,3 +170,34 @@ def test_without_shuffle_every_split_keeps_the_plan_order(tmp_path, inputs, outp
         if row["meta"]["source"].endswith("alpha.jsonl")
     ]
     assert lines == sorted(lines)
+
+
+def test_the_output_does_not_depend_on_the_size_of_the_parts(tmp_path, inputs, monkeypatch):
+    """A run's parts are cut by size (larger for large inputs: `split_bytes_for`); the
+    rows, their order, the shards and the reports are the same however they are cut."""
+    import pipeline.sources.parts as parts
+
+    config = tmp_path / "parts.yaml"
+    config.write_text(
+        f"name: parts\ninputs:\n  - path: {inputs / 'alpha.jsonl'}\n    format: openai\n"
+        f"  - path: {inputs / 'pairs.jsonl'}\n    format: hh-rlhf\n"
+        "stages:\n  lint: {fail_on: never}\n"
+        f"  shard: {{splits: {{train: 0.7, test: 0.3}}, rows_per_shard: {PER_SHARD}}}\n"
+        f"output: {tmp_path / 'unused'}\n"
+    )
+    found = {}
+    for name, size in (("whole", None), ("cut", 1024)):
+        if size is not None:
+            monkeypatch.setattr(parts, "DEFAULT_SPLIT_BYTES", size)
+        out = tmp_path / name / "out"
+        result = mms("run", config, "-o", out)
+        assert result.exit_code == 0, result.output
+        manifest = orjson.loads((out / "manifest.json").read_bytes())
+        found[name] = (
+            {p.name: p.read_bytes() for p in sorted((out / "data").iterdir())},
+            (out / "reports" / "stats.json").read_bytes(),
+            manifest["counts"],
+        )
+    assert found["whole"] == found["cut"]
+    planned = parts.plan_parts([(str(inputs / "alpha.jsonl"), "openai")])
+    assert len(planned) > 1  # the small size did cut the file

@@ -34,6 +34,11 @@ DEFAULT_SPLIT_BYTES = 8 * MIB
 enough that a file of a few tens of MiB keeps every worker busy and the ordered reduce of
 the first parts runs while later parts are still mapped (each part is read, linted and
 tokenized by one worker), large enough that the per-part files stay few."""
+MAX_PARTS = 1024
+"""Above DEFAULT_SPLIT_BYTES x this many bytes of splittable inputs, a run's parts grow so
+that there are about this many: enough to keep a large cluster busy, few enough that what
+the driver does per part (a task to schedule, a part to take in order) stays small beside
+the data. The output does not depend on the size of the parts."""
 _BLOCK = MIB
 
 
@@ -137,23 +142,35 @@ def input_files(item: str, exclude: str | os.PathLike[str] | None = None) -> Inp
     return found
 
 
+def split_bytes_for(total: int) -> int:
+    """The part size of inputs whose splittable files hold `total` bytes.
+
+    >>> split_bytes_for(10 * MIB) == DEFAULT_SPLIT_BYTES, split_bytes_for(100 * 1024**3) // MIB
+    (True, 100)
+    """
+    return max(DEFAULT_SPLIT_BYTES, -(-total // MAX_PARTS))
+
+
 def plan_parts(
     inputs: list[tuple[str, str]],
-    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    split_bytes: int | None = None,
     *,
     can_split: Callable[[str, str], bool] | None = None,
     exclude: str | os.PathLike[str] | None = None,
 ) -> list[InputPart]:
     """The parts of (path-or-glob-or-`hf:`, format) inputs, in input order and each input's
     sorted file order, leaving out every file under the folder `exclude` (the run's own
-    output). An uncompressed JSON Lines file over `split_bytes` becomes byte ranges,
-    unless `can_split(path, format)` says no (a format whose conversations span records
+    output). An uncompressed JSON Lines file over `split_bytes` (default: `split_bytes_for`
+    the splittable files' bytes) becomes byte ranges, unless `can_split(path, format)` says no (a format whose conversations span records
     must see the whole file). Part ids (`III-FFFFF-PPPP`) depend on nothing else. Each
     file is named relative to its input, names that collide between inputs qualified
     (pipeline/sources/names.py)."""
     parts: list[InputPart] = []
     files = [input_files(item, exclude) for item, _ in inputs]
     names = run_names(files)
+    if split_bytes is None:
+        every = [path for found in files for path in found.files if splittable(path)]
+        split_bytes = split_bytes_for(sum(file_size(path) for path in every))
     for input_index, ((_, fmt), found) in enumerate(zip(inputs, files, strict=True)):
         for file_index, path in enumerate(found.files):
             pieces: list[tuple[int | None, int | None, int]] = [(None, None, 1)]
