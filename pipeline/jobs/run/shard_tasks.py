@@ -141,6 +141,7 @@ def plan_shard_tasks(
     assert settings is not None
     pack = config.stages.pack
     role_id = _role_id(config)
+    per_row = max((stage.threads_per_row for stage in reshaping_stages(config)), default=1)
     tasks: list[ShardTask] = []
     for index, split in enumerate(selections.splits):
         totals = selections.totals[split]
@@ -148,7 +149,6 @@ def plan_shard_tasks(
         if not count:
             continue
         exact = pack is None and settings.bytes_per_shard is None
-        per_row = max((stage.threads_per_row for stage in reshaping_stages(config)), default=1)
         size = settings.rows_per_shard * per_row if exact else math.ceil(totals.entries / count)
         if split == selections.shuffled:
             ranges = _key_ranges(selections, index, totals, size)
