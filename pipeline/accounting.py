@@ -68,6 +68,14 @@ class InputAccount:
     def deduplicated(self) -> int:
         return sum(self.dropped_by[reason] for reason in DEDUPLICATED)
 
+    def merge_decided(self, other: InputAccount) -> None:
+        """Add what was decided of the input's threads elsewhere (a run's part task):
+        drops, rows written, copies and tokens."""
+        self.dropped_by.update(other.dropped_by)
+        self.written_by.update(other.written_by)
+        self.copies += other.copies
+        self.tokens += other.tokens
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,
@@ -224,6 +232,24 @@ class Account:
             if group is not None:
                 kept = reasons[start] is None
                 (self.groups_kept if kept else self.groups_dropped)[group_kind(group)] += 1
+
+    def merge_decided(self, other: Account) -> None:
+        """Add the counts of threads decided elsewhere (a run's part task counts its part's
+        drops, groups and written rows; reading is counted apart)."""
+        self.dropped.update(other.dropped)
+        self.tokens_dropped.update(other.tokens_dropped)
+        self.written.update(other.written)
+        self.groups_kept.update(other.groups_kept)
+        self.groups_dropped.update(other.groups_dropped)
+        self.copies += other.copies
+        self.not_sharded += other.not_sharded
+        self.truncated += other.truncated
+        self.tokens_truncated += other.tokens_truncated
+        self.tokens += other.tokens
+        self.trained_tokens += other.trained_tokens
+        self.untrained += other.untrained
+        self.longest = max(self.longest, other.longest)
+        self.zero_weight_messages += other.zero_weight_messages
 
     def withhold(self) -> None:
         """The gate failed: what would have been written is withheld instead."""

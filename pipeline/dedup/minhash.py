@@ -5,7 +5,7 @@ Everything is deterministic: words and shingles are hashed with blake2b and fixe
 multipliers (never Python's per-process `hash`), the permutations come from a fixed seed,
 and the index answers in reading order (the first thread of a cluster is kept).
 Signatures are computed where the threads are read (in parallel); the index lives in the
-ordered pass and holds, per kept thread, its signature and one entry per band."""
+pass over the rows whose keys repeat (a run's driver) and holds, per kept thread, its signature and one entry per band."""
 
 from __future__ import annotations
 

@@ -104,6 +104,8 @@ def decide(
     account: Account,
     groups: Sequence[str | None] | None = None,
     drops: dict[int, Drop] | None = None,
+    *,
+    record: bool = True,
 ) -> list[str | None]:
     """Each stage decides in turn on the rows the earlier ones kept; every stage then sees
     the final reasons; each drop is counted once, under the first stage's reason.
@@ -111,7 +113,9 @@ def decide(
     `groups` (each row's group, pipeline/mms/groups.py; a group's rows are consecutive and
     all in `rows`): when a stage drops a row of a group, the group's other rows are dropped
     with it, as `group:REASON`, before the next stage decides, so no group is ever left
-    with a member missing. `drops`, when given, receives each dropped row's Drop."""
+    with a member missing. `drops`, when given, receives each dropped row's Drop. Without
+    `record`, the stages do not see the final reasons (a run's pass over repeated rows:
+    each part's task records them)."""
     kept = [True] * rows.num_rows
     reasons: list[str | None] = [None] * rows.num_rows
     runs = group_runs(groups) if groups is not None else []
@@ -132,7 +136,7 @@ def decide(
                         reasons[row], kept[row] = partner, False
                         if drops is not None:
                             drops[row] = Drop(stage.name, partner, {})
-    for stage in stages:
+    for stage in stages if record else ():
         stage.record(rows, reasons)
     account.dropped.update(reason for reason in reasons if reason is not None)
     return reasons

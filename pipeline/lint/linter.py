@@ -7,7 +7,7 @@ import traceback
 from collections.abc import Iterator
 from fnmatch import fnmatch
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 from pipeline.lint.config import LintConfig
 from pipeline.lint.diagnostic import Diagnostic, ThreadRef
@@ -17,6 +17,9 @@ from pipeline.lint.rules.structure import rejection_findings
 from pipeline.lint.thread_view import ThreadView
 from pipeline.mms import Thread, stable_thread_id
 from pipeline.quarantine import Rejection
+
+DatasetChecks = Literal["all", "keyed", "unkeyed"]
+"""Which dataset rules `Linter.observe` feeds."""
 
 
 class Linter:
@@ -87,12 +90,29 @@ class Linter:
         """What each dataset rule keeps of this thread (JSON-able; any process)."""
         return [check.facts(view) for check in self._dataset]
 
-    def observe(self, facts: list[Any], ref: ThreadRef) -> list[Diagnostic]:
+    def observe(
+        self, facts: list[Any], ref: ThreadRef, checks: DatasetChecks = "all"
+    ) -> list[Diagnostic]:
         """Feed one thread's `dataset_facts` to the dataset rules, in reading order; the
-        findings they can tell at once (a duplicate)."""
+        findings they can tell at once (a duplicate). `checks`: only the keyed ones (a
+        run's pass over the rows whose keys repeat) or only the others (a run's parts)."""
         found: list[Diagnostic] = []
         for check, kept in zip(self._dataset, facts, strict=True):
-            found.extend(check.observe(kept, ref))
+            if checks == "all" or (checks == "keyed") == check.keyed:
+                found.extend(check.observe(kept, ref))
+        return self._ignored.kept(found)
+
+    def state(self) -> list[Any]:
+        """The unkeyed dataset rules' state (picklable), for `merge`."""
+        return [check.state() for check in self._dataset if not check.keyed]
+
+    def merge(self, state: list[Any]) -> list[Diagnostic]:
+        """Take the unkeyed rules' `state` of a linter that observed the threads after the
+        ones this one did; the findings that tells at once."""
+        unkeyed = [check for check in self._dataset if not check.keyed]
+        found: list[Diagnostic] = []
+        for check, kept in zip(unkeyed, state, strict=True):
+            found.extend(check.merge(kept))
         return self._ignored.kept(found)
 
     def check_rejection(self, rejection: Rejection) -> list[Diagnostic]:
@@ -114,10 +134,11 @@ class Linter:
             ]
         )
 
-    def finish(self) -> Iterator[Diagnostic]:
-        """The dataset rules' findings; call once, after the last thread."""
+    def finish(self, checks: DatasetChecks = "all") -> Iterator[Diagnostic]:
+        """The dataset rules' findings (of `checks`); call once, after the last thread."""
         for check in self._dataset:
-            yield from self._ignored.kept(list(check.finish()))
+            if checks == "all" or (checks == "keyed") == check.keyed:
+                yield from self._ignored.kept(list(check.finish()))
 
 
 class SourceIgnores:

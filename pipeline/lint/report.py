@@ -65,6 +65,22 @@ def gating_severities(fail_on: str) -> tuple[str, ...]:
 
 
 @dataclass
+class ReportPart:
+    """What a report recorded (`LintReport.part`), sent from the process that linted a
+    run's part to the run's report (`LintReport.merge`)."""
+
+    diagnostics: DiagnosticStore
+    profile: DatasetProfile
+    by_code: Counter[str]
+    by_severity: Counter[str]
+    by_code_severity: Counter[tuple[str, str]]
+    threads_with_findings: int
+    examples: dict[str, list[Example]]
+    on_dropped: Counter[tuple[str, str]]
+    first_kept: dict[tuple[str, str], Diagnostic]
+
+
+@dataclass
 class LintReport:
     """Everything a report writer needs. `diagnostics` iterates in reading order (dataset
     findings last); `examples` keeps up to config.max_examples findings per rule."""
@@ -125,6 +141,36 @@ class LintReport:
             if len(kept) < self.config.max_examples:
                 thread = shown(position, diagnostic) if shown else None
                 kept.append(Example(diagnostic, thread, raw))
+
+    def part(self) -> ReportPart:
+        """What this report recorded, to be merged into a run's report (`merge`)."""
+        return ReportPart(
+            self.diagnostics,
+            self.profile,
+            self.by_code,
+            self.by_severity,
+            self.by_code_severity,
+            self.threads_with_findings,
+            self.examples,
+            self.on_dropped,
+            self.first_kept,
+        )
+
+    def merge(self, part: ReportPart) -> None:
+        """Record what a report of the threads after these recorded (a run's part, linted
+        in another process), as if this one had: the run merges its parts in order."""
+        self.diagnostics.take(part.diagnostics)
+        self.profile.merge(part.profile)
+        self.by_code.update(part.by_code)
+        self.by_severity.update(part.by_severity)
+        self.by_code_severity.update(part.by_code_severity)
+        self.threads_with_findings += part.threads_with_findings
+        self.on_dropped.update(part.on_dropped)
+        for key, diagnostic in part.first_kept.items():
+            self.first_kept.setdefault(key, diagnostic)
+        for code, examples in part.examples.items():
+            kept = self.examples.setdefault(code, [])
+            kept += examples[: max(self.config.max_examples - len(kept), 0)]
 
     def check(self, linter: Linter, thread: Thread) -> list[Diagnostic]:
         """Lint one thread: its findings recorded (and returned), the profile updated."""

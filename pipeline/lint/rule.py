@@ -38,7 +38,8 @@ class DatasetCheck:
 
     A `keyed` check's facts are one key whose earlier copies it looks for (MMS501): a run
     that partitions the dataset by key hands it None instead for a thread whose key no
-    other thread has, and the check keeps nothing of that thread."""
+    other thread has, and the check keeps nothing of that thread. An unkeyed check's state
+    merges (`state`, `merge`), so a run observes every part apart."""
 
     keyed: bool = False
 
@@ -49,6 +50,16 @@ class DatasetCheck:
         raise NotImplementedError
 
     def finish(self) -> Iterator[Diagnostic]:
+        raise NotImplementedError
+
+    def state(self) -> Any:
+        """What an unkeyed check kept of the threads it observed (picklable), for `merge`:
+        a run observes its parts in parallel and merges their checks in part order."""
+        raise NotImplementedError
+
+    def merge(self, state: Any) -> Iterable[Diagnostic]:
+        """Take the `state` of the same check over the threads after the ones this one
+        observed; the findings that tells at once (a pair whose sides were in two parts)."""
         raise NotImplementedError
 
 

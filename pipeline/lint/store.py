@@ -4,6 +4,7 @@ findings lints in bounded memory."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 
@@ -25,6 +26,25 @@ class DiagnosticStore:
         for diagnostic in diagnostics:
             self._file.write(orjson.dumps(diagnostic.to_dict(), option=orjson.OPT_APPEND_NEWLINE))
             self.count += 1
+
+    def take(self, other: DiagnosticStore) -> None:
+        """Append another store's diagnostics (a part's, decided in another process)."""
+        other._file.seek(0)
+        shutil.copyfileobj(other._file, self._file)
+        other._file.seek(0, 2)
+        self.count += other.count
+
+    def __getstate__(self) -> tuple[bytes, int]:
+        """The diagnostics as bytes: a store is sent from the process that linted a part."""
+        self._file.seek(0)
+        data = self._file.read()
+        self._file.seek(0, 2)
+        return data, self.count
+
+    def __setstate__(self, state: tuple[bytes, int]) -> None:
+        self._file = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
+        self._file.write(state[0])
+        self.count = state[1]
 
     def __len__(self) -> int:
         return self.count

@@ -3,9 +3,10 @@
 A stage is configured by its own slice of the config. Its map side runs where a part is
 read (any worker, any engine): it tags a batch of threads with the columns it publishes
 (`columns`, part of the part's schema) and may keep a small per-part summary. Its dataset
-side runs in the ordered pass: from those columns it decides which of the rows still kept
-it drops, and why, and may reshape the rows a split keeps before they are written (pack).
-The job counts what every stage decided; no stage counts for itself."""
+side runs in each part's task (after the rows whose keys repeat, decided in plan order:
+`resolutions`): from those columns it decides which of the rows still kept it drops, and
+why, and may reshape the rows a split keeps before they are written (pack). The job counts
+what every stage decided; no stage counts for itself."""
 
 from __future__ import annotations
 
@@ -123,11 +124,19 @@ class Stage:
         state only for those rows. Without that column every row counts as repeated."""
         return pa.table({"row": pa.array([], pa.int64()), "key": pa.array([], pa.binary())})
 
+    def resolutions(self) -> list[Any]:
+        """A partitioned stage's answers for the rows of the last `decide` that its state
+        told of (JSON data per row, None where it told nothing). A run decides the rows
+        whose keys repeat in one pass, in plan order, and hands these back to `decide` in
+        each part's own task as the column `resolved_column(name)` (JSON, null for None),
+        which then stands in for the state."""
+        raise NotImplementedError(f"{self.name} keeps no state to resolve")
+
     def record(self, rows: pa.Table, reasons: list[str | None]) -> None:
         """See every row of a batch with the reason it was dropped (None: kept)."""
 
     def rejected(self, rejection: Rejection) -> None:
-        """See a record that did not become a thread (in the ordered pass)."""
+        """See a record that did not become a thread (in its part's order, before its threads)."""
 
     def reshape(self, split: str, rows: pa.Table) -> Iterator[pa.Table]:
         """The rows kept for `split` (in order, after the split and the weights) as the sink
@@ -143,6 +152,12 @@ def repeated_column(stage: str) -> str:
     """The column an engine that partitions adds for the stage `stage` (see
     `Stage.partition_keys`): whether a key of the row is shared with another row."""
     return f"{stage}_repeated"
+
+
+def resolved_column(stage: str) -> str:
+    """The column a run adds for the partitioned stage `stage` in a part's task: what the
+    stage's state told of each repeated row (`Stage.resolutions`, as JSON)."""
+    return f"{stage}_resolved"
 
 
 ORIGINAL_THREAD = "original_thread"

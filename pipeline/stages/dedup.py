@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import orjson
 import pyarrow as pa
 
 from pipeline.dedup import (
@@ -16,7 +17,13 @@ from pipeline.dedup import (
     thread_signature,
 )
 from pipeline.mms.groups import group_runs
-from pipeline.stages.contract import Batch, ConfigSlice, Stage, repeated_column
+from pipeline.stages.contract import (
+    Batch,
+    ConfigSlice,
+    Stage,
+    repeated_column,
+    resolved_column,
+)
 from pipeline.stages.sample import CONTENT_KEY, THREAD_GROUP
 
 NEAR_SIGNATURE = "near_signature"
@@ -66,6 +73,8 @@ class Dedup(Stage):
         self.near_ids: list[str | None] = []
         """The id of each thread (or group) the near index holds, by its ordinal."""
         self.details: dict[int, dict[str, Any]] = {}
+        self.resolved: list[tuple[str, str | None] | None] = []
+        """Per row of the last `decide`: what the state told (`resolutions`)."""
 
     def map(self, batch: Batch) -> Batch:
         near = self.settings.near
@@ -95,13 +104,21 @@ class Dedup(Stage):
         is dropped; `drop_details` names the thread it repeats."""
         column = repeated_column(self.name)
         repeated = rows[column].to_pylist() if column in rows.column_names else None
+        column = resolved_column(self.name)
+        resolved = rows[column].to_pylist() if column in rows.column_names else None
         ids = rows["id"].to_pylist() if "id" in rows.column_names else [None] * rows.num_rows
         reasons: list[str | None] = [None] * rows.num_rows
         self.details = {}
+        self.resolved = [None] * rows.num_rows
         for start, end, key, signature in self._units(rows):
             if not any(kept[start:end]) or (repeated is not None and not repeated[start]):
                 continue
-            found = self._reason(key, signature, ids[start])
+            if resolved is not None:
+                told = resolved[start]
+                found = tuple(orjson.loads(told)) if told is not None else None
+            else:
+                found = self._reason(key, signature, ids[start])
+                self.resolved[start] = found
             if found is None:
                 continue
             reason, original = found
@@ -113,6 +130,10 @@ class Dedup(Stage):
 
     def drop_details(self) -> dict[int, dict[str, Any]]:
         return self.details
+
+    def resolutions(self) -> list[Any]:
+        """Per row: [reason, the id it repeats] where a unit starts that was dropped."""
+        return [list(found) if found is not None else None for found in self.resolved]
 
     def _units(self, rows: pa.Table) -> list[tuple[int, int, int, bytes | None]]:
         """(first row, end row, content key, near signature) of every thread alone and every

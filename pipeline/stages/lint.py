@@ -25,6 +25,7 @@ from pipeline.stages.contract import (
     SliceReader,
     Stage,
     repeated_column,
+    resolved_column,
     thread_as_read,
 )
 
@@ -122,6 +123,8 @@ class Lint(Stage):
         self.last_mapped: list[Thread] = []
         """The threads of the batch mapped last: a streaming job records that batch next,
         in the same process, and takes the dataset rules' example threads from here."""
+        self.keyed: list[list[Diagnostic]] = []
+        """Per row of the batch `decide` saw: the keyed rules' findings (`resolutions`)."""
         self.found: list[tuple[str, list[Diagnostic], int]] = []
         """Per row of the batch `decide` saw: its id, its findings, how many the map side had."""
 
@@ -196,8 +199,10 @@ class Lint(Stage):
             if column in rows.column_names
             else None
         )
+        column = resolved_column(self.name)
+        resolved = rows[column].to_pylist() if column in rows.column_names else None
         positions = self.linter.keyed_facts
-        self.found = []
+        self.found, self.keyed = [], []
         reasons: list[str | None] = []
         for row, thread_id in enumerate(ids):
             found = [Diagnostic.from_dict(d) for d in orjson.loads(findings[row] or b"[]")]
@@ -206,11 +211,21 @@ class Lint(Stage):
                 for position in positions:
                     rule_facts[position] = None  # no other thread shares its key
             mapped = len(found)
-            found += self.linter.observe(rule_facts, ThreadRef(thread_id, source, locator))
+            ref = ThreadRef(thread_id, source, locator)
+            if resolved is None:
+                keyed = self.linter.observe(rule_facts, ref, "keyed")
+            else:  # the run's pass over the repeated rows found these
+                keyed = [Diagnostic.from_dict(d) for d in orjson.loads(resolved[row] or b"[]")]
+            self.keyed.append(keyed)
+            found += keyed + self.linter.observe(rule_facts, ref, "unkeyed")
             self.found.append((thread_id, found, mapped))
             codes = sorted({d.code for d in found if d.code in self.drop_on})
             reasons.append(f"lint:{codes[0]}" if codes and kept[row] else None)
         return reasons
+
+    def resolutions(self) -> list[Any]:
+        """Per row: the keyed rules' findings (MMS501), as dicts; None when none."""
+        return [[d.to_dict() for d in keyed] or None for keyed in self.keyed]
 
     def record(self, rows: pa.Table, reasons: list[str | None]) -> None:
         report = self._required_report()
@@ -237,10 +252,15 @@ class Lint(Stage):
 
         return shown
 
-    def finish(self) -> LintReport:
-        """The report, with the dataset rules' findings at the end of the data."""
+    def finish(self, keyed_by: Linter | None = None) -> LintReport:
+        """The report, with the dataset rules' findings at the end of the data; those of
+        the keyed rules from `keyed_by` when given (the linter of a run's pass over the
+        rows whose keys repeat; this one merged the parts' unkeyed rules)."""
         report = self._required_report()
-        report.add(list(self.linter.finish()))
+        if keyed_by is None:
+            report.add(list(self.linter.finish()))
+        else:
+            report.add([*keyed_by.finish("keyed"), *self.linter.finish("unkeyed")])
         return report
 
     def _required_report(self) -> LintReport:

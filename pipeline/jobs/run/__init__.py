@@ -1,7 +1,8 @@
 """`mms run`: a pipeline config's stages from raw files to shards, reports, manifest and
 dataset card. job.py drives a run; stages.py lists its stages; part.py is the map side
-over the parts (read, normalize, every stage's map), reduce.py the ordered pass (every
-stage's decisions, weights, splits), selection.py what it keeps of each part,
+over the parts (read, normalize, every stage's map), reduce.py the dataset side:
+repeated_pass.py the rows whose keys repeat, in plan order, then decisions.py each part's
+task (every stage's decisions, weights, splits), selection.py what it keeps of each part,
 shard_tasks.py the shards the engine's workers write from that; outputs.py the files
 written last; partition.py the partition pass of an engine that partitions by key."""
 

@@ -95,7 +95,7 @@ class EngineConfig:
     num_cpus: int | None = None
     partition: Literal["auto", "always", "never"] | None = None
     """Whether dedup and lint's duplicate rule find shared keys in a partition pass before
-    the ordered pass (memory bounded by a part's keys, not the dataset's): `auto` (None)
+    the dataset side (memory bounded by a part's keys, not the dataset's): `auto` (None)
     on Ray, and locally when the inputs hold PARTITION_BYTES or more."""
 
     def to_plain(self) -> dict[str, Any]:

@@ -73,21 +73,24 @@ class RepeatedRows:
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self._loaded: tuple[str, str, np.ndarray] | None = None
+        self._part: str | None = None
+        self._loaded: dict[str, np.ndarray] = {}
 
     def column(self, stage: str, part_id: str, start: int, count: int) -> pa.Array:
         """Whether each of the part's rows `start .. start + count` is repeated."""
-        rows = self._rows(stage, part_id)
+        rows = self.rows(stage, part_id)
         mask = np.zeros(count, dtype=bool)
         inside = rows[(rows >= start) & (rows < start + count)]
         mask[inside - start] = True
         return pa.array(mask, pa.bool_())
 
-    def _rows(self, stage: str, part_id: str) -> np.ndarray:
-        loaded = self._loaded
-        if loaded is not None and loaded[:2] == (stage, part_id):
-            return loaded[2]
-        path = self.folder / stage / f"{part_id}.npy"
-        rows = np.load(path) if path.is_file() else np.zeros(0, dtype=np.int64)
-        self._loaded = (stage, part_id, rows)
+    def rows(self, stage: str, part_id: str) -> np.ndarray:
+        """The part's repeated rows for `stage`, sorted (the last part's kept in memory)."""
+        if self._part != part_id:
+            self._part, self._loaded = part_id, {}
+        rows = self._loaded.get(stage)
+        if rows is None:
+            path = self.folder / stage / f"{part_id}.npy"
+            rows = np.load(path) if path.is_file() else np.zeros(0, dtype=np.int64)
+            self._loaded[stage] = rows
         return rows

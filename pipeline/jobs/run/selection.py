@@ -1,12 +1,12 @@
-"""What the ordered pass chose of each part: per split, the part's rows it keeps there, each
-weighted copy once (DESIGN §7). The ordered pass decides; it writes no shard. It records
-each part's choice in the work directory (`selected/{part}.arrow`, a record batch per split
+"""What each part's task chose of its part: per split, the part's rows it keeps there, each
+weighted copy once (DESIGN §7). The task decides; it writes no shard. It records
+the part's choice in the work directory (`selected/{part}.arrow`, a record batch per split
 in config order: columns `row`, the row's index in the part's threads file, `copy`, its
 weighted copy number, `key`, its place in a shuffled split, and `start`, whether it starts
 a group: shards are never cut inside one) and the totals each split needs to be cut into
 shards; the shard tasks (pipeline/jobs/run/shard_tasks.py) read them.
 
-In a split kept in plan order, a part's entries are in the order the pass chose them. In the
+In a split kept in plan order, a part's entries are in the order the task chose them. In the
 shuffled split, each entry's key is a seeded 64-bit hash of its group (a preference pair's
 or a group's rows share it, and stay together) or, for a row alone, of its id, with the copy
 number for a weighted copy: sorting by key shuffles the split the same way whatever the
@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 SELECTED_DIR = "selected"
-"""In the work directory: one file per part, what the ordered pass kept of it."""
+"""In the work directory: one file per part, what its task kept of it."""
 SELECTION_SCHEMA = pa.schema(
     [
         pa.field("row", pa.int64(), nullable=False),
@@ -65,7 +65,7 @@ def shuffle_key(seed: int, group: str | None, thread_id: str, copy: int) -> int:
 
 
 class Selections:
-    """The ordered pass's record of what it keeps, part by part (see the module docstring):
+    """The record of what a run keeps, part by part (see the module docstring):
     `add` while a part is taken, `finish_part` at its end writes the part's file."""
 
     def __init__(self, folder: Path, splits: list[str], shuffled: str | None, seed: int):
@@ -138,6 +138,16 @@ class Selections:
             for batch in batches:
                 out.write_batch(batch)
         os.replace(temp, target)
+        self.parts.append(part_id)
+
+    def merge_part(self, part_id: str, totals: dict[str, SplitTotals]) -> None:
+        """Take a part's selection, recorded by another `Selections` (a part's task)."""
+        for name, got in totals.items():
+            mine = self.totals[name]
+            mine.entries += got.entries
+            mine.tokens += got.tokens
+            mine.nbytes += got.nbytes
+            mine.per_part += got.per_part
         self.parts.append(part_id)
 
     def path(self, part_id: str) -> Path:

@@ -2,8 +2,8 @@
 pipeline/stages/ (its settings, its `ConfigSlice` and its `Stage`) and a line here. A line
 registers the stage's config slice (the run config reads `stages.<key>` with it, and records
 it in the resolved config) and builds the stage from its settings. The same list runs on
-both sides: its map side where each part is read, its dataset side in the ordered pass
-(DESIGN §2)."""
+both sides: its map side where each part is read, its dataset side in each part's task
+after the rows whose keys repeat (DESIGN §2, §7)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ only when `always`), the run's settings of every slice, and the side it runs on.
 @dataclass(frozen=True)
 class Step:
     """One line of RUN_STAGES: a config slice (or none), and the stage made of it (or none:
-    the slice is read elsewhere, by the map side's reading or the ordered pass's split)."""
+    the slice is read elsewhere, by the map side's reading or the parts' split)."""
 
     slice: ConfigSlice[Any] | None = None
     build: Build | None = None
@@ -105,7 +105,7 @@ RUN_STAGES: tuple[Step, ...] = (
         always=True,
     ),
     Step(None, lambda _, stages, side: _objective(stages), always=True, reshapes=True),
-    Step(split.CONFIG),  # the split, in the ordered pass: pipeline/jobs/run/reduce.py
+    Step(split.CONFIG),  # the split, in each part's task: pipeline/jobs/run/decisions.py
     Step(pack.CONFIG, lambda settings, *_: Pack.from_settings(settings), reshapes=True),
 )
 

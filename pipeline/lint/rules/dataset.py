@@ -115,6 +115,12 @@ class _CapabilityCounts:
         self.enabled[name] += 1
         self.first.setdefault(name, ref)
 
+    def merge(self, other: _CapabilityCounts) -> None:
+        """Add the counts of the threads after these (their first threads come later)."""
+        self.enabled.update(other.enabled)
+        for name, ref in other.first.items():
+            self.first.setdefault(name, ref)
+
     def diagnostic(self, rule: Rule, name: str, message: str) -> Diagnostic:
         ref = self.first[name]
         return Diagnostic(rule.code, rule.severity, message, ref.id, None, ref.source, ref.locator)
@@ -139,6 +145,15 @@ class AlwaysUsed(DatasetCheck):
         for name, used in facts:
             self.counts.add(name, ref)
             self.used[name] += used
+        return iter(())
+
+    def state(self) -> tuple[_CapabilityCounts, Counter[str]]:
+        return self.counts, self.used
+
+    def merge(self, state: tuple[_CapabilityCounts, Counter[str]]) -> Iterator[Diagnostic]:
+        counts, used = state
+        self.counts.merge(counts)
+        self.used.update(used)
         return iter(())
 
     def finish(self) -> Iterator[Diagnostic]:
@@ -192,6 +207,20 @@ class FewPhrasings(DatasetCheck):
             seen = self.phrasings.setdefault(name, set())
             if len(seen) < self.min_phrasings:  # enough is enough: stay bounded
                 seen.add(worded)
+        return iter(())
+
+    def state(self) -> tuple[_CapabilityCounts, dict[str, set[int]]]:
+        return self.counts, self.phrasings
+
+    def merge(self, state: tuple[_CapabilityCounts, dict[str, set[int]]]) -> Iterator[Diagnostic]:
+        counts, phrasings = state
+        self.counts.merge(counts)
+        for name, worded in phrasings.items():
+            seen = self.phrasings.setdefault(name, set())
+            for phrase in sorted(worded):
+                if len(seen) >= self.min_phrasings:
+                    break
+                seen.add(phrase)
         return iter(())
 
     def finish(self) -> Iterator[Diagnostic]:

@@ -67,6 +67,16 @@ class PairSides(DatasetCheck):
             del self.open[facts["pair"]]
             yield from self._judged(sides)
 
+    def state(self) -> dict[str, list[tuple[str, dict[str, Any], ThreadRef]]]:
+        return self.open
+
+    def merge(
+        self, state: dict[str, list[tuple[str, dict[str, Any], ThreadRef]]]
+    ) -> Iterator[Diagnostic]:
+        for sides in state.values():
+            for _, facts, ref in sides:
+                yield from self.observe(facts, ref)
+
     def finish(self) -> Iterator[Diagnostic]:
         if self.kind != "incomplete":
             return

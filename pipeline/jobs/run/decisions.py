@@ -1,0 +1,214 @@
+"""Each part's task on the dataset side of `mms run`, run by the engine's workers in
+parallel: every stage decides the part's rows (a partitioned stage takes what the pass over
+repeated rows found, pipeline/jobs/run/repeated_pass.py, in place of its state), the part's
+drops are listed, its findings and counts recorded, and the rows it keeps split, weighted
+and recorded in its selection (pipeline/jobs/run/selection.py) for the shard tasks. The
+driver merges what the tasks return, part after part, in plan order."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.accounting import Account, InputAccount
+from pipeline.jobs.batch_steps import Drop, decide
+from pipeline.jobs.run.config import RunConfig
+from pipeline.jobs.run.part import PART_DROPPED, PART_REJECTED, PART_THREADS, stage_file
+from pipeline.jobs.run.part_rows import PART_ROW, part_tables, resolved_columns
+from pipeline.jobs.run.partition import RepeatedRows, partitioned
+from pipeline.jobs.run.selection import Selections, SplitTotals
+from pipeline.jobs.run.stages import Side, row_schema, run_stages
+from pipeline.lint import LintReport
+from pipeline.lint.report import ReportPart
+from pipeline.lint.store import DiagnosticStore
+from pipeline.quarantine import dropped_line, rejection_from_line
+from pipeline.sources.parts import InputPart
+from pipeline.stages.contract import TOKENS_CUT
+from pipeline.stages.lint import Lint
+from pipeline.stages.sample import SPLIT_GROUP, THREAD_GROUP
+from pipeline.stages.split import split_rows
+
+DECIDED_DIR = "decided"
+"""In the work directory: each part's list of the threads left out (`{part}.jsonl`)."""
+SHUFFLED_SPLIT = "train"
+"""The split written in a shuffled order (with `shard.shuffle`): what training reads."""
+
+
+@dataclass
+class PartDecided:
+    """What a part's task found: its drops, groups and written rows (`counts`, and its
+    input's share, `origin`), its lint findings, its unkeyed dataset rules' state, what
+    its selection holds per split, and the file listing the threads it left out."""
+
+    counts: Account
+    origin: InputAccount
+    report: ReportPart | None
+    checks: list[Any]
+    totals: dict[str, SplitTotals] | None
+    dropped: str
+
+
+@dataclass(frozen=True)
+class DecidePart:
+    """The task of one part (see the module docstring); `repeated`: the partition pass's
+    folder, when the run partitioned; `resolved`: the repeated rows' answers."""
+
+    config: RunConfig
+    part: InputPart
+    part_dir: str
+    workdir: str
+    repeated: str | None
+    resolved: str
+
+    def __call__(self) -> PartDecided:
+        config, part, part_dir = self.config, self.part, Path(self.part_dir)
+        source = config.recorded_path(config.source) if config.source else None
+        lint_config = config.stages.lint.to_lint_config(source)
+        counts = Account()
+        report = LintReport(lint_config, [], [], counts, DiagnosticStore())
+        stages = run_stages(config, Side(lint_source=source, report=report))
+        lint = next((stage for stage in stages if isinstance(stage, Lint)), None)
+        with (part_dir / PART_REJECTED).open("rb") as rejected:
+            for line in rejected:
+                rejection = rejection_from_line(line)
+                for stage in stages:
+                    stage.rejected(rejection)
+        for stage in stages:
+            state_file = part_dir / stage_file(stage.name)
+            if state_file.is_file():
+                stage.merge_part(orjson.loads(state_file.read_bytes()))
+        origin = InputAccount(part.path)
+        selections = selections_for(config, Path(self.workdir))
+        dropped = Path(self.workdir) / DECIDED_DIR / f"{part.id}.jsonl"
+        dropped.parent.mkdir(parents=True, exist_ok=True)
+        temp = dropped.with_name(f".{dropped.name}.{uuid.uuid4().hex}.tmp")
+        with temp.open("wb") as left_out:
+            with (part_dir / PART_DROPPED).open("rb") as map_drops:
+                shutil.copyfileobj(map_drops, left_out)
+            self._decide_rows(stages, (counts, origin), selections, left_out)
+        os.replace(temp, dropped)
+        if selections is not None:
+            selections.finish_part(part.id)
+        return PartDecided(
+            counts,
+            origin,
+            report.part() if lint is not None else None,
+            lint.linter.state() if lint is not None else [],
+            selections.totals if selections is not None else None,
+            str(dropped),
+        )
+
+    def _decide_rows(
+        self,
+        stages: list[Any],
+        accounts: tuple[Account, InputAccount],
+        selections: Selections | None,
+        left_out: BinaryIO,
+    ) -> None:
+        """Decide, list, count and select the part's rows, a table of whole groups at a
+        time."""
+        config, part, part_dir = self.config, self.part, Path(self.part_dir)
+        counts, origin = accounts
+        resolving = partitioned(stages)
+        repeated = RepeatedRows(Path(self.repeated)) if self.repeated is not None else None
+        resolved = resolved_columns(Path(self.resolved), resolving, _row_count(part_dir))
+        weight = config.inputs[part.input_index].weight
+        columns = row_schema(config).names
+        for table in part_tables(part_dir, part.id, resolving, repeated):
+            where = table[PART_ROW]
+            for name, column in resolved.items():
+                table = table.append_column(name, column.take(where))
+            drops: dict[int, Drop] = {}
+            groups = table[THREAD_GROUP].to_pylist()
+            reasons = decide(stages, table, counts, groups, drops)
+            _list_drops(table, drops, left_out)
+            counts.count_groups(groups, reasons)
+            _count_tokens_lost(table, reasons, counts)
+            origin.dropped_by.update(reason for reason in reasons if reason is not None)
+            kept = table.filter(pa.array([reason is None for reason in reasons], pa.bool_()))
+            kept = kept.select([*columns, SPLIT_GROUP, THREAD_GROUP, PART_ROW])
+            if kept.num_rows:
+                _select(kept, config, (weight, origin), selections, counts)
+
+
+def selections_for(config: RunConfig, workdir: Path) -> Selections | None:
+    """Where a run records the rows each part keeps (None: the run writes no shards)."""
+    shard = config.stages.shard
+    if shard is None:
+        return None
+    names = [name for name, _ in shard.splits]
+    shuffled = SHUFFLED_SPLIT if shard.shuffle and SHUFFLED_SPLIT in names else None
+    return Selections(workdir / "selected", names, shuffled, shard.seed)
+
+
+def _row_count(part_dir: Path) -> int:
+    """The rows of a part's threads file."""
+    with pa.memory_map(str(part_dir / PART_THREADS)) as mapped:
+        threads = pa.ipc.open_file(mapped)
+        return sum(threads.get_batch(i).num_rows for i in range(threads.num_record_batches))
+
+
+def _list_drops(table: pa.Table, drops: dict[int, Drop], out: BinaryIO) -> None:
+    """One line of quarantine/dropped.jsonl per row the stages left out, in order."""
+    if not drops:
+        return
+    ids, metas = table["id"], table["meta"]
+    for row in sorted(drops):
+        drop = drops[row]
+        meta = orjson.loads(metas[row].as_py() or "{}")
+        line = dropped_line(ids[row].as_py(), meta, drop.stage, drop.reason, drop.details)
+        out.write(line)
+
+
+def _count_tokens_lost(table: pa.Table, reasons: list[str | None], counts: Account) -> None:
+    """The tokens of the rows dropped here, per reason, and of the cuts of the kept rows a
+    map stage truncated (TOKENS_CUT)."""
+    if "num_tokens" not in table.column_names:
+        return
+    if any(reason is not None for reason in reasons):
+        tokens = table["num_tokens"].to_pylist()
+        for reason, count in zip(reasons, tokens, strict=True):
+            if reason is not None and count is not None:
+                counts.tokens_dropped[reason] += count
+    if TOKENS_CUT in table.column_names:
+        kept = pa.array([reason is None for reason in reasons], pa.bool_())
+        cut = table[TOKENS_CUT].filter(kept)
+        counts.truncated += len(cut) - cut.null_count
+        counts.tokens_truncated += pc.sum(cut).as_py() or 0
+
+
+def _select(
+    table: pa.Table,
+    config: RunConfig,
+    origin: tuple[int, InputAccount],
+    selections: Selections | None,
+    counts: Account,
+) -> None:
+    """Split a batch of kept rows of one input (`origin`: its weight and account) and
+    record them, weighted, in the part's selection (written by the shard tasks)."""
+    weight, source = origin
+    if selections is None:
+        counts.not_sharded += table.num_rows
+        return
+    shard = config.stages.shard
+    assert shard is not None
+    chosen = split_rows(table, shard)
+    part_rows = table[PART_ROW].to_numpy()
+    for name, rows in chosen.items():
+        if not rows:
+            continue
+        taken = table.take(pa.array(rows, type=pa.int64()))
+        groups = taken[THREAD_GROUP].to_pylist()
+        ids = taken["id"].to_pylist() if name == selections.shuffled else []
+        tokens = (pc.sum(taken["num_tokens"]).as_py() or 0) if config.stages.pack else 0
+        nbytes = taken.nbytes if shard.bytes_per_shard is not None else 0
+        selections.add(name, part_rows[rows], weight, (groups, ids), (tokens, nbytes))
+        counts.count_written(name, taken, weight, source)

@@ -1,0 +1,137 @@
+"""Reading a part's rows for the dataset side of `mms run`: its threads file in tables that
+never cut a group, each with the columns the run adds (the row's index in the part, and
+what the partition pass and the pass over repeated rows found of it). The pass over
+repeated rows (pipeline/jobs/run/repeated_pass.py) and each part's task
+(pipeline/jobs/run/decisions.py) read parts this way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from pipeline.jobs.run.part import PART_THREADS
+from pipeline.jobs.run.partition import RepeatedRows
+from pipeline.mms.groups import whole_groups_end
+from pipeline.stages.contract import Stage, repeated_column, resolved_column
+from pipeline.stages.sample import THREAD_GROUP
+
+PART_ROW = "__part_row"
+"""The column of a row's index in its part's threads file."""
+RESOLVED_DIR = "resolved"
+"""In the work directory: one `{part}.arrow` per part with repeated rows, what the pass over
+them found (column `row`, and each partitioned stage's `resolved_column`)."""
+
+
+def part_tables(
+    part_dir: Path,
+    part_id: str,
+    partitioned: Sequence[Stage],
+    repeated: RepeatedRows | None,
+    rows: np.ndarray | None = None,
+) -> Iterator[pa.Table]:
+    """The part's rows (only `rows`, sorted indices, when given) in tables that never cut a
+    group, with PART_ROW and, when the run partitioned (`repeated`), each partitioned
+    stage's `repeated_column`."""
+    held: pa.Table | None = None
+    with pa.memory_map(str(part_dir / PART_THREADS)) as mapped:
+        threads = pa.ipc.open_file(mapped)
+        start = 0
+        for index in range(threads.num_record_batches):
+            batch = threads.get_batch(index)
+            table = _with_columns(batch, start, part_id, partitioned, repeated)
+            start += batch.num_rows
+            if rows is not None:
+                table = _only(table, rows, start - batch.num_rows, start)
+            if held is not None:
+                table = pa.concat_tables([held, table])
+            end = whole_groups_end(table[THREAD_GROUP].to_pylist())
+            held = table.slice(end) if end < table.num_rows else None
+            if end:
+                yield table.slice(0, end)
+    if held is not None:
+        yield held
+
+
+def _with_columns(
+    batch: pa.RecordBatch,
+    start: int,
+    part_id: str,
+    partitioned: Sequence[Stage],
+    repeated: RepeatedRows | None,
+) -> pa.Table:
+    table = pa.Table.from_batches([batch])
+    indices = pa.array(np.arange(start, start + table.num_rows, dtype=np.int64))
+    table = table.append_column(PART_ROW, indices)
+    if repeated is not None:
+        for stage in partitioned:
+            flags = repeated.column(stage.name, part_id, start, table.num_rows)
+            table = table.append_column(repeated_column(stage.name), flags)
+    return table
+
+
+def _only(table: pa.Table, rows: np.ndarray, start: int, end: int) -> pa.Table:
+    """The rows of `table` (part rows `start .. end`) among the sorted part rows `rows`."""
+    lo, hi = np.searchsorted(rows, [start, end])
+    return table.take(pa.array(rows[lo:hi] - start))
+
+
+def linked_rows(
+    part_dir: Path, part_id: str, partitioned: Sequence[Stage], repeated: RepeatedRows
+) -> np.ndarray:
+    """The part's rows that some partitioned stage found repeated, with the other rows of
+    their groups (a group is decided whole), sorted."""
+    found = [repeated.rows(stage.name, part_id) for stage in partitioned]
+    rows = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+    if not len(rows):
+        return rows
+    with pa.memory_map(str(part_dir / PART_THREADS)) as mapped:
+        groups = pa.ipc.open_file(mapped).read_all().column(THREAD_GROUP)
+    return _with_groups(rows, groups)
+
+
+def _with_groups(rows: np.ndarray, groups: pa.ChunkedArray) -> np.ndarray:
+    """`rows` and every row of the groups they are in (a group's rows are consecutive)."""
+    codes = groups.combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    valid = groups.combine_chunks().is_valid().to_numpy(zero_copy_only=False)
+    codes = np.where(valid, codes, -1)
+    new_run = np.ones(len(codes), bool)
+    new_run[1:] = (codes[1:] != codes[:-1]) | (codes[1:] < 0)
+    run_of = np.cumsum(new_run) - 1
+    wanted = np.zeros(run_of[-1] + 1 if len(run_of) else 0, bool)
+    wanted[run_of[rows]] = True
+    return np.flatnonzero(wanted[run_of]).astype(np.int64)
+
+
+def write_resolved(path: Path, rows: list[np.ndarray], answers: dict[str, list[object]]) -> None:
+    """A part's resolved rows: their indices and each stage's answers (JSON, null for None),
+    written atomically."""
+    columns = {"row": pa.array(np.concatenate(rows) if rows else np.zeros(0, np.int64))}
+    for stage, told in answers.items():
+        encoded = [orjson.dumps(answer) if answer is not None else None for answer in told]
+        columns[resolved_column(stage)] = pa.array(encoded, pa.binary())
+    table = pa.table(columns)
+    temp = path.with_name(f".{path.name}.tmp")
+    with pa.OSFile(str(temp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+        out.write_table(table)
+    temp.replace(path)
+
+
+def resolved_columns(path: Path, stages: Sequence[Stage], count: int) -> dict[str, pa.Array]:
+    """Each stage's `resolved_column` over the part's `count` rows (null where the pass over
+    repeated rows told nothing), from its file (none: every row null)."""
+    if not path.is_file():
+        return {resolved_column(s.name): pa.nulls(count, pa.binary()) for s in stages}
+    with pa.memory_map(str(path)) as mapped:
+        table = pa.ipc.open_file(mapped).read_all()
+    where = np.full(count, table.num_rows, np.int64)
+    where[table["row"].to_numpy()] = np.arange(table.num_rows)
+    columns = {}
+    for stage in stages:
+        name = resolved_column(stage.name)
+        told = pa.concat_arrays([*table[name].chunks, pa.nulls(1, pa.binary())])
+        columns[name] = told.take(pa.array(where))
+    return columns

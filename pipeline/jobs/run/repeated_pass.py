@@ -1,0 +1,75 @@
+"""The one step of `mms run` that takes rows in plan order in one process: the rows whose keys
+repeat (pipeline/jobs/run/partition.py: a duplicate and the thread it repeats, with the
+other rows of their groups), decided by every stage in plan order, so that the first of
+two copies is the one kept whatever the engine or the workers. What the partitioned stages'
+state told of each of those rows (`Stage.resolutions`) is recorded per part; each part's
+task (pipeline/jobs/run/decisions.py) then decides all its rows with those answers in
+place of the state. A run that did not partition counts every row as repeated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.accounting import Account
+from pipeline.jobs.batch_steps import decide
+from pipeline.jobs.run.config import RunConfig
+from pipeline.jobs.run.part_rows import (
+    PART_ROW,
+    RESOLVED_DIR,
+    linked_rows,
+    part_tables,
+    write_resolved,
+)
+from pipeline.jobs.run.partition import RepeatedRows, partitioned
+from pipeline.jobs.run.stages import Side, run_stages
+from pipeline.lint import Linter
+from pipeline.sources.parts import InputPart
+from pipeline.stages.lint import Lint
+from pipeline.stages.sample import THREAD_GROUP
+
+
+class RepeatedPass:
+    """The pass over the repeated rows (see the module docstring), part after part."""
+
+    def __init__(self, config: RunConfig, repeated: RepeatedRows | None, workdir: Path):
+        source = config.recorded_path(config.source) if config.source else None
+        self.stages = run_stages(config, Side(lint_source=source))
+        self.partitioned = partitioned(self.stages)
+        self.repeated = repeated
+        self.folder = workdir / RESOLVED_DIR
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for stale in self.folder.glob("*.arrow"):
+            stale.unlink()
+
+    @property
+    def linter(self) -> Linter | None:
+        """The linter whose keyed rules saw the repeated rows (their findings at the end)."""
+        lint = next((stage for stage in self.stages if isinstance(stage, Lint)), None)
+        return lint.linter if lint is not None else None
+
+    def take_part(self, part: InputPart, part_dir: Path) -> int:
+        """Decide the part's repeated rows and record what the partitioned stages' state
+        told of them (`resolved_path`); the number of rows decided."""
+        if not self.partitioned:
+            return 0
+        rows = None
+        if self.repeated is not None:
+            rows = linked_rows(part_dir, part.id, self.partitioned, self.repeated)
+            if not len(rows):
+                return 0
+        decided: list[np.ndarray] = []
+        answers: dict[str, list[object]] = {stage.name: [] for stage in self.partitioned}
+        scratch = Account()  # the part's task counts these rows
+        for table in part_tables(part_dir, part.id, self.partitioned, self.repeated, rows):
+            decide(self.stages, table, scratch, table[THREAD_GROUP].to_pylist(), record=False)
+            decided.append(table[PART_ROW].to_numpy())
+            for stage in self.partitioned:
+                answers[stage.name] += stage.resolutions()
+        write_resolved(self.resolved_path(part.id), decided, answers)
+        return int(sum(len(rows) for rows in decided))
+
+    def resolved_path(self, part_id: str) -> Path:
+        """The file of what the pass found of a part's repeated rows."""
+        return self.folder / f"{part_id}.arrow"
