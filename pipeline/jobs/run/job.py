@@ -19,7 +19,7 @@ from typing import Any
 
 from pipeline import storage
 from pipeline.accounting import Account
-from pipeline.engine import LocalRunner, Partitioner, Runner, iter_parts, reset_workdir
+from pipeline.engine import LocalRunner, Runner, iter_parts, reset_workdir
 from pipeline.engine.ray import RayRunner, RaySettings
 from pipeline.engine.stored_work import (
     MirroredProcess,
@@ -179,7 +179,7 @@ def partitions(config: RunConfig, runner: Runner, parts: list[InputPart]) -> boo
     does on a distributed engine, and locally when the inputs hold PARTITION_BYTES or more
     (below that, the ordered pass keeping every key costs less than waiting for the map)."""
     choice = config.engine.partition or "auto"
-    if choice == "never" or not isinstance(runner, Partitioner):
+    if choice == "never":
         return False
     if choice == "always":
         return True
@@ -209,7 +209,7 @@ def _partition(
     """When the run partitions (`partitions`), let the map side finish, then find the rows
     whose keys repeat (pipeline/jobs/run/partition.py); otherwise the ordered pass takes
     the parts as they become ready and keeps every key itself."""
-    if not (isinstance(runner, Partitioner) and partitions(config, runner, parts)):
+    if not partitions(config, runner, parts):
         return part_dirs, None
     stages = partitioned(run_stages(config, Side()))
     if not stages:
