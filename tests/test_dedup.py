@@ -255,7 +255,7 @@ def _decisions(rows, kept, settings, partitioned: bool) -> list[str | None]:
     st.booleans(),
 )
 def test_deciding_only_rows_whose_keys_repeat_gives_the_same_decisions(rows, exact, near):
-    """The Ray engine's partition pass: a row none of whose keys (content key, LSH bands)
+    """The partition pass (either engine): a row none of whose keys (content key, LSH bands)
     another row has is decided without state, and every decision is the same as when the
     stage sees every row."""
     signatures = [np.array(slots, dtype="<u4").tobytes() for _, slots, _ in rows]

@@ -154,9 +154,9 @@ def test_a_worker_node_lost_during_the_map_side_finishes_with_the_same_bytes(
 def test_a_worker_node_lost_during_the_partition_pass_finishes_with_the_same_bytes(
     realdata: tuple[Path, dict], tmp_path: Path, cluster: Cluster
 ) -> None:
-    """Every part done and the partition pass begun: its blocks (keys by bucket) live in
-    the nodes' object stores; losing a node loses some, which Ray makes again from their
-    lineage on the node left (a retried task publishes the same file, atomically)."""
+    """Every part done and the partition pass begun: its tasks write their files to the
+    work directory; losing a node loses the tasks running there, which Ray runs again on
+    the node left (a retried task writes the same files, atomically)."""
     config, expected = realdata
     out = tmp_path / "partition" / "out"
     child = _driver(config, out, cluster.address)

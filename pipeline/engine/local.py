@@ -6,20 +6,14 @@ from __future__ import annotations
 import ctypes
 import multiprocessing
 import os
-import shutil
 import signal
 import sys
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-import numpy as np
-import pyarrow as pa
-
-from pipeline.engine.keys import BUCKET, ROW, SOURCE, shared_rows, spread_keys
 from pipeline.engine.threads import share_cores, worker_threads
 from pipeline.engine.workdir import (
     Part,
@@ -44,9 +38,6 @@ TASK_PRELOAD = ["pipeline.jobs.run.shard_tasks", "pipeline.jobs.stats.compute"]
 """What the fork server imports once, so each task's worker starts with it."""
 _PR_SET_PDEATHSIG = 1
 T = TypeVar("T")
-MAX_BUCKETS = 256
-"""Hash buckets of the partition pass: one per source up to this many, so a bucket holds
-about one part's keys (and a few parts' on the largest inputs)."""
 
 
 @dataclass(frozen=True)
@@ -112,36 +103,6 @@ class LocalRunner:
             part, error = min(failures, key=lambda failure: failure[0].id)
             raise PartFailed(part, error, len(failures) - 1) from error
 
-    def mark_repeated(
-        self,
-        sources: Sequence[str],
-        keys: Callable[[str], pa.Table],
-        publish: Callable[[str, np.ndarray], None],
-        scratch: Path,
-    ) -> None:
-        """For every source, the rows one of whose keys another row of any source has
-        (`Partitioner`), in `workers` processes and bounded memory: each source's keys are
-        written to `scratch` bucket by bucket, each bucket finds its shared keys alone, and
-        only the shared rows are gathered. `scratch` is removed at the end."""
-        if not sources:
-            return
-        shutil.rmtree(scratch, ignore_errors=True)
-        scratch.mkdir(parents=True)
-        try:
-            buckets = min(len(sources), MAX_BUCKETS)
-            spread = [scratch / f"keys-{index:06d}.arrow" for index in range(len(sources))]
-            self._each(
-                partial(_write_buckets, name, keys, index, buckets, path)
-                for index, (name, path) in enumerate(zip(sources, spread, strict=True))
-            )
-            shared = [scratch / f"shared-{bucket:04d}.arrow" for bucket in range(buckets)]
-            self._each(
-                partial(_find_shared, spread, bucket, path) for bucket, path in enumerate(shared)
-            )
-            _publish_shared(sources, shared, publish)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-
     def map_tasks(
         self, tasks: Sequence[Callable[[], T]], done: Callable[[int], None] | None = None
     ) -> list[T]:
@@ -172,10 +133,6 @@ class LocalRunner:
                     done(finished)
             return [future.result() for future in futures]
 
-    def _each(self, tasks: Iterator[Callable[[], None]]) -> None:
-        """Run every task, in `workers` processes (in this one with one worker)."""
-        self.map_tasks(list(tasks))
-
 
 def _task_start_method() -> str:
     """How `map_tasks` starts its workers: forked (START_METHOD), or from a fork server
@@ -184,52 +141,6 @@ def _task_start_method() -> str:
     if START_METHOD == "fork" and any(name in sys.modules for name in FORK_UNSAFE):
         return "forkserver"
     return START_METHOD
-
-
-def _write_buckets(
-    name: str, keys: Callable[[str], pa.Table], index: int, buckets: int, path: Path
-) -> None:
-    """A source's keys as an Arrow file of `buckets` record batches, batch b holding the
-    keys of bucket b (empty or not), so a bucket's reader takes just its own."""
-    table = spread_keys(keys(name), index, buckets)
-    table = table.take(np.argsort(table[BUCKET].to_numpy(), kind="stable"))
-    ends = np.searchsorted(table[BUCKET].to_numpy(), np.arange(1, buckets + 1))
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        start = 0
-        for end in ends.tolist():
-            rows = table.slice(start, end - start)
-            columns = [column.combine_chunks() for column in rows.columns]
-            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=table.schema))
-            start = end
-
-
-def _find_shared(spread: list[Path], bucket: int, path: Path) -> None:
-    """The (source, row) of bucket `bucket`'s rows whose key another row has, from every
-    source's file, to `path`."""
-    parts = []
-    for source in spread:
-        with pa.memory_map(str(source)) as mapped:
-            parts.append(pa.ipc.open_file(mapped).get_batch(bucket))
-    found = shared_rows(pa.Table.from_batches(parts))
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, found.schema) as writer:
-        writer.write_table(found)
-
-
-def _publish_shared(
-    sources: Sequence[str], shared: list[Path], publish: Callable[[str, np.ndarray], None]
-) -> None:
-    """Hand each source its shared rows, sorted and once each (only sources having some)."""
-    tables = []
-    for path in shared:
-        with pa.memory_map(str(path)) as mapped:
-            tables.append(pa.ipc.open_file(mapped).read_all())
-    found = pa.concat_tables(tables)
-    origin, rows = found[SOURCE].to_numpy(), found[ROW].to_numpy()
-    order = np.lexsort((rows, origin))
-    origin, rows = origin[order], rows[order]
-    for index in np.unique(origin).tolist():
-        lo, hi = np.searchsorted(origin, [index, index + 1])
-        publish(sources[index], np.unique(rows[lo:hi]))
 
 
 def _start_worker(parent: int, workdir: str, threads: int) -> None:

@@ -7,10 +7,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
-
-import numpy as np
-import pyarrow as pa
+from typing import Any, Protocol, TypeVar
 
 from pipeline.engine.local import LocalRunner
 from pipeline.engine.workdir import (
@@ -33,8 +30,8 @@ class Runner(Protocol):
     order; raises `PartFailed` for a failed part once the parts already running are done.
     Closing the iterator early stops the parts not yet started. A runner is a context
     manager: entered, it is ready to run (connected to its cluster). `map_tasks` runs any
-    other work of a job in parallel (the ordered pass's shard writes): every task's result
-    in the tasks' order."""
+    other work of a job in parallel (the partition pass, pipeline/engine/keys.py; a run's
+    parts' decisions and shard writes): every task's result in the tasks' order."""
 
     name: str
 
@@ -53,21 +50,6 @@ class Runner(Protocol):
     def map_tasks(
         self, tasks: Sequence[Callable[[], T]], done: Callable[[int], None] | None = None
     ) -> list[T]: ...
-
-
-@runtime_checkable
-class Partitioner(Protocol):
-    """A runner that can also partition the dataset by key (both runners): it finds the
-    rows whose keys another row shares, so the ordered pass keeps state for those only.
-    `scratch` is a folder it may use (and removes)."""
-
-    def mark_repeated(
-        self,
-        sources: Sequence[str],
-        keys: Callable[[str], pa.Table],
-        publish: Callable[[str, np.ndarray], None],
-        scratch: Path,
-    ) -> None: ...
 
 
 def run_parts(parts: Sequence[Part], process: Process, workdir: Path, **options: Any) -> list[Path]:

@@ -1,7 +1,6 @@
 """The Ray engine (the `ray` extra): the same parts, work directory and done-markers as the
-local engine, run on a Ray cluster with Ray Data, and a distributed pass that finds which
-rows share a key with another row (hash partitioning), so the ordered pass keeps state only
-for those.
+local engine, run on a Ray cluster with Ray Data, and Ray tasks for the rest of a run's
+parallel work (`map_tasks`: the partition pass of pipeline/engine/keys.py, shard writes).
 
 Ray Data schedules; our guarantees sit on top of it: a part runs in a `map_batches` actor
 that loaded what every part needs once (the tokenizer), writes its directory under a
@@ -12,16 +11,17 @@ every node (one machine, or a shared file system).
 
 A lost worker node (its actors, tasks and object store at once) costs only the work in
 flight: Ray Data restarts the actor and retries its part (an actor's task retries and
-restarts are unbounded), the pool goes on with the nodes left, and lost blocks of the
-partition pass are rebuilt from their lineage (tests/test_engine_ray_cluster.py).
+restarts are unbounded), the pool goes on with the nodes left, and a task lost with its
+node is run again (tests/test_engine_ray_cluster.py).
 
 Ray's data loss on overwrite (ray-project/ray#55043: every task of a `write_parquet` in
 "overwrite" mode cleared the output folder, deleting what other tasks had written) cannot
 happen here: we never use Ray's writers or save modes, no task deletes anything or writes a
 name another task writes (a part's directory is written under a uuid name and renamed to
-the part's own id; a partition file is the part's own name, replaced atomically with the
-same bytes), and every clearing (`--fresh`, `--overwrite`, leftovers, a partition folder)
-is done by the driver before the tasks that write there start (docs/DESIGN.md §8)."""
+the part's own id; any other task's file, a partition file among them, is a name fixed for
+that task, replaced atomically with the same bytes), and every clearing (`--fresh`,
+`--overwrite`, leftovers, a partition folder, the partition pass's scratch folder) is done
+by the driver before the tasks that write there start (docs/DESIGN.md §8)."""
 
 from __future__ import annotations
 
@@ -34,10 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 import pyarrow as pa
 
-from pipeline.engine.keys import BUCKET, ROW, SOURCE, empty_keys, shared_rows, spread_keys
 from pipeline.engine.threads import share_cores
 from pipeline.engine.workdir import Part, PartFailed, Process, hold_workers_lock, run_part
 
@@ -46,12 +44,12 @@ INSTALL_HINT = "pip install 'mms-pipeline[ray]'"
 LOCAL = "local"
 """The address that starts a Ray instance on this machine (as no address does, unless
 RAY_ADDRESS names a cluster, as `ray job submit` does)."""
-_DATA_SETTINGS = ("enable_progress_bars", "print_on_execution_start", "shuffle_strategy")
+_DATA_SETTINGS = ("enable_progress_bars", "print_on_execution_start")
 """The Ray Data settings a run changes for itself, restored when it ends."""
+PART = "part"
+"""The column of the map side's items: a part's index in the pending parts."""
 TASK_RETRIES = 3
 """How often Ray runs a task again whose worker or node died (`map_tasks`)."""
-BUCKETS_PER_WORKER = 4
-"""Hash buckets of the partition pass per worker (a bucket is one task's work)."""
 
 
 class RayUnavailable(RuntimeError):
@@ -79,7 +77,7 @@ def _ray() -> Any:
 
 
 class RayRunner:
-    """Runs parts on Ray (a `Runner` of pipeline/engine/parts.py), and marks repeated keys.
+    """Runs parts on Ray (a `Runner` of pipeline/engine/parts.py), and any other tasks.
     Use it as a context manager: it connects on entry, and stops a Ray instance it started
     on exit (a session the process already had is left running)."""
 
@@ -105,9 +103,6 @@ class RayRunner:
         self._saved = {name: getattr(context, name) for name in _DATA_SETTINGS}
         context.enable_progress_bars = False  # the run prints its own progress
         context.print_on_execution_start = False
-        # the partition pass moves rows already bucketed by our hash: the sort-based shuffle
-        # does that in a fraction of a second, the hash shuffle starts actors for seconds
-        context.shuffle_strategy = ray.data.context.ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -138,7 +133,7 @@ class RayRunner:
             return
         ray = _ray()
         items = ray.data.from_items(
-            [{SOURCE: index} for index in range(len(pending))], override_num_blocks=len(pending)
+            [{PART: index} for index in range(len(pending))], override_num_blocks=len(pending)
         )
         done = items.map_batches(
             _PartWorker,
@@ -158,7 +153,7 @@ class RayRunner:
         try:
             for batch in batches:
                 for index, error in zip(
-                    batch[SOURCE].to_pylist(), batch["error"].to_pylist(), strict=True
+                    batch[PART].to_pylist(), batch["error"].to_pylist(), strict=True
                 ):
                     if error is not None:
                         raise PartFailed(pending[index], error)
@@ -167,42 +162,6 @@ class RayRunner:
             close = getattr(batches, "close", None)
             if close is not None:
                 close()
-
-    def mark_repeated(
-        self,
-        sources: Sequence[str],
-        keys: Callable[[str], pa.Table],
-        publish: Callable[[str, np.ndarray], None],
-        scratch: Path,
-    ) -> None:
-        """For every source (a name the caller gives, a part's directory), the rows one of
-        whose keys some other row of any source shares: `keys(source)` gives a source's
-        keys (columns `row` int64, `key` binary; a row may have several), `publish(source,
-        rows)` receives a source's repeated rows, sorted, and is called only for sources
-        that have some. Both run in Ray tasks (picklable). No process holds every key:
-        the keys are spread over buckets by a hash of their bytes (crc32, the same in every
-        process), and each bucket, holding every copy of its keys, finds its repeats alone.
-        Ray's object store holds the buckets: `scratch` is not used."""
-        if not sources:
-            return
-        ray = _ray()
-        names = list(sources)
-        items = ray.data.from_items(
-            [{SOURCE: index} for index in range(len(names))], override_num_blocks=len(names)
-        )
-        buckets = BUCKETS_PER_WORKER * self._parallelism(BUCKETS_PER_WORKER * len(names))
-        keyed = items.map_batches(
-            _source_keys,
-            fn_kwargs={"names": names, "keys": keys, "buckets": buckets},
-            batch_size=1,
-            batch_format="pyarrow",
-        )
-        repeated = keyed.groupby(BUCKET).map_groups(shared_rows, batch_format="pyarrow")
-        written = repeated.groupby(SOURCE).map_groups(
-            _publish_rows, fn_kwargs={"names": names, "publish": publish}, batch_format="pyarrow"
-        )
-        for _ in written.iter_batches(batch_size=None, batch_format="pyarrow"):
-            pass
 
     def map_tasks(
         self, tasks: Sequence[Callable[[], T]], done: Callable[[int], None] | None = None
@@ -249,31 +208,14 @@ class _PartWorker:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         errors: list[str | None] = []
-        for index in batch[SOURCE].to_pylist():
+        for index in batch[PART].to_pylist():
             part = self.parts[index]
             try:
                 run_part(self.process, part, self.workdir)
                 errors.append(None)
             except Exception as err:
                 errors.append(f"{type(err).__name__}: {err}")
-        return pa.table({SOURCE: batch[SOURCE], "error": pa.array(errors, pa.string())})
-
-
-def _source_keys(
-    batch: pa.Table, names: list[str], keys: Callable[[str], pa.Table], buckets: int
-) -> pa.Table:
-    """The keys of the batch's sources, each with its bucket, source and row."""
-    tables = [spread_keys(keys(names[i]), i, buckets) for i in batch[SOURCE].to_pylist()]
-    return pa.concat_tables(tables) if tables else empty_keys()
-
-
-def _publish_rows(
-    group: pa.Table, names: list[str], publish: Callable[[str, np.ndarray], None]
-) -> pa.Table:
-    source = group[SOURCE][0].as_py()
-    rows = np.unique(group[ROW].to_numpy())
-    publish(names[source], rows)
-    return pa.table({SOURCE: pa.array([source], pa.int32()), "rows": pa.array([len(rows)])})
+        return pa.table({PART: batch[PART], "error": pa.array(errors, pa.string())})
 
 
 def _run_task(task: Callable[[], T]) -> T:

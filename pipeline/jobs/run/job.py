@@ -3,9 +3,9 @@
 A source (the plan of parts: input files, big JSON Lines files as byte ranges), the run's
 stages (pipeline/jobs/run/stages.py) and a sink (shards, reports, tokenizer, manifest, card).
 The engine (pipeline/engine/local.py) runs every part's map side in parallel and resumably
-(pipeline/jobs/run/part.py); the ordered pass takes the parts in plan order as they become
-ready: every stage's dataset side, then weights, splits and shards
-(pipeline/jobs/run/reduce.py). Then the reports, the tokenizer, the manifest and the card
+(pipeline/jobs/run/part.py); the dataset side takes the parts in plan order as they become
+ready (the rows whose keys repeat, in the driver), then decides each part in its own task
+and the workers write the shards (pipeline/jobs/run/reduce.py). Then the reports, the tokenizer, the manifest and the card
 (pipeline/jobs/run/outputs.py)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from pipeline import storage
 from pipeline.accounting import Account
-from pipeline.engine import LocalRunner, Partitioner, Runner, iter_parts, reset_workdir
+from pipeline.engine import LocalRunner, Runner, iter_parts, reset_workdir
 from pipeline.engine.ray import RayRunner, RaySettings
 from pipeline.engine.stored_work import (
     MirroredProcess,
@@ -177,9 +177,10 @@ def engine_runner(config: RunConfig, workers: int | None = None) -> Runner:
 def partitions(config: RunConfig, runner: Runner, parts: list[InputPart]) -> bool:
     """Whether the run finds shared keys in a partition pass (`engine.partition`): `auto`
     does on a distributed engine, and locally when the inputs hold PARTITION_BYTES or more
-    (below that, the ordered pass keeping every key costs less than waiting for the map)."""
+    (below that, the driver deciding every row as parts finish costs less than waiting for
+    the map)."""
     choice = config.engine.partition or "auto"
-    if choice == "never" or not isinstance(runner, Partitioner):
+    if choice == "never":
         return False
     if choice == "always":
         return True
@@ -207,9 +208,9 @@ def _partition(
     progress: Progress | None,
 ) -> tuple[Iterable[Path], RepeatedRows | None]:
     """When the run partitions (`partitions`), let the map side finish, then find the rows
-    whose keys repeat (pipeline/jobs/run/partition.py); otherwise the ordered pass takes
-    the parts as they become ready and keeps every key itself."""
-    if not (isinstance(runner, Partitioner) and partitions(config, runner, parts)):
+    whose keys repeat (pipeline/jobs/run/partition.py); otherwise the driver takes the parts
+    as they become ready and decides every row, keeping every key itself."""
+    if not partitions(config, runner, parts):
         return part_dirs, None
     stages = partitioned(run_stages(config, Side()))
     if not stages:

@@ -1,9 +1,11 @@
 """The dataset stages' partition pass (on Ray always; on the local engine for large inputs):
 every part's keys of each partitioned stage (`Stage.partition_keys`: dedup's content and
-band keys, lint's duplicate-thread key) are grouped by key, bucket by bucket, and the rows
-whose key another row shares are written to the work directory, part by part. The ordered pass then hands the stage a column saying
-which of its rows are repeated, and the stage keeps state for those only: no process holds
-every key, and the decisions are those of the plain ordered pass."""
+band keys, lint's duplicate-thread key) are grouped by key, bucket by bucket, in the
+runner's tasks (pipeline/engine/keys.py), and the rows whose key another row shares are
+written to the work directory, part by part. The stage is then handed a column saying which
+of its rows are repeated, and keeps state for those only (the driver decides them, in plan
+order: pipeline/jobs/run/repeated_pass.py): no process holds every key, and the decisions
+are those of one process taking every row in order."""
 
 from __future__ import annotations
 
@@ -17,12 +19,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline.engine import Partitioner
+from pipeline.engine import Runner, find_repeated
 from pipeline.jobs.run.part import PART_THREADS
 from pipeline.stages.contract import Stage
 
 KEYS_DIR = "keys"
-"""In the work directory: the partition pass's scratch folder (local engine), removed after."""
+"""In the work directory: the partition pass's scratch folder, removed after (the work
+directory is on a file system every node of the run sees)."""
 REPEATED_DIR = "repeated"
 """In the work directory: one folder per partitioned stage, one `{part}.npy` per part that
 has repeated rows (their sorted indices in the part's threads file)."""
@@ -52,14 +55,15 @@ def publish_repeated(folder: str, part_dir: str, rows: np.ndarray) -> None:
 
 
 def mark_repeated(
-    runner: Partitioner, stages: Sequence[Stage], part_dirs: Sequence[Path], workdir: Path
+    runner: Runner, stages: Sequence[Stage], part_dirs: Sequence[Path], workdir: Path
 ) -> RepeatedRows:
     """Run the partition pass of every partitioned stage over the parts' directories."""
     for stage in stages:
         folder = workdir / REPEATED_DIR / stage.name
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        runner.mark_repeated(
+        find_repeated(
+            runner,
             [str(part_dir) for part_dir in part_dirs],
             functools.partial(part_keys, stage),
             functools.partial(publish_repeated, str(folder)),
@@ -69,7 +73,7 @@ def mark_repeated(
 
 
 class RepeatedRows:
-    """What the partition pass found, read back part by part in the ordered pass."""
+    """What the partition pass found, read back part by part."""
 
     def __init__(self, folder: Path):
         self.folder = folder
