@@ -38,10 +38,15 @@ With `--before DIR` (a checkout of the commit before), the same inputs are measu
 on a cluster whose processes import `pipeline` from DIR, then on a new cluster importing it
 from this tree, and a last table puts the two side by side.
 
+Three runs on each tree: `--small` threads, `--threads` threads, and the same `--threads`
+threads spread over `--split-files` files (four times the parts): what grows from the
+second to the third is a cost per part (a task planned, a part's results merged), what
+grows from the first to the second beyond that a cost per thread.
+
 The projection to `--simulate-gib` GiB on `--sim-nodes` x `--sim-cpus` CPUs: the map
 side takes ceil(parts / workers) x its worker CPU per part (a part is one worker's task);
 any other phase, its worker CPU per thread x threads / workers; the driver's CPU of every
-phase, per thread x threads, on one CPU (it is one process). A phase's projected time is
+phase, fixed + per part x parts + per thread x threads, on one CPU (it is one process). A phase's projected time is
 the driver's plus the workers' (as if one waited for the other: an upper bound); the
 driver's start (imports, before `run_pipeline`) is a fixed cost. The serial fraction is
 the driver's projected seconds over the projected wall time. Goals (issue 37): driver share
@@ -367,12 +372,28 @@ def fitted(small: float, big: float, x_small: float, x_big: float) -> tuple[floa
     return fixed, slope
 
 
-def project(args: argparse.Namespace, small: Run, big: Run) -> dict[str, Any]:
+def fitted_driver(
+    runs: tuple[Run, Run, Run], costs: tuple[float, float, float]
+) -> tuple[float, float, float]:
+    """The driver's (fixed, per part, per thread) cost of a phase through its `costs` in
+    the small run, the big one and the big one in more parts (as many threads: what grew
+    there is per part), none negative."""
+    small, big, spread = runs
+    per_part = 0.0
+    if spread.parts > big.parts:
+        per_part = max(0.0, (costs[2] - costs[1]) / (spread.parts - big.parts))
+    rest = [max(0.0, cost - per_part * run.parts) for cost, run in zip(costs, runs, strict=True)]
+    fixed, per_thread = fitted(rest[0], rest[1], small.threads, big.threads)
+    return fixed, per_part, per_thread
+
+
+def project(args: argparse.Namespace, small: Run, big: Run, spread: Run) -> dict[str, Any]:
     """The run of `--simulate-gib` GiB on `--sim-nodes` x `--sim-cpus` CPUs, phase by
-    phase, from the costs fitted through the two runs (the map side per part, the other
-    phases per thread); beside it, every cost taken as per unit (benchmarks/engines.py's
-    method: an upper bound, fixed costs scaled too). The projected parts are sized as a run
-    plans them (`split_bytes_for`)."""
+    phase: the driver's costs fitted through the three runs as fixed + per part + per
+    thread (`fitted_driver`), the workers' through the small and the big run (the map side
+    per part, the other phases per thread); beside it, every cost taken as per unit
+    (benchmarks/engines.py's method: an upper bound, fixed costs scaled too, the driver's
+    per thread). The projected parts are sized as a run plans them (`split_bytes_for`)."""
     total_bytes = args.simulate_gib * 1024 * MIB
     sim_parts = math.ceil(total_bytes / split_bytes_for(total_bytes))
     sim_threads = round(big.threads * total_bytes / big.bytes)
@@ -390,23 +411,26 @@ def project(args: argparse.Namespace, small: Run, big: Run) -> dict[str, Any]:
             continue
         mapped = phase.name == MAP
         x_small, x_big = (small.parts, big.parts) if mapped else (small.threads, big.threads)
-        x_sim = sim_parts if mapped else sim_threads
         # the map side: one part per worker at a time; the rest spreads per thread
-        spread = math.ceil(sim_parts / workers) * part_scale if mapped else sim_threads / workers
-        d_fixed, d_unit = fitted(other.driver_cpu, phase.driver_cpu, x_small, x_big)
+        share = math.ceil(sim_parts / workers) * part_scale if mapped else sim_threads / workers
+        more = spread.phase(phase.name) or phase
+        d_fixed, d_part, d_thread = fitted_driver(
+            (small, big, spread), (other.driver_cpu, phase.driver_cpu, more.driver_cpu)
+        )
         w_fixed, w_unit = fitted(other.workers_cpu, phase.workers_cpu, x_small, x_big)
         rows.append(
             {
                 "phase": phase.name,
                 "driver_fixed_s": d_fixed,
-                "driver_per_unit_s": d_unit,
+                "driver_per_part_s": d_part,
+                "driver_per_thread_s": d_thread,
                 "workers_fixed_s": w_fixed,
                 "workers_per_unit_s": w_unit,
                 "unit": "part" if mapped else "thread",
-                "driver_s": d_fixed + d_unit * x_sim,
-                "workers_s": w_fixed + w_unit * spread,
-                "proportional_driver_s": phase.driver_cpu / x_big * x_sim,
-                "proportional_workers_s": phase.workers_cpu / x_big * spread,
+                "driver_s": d_fixed + d_part * sim_parts + d_thread * sim_threads,
+                "workers_s": w_fixed + w_unit * share,
+                "proportional_driver_s": phase.driver_cpu / big.threads * sim_threads,
+                "proportional_workers_s": phase.workers_cpu / x_big * share,
             }
         )
     figures: dict[str, Any] = {
@@ -425,9 +449,9 @@ def project(args: argparse.Namespace, small: Run, big: Run) -> dict[str, Any]:
     return figures
 
 
-def report(big: Run, small: Run, sim: dict[str, Any]) -> None:
+def report(big: Run, small: Run, spread: Run, sim: dict[str, Any]) -> None:
     """The tables: the runs' phases and CPU shares, then the projection."""
-    for run in (small, big):
+    for run in (small, big, spread):
         rows = [["phase", "wall s", "driver CPU s", "workers CPU s", "Ray daemons CPU s"]]
         for p in run.phases:
             rows.append(
@@ -449,17 +473,20 @@ def report(big: Run, small: Run, sim: dict[str, Any]) -> None:
             f"{run.driver_rusage_cpu_s:.1f} s; {run.worker_processes} Ray worker processes"
         )
     print(
-        f"\nProjection (the two runs' costs, fitted as fixed + per part (map side) or per "
-        f"thread; not a cluster run): {sim['dataset_gib']:g} GiB = {sim['parts']:,} parts, "
-        f"{sim['threads']:,} threads, {sim['workers']} workers; in brackets, every cost per "
-        "unit (engines.py's method)"
+        f"\nProjection (the driver's costs fitted through the three runs as fixed + per part + "
+        f"per thread, the workers' as fixed + per part (map side) or per thread; not a cluster "
+        f"run): {sim['dataset_gib']:g} GiB = {sim['parts']:,} parts, {sim['threads']:,} "
+        f"threads, {sim['workers']} workers; in brackets, every cost per unit (engines.py's "
+        "method)"
     )
-    rows = [["phase", "driver fixed s", "driver per unit", "driver s", "workers s"]]
+    rows = [["phase", "driver fixed s", "driver ms/part", "driver us/thread", "driver s",
+             "workers s"]]  # fmt: skip
     for row in sim["phases"]:
-        unit = row.get("unit")
-        per = f"{row['driver_per_unit_s'] * 1e6:.1f} us/{unit}" if unit else "-"
+        fitted_row = "driver_per_part_s" in row
         rows.append(
-            [row["phase"], f"{row.get('driver_fixed_s', row['driver_s']):.2f}", per,
+            [row["phase"], f"{row.get('driver_fixed_s', row['driver_s']):.2f}",
+             f"{row['driver_per_part_s'] * 1e3:.2f}" if fitted_row else "-",
+             f"{row['driver_per_thread_s'] * 1e6:.2f}" if fitted_row else "-",
              f"{row['driver_s']:.0f} ({row['proportional_driver_s']:.0f})",
              f"{row['workers_s']:.0f} ({row['proportional_workers_s']:.0f})"]
         )  # fmt: skip
@@ -482,6 +509,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--small", type=int, default=None, help="threads of the run that sets the fixed "
         "costs apart (default a tenth of --threads, at least 2,000)"
     )  # fmt: skip
+    parser.add_argument(
+        "--split-files", type=int, default=None, help="files of the third run (the big "
+        "run's threads in more parts; default four times the big run's parts)"
+    )  # fmt: skip
     parser.add_argument("--nodes", type=int, default=3, help="worker nodes of the cluster")
     parser.add_argument("--cpus-per-node", type=int, default=1)
     parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER)
@@ -501,7 +532,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def build_inputs(args: argparse.Namespace, workdir: Path, sizes: list[int]) -> list[Path]:
-    """An MMS JSONL input for each size, the smaller the first threads of the largest.
+    """An MMS JSONL input for each size, the smaller the first threads of the largest; then
+    the largest's threads again, spread over `--split-files` files (more parts, as many
+    threads), so that a cost per part and a cost per thread can be told apart.
     (The driver child never imports what builds them: datasets and transformers, through
     run.py.)"""
     from run import write_threads
@@ -514,7 +547,12 @@ def build_inputs(args: argparse.Namespace, workdir: Path, sizes: list[int]) -> l
         source = workdir / f"input-{count}.jsonl"
         write_threads(every[:count], source)
         sources.append(source)
-    return sources
+    folder = workdir / f"input-{max(sizes)}-files"
+    folder.mkdir()
+    files = args.split_files or 4 * math.ceil(sources[-1].stat().st_size / split_bytes_for(0))
+    for index in range(files):
+        write_threads(every[index::files], folder / f"part-{index:04d}.jsonl")
+    return [*sources, folder]
 
 
 def write_configs(
@@ -533,7 +571,12 @@ def write_configs(
         workers = args.nodes * args.cpus_per_node
         config["engine"] = {"kind": "ray", "address": address, "workers": workers}
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-        configs.append((config_path, source.stat().st_size))
+        size = (
+            sum(path.stat().st_size for path in source.glob("*.jsonl"))
+            if source.is_dir()
+            else source.stat().st_size
+        )
+        configs.append((config_path, size))
     return configs
 
 
@@ -597,9 +640,9 @@ def commit_of(tree: Path) -> str:
 
 def measure(
     args: argparse.Namespace, workdir: Path, tree: Path, sources: list[Path], sizes: list[int]
-) -> tuple[Run, Run]:
-    """The small run, then the big one, on a new cluster whose every process (and the
-    driver) imports `pipeline` from `tree`."""
+) -> tuple[Run, Run, Run]:
+    """The small run, the big one, and the big one's threads in more parts, on a new
+    cluster whose every process (and the driver) imports `pipeline` from `tree`."""
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), saved]))
     try:
@@ -611,9 +654,9 @@ def measure(
                 f"and {args.nodes} node(s) of {args.cpus_per_node} CPU(s)",
                 flush=True,
             )
-            small, big = (
+            small, big, spread = (
                 measure_run(args, workdir, config_path, count, size)
-                for count, (config_path, size) in zip(sizes, configs, strict=True)
+                for count, (config_path, size) in zip([*sizes, sizes[-1]], configs, strict=True)
             )
         finally:
             cluster.shutdown()
@@ -622,7 +665,7 @@ def measure(
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
-    return small, big
+    return small, big, spread
 
 
 def side_by_side(results: list[dict[str, Any]]) -> None:
@@ -655,13 +698,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sources = build_inputs(args, workdir, sizes)
         for tree in trees:
-            small, big = measure(args, workdir, tree, sources, sizes)
-            sim = project(args, small, big)
+            small, big, spread = measure(args, workdir, tree, sources, sizes)
+            sim = project(args, small, big, spread)
             print(f"\n== {tree} ({commit_of(tree)})")
-            report(big, small, sim)
+            report(big, small, spread, sim)
             results.append(
-                {"tree": str(tree), "commit": commit_of(tree), "runs": [asdict(small), asdict(big)],
-                 "projection": sim}
+                {"tree": str(tree), "commit": commit_of(tree),
+                 "runs": [asdict(small), asdict(big), asdict(spread)], "projection": sim}
             )  # fmt: skip
     except RuntimeError as err:
         print(err, file=sys.stderr)
