@@ -7,7 +7,10 @@ import io
 import json
 from pathlib import Path
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 import pipeline
@@ -164,6 +167,37 @@ def test_json_validates_and_round_trips_the_diagnostics(tmp_path, monkeypatch):
         "severity": "error",
         "summary": RULES_BY_CODE["MMS101"].summary,
     }
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(_TEXT, st.one_of(st.none(), _TEXT)), max_size=12),
+    st.integers(min_value=1, max_value=64),
+)
+def test_json_diagnostics_are_copied_whole_whatever_the_block_size(found, size):
+    """The JSON report copies the stored diagnostics in blocks of whole lines (one per
+    finding, multi-byte text included): the same values, one per line, in order."""
+    diagnostics = [
+        Diagnostic("MMS401", "warning", message, thread, None, "in.jsonl", locator)
+        for message, locator in found
+        for thread in ["t"]
+    ]
+    report = hand_report([RULES_BY_CODE["MMS401"]], diagnostics)
+    blocks = list(report.diagnostics.json_blocks(size))
+    assert all(block.endswith("\n") for block in blocks)
+    lines = "".join(blocks).split("\n")[:-1]  # JSON text holds no raw newline
+    assert lines == [json_text(d.to_dict()) for d in diagnostics]
+    text = written(report, "json")
+    assert [Diagnostic.from_dict(d) for d in json.loads(text)["diagnostics"]] == diagnostics
+    listed = text.split('"diagnostics":[\n', 1)[1].rsplit("]}", 1)[0].split("\n")[:-1]
+    assert len(listed) == len(diagnostics)
+
+
+def json_text(value: object) -> str:
+    return orjson.dumps(value).decode()
 
 
 def test_json_of_a_clean_run_validates_with_an_empty_list():

@@ -13,6 +13,7 @@ import orjson
 from pipeline.lint.diagnostic import Diagnostic
 
 SPOOL_BYTES = 8 << 20
+BLOCK_BYTES = 1 << 20
 
 
 class DiagnosticStore:
@@ -54,6 +55,25 @@ class DiagnosticStore:
         for line in self._file:
             yield Diagnostic.from_dict(orjson.loads(line))
         self._file.seek(0, 2)
+
+    def json_blocks(self, size: int = BLOCK_BYTES) -> Iterator[str]:
+        """The diagnostics as stored, JSON objects one per line (each `Diagnostic.to_dict`),
+        in blocks of whole lines of about `size` bytes: a report copies them without
+        parsing each one."""
+        self._file.seek(0)
+        held = b""
+        while True:
+            data = self._file.read(size)
+            if not data:
+                break
+            data = held + data
+            end = data.rfind(b"\n") + 1
+            held = data[end:]
+            if end:
+                yield data[:end].decode()
+        self._file.seek(0, 2)
+        if held:
+            yield held.decode()
 
     def close(self) -> None:
         self._file.close()

@@ -21,7 +21,7 @@ def write_json(report: LintReport, out: TextIO) -> None:
     for key, value in report_head(report).items():
         out.write(f"{dumps(key)}:{dumps(value)},\n")
     out.write('"diagnostics":[')
-    write_array(out, (diagnostic.to_dict() for diagnostic in report.diagnostics))
+    write_lines_array(out, report.diagnostics.json_blocks())
     out.write("]}\n")
 
 
@@ -45,6 +45,19 @@ def write_array(out: TextIO, items: Iterable[Any]) -> None:
         out.write(separator + dumps(item))
         separator = ",\n"
     out.write("\n")
+
+
+def write_lines_array(out: TextIO, blocks: Iterable[str]) -> None:
+    """The JSON values of `blocks` (whole lines, one value each) as `write_array` writes
+    them: every line but the last ends in a comma."""
+    out.write("\n")
+    held = ""
+    for block in blocks:
+        if held:
+            out.write(held.replace("\n", ",\n"))
+        held = block
+    if held:
+        out.write(held[:-1].replace("\n", ",\n") + "\n")
 
 
 def dumps(value: Any) -> str:
