@@ -4,13 +4,15 @@ the thread's length."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from pipeline.capabilities import ThreadCapabilities, thread_capabilities
 from pipeline.lint.diagnostic import ThreadRef
 from pipeline.mms import Format, Thread
+
+T = TypeVar("T")
 
 
 class ThreadView:
@@ -21,6 +23,13 @@ class ThreadView:
         (`Linter.places`): findings point at the file, not at the name."""
         self.thread = thread
         self.places = places
+        self._shared: dict[str, Any] = {}
+
+    def shared(self, name: str, compute: Callable[[ThreadView], T]) -> T:
+        """A fact several rules take alike (`compute(view)`), computed once per thread."""
+        if name not in self._shared:
+            self._shared[name] = compute(self)
+        return self._shared[name]  # type: ignore[no-any-return]
 
     @property
     def id(self) -> str:

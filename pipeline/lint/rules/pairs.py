@@ -44,6 +44,14 @@ def _side_facts(view_thread: Thread) -> dict[str, Any]:
     }
 
 
+def _pair_facts(view: ThreadView) -> dict[str, Any] | None:
+    """What every pair rule keeps of a side (the same for the four: made once a thread)."""
+    pair, side = pair_of(view.thread.meta), side_of(view.thread.meta)
+    if pair is None or side not in SIDES:
+        return None
+    return {"pair": pair, "side": side, **_side_facts(view.thread)}
+
+
 class PairSides(DatasetCheck):
     """One of the pair rules (module docstring): `kind` says which (a rule's `dataset` is
     a partial of this class, which workers can be sent)."""
@@ -53,10 +61,7 @@ class PairSides(DatasetCheck):
         self.open: dict[str, list[tuple[str, dict[str, Any], ThreadRef]]] = {}
 
     def facts(self, view: ThreadView) -> dict[str, Any] | None:
-        pair, side = pair_of(view.thread.meta), side_of(view.thread.meta)
-        if pair is None or side not in SIDES:
-            return None
-        return {"pair": pair, "side": side, **_side_facts(view.thread)}
+        return view.shared("pair sides", _pair_facts)
 
     def observe(self, facts: dict[str, Any] | None, ref: ThreadRef) -> Iterator[Diagnostic]:
         if facts is None:
