@@ -123,6 +123,9 @@ class Lint(Stage):
         self.last_mapped: list[Thread] = []
         """The threads of the batch mapped last: a streaming job records that batch next,
         in the same process, and takes the dataset rules' example threads from here."""
+        self.keyed_only = False
+        """Set by a run's pass over the rows whose keys repeat, which records nothing:
+        without `drop_on`, the keyed rules are all `decide` must see there."""
         self.keyed: list[list[Diagnostic]] = []
         """Per row of the batch `decide` saw: the keyed rules' findings (`resolutions`)."""
         self.found: list[tuple[str, list[Diagnostic], int]] = []
@@ -205,13 +208,17 @@ class Lint(Stage):
         self.found, self.keyed = [], []
         reasons: list[str | None] = []
         for row, thread_id in enumerate(ids):
-            found = [Diagnostic.from_dict(d) for d in orjson.loads(findings[row] or b"[]")]
             source, locator, *rule_facts = orjson.loads(facts[row])
             if alone is not None and alone[row]:
                 for position in positions:
                     rule_facts[position] = None  # no other thread shares its key
-            mapped = len(found)
             ref = ThreadRef(thread_id, source, locator)
+            if self.keyed_only and not self.drop_on:
+                self.keyed.append(self.linter.observe(rule_facts, ref, "keyed"))
+                reasons.append(None)
+                continue
+            found = [Diagnostic.from_dict(d) for d in orjson.loads(findings[row] or b"[]")]
+            mapped = len(found)
             if resolved is None:
                 keyed = self.linter.observe(rule_facts, ref, "keyed")
             else:  # the run's pass over the repeated rows found these
