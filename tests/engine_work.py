@@ -40,6 +40,12 @@ def convert_part(
         out.writelines(rejection_line(rejection) for rejection in rejected)
 
 
+def note_prepared(log: str) -> None:
+    """A `prepare_workers`: append this process's id to `log` (counting preparations)."""
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(f"{os.getpid()}\n")
+
+
 def tree_bytes(root: Path) -> dict[str, bytes]:
     """Every file under `root` by relative path, for byte-for-byte comparison."""
     return {

@@ -22,13 +22,13 @@ import pytest
 from pipeline.engine import PartFailed, run_parts
 from pipeline.sources.parts import plan_parts
 from tests.conftest import REPO
-from tests.engine_work import convert_part, tree_bytes
+from tests.engine_work import convert_part, note_prepared, tree_bytes
 from tests.realdata_mix import write_mix_config
 from tests.test_run import QUICKSTART, output_files, run_cli
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install '.[ray]')")
 
-from pipeline.engine.ray import RayRunner, RaySettings
+from pipeline.engine.ray import RayRunner, RaySettings, map_part
 
 
 @pytest.fixture(scope="module")
@@ -190,10 +190,12 @@ def test_a_ray_run_whose_worker_is_killed_finishes_with_the_same_bytes(
     out = tmp_path / "worker" / "out"
     child = _ray_child(config, out)
     _wait_for_parts(out / ".work" / "parts", 1, child)
-    workers = subprocess.run(["pgrep", "-f", "MapWorker"], capture_output=True, text=True)
+    # a worker running a part's task: Ray titles it `ray::` and the remote function's name
+    running = f"ray::{map_part.__name__}"
+    workers = subprocess.run(["pgrep", "-f", running], capture_output=True, text=True)
     ours = _descendants(ray_head[1])  # not a worker of another Ray cluster of this machine
     pids = [int(pid) for pid in workers.stdout.split() if int(pid) in ours]
-    assert pids, "no Ray worker of the map side was found"
+    assert pids, "no Ray worker running a part was found"
     os.kill(pids[0], signal.SIGKILL)
     assert child.wait(180) == 0, child.stderr.read() if child.stderr else ""
     same_but_engine(expected, output_files(out))
@@ -208,6 +210,38 @@ def test_a_failing_part_on_ray_is_named(tmp_path: Path, ray_address: str) -> Non
     assert bad.id in str(failed.value) and "ValueError: refusing part" in str(failed.value)
     with RayRunner(RaySettings(workers=2)) as runner:
         on_ray = run_parts(parts, convert_part, tmp_path / "work", runner=runner)
+    local = run_parts(parts, convert_part, tmp_path / "local")
+    assert [tree_bytes(d) for d in on_ray] == [tree_bytes(d) for d in local]
+
+
+def test_runs_in_a_session_of_the_caller_prepare_each_worker_once_and_do_not_wait(
+    tmp_path: Path, ray_address: str
+) -> None:
+    """A Ray session the caller started outlives a run, and so do its worker processes: a
+    second run on the same work directory (here after a failed one) starts at once (a
+    worker holds the workers lock only while it runs a part) and prepares each worker
+    process once for itself."""
+    import ray
+
+    parts = plan_parts([(str(REPO / "data_samples" / "openai"), "openai")])
+    work = tmp_path / "work"
+    logs = [tmp_path / "prepared-1.log", tmp_path / "prepared-2.log"]
+    ray.init(address=ray_address, log_to_driver=False)
+    try:
+        with RayRunner(RaySettings(workers=2)) as runner, pytest.raises(PartFailed):
+            process = functools.partial(convert_part, fail=parts[-1].id)
+            prepare = functools.partial(note_prepared, str(logs[0]))
+            run_parts(parts, process, work, runner=runner, prepare_workers=prepare)
+        started = time.monotonic()
+        with RayRunner(RaySettings(workers=2)) as runner:
+            prepare = functools.partial(note_prepared, str(logs[1]))
+            on_ray = run_parts(parts, convert_part, work, runner=runner, prepare_workers=prepare)
+        assert time.monotonic() - started < 30, "the run waited for the session's workers"
+    finally:
+        ray.shutdown()
+    for log in logs:
+        pids = log.read_text().split()
+        assert pids and len(pids) == len(set(pids)), f"not once per worker process: {pids}"
     local = run_parts(parts, convert_part, tmp_path / "local")
     assert [tree_bytes(d) for d in on_ray] == [tree_bytes(d) for d in local]
 

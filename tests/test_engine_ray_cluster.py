@@ -138,8 +138,8 @@ def _lose_a_worker_node(cluster: Cluster, *, replace: bool) -> None:
 def test_a_worker_node_lost_during_the_map_side_finishes_with_the_same_bytes(
     realdata: tuple[Path, dict], tmp_path: Path, cluster: Cluster, replace: bool
 ) -> None:
-    """The lost node's actor (and the part it ran) is restarted on the node that replaces
-    it, or the remaining node does the rest of the parts alone."""
+    """The part task lost with the node is run again, on the node that replaces it, or the
+    remaining node does the rest of the parts alone."""
     config, expected = realdata
     out = tmp_path / "map" / "out"
     child = _driver(config, out, cluster.address)
@@ -172,7 +172,7 @@ def test_a_worker_node_lost_during_the_partition_pass_finishes_with_the_same_byt
 def test_a_run_whose_driver_and_a_node_are_lost_resumes_to_the_same_bytes(
     realdata: tuple[Path, dict], tmp_path: Path, cluster: Cluster
 ) -> None:
-    """The driver killed mid-run and a worker node lost with it: the job's actors on the
+    """The driver killed mid-run and a worker node lost with it: the job's tasks on the
     node left end with the driver (the resumed run waits for them), and a new driver on the
     smaller cluster reuses the finished parts and ends with the uninterrupted run's bytes."""
     config, expected = realdata

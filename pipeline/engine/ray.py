@@ -1,18 +1,21 @@
 """The Ray engine (the `ray` extra): the same parts, work directory and done-markers as the
-local engine, run on a Ray cluster with Ray Data, and Ray tasks for the rest of a run's
-parallel work (`map_tasks`: the partition pass of pipeline/engine/keys.py, shard writes).
+local engine, run on a Ray cluster as plain Ray tasks: a task per part for the map side
+(`run`), and tasks for the rest of a run's parallel work (`map_tasks`: the partition pass of
+pipeline/engine/keys.py, shard writes).
 
-Ray Data schedules; our guarantees sit on top of it: a part runs in a `map_batches` actor
-that loaded what every part needs once (the tokenizer), writes its directory under a
-temporary name and publishes it atomically (a retried or duplicated task publishes the same
-bytes, once); results are taken in plan order from the work directory, never in Ray's
-arrival order, and nothing is written by Ray's own writers. Paths must mean the same on
-every node (one machine, or a shared file system).
+Ray schedules; our guarantees sit on top of it: a part's task (one CPU) runs in a worker
+process that loaded what every part of the run needs once (the tokenizer), writes the
+part's directory under a temporary name and publishes it atomically (a retried or
+duplicated task publishes the same bytes, once). The driver only submits the tasks (no
+more at once than the workers, the next as one finishes) and waits for them: a few calls
+per part, nothing per thread. Results are taken in plan order from the work directory,
+never in Ray's arrival order, and nothing is written by Ray's own writers. Paths must mean
+the same on every node (one machine, or a shared file system).
 
-A lost worker node (its actors, tasks and object store at once) costs only the work in
-flight: Ray Data restarts the actor and retries its part (an actor's task retries and
-restarts are unbounded), the pool goes on with the nodes left, and a task lost with its
-node is run again (tests/test_engine_ray_cluster.py).
+A lost worker node (its workers, tasks and object store at once) costs only the work in
+flight: a task lost with its worker or node is run again (TASK_RETRIES times), on a node
+that replaces it or on the nodes left, which go on with the other parts
+(tests/test_engine_ray_cluster.py).
 
 Ray's data loss on overwrite (ray-project/ray#55043: every task of a `write_parquet` in
 "overwrite" mode cleared the output folder, deleting what other tasks had written) cannot
@@ -25,31 +28,27 @@ by the driver before the tasks that write there start (docs/DESIGN.md §8)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sys
+import uuid
 from collections.abc import Callable, Generator, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pyarrow as pa
-
 from pipeline.engine.threads import share_cores
-from pipeline.engine.workdir import Part, PartFailed, Process, hold_workers_lock, run_part
+from pipeline.engine.workdir import Part, PartFailed, Process, run_part, workers_lock
 
 T = TypeVar("T")
 INSTALL_HINT = "pip install 'mms-pipeline[ray]'"
 LOCAL = "local"
 """The address that starts a Ray instance on this machine (as no address does, unless
 RAY_ADDRESS names a cluster, as `ray job submit` does)."""
-_DATA_SETTINGS = ("enable_progress_bars", "print_on_execution_start")
-"""The Ray Data settings a run changes for itself, restored when it ends."""
-PART = "part"
-"""The column of the map side's items: a part's index in the pending parts."""
 TASK_RETRIES = 3
-"""How often Ray runs a task again whose worker or node died (`map_tasks`)."""
+"""How often Ray runs a task again whose worker or node died (a part's, or `map_tasks`')."""
 
 
 class RayUnavailable(RuntimeError):
@@ -70,7 +69,6 @@ class RaySettings:
 def _ray() -> Any:
     try:
         import ray
-        import ray.data
     except ImportError:
         raise RayUnavailable(f"the ray engine needs Ray: {INSTALL_HINT}") from None
     return ray
@@ -86,7 +84,6 @@ class RayRunner:
     def __init__(self, settings: RaySettings):
         self.settings = settings
         self._started = False
-        self._saved: dict[str, Any] = {}
 
     def __enter__(self) -> RayRunner:
         ray = _ray()
@@ -99,19 +96,11 @@ class RayRunner:
                 first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
                 raise RayUnavailable(f"cannot start or reach Ray: {first}") from None
             self._started = True
-        context = ray.data.DataContext.get_current()
-        self._saved = {name: getattr(context, name) for name in _DATA_SETTINGS}
-        context.enable_progress_bars = False  # the run prints its own progress
-        context.print_on_execution_start = False
         return self
 
     def __exit__(self, *_: object) -> None:
-        ray = _ray()
-        context = ray.data.DataContext.get_current()
-        for name, value in self._saved.items():
-            setattr(context, name, value)
         if self._started:
-            ray.shutdown()
+            _ray().shutdown()
             self._started = False
 
     def _parallelism(self, count: int) -> int:
@@ -127,41 +116,36 @@ class RayRunner:
         workdir: Path,
         prepare_workers: Callable[[], object] | None = None,
     ) -> Generator[Part, None, None]:
-        """Run the parts in a pool of actors (one CPU each), yielding each as it is DONE;
-        the first failure stops the rest and raises PartFailed."""
+        """Run each part as a Ray task of one CPU, at most `_parallelism` at once (the next
+        submitted as one finishes), yielding each as it is DONE; the first failure cancels
+        the rest and raises PartFailed; closing the generator early cancels the rest."""
         if not pending:
             return
         ray = _ray()
-        items = ray.data.from_items(
-            [{PART: index} for index in range(len(pending))], override_num_blocks=len(pending)
+        tasks = _PartTasks(
+            ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(map_part),
+            ray.put(process),  # once: every task reads it from its node's object store
+            ray.put(prepare_workers),
+            str(workdir),
+            uuid.uuid4().hex,
         )
-        done = items.map_batches(
-            _PartWorker,
-            fn_constructor_kwargs={
-                "parts": pending,
-                "process": process,
-                "workdir": str(workdir),
-                "prepare": prepare_workers,
-            },
-            batch_size=1,
-            batch_format="pyarrow",
-            # a fixed pool: every actor starts (and loads the tokenizer) at once
-            compute=ray.data.ActorPoolStrategy(size=self._parallelism(len(pending))),
-            num_cpus=1,
-        )
-        batches = done.iter_batches(batch_size=None, batch_format="pyarrow")
+        waiting = iter(pending)
+        running: dict[Any, Part] = {}
         try:
-            for batch in batches:
-                for index, error in zip(
-                    batch[PART].to_pylist(), batch["error"].to_pylist(), strict=True
-                ):
-                    if error is not None:
-                        raise PartFailed(pending[index], error)
-                    yield pending[index]
+            for part in itertools.islice(waiting, self._parallelism(len(pending))):
+                running[tasks.submit(part)] = part
+            while running:
+                [finished], _ = ray.wait(list(running), num_returns=1)
+                part = running.pop(finished)
+                error = _part_error(ray, finished)
+                if error is not None:
+                    raise PartFailed(part, error)
+                following = next(waiting, None)
+                if following is not None:
+                    running[tasks.submit(following)] = following
+                yield part
         finally:
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()
+            _cancel(ray, list(running))
 
     def map_tasks(
         self, tasks: Sequence[Callable[[], T]], done: Callable[[int], None] | None = None
@@ -185,37 +169,78 @@ class RayRunner:
         return list(ray.get(pending))
 
 
-class _PartWorker:
-    """A Ray Data actor: loads what every part needs once, then runs the parts it is given
-    into the work directory; a part's failure is returned as its `error`, not raised, so
-    the driver names the part."""
+_PREPARED: set[str] = set()
+"""The runs (the driver's token for each) whose `prepare_workers` this worker process ran."""
 
-    def __init__(
-        self,
-        parts: list[Part],
-        process: Process,
-        workdir: str,
-        prepare: Callable[[], None] | None,
-    ) -> None:
-        self.parts, self.process, self.workdir = parts, process, Path(workdir)
-        share_cores(1)  # an actor holds one CPU of its node
-        # a later run on this machine waits for the workers of a killed one; a network file
-        # system without locks loses only that wait (publishing stays atomic)
-        with suppress(OSError):
-            hold_workers_lock(self.workdir)
-        if prepare is not None:
-            prepare()
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        errors: list[str | None] = []
-        for index in batch[PART].to_pylist():
-            part = self.parts[index]
-            try:
-                run_part(self.process, part, self.workdir)
-                errors.append(None)
-            except Exception as err:
-                errors.append(f"{type(err).__name__}: {err}")
-        return pa.table({PART: batch[PART], "error": pa.array(errors, pa.string())})
+def map_part(
+    process: Process,
+    prepare: Callable[[], object] | None,
+    part: Part,
+    workdir: str,
+    run: str,
+) -> str | None:
+    """A Ray task of the map side: `part` run into the work directory, after this worker
+    process prepared once for the run; a failure is returned as its text, never raised, so
+    the driver names the part (Ray raises only when the worker or its node is lost)."""
+    share_cores(1)  # a task holds one CPU of its node
+    try:
+        with ExitStack() as held:
+            # held while the part runs: a later run waits for the parts of a killed one; a
+            # file system without locks loses only that wait (publishing stays atomic)
+            with suppress(OSError):
+                held.enter_context(workers_lock(Path(workdir)))
+            _prepare_once(prepare, run)
+            run_part(process, part, Path(workdir))
+    except Exception as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def _prepare_once(prepare: Callable[[], object] | None, run: str) -> None:
+    """`prepare()` the first time this worker process runs a part of `run` (a worker serves
+    many parts, and the runs of one Ray session, each with its own config)."""
+    if prepare is None or run in _PREPARED:
+        return
+    prepare()
+    _PREPARED.add(run)
+
+
+@dataclass(frozen=True, slots=True)
+class _PartTasks:
+    """The map side's tasks of one run: the remote function, and the arguments every part's
+    task shares (the process and `prepare_workers` as references to the object store, the
+    work directory, the run's token for `_prepare_once`)."""
+
+    remote: Any
+    process: Any
+    prepare: Any
+    workdir: str
+    run: str
+
+    def submit(self, part: Part) -> Any:
+        """A task running `part`: its reference."""
+        return self.remote.remote(self.process, self.prepare, part, self.workdir, self.run)
+
+
+def _part_error(ray: Any, finished: Any) -> str | None:
+    """What a finished part task says: None, its part's error, or Ray's when the task was
+    lost more often than it is retried."""
+    try:
+        error: str | None = ray.get(finished)
+    except ray.exceptions.RayError as err:
+        return f"{type(err).__name__}: {err}"
+    return error
+
+
+def _cancel(ray: Any, unfinished: list[Any]) -> None:
+    """Stop the part tasks not finished (a queued one never starts, a running one is
+    interrupted and removes its temporary directory) and wait until each has ended, so no
+    part of this run writes once it has stopped."""
+    for task in unfinished:
+        ray.cancel(task)
+    if unfinished:
+        ray.wait(unfinished, num_returns=len(unfinished))
 
 
 def _run_task(task: Callable[[], T]) -> T:
@@ -255,7 +280,6 @@ def _native_stderr_silenced() -> Iterator[None]:
 
 
 def _quiet(ray: Any) -> None:
-    """Ray's and Ray Data's own logging down to errors: the run prints its own progress."""
+    """Ray's own logging down to errors: the run prints its own progress."""
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
-    for name in ("ray", "ray.data"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    logging.getLogger("ray").setLevel(logging.ERROR)

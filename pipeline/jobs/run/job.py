@@ -145,7 +145,7 @@ def detected_format(config: RunConfig, part: InputPart) -> str:
 def prepare_workers(config: RunConfig) -> None:
     """Load what every worker needs before the workers start: the tokenizer, and each map
     stage's models and indexes (the local engine's forked workers inherit them, once in
-    memory; a Ray actor loads them when it starts)."""
+    memory; a Ray worker process loads them before its first part of the run)."""
     if config.stages.tokenize is not None:
         renderer_for(config.stages.tokenize)
     for each in run_stages(config, Side()):
