@@ -100,36 +100,26 @@ class ShardTask:
         return ShardDone(written, pack.stats() if pack is not None else None, counted)
 
     def _rows(self) -> pa.Table:
-        """The task's rows, each weighted copy with its id marked (`id#copy`), in order:
-        gathered from the parts' memory-mapped threads files in one take (the shuffled
-        split's key order applied to the indices, not to copied rows)."""
+        """The task's rows, each weighted copy with its id marked (`id#copy`), in order."""
         schema = row_schema(self.config)
-        if not self.sources:
-            return schema.empty_table()
-        parts: list[pa.Table] = []
-        rows: list[np.ndarray] = []
-        copies: list[np.ndarray] = []
+        tables: list[pa.Table] = []
         keys: list[np.ndarray] = []
-        offset = 0
-        with ExitStack() as stack:
-            for source in self.sources:
-                with pa.memory_map(source.selection) as mapped:
-                    chosen = pa.ipc.open_file(mapped).get_batch(source.split)
-                    chosen = chosen.slice(source.start, source.end - source.start)
-                    rows.append(chosen["row"].to_numpy() + offset)
-                    copies.append(chosen["copy"].to_numpy().copy())
-                    keys.append(chosen["key"].to_numpy().copy())
-                threads_file = str(Path(source.part_dir) / PART_THREADS)
-                mapped = stack.enter_context(pa.memory_map(threads_file))
+        for source in self.sources:
+            with pa.memory_map(source.selection) as mapped:
+                chosen = pa.ipc.open_file(mapped).get_batch(source.split)
+                chosen = chosen.slice(source.start, source.end - source.start)
+                rows, copies = chosen["row"].to_numpy(), chosen["copy"].to_numpy()
+                keys.append(chosen["key"].to_numpy().copy())
+            with pa.memory_map(str(Path(source.part_dir) / PART_THREADS)) as mapped:
                 threads = pa.ipc.open_file(mapped).read_all().select(schema.names)
-                parts.append(threads)
-                offset += threads.num_rows
-            order, copy_of = np.concatenate(rows), np.concatenate(copies)
-            if self.shuffled:
-                by_key = np.argsort(np.concatenate(keys), kind="stable")
-                order, copy_of = order[by_key], copy_of[by_key]
-            table = pa.concat_tables(parts).take(pa.array(order))
-        return _copy_ids(table, copy_of)
+                taken = threads.take(pa.array(rows))
+            tables.append(_copy_ids(taken, copies))
+        if not tables:
+            return schema.empty_table()
+        table = pa.concat_tables(tables)
+        if self.shuffled:
+            table = table.take(pa.array(np.argsort(np.concatenate(keys), kind="stable")))
+        return table
 
 
 def _copy_ids(rows: pa.Table, copies: np.ndarray) -> pa.Table:
