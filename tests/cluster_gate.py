@@ -4,11 +4,16 @@ the others go (tests/test_engine_ray_cluster.py). It keeps every thread."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 POLL_SECONDS = 0.02
+HELD = ["toy_chat_fine_tuning", "weather_chat_fine_tuning", "evals_older_samples"]
+"""The files whose threads wait in the real-files mix (tests/realdata_mix.py): its second
+input, read after the first one's parts."""
 
 
 def hold_until_open(thread: Any, gate: str, held: list[str]) -> None:
@@ -17,3 +22,14 @@ def hold_until_open(thread: Any, gate: str, held: list[str]) -> None:
     if any(name in source for name in held):
         while not os.path.exists(gate):
             time.sleep(POLL_SECONDS)
+
+
+def add_gate(config: Path) -> Path:
+    """Add this plugin to a real-files mix config (holding HELD's threads), its gate open;
+    the gate file's path (remove it to hold those parts, create it to let them go)."""
+    gate = config.with_name("gate")
+    gate.touch()
+    plugin = {"use": f"{__name__}:hold_until_open", "options": {"gate": str(gate), "held": HELD}}
+    text = config.read_text()
+    config.write_text(text.replace("stages:\n", f"stages:\n  plugins: [{json.dumps(plugin)}]\n"))
+    return gate

@@ -21,6 +21,7 @@ import pytest
 
 from pipeline.engine import PartFailed, run_parts
 from pipeline.sources.parts import plan_parts
+from tests.cluster_gate import add_gate
 from tests.conftest import REPO
 from tests.engine_work import convert_part, note_prepared, tree_bytes
 from tests.realdata_mix import write_mix_config
@@ -112,6 +113,7 @@ def realdata(data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path
     exact and near dedup, three splits — and the bytes the local engine writes for it."""
     folder = tmp_path_factory.mktemp("realdata")
     config = write_mix_config(folder / "ray-realdata.yaml", data / "realdata")
+    add_gate(config)  # open, but for the test that kills a worker running a held part
     local = folder / "local" / "out"
     result = run_cli(str(config), "-o", str(local), "--workers", "2")
     assert result.exit_code == 0, result.output
@@ -188,15 +190,24 @@ def test_a_ray_run_whose_worker_is_killed_finishes_with_the_same_bytes(
 ) -> None:
     config, expected = realdata
     out = tmp_path / "worker" / "out"
-    child = _ray_child(config, out)
-    _wait_for_parts(out / ".work" / "parts", 1, child)
-    # a worker running a part's task: Ray titles it `ray::` and the remote function's name
-    running = f"ray::{map_part.__name__}"
-    workers = subprocess.run(["pgrep", "-f", running], capture_output=True, text=True)
-    ours = _descendants(ray_head[1])  # not a worker of another Ray cluster of this machine
-    pids = [int(pid) for pid in workers.stdout.split() if int(pid) in ours]
-    assert pids, "no Ray worker running a part was found"
-    os.kill(pids[0], signal.SIGKILL)
+    gate = config.with_name("gate")
+    gate.unlink()  # the held parts (tests/cluster_gate.py) run until the worker is killed
+    try:
+        child = _ray_child(config, out)
+        _wait_for_parts(out / ".work" / "parts", 1, child)
+        # a worker running a part's task: Ray titles it `ray::` and the remote function's name
+        running = f"ray::{map_part.__name__}"
+        ours = _descendants(ray_head[1])  # not a worker of another Ray cluster of this machine
+        pids: list[int] = []
+        deadline = time.monotonic() + 60
+        while not pids and time.monotonic() < deadline:
+            found = subprocess.run(["pgrep", "-f", running], capture_output=True, text=True)
+            pids = [int(pid) for pid in found.stdout.split() if int(pid) in ours]
+            time.sleep(0.05)
+        assert pids, "no Ray worker running a part was found"
+        os.kill(pids[0], signal.SIGKILL)
+    finally:
+        gate.touch()
     assert child.wait(180) == 0, child.stderr.read() if child.stderr else ""
     same_but_engine(expected, output_files(out))
 

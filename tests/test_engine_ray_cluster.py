@@ -9,7 +9,6 @@ cluster."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -23,6 +22,7 @@ import orjson
 import pytest
 
 from pipeline.jobs.run.partition import REPEATED_DIR
+from tests.cluster_gate import add_gate
 from tests.conftest import REPO
 from tests.realdata_mix import write_mix_config
 from tests.test_run import output_files, run_cli
@@ -64,35 +64,18 @@ def cluster() -> Iterator[Cluster]:
             os.environ["RAY_AUTH_MODE"] = previous
 
 
-HELD = ["toy_chat_fine_tuning", "weather_chat_fine_tuning", "evals_older_samples"]
-"""The files whose parts wait for the gate (tests/cluster_gate.py): the mix's second input,
-read after the first one's parts."""
-
-
 @pytest.fixture(scope="module")
 def realdata(data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """The real-files mix of tests/test_engine_ray.py (dedup exact and near, a weight, a
-    sample, three splits) with the gate plugin (open: `gate_of(config)` exists), and the
+    sample, three splits) with the gate plugin of tests/cluster_gate.py (open), and the
     bytes the local engine writes for it."""
     folder = tmp_path_factory.mktemp("cluster-realdata")
     config = write_mix_config(folder / "ray-realdata.yaml", data / "realdata")
-    gate = gate_of(config)
-    gate.touch()
-    plugin = {
-        "use": "tests.cluster_gate:hold_until_open",
-        "options": {"gate": str(gate), "held": HELD},
-    }
-    text = config.read_text().replace("stages:\n", f"stages:\n  plugins: [{json.dumps(plugin)}]\n")
-    config.write_text(text)
+    add_gate(config)
     local = folder / "local" / "out"
     result = run_cli(str(config), "-o", str(local), "--workers", "2")
     assert result.exit_code == 0, result.output
     return config, output_files(local)
-
-
-def gate_of(config: Path) -> Path:
-    """The file whose existence lets the held parts go on (tests/cluster_gate.py)."""
-    return config.with_name("gate")
 
 
 def same_but_engine(local: dict[str, bytes], on_ray: dict[str, bytes]) -> None:
@@ -162,7 +145,7 @@ def test_a_worker_node_lost_during_the_map_side_finishes_with_the_same_bytes(
     remaining node does the rest of the parts alone."""
     config, expected = realdata
     out = tmp_path / "map" / "out"
-    gate = gate_of(config)
+    gate = config.with_name("gate")
     gate.unlink()  # the second input's parts wait until the node is lost
     try:
         child = _driver(config, out, cluster.address)
