@@ -47,6 +47,8 @@ INSTALL_HINT = "pip install 'mms-pipeline[ray]'"
 LOCAL = "local"
 """The address that starts a Ray instance on this machine (as no address does, unless
 RAY_ADDRESS names a cluster, as `ray job submit` does)."""
+WAIT_SECONDS = 0.2
+"""How often `map_tasks` asks which of its tasks have ended."""
 TASK_RETRIES = 3
 """How often Ray runs a task again whose worker or node died (a part's, or `map_tasks`')."""
 
@@ -153,7 +155,9 @@ class RayRunner:
         """Every task's result, in the tasks' order: each task a Ray task of one CPU, on any
         node (paths must mean the same on every node); a task lost with its node is run
         again by Ray (a task writes its files atomically, under names fixed before it runs,
-        so a second run writes the same bytes once). `done(count)` after each finishes."""
+        so a second run writes the same bytes once). `done(count)` as they finish (every
+        WAIT_SECONDS at most: asking about every task after each one ends costs the driver
+        the square of the task count)."""
         if not tasks:
             return []
         ray = _ray()
@@ -162,9 +166,9 @@ class RayRunner:
         waiting = list(pending)
         finished = 0
         while waiting:
-            ready, waiting = ray.wait(waiting, num_returns=1)
+            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=WAIT_SECONDS)
             finished += len(ready)
-            if done is not None:
+            if ready and done is not None:
                 done(finished)
         return list(ray.get(pending))
 
