@@ -27,9 +27,14 @@ def hold_until_open(thread: Any, gate: str, held: list[str]) -> None:
 def add_gate(config: Path) -> Path:
     """Add this plugin to a real-files mix config (holding HELD's threads), its gate open;
     the gate file's path (remove it to hold those parts, create it to let them go)."""
-    gate = config.with_name("gate")
+    gate = gate_of(config)
     gate.touch()
     plugin = {"use": f"{__name__}:hold_until_open", "options": {"gate": str(gate), "held": HELD}}
     text = config.read_text()
     config.write_text(text.replace("stages:\n", f"stages:\n  plugins: [{json.dumps(plugin)}]\n"))
     return gate
+
+
+def gate_of(config: Path) -> Path:
+    """The gate file of a config `add_gate` changed."""
+    return config.with_name("gate")

@@ -21,7 +21,7 @@ import pytest
 
 from pipeline.engine import PartFailed, run_parts
 from pipeline.sources.parts import plan_parts
-from tests.cluster_gate import add_gate
+from tests.cluster_gate import add_gate, gate_of
 from tests.conftest import REPO
 from tests.engine_work import convert_part, note_prepared, tree_bytes
 from tests.realdata_mix import write_mix_config
@@ -190,7 +190,7 @@ def test_a_ray_run_whose_worker_is_killed_finishes_with_the_same_bytes(
 ) -> None:
     config, expected = realdata
     out = tmp_path / "worker" / "out"
-    gate = config.with_name("gate")
+    gate = gate_of(config)
     gate.unlink()  # the held parts (tests/cluster_gate.py) run until the worker is killed
     try:
         child = _ray_child(config, out)
@@ -243,11 +243,11 @@ def test_runs_in_a_session_of_the_caller_prepare_each_worker_once_and_do_not_wai
             process = functools.partial(convert_part, fail=parts[-1].id)
             prepare = functools.partial(note_prepared, str(logs[0]))
             run_parts(parts, process, work, runner=runner, prepare_workers=prepare)
-        started = time.monotonic()
+        # a worker holding the lock for its life would make this run wait, then fail
+        # (WorkdirError): finishing at all is the check
         with RayRunner(RaySettings(workers=2)) as runner:
             prepare = functools.partial(note_prepared, str(logs[1]))
             on_ray = run_parts(parts, convert_part, work, runner=runner, prepare_workers=prepare)
-        assert time.monotonic() - started < 30, "the run waited for the session's workers"
     finally:
         ray.shutdown()
     for log in logs:

@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from pipeline.jobs.run.partition import REPEATED_DIR
-from tests.cluster_gate import add_gate
+from tests.cluster_gate import add_gate, gate_of
 from tests.conftest import REPO
 from tests.realdata_mix import write_mix_config
 from tests.test_run import output_files, run_cli
@@ -145,7 +145,7 @@ def test_a_worker_node_lost_during_the_map_side_finishes_with_the_same_bytes(
     remaining node does the rest of the parts alone."""
     config, expected = realdata
     out = tmp_path / "map" / "out"
-    gate = config.with_name("gate")
+    gate = gate_of(config)
     gate.unlink()  # the second input's parts wait until the node is lost
     try:
         child = _driver(config, out, cluster.address)

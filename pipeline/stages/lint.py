@@ -124,8 +124,8 @@ class Lint(Stage):
         """The threads of the batch mapped last: a streaming job records that batch next,
         in the same process, and takes the dataset rules' example threads from here."""
         self.keyed_only = False
-        """Set by a run's pass over the rows whose keys repeat, which records nothing:
-        without `drop_on`, the keyed rules are all `decide` must see there."""
+        """For a run's pass over the rows whose keys repeat, which records nothing: without
+        `drop_on`, the keyed rules are all `decide` must see there."""
         self.keyed: list[list[Diagnostic]] = []
         """Per row of the batch `decide` saw: the keyed rules' findings (`resolutions`)."""
         self.found: list[tuple[str, list[Diagnostic], int]] = []
@@ -133,10 +133,17 @@ class Lint(Stage):
 
     @classmethod
     def from_settings(
-        cls, settings: LintSettings, source: str | None, report: LintReport | None = None
+        cls,
+        settings: LintSettings,
+        source: str | None,
+        report: LintReport | None = None,
+        *,
+        keyed_only: bool = False,
     ) -> Lint:
         """The stage of a run's `lint` slice; findings point at the config `source`."""
-        return cls(settings.to_lint_config(source), report, frozenset(settings.drop_on))
+        stage = cls(settings.to_lint_config(source), report, frozenset(settings.drop_on))
+        stage.keyed_only = keyed_only
+        return stage
 
     def map(self, batch: Batch) -> Batch:
         self.last_mapped = batch.threads

@@ -180,6 +180,12 @@ class RunConfig:
         except ValueError:  # on another drive (Windows): no relative path exists
             return text
 
+    @property
+    def recorded_source(self) -> str | None:
+        """The config file as outputs record it (`recorded_path`), None without one: where
+        lint findings on the config point."""
+        return self.recorded_path(self.source) if self.source else None
+
     def digest(self) -> str:
         """sha256 of the canonical JSON of resolved() (sorted keys, no spaces), for the
         manifest; the engine is left out, as the output does not depend on it (a run

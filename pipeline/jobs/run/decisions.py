@@ -24,7 +24,7 @@ from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.part import PART_DROPPED, PART_REJECTED, PART_THREADS, stage_file
 from pipeline.jobs.run.part_rows import PART_ROW, part_tables, resolved_columns
 from pipeline.jobs.run.partition import RepeatedRows, partitioned
-from pipeline.jobs.run.selection import Selections, SplitTotals
+from pipeline.jobs.run.selection import SELECTED_DIR, Selections, SplitTotals
 from pipeline.jobs.run.stages import Side, row_schema, run_stages
 from pipeline.lint import LintReport
 from pipeline.lint.report import ReportPart
@@ -70,7 +70,7 @@ class DecidePart:
 
     def __call__(self) -> PartDecided:
         config, part, part_dir = self.config, self.part, Path(self.part_dir)
-        source = config.recorded_path(config.source) if config.source else None
+        source = config.recorded_source
         lint_config = config.stages.lint.to_lint_config(source)
         counts = Account()
         report = LintReport(lint_config, [], [], counts, DiagnosticStore())
@@ -146,7 +146,7 @@ def selections_for(config: RunConfig, workdir: Path) -> Selections | None:
         return None
     names = [name for name, _ in shard.splits]
     shuffled = SHUFFLED_SPLIT if shard.shuffle and SHUFFLED_SPLIT in names else None
-    return Selections(workdir / "selected", names, shuffled, shard.seed)
+    return Selections(workdir / SELECTED_DIR, names, shuffled, shard.seed)
 
 
 def _row_count(part_dir: Path) -> int:

@@ -16,6 +16,7 @@ import pyarrow as pa
 from pipeline.jobs.run.part import PART_THREADS
 from pipeline.jobs.run.partition import RepeatedRows
 from pipeline.mms.groups import whole_groups_end
+from pipeline.output.files import atomic_output
 from pipeline.stages.contract import Stage, repeated_column, resolved_column
 from pipeline.stages.sample import THREAD_GROUP
 
@@ -107,17 +108,19 @@ def _with_groups(rows: np.ndarray, groups: pa.ChunkedArray) -> np.ndarray:
 
 
 def write_resolved(path: Path, rows: list[np.ndarray], answers: dict[str, list[object]]) -> None:
-    """A part's resolved rows: their indices and each stage's answers (JSON, null for None),
+    """A part's resolved rows that some stage answered for (a row no stage told anything of
+    reads as null, whether listed or not): their indices and each stage's answers (JSON),
     written atomically."""
-    columns = {"row": pa.array(np.concatenate(rows) if rows else np.zeros(0, np.int64))}
-    for stage, told in answers.items():
-        encoded = [orjson.dumps(answer) if answer is not None else None for answer in told]
+    told = list(answers.values())
+    keep = [r for r in range(len(told[0]) if told else 0) if any(t[r] is not None for t in told)]
+    indices = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    columns = {"row": pa.array(indices[keep])}
+    for stage, said in answers.items():
+        encoded = [orjson.dumps(said[row]) if said[row] is not None else None for row in keep]
         columns[resolved_column(stage)] = pa.array(encoded, pa.binary())
     table = pa.table(columns)
-    temp = path.with_name(f".{path.name}.tmp")
-    with pa.OSFile(str(temp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+    with atomic_output(path) as sink, pa.ipc.new_file(sink, table.schema) as out:
         out.write_table(table)
-    temp.replace(path)
 
 
 def resolved_columns(path: Path, stages: Sequence[Stage], count: int) -> dict[str, pa.Array]:

@@ -166,7 +166,7 @@ class _Merger:
     ):
         self.config = config
         self.selections = _fresh_selections(config, workdir)
-        source = config.recorded_path(config.source) if config.source else None
+        source = config.recorded_source
         lint_config = config.stages.lint.to_lint_config(source)
         self.report = LintReport(
             lint_config,

@@ -34,11 +34,8 @@ class RepeatedPass:
     """The pass over the repeated rows (see the module docstring), part after part."""
 
     def __init__(self, config: RunConfig, repeated: RepeatedRows | None, workdir: Path):
-        source = config.recorded_path(config.source) if config.source else None
-        self.stages = run_stages(config, Side(lint_source=source))
-        for stage in self.stages:
-            if isinstance(stage, Lint):
-                stage.keyed_only = True  # each part's task records the findings
+        side = Side(lint_source=config.recorded_source, resolving=True)
+        self.stages = run_stages(config, side)
         self.partitioned = partitioned(self.stages)
         self.repeated = repeated
         self.folder = workdir / RESOLVED_DIR

@@ -45,6 +45,9 @@ class Side:
     sample: float = 1.0
     lint_source: str | None = None
     report: LintReport | None = None
+    resolving: bool = False
+    """Built for a run's pass over the rows whose keys repeat, which records nothing (each
+    part's task does): lint then needs only what its keyed rules say there."""
 
 
 def _lint(settings: lint.LintSettings, stages: Stages, side: Side) -> Lint:
@@ -55,7 +58,7 @@ def _lint(settings: lint.LintSettings, stages: Stages, side: Side) -> Lint:
         specials = renderer_for(stages.tokenize)[1].special_tokens
         extra = tuple(dict.fromkeys([*settings.special_tokens, *specials]))
         settings = dataclasses.replace(settings, special_tokens=extra)
-    return Lint.from_settings(settings, side.lint_source, side.report)
+    return Lint.from_settings(settings, side.lint_source, side.report, keyed_only=side.resolving)
 
 
 def _objective(stages: Stages) -> ObjectiveStage | None:
