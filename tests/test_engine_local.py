@@ -15,6 +15,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.engine import PartFailed, WorkdirError, iter_parts, reset_workdir, run_parts
 from pipeline.sources import ReadLimits, iter_file
@@ -96,6 +98,43 @@ def test_line_ranges_end_each_part_after_the_first_newline_past_the_split(tmp_pa
     assert line_ranges(str(path), 100) == [(0, 17, 1)]
     with pytest.raises(ValueError, match="split_bytes"):
         line_ranges(str(path), 0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+    st.booleans(),
+    st.integers(min_value=1, max_value=50),
+)
+def test_parts_end_after_the_first_newline_past_each_multiple_of_the_split(
+    tmp_path_factory, lines, closed, split
+):
+    """Each part but the last ends after the first newline at or past byte k x split - 1
+    (one of the windows the planner counts apart, in any order); the parts tile the file
+    and each knows its first line."""
+    data = b"\n".join(lines) + (b"\n" if closed and lines else b"")
+    path = tmp_path_factory.mktemp("lines") / "lines.jsonl"
+    path.write_bytes(data)
+
+    def backwards(windows):  # counted in another order than the file's: no window waits
+        return [window() for window in reversed(windows)][::-1]
+
+    ranges = line_ranges(str(path), split, backwards)
+    assert ranges == line_ranges(str(path), split)
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
+    newlines = [at for at, byte in enumerate(data) if byte == 10]
+    ends = {
+        found + 1
+        for k in range(1, -(-len(data) // split))
+        for found in [next((at for at in newlines if at >= k * split - 1), None)]
+        if found is not None and found + 1 < len(data)
+    }
+    assert [end for _, end, _ in ranges[:-1]] == sorted(ends)
+    for (start, end, first_line), following in itertools.zip_longest(ranges, ranges[1:]):
+        assert start < end or len(data) == 0
+        assert first_line == data[:start].count(b"\n") + 1
+        if following is not None:
+            assert following[0] == end
 
 
 def test_plan_parts_expands_inputs_in_order_and_splits_only_plain_jsonl(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 from pathlib import Path
 
 import orjson
@@ -194,6 +195,39 @@ def test_json_diagnostics_are_copied_whole_whatever_the_block_size(found, size):
     assert [Diagnostic.from_dict(d) for d in json.loads(text)["diagnostics"]] == diagnostics
     listed = text.split('"diagnostics":[\n', 1)[1].rsplit("]}", 1)[0].split("\n")[:-1]
     assert len(listed) == len(diagnostics)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.lists(_TEXT, max_size=4), max_size=5),
+    st.lists(st.booleans(), min_size=5, max_size=5),
+    st.integers(min_value=1, max_value=64),
+)
+def test_a_report_merged_from_saved_parts_keeps_every_finding_in_order(
+    tmp_path_factory, parts, saved, size
+):
+    """A run's parts save their findings to files (the run's report takes the files, not
+    their bytes, through pickling as between processes) and the run's own findings come
+    between and after them: the report lists every one, in order, in any block size."""
+    folder = tmp_path_factory.mktemp("findings")
+    merged = hand_report([RULES_BY_CODE["MMS401"]], [])
+    expected = []
+    for number, messages_of_part in enumerate(parts):
+        found = [
+            Diagnostic("MMS401", "warning", text, f"t{number}", None, "in.jsonl", None)
+            for text in messages_of_part
+        ]
+        part = hand_report([RULES_BY_CODE["MMS401"]], found)
+        if saved[number]:
+            part.diagnostics.save(folder / f"part-{number}.jsonl")
+        merged.merge(pickle.loads(pickle.dumps(part.part())))
+        own = Diagnostic("MMS401", "warning", f"after {number}", "run", None, "in.jsonl", None)
+        merged.add([own])
+        expected += [*found, own]
+    assert list(merged.diagnostics) == expected
+    assert len(merged.diagnostics) == len(expected)
+    lines = "".join(merged.diagnostics.json_blocks(size)).split("\n")[:-1]
+    assert lines == [json_text(d.to_dict()) for d in expected]
 
 
 def json_text(value: object) -> str:

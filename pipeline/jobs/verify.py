@@ -8,7 +8,7 @@ the shipped chat template against the stored rows (when transformers is installe
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,15 @@ if TYPE_CHECKING:
     import numpy as np
 
 ROW_BATCH = 512
+
+HashFiles = Callable[[Sequence[Path]], Sequence[str]]
+"""The sha256 hex digests of files, in their order (`mms run` hashes its output's files on
+its engine's workers: their bytes grow with the data)."""
+
+
+def hash_here(paths: Sequence[Path]) -> list[str]:
+    """The files' sha256 digests, hashed one after the other in this process."""
+    return [file_sha256(path) for path in paths]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +75,10 @@ def verify_output(
     render: bool = True,
     template: bool = True,
     progress: Callable[[str, int], None] | None = None,
+    hash_files: HashFiles = hash_here,
 ) -> Verification:
     """Verify the output folder `out` (see the module docstring); `render` and `template`
-    turn the row-by-row checks on."""
+    turn the row-by-row checks on; `hash_files` hashes the listed files, all in one call."""
     out = Path(out)
     result = Verification()
     if not (out / "manifest.json").exists() and (out / "tokenizer" / SPECIAL_TOKENS_FILE).is_file():
@@ -80,7 +90,8 @@ def verify_output(
             Problem("manifest.json", "the lint gate failed: this output publishes no dataset")
         )
         return result
-    shards = _check_shards(out, manifest, result)
+    digests = _listed_digests(out, manifest, hash_files)
+    shards = _check_shards(out, manifest, result, digests)
     if _lists_a_card(manifest) or (out / CARD_FILE).exists():
         _check_card(out, manifest, result)
     else:
@@ -88,7 +99,7 @@ def verify_output(
     tokenizer = manifest.get("tokenizer")
     for entry in manifest.get("files", []):
         if not tokenizer or entry["path"] != tokenizer["path"]:  # that one is checked below
-            _check_file(out, entry["path"], entry["sha256"], result)
+            _check_file(out, entry["path"], entry["sha256"], result, digests)
     if shards and "position_ids" in pq.read_schema(shards[0][1]).names:
         _check_packed(shards, result)
         result.notes.append(
@@ -96,10 +107,10 @@ def verify_output(
             "messages are not in them, so they are not rendered again"
         )
         if tokenizer:
-            _check_file(out, tokenizer["path"], tokenizer["sha256"], result)
+            _check_file(out, tokenizer["path"], tokenizer["sha256"], result, digests)
         return result
     if tokenizer:
-        _check_file(out, tokenizer["path"], tokenizer["sha256"], result)
+        _check_file(out, tokenizer["path"], tokenizer["sha256"], result, digests)
         if render:
             _check_rows(out, shards, result, progress)
         if template:
@@ -145,12 +156,28 @@ def _manifest(out: Path) -> dict[str, Any]:
     return data
 
 
-def _check_file(out: Path, relative: str, sha256: str, result: Verification) -> bool:
+def _listed_digests(out: Path, manifest: dict[str, Any], hash_files: HashFiles) -> dict[str, str]:
+    """The sha256 of every file the manifest lists and the folder has (by its path
+    relative to the output), hashed in one `hash_files` call."""
+    listed = [
+        shard["path"] for entry in manifest["splits"].values() for shard in entry.get("shards", [])
+    ]
+    listed += [entry["path"] for entry in manifest.get("files", [])]
+    if manifest.get("tokenizer"):
+        listed.append(manifest["tokenizer"]["path"])
+    present = [path for path in dict.fromkeys(listed) if (out / path).is_file()]
+    return dict(zip(present, hash_files([out / path for path in present]), strict=True))
+
+
+def _check_file(
+    out: Path, relative: str, sha256: str, result: Verification, digests: dict[str, str]
+) -> bool:
     path = out / relative
     if not path.is_file():
         result.problems.append(Problem(relative, "listed in the manifest but missing"))
         return False
-    if file_sha256(path) != sha256:
+    digest = digests.get(relative)
+    if (digest if digest is not None else file_sha256(path)) != sha256:
         result.problems.append(Problem(relative, "sha256 differs from the manifest's"))
         return False
     result.count("files")
@@ -158,7 +185,7 @@ def _check_file(out: Path, relative: str, sha256: str, result: Verification) -> 
 
 
 def _check_shards(
-    out: Path, manifest: dict[str, Any], result: Verification
+    out: Path, manifest: dict[str, Any], result: Verification, digests: dict[str, str]
 ) -> list[tuple[str, Path]]:
     """Every listed shard present, with its sha256 and row count; no unlisted shard. The
     shards that can be read are returned, a changed one too, so its rows are checked and
@@ -168,7 +195,7 @@ def _check_shards(
     for split, entry in manifest["splits"].items():
         for shard in entry.get("shards", []):
             listed.add(shard["path"])
-            _check_file(out, shard["path"], shard["sha256"], result)
+            _check_file(out, shard["path"], shard["sha256"], result, digests)
             if not (out / shard["path"]).is_file():
                 continue
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -84,38 +85,93 @@ def _open_raw(path: str) -> io.RawIOBase:
     return open(path, "rb", buffering=0)
 
 
-def line_ranges(path: str, split_bytes: int) -> list[tuple[int, int, int]]:
-    """(start, end, first line) of the parts of a file: each part ends after the first
-    newline at or past `split_bytes` from its start, or at the end of the file. One
-    sequential pass counts the newlines before each part."""
+@dataclass(frozen=True, slots=True)
+class LineWindow:
+    """The bytes [`start`, `end`) of a file, whose newlines a planning task counts (a
+    picklable task for an engine: the windows of a big file are counted in parallel)."""
+
+    path: str
+    start: int
+    end: int
+
+    def __call__(self) -> WindowLines:
+        count, first = 0, None
+        with _open_raw(self.path) as stream:
+            stream.seek(self.start)
+            at, left = self.start, self.end - self.start
+            while left > 0:
+                block = stream.read(min(_BLOCK, left))
+                if not block:
+                    break
+                if first is None and (found := block.find(b"\n")) >= 0:
+                    first = at + found
+                count += block.count(b"\n")
+                at, left = at + len(block), left - len(block)
+        return WindowLines(count, first)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowLines:
+    """A window's newlines, and the offset of its first (None: it holds none)."""
+
+    newlines: int
+    first: int | None
+
+
+CountLines = Callable[[list[LineWindow]], list[WindowLines]]
+"""Counts the newlines of windows, in their order (an engine's `map_tasks`, or here)."""
+
+
+def count_here(windows: list[LineWindow]) -> list[WindowLines]:
+    """The windows counted one after the other in this process."""
+    return [window() for window in windows]
+
+
+def line_windows(path: str, split_bytes: int, size: int) -> list[LineWindow]:
+    """The windows a file's parts are found from: window k starts at byte k x
+    `split_bytes` - 1 (the first at 0) and ends where the next starts (the last at the end
+    of the file)."""
     if split_bytes < 1:
         raise ValueError(f"split_bytes must be positive, not {split_bytes}")
-    size = file_size(path)
+    points = [0, *(k * split_bytes - 1 for k in range(1, -(-size // split_bytes))), size]
+    return [LineWindow(path, start, end) for start, end in itertools.pairwise(points)]
+
+
+def ranges_of(size: int, counted: list[WindowLines]) -> list[tuple[int, int, int]]:
+    """(start, end, first line) of a file's parts from its windows' newlines: the part
+    before multiple k of the split size ends after the first newline at or past byte
+    k x split - 1 (the first newline of window k or of the next that has one), so no part
+    depends on another's end and every window is counted on its own."""
+    following: list[int | None] = [None] * (len(counted) + 1)
+    for index in range(len(counted) - 1, -1, -1):  # the first window at or after each
+        following[index] = index if counted[index].first is not None else following[index + 1]
+    before = [0]
+    for window in counted:
+        before.append(before[-1] + window.newlines)
     ranges: list[tuple[int, int, int]] = []
-    start, first_line, newlines, offset = 0, 1, 0, 0
-    target = split_bytes
-    with _open_raw(path) as stream:
-        while target < size:
-            block = stream.read(_BLOCK)
-            if not block:
-                break
-            searched = 0
-            while target < size:
-                at = block.find(b"\n", max(target - 1 - offset, searched))
-                if at < 0:
-                    break
-                newlines += block.count(b"\n", searched, at + 1)
-                searched = at + 1
-                boundary = offset + at + 1
-                if boundary >= size:
-                    break
-                ranges.append((start, boundary, first_line))
-                start, first_line = boundary, newlines + 1
-                target = boundary + split_bytes
-            newlines += block.count(b"\n", searched)
-            offset += len(block)
+    start, first_line = 0, 1
+    for k in range(1, len(counted)):
+        found = following[k]
+        if found is None:
+            break
+        first = counted[found].first
+        assert first is not None
+        boundary = first + 1
+        if boundary >= size or boundary <= start:
+            continue
+        ranges.append((start, boundary, first_line))
+        start, first_line = boundary, before[found] + 2  # the newlines before it, and its own
     ranges.append((start, size, first_line))
     return ranges
+
+
+def line_ranges(
+    path: str, split_bytes: int, count_lines: CountLines = count_here
+) -> list[tuple[int, int, int]]:
+    """(start, end, first line) of the parts of a file (`ranges_of`), its windows counted
+    by `count_lines`."""
+    size = file_size(path)
+    return ranges_of(size, count_lines(line_windows(path, split_bytes, size)))
 
 
 def input_files(item: str, exclude: str | os.PathLike[str] | None = None) -> InputFiles:
@@ -157,28 +213,43 @@ def plan_parts(
     *,
     can_split: Callable[[str, str], bool] | None = None,
     exclude: str | os.PathLike[str] | None = None,
+    count_lines: CountLines = count_here,
 ) -> list[InputPart]:
     """The parts of (path-or-glob-or-`hf:`, format) inputs, in input order and each input's
     sorted file order, leaving out every file under the folder `exclude` (the run's own
     output). An uncompressed JSON Lines file over `split_bytes` (default: `split_bytes_for`
-    the splittable files' bytes) becomes byte ranges, unless `can_split(path, format)` says no (a format whose conversations span records
-    must see the whole file). Part ids (`III-FFFFF-PPPP`) depend on nothing else. Each
-    file is named relative to its input, names that collide between inputs qualified
-    (pipeline/sources/names.py)."""
-    parts: list[InputPart] = []
+    the splittable files' bytes) becomes byte ranges (`ranges_of`), unless `can_split(path,
+    format)` says no (a format whose conversations span records must see the whole file);
+    `count_lines` counts the newlines of every such file's windows, all in one call (a
+    run's engine counts them on its workers: reading every byte grows with the data). Part
+    ids (`III-FFFFF-PPPP`) depend on nothing else. Each file is named relative to its
+    input, names that collide between inputs qualified (pipeline/sources/names.py)."""
     files = [input_files(item, exclude) for item, _ in inputs]
     names = run_names(files)
     if split_bytes is None:
         every = [path for found in files for path in found.files if splittable(path)]
         split_bytes = split_bytes_for(sum(file_size(path) for path in every))
+    windows: dict[tuple[int, str], list[LineWindow]] = {}
+    sizes: dict[str, int] = {}
+    for (_, fmt), found in zip(inputs, files, strict=True):
+        for path in found.files:
+            if not splittable(path) or (can_split is not None and not can_split(path, fmt)):
+                continue
+            sizes[path] = file_size(path)
+            if sizes[path] > split_bytes:
+                windows[len(windows), path] = line_windows(path, split_bytes, sizes[path])
+    every_window = [window for found_windows in windows.values() for window in found_windows]
+    counted = iter(count_lines(every_window))
+    ranges = {
+        path: ranges_of(sizes[path], [next(counted) for _ in found_windows])
+        for (_, path), found_windows in windows.items()
+    }
+    parts: list[InputPart] = []
     for input_index, ((_, fmt), found) in enumerate(zip(inputs, files, strict=True)):
         for file_index, path in enumerate(found.files):
             pieces: list[tuple[int | None, int | None, int]] = [(None, None, 1)]
-            big = splittable(path) and file_size(path) > split_bytes
-            if big and (can_split is None or can_split(path, fmt)):
-                ranges = line_ranges(path, split_bytes)
-                if len(ranges) > 1:
-                    pieces = list(ranges)
+            if len(ranges.get(path, ())) > 1:
+                pieces = list(ranges[path])
             for piece, (start, end, first_line) in enumerate(pieces):
                 part_id = f"{input_index:03d}-{file_index:05d}-{piece:04d}"
                 name = names[input_index].get(path)

@@ -38,6 +38,9 @@ from pipeline.stages.split import split_rows
 
 DECIDED_DIR = "decided"
 """In the work directory: each part's list of the threads left out (`{part}.jsonl`)."""
+FINDINGS_DIR = "findings"
+"""In the work directory: each part's lint findings (`{part}.jsonl`), which the run's
+report writers read (the findings never pass through the driver's memory)."""
 SHUFFLED_SPLIT = "train"
 """The split written in a shuffled order (with `shard.shuffle`): what training reads."""
 
@@ -97,6 +100,10 @@ class DecidePart:
         os.replace(temp, dropped)
         if selections is not None:
             selections.finish_part(part.id)
+        if lint is not None:  # the driver's report takes the file, not the bytes
+            findings = Path(self.workdir) / FINDINGS_DIR / f"{part.id}.jsonl"
+            findings.parent.mkdir(parents=True, exist_ok=True)
+            report.diagnostics.save(findings)
         return PartDecided(
             counts,
             origin,

@@ -11,8 +11,9 @@ and the workers write the shards (pipeline/jobs/run/reduce.py). Then the reports
 from __future__ import annotations
 
 import itertools
+import shutil
 from collections.abc import Iterable
-from contextlib import closing
+from contextlib import ExitStack, closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ from pipeline.formats import AUTO
 from pipeline.formats.detect import detect
 from pipeline.jobs.parallel import splits_by_record
 from pipeline.jobs.run.config import RunConfig
+from pipeline.jobs.run.decisions import FINDINGS_DIR
+from pipeline.jobs.run.file_hashes import engine_hashes
 from pipeline.jobs.run.outputs import (
     STATS_REPORTS,
     input_records,
@@ -56,7 +59,11 @@ from pipeline.output.stored import StoredOutput
 from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE
 from pipeline.sources import DEFAULT_SPLIT, Record, expand_inputs, is_hf_input
 from pipeline.sources.parts import (
+    CountLines,
     InputPart,
+    LineWindow,
+    WindowLines,
+    count_here,
     file_size,
     input_files,
     iter_part_records,
@@ -70,6 +77,8 @@ LOCAL_WORKERS = 2
 """Worker processes of the local engine when neither the config nor --workers says."""
 PARTITION_BYTES = 1 << 30
 """Inputs from which the local engine partitions keys by default (`engine.partition: auto`)."""
+COUNT_HERE_BYTES = 1 << 30
+"""Split files from which the planner counts their lines on the engine's workers."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,9 @@ class RunResult:
     counts: Account
     shards: dict[str, list[Shard]]
     report: LintReport
+    """The run's lint report: its counts, examples and the findings that failed the gate;
+    every finding is in the output's reports/lint.json (`report.diagnostics` read the
+    parts' files in the work directory, gone once the output is published)."""
     gate_failed: bool
     text_encoder: str | None = None
     """Which library encoded the text (`tiktoken` or `tokenizers`); None: not tokenized."""
@@ -107,16 +119,33 @@ class RunResult:
     (pipeline/storage/retry.py), in its own process and in the workers that ran its parts."""
 
 
-def plan(config: RunConfig, output: Path | storage.StoredPath | None = None) -> list[InputPart]:
+def plan(
+    config: RunConfig,
+    output: Path | storage.StoredPath | None = None,
+    runner: Runner | None = None,
+) -> list[InputPart]:
     """The run's parts, never from its output folder (default: the config's). A big
     JSON Lines file is split into parts only when its format is named and converts record
     by record: a detected format could differ between parts, and a grouped one (OASST
-    messages) has conversations across records."""
+    messages) has conversations across records. Its lines are counted on `runner`'s
+    workers when the split files hold COUNT_HERE_BYTES or more (else here)."""
     return plan_parts(
         [(spec.path, spec.format) for spec in config.inputs],
         can_split=splits_by_record,
         exclude=output or config.output,
+        count_lines=count_here if runner is None else _counted_on(runner),
     )
+
+
+def _counted_on(runner: Runner) -> CountLines:
+    """Count windows' newlines as tasks on `runner`, or here when they are few bytes."""
+
+    def count(windows: list[LineWindow]) -> list[WindowLines]:
+        if sum(window.end - window.start for window in windows) < COUNT_HERE_BYTES:
+            return count_here(windows)
+        return runner.map_tasks(windows)
+
+    return count
 
 
 def passed_over(
@@ -245,20 +274,24 @@ def run_pipeline(
         return _run_stored(config, str(target), workers, progress, fresh, overwrite)
     out = Path(target).resolve()
     retries_before = storage.retry_count()
-    with OutputFolder(out, overwrite=overwrite) as folder:
-        parts = plan(config, out)
-        if fresh:
-            reset_workdir(folder.work)
-        elif finished_before(config, folder, parts):
-            folder.finish()
-            return FinishedBefore(out)
-        result = _run(config, folder, out, parts, workers, progress)
-        publication = folder.publish()
-        folder.finish()  # the output is complete: the parts' files are no longer needed
-    result.publication = publication
-    result.storage_retries += storage.retry_count() - retries_before
-    if result.shards:
-        result.verification = verify_output(out, render=False, template=False)
+    with ExitStack() as engine:
+        with OutputFolder(out, overwrite=overwrite) as folder:
+            runner = engine.enter_context(engine_runner(config, workers))
+            parts = plan(config, out, runner)
+            if fresh:
+                reset_workdir(folder.work)
+            elif finished_before(config, folder, parts):
+                folder.finish()
+                return FinishedBefore(out)
+            result = _run(config, runner, folder, out, parts, progress)
+            publication = folder.publish()
+            folder.finish()  # the output is complete: the parts' files are no longer needed
+        result.publication = publication
+        result.storage_retries += storage.retry_count() - retries_before
+        if result.shards:
+            result.verification = verify_output(
+                out, render=False, template=False, hash_files=engine_hashes(runner)
+            )
     return result
 
 
@@ -274,9 +307,9 @@ def _run_stored(
     scratch folder whose work directory the store's mirrors (a stopped run resumes from
     the store), and uploaded at the end, the manifest last."""
     retries_before = storage.retry_count()
-    with StoredOutput(url, overwrite=overwrite) as stored:
+    with StoredOutput(url, overwrite=overwrite) as stored, engine_runner(config, workers) as runner:
         out = stored.root
-        parts = plan(config, out)
+        parts = plan(config, out, runner)
         if fresh:
             reset_stored_work(stored.work_url)
         elif finished_before(config, stored, parts):
@@ -284,10 +317,12 @@ def _run_stored(
             return FinishedBefore(out)
         folder = stored.local
         fetch_work(stored.work_url, folder.work, parts)
-        result = _run(config, folder, out, parts, workers, progress, stored.work_url)
+        result = _run(config, runner, folder, out, parts, progress, stored.work_url)
         publication = stored.publish()
         if result.shards:  # the published bytes, as uploaded from here
-            result.verification = verify_output(folder.root, render=False, template=False)
+            result.verification = verify_output(
+                folder.root, render=False, template=False, hash_files=engine_hashes(runner)
+            )
         stored.finish()
     result.publication = publication
     result.storage_retries += storage.retry_count() - retries_before
@@ -296,16 +331,16 @@ def _run_stored(
 
 def _run(
     config: RunConfig,
+    runner: Runner,
     folder: OutputFolder,
     out: Path | storage.StoredPath,
     parts: list[InputPart],
-    workers: int | None,
     progress: Progress | None,
     work_url: str | None = None,
 ) -> RunResult:
-    """The run's stages into the claimed folder's staging folder, its manifest last; `out`
-    is where the output is published (the folder, or a stored prefix whose work directory
-    `work_url` keeps every finished part)."""
+    """The run's stages on `runner` into the claimed folder's staging folder, its manifest
+    last; `out` is where the output is published (the folder, or a stored prefix whose
+    work directory `work_url` keeps every finished part)."""
     staging = folder.staging
     resumed: list[int] = []  # the parts already done when the run starts (its first report)
 
@@ -315,36 +350,36 @@ def _run(
         if progress is not None:
             progress("read, lint, tokenize", done, total, None)
 
-    with engine_runner(config, workers) as runner:
-        job: Process = PartJob(config, ships_tokenizer=parts[0].id)
-        part_dirs = iter_parts(
+    job: Process = PartJob(config, ships_tokenizer=parts[0].id)
+    part_dirs = iter_parts(
+        parts,
+        MirroredProcess(job, work_url),
+        folder.work,
+        config_digest=f"{PART_FORMAT}:{config.digest()}",
+        runner=runner,
+        progress=parts_progress,
+        prepare_workers=lambda: prepare_workers(config),
+        watched=_watched_files(parts, config),
+        on_claimed=None if work_url is None else lambda: upload_plan(work_url, folder.work),
+    )
+    with closing(part_dirs):  # a failed reduce stops the workers and frees the work dir
+        ready, repeated = _partition(config, runner, parts, part_dirs, folder.work, progress)
+        reduced = reduce_parts(
+            config,
+            staging,
             parts,
-            MirroredProcess(job, work_url),
+            ready,
+            runner,
             folder.work,
-            config_digest=f"{PART_FORMAT}:{config.digest()}",
-            runner=runner,
-            progress=parts_progress,
-            prepare_workers=lambda: prepare_workers(config),
-            watched=_watched_files(parts, config),
-            on_claimed=None if work_url is None else lambda: upload_plan(work_url, folder.work),
+            progress,
+            *passed_over(config, out),
+            repeated=repeated,
         )
-        with closing(part_dirs):  # a failed reduce stops the workers and frees the work dir
-            ready, repeated = _partition(config, runner, parts, part_dirs, folder.work, progress)
-            reduced = reduce_parts(
-                config,
-                staging,
-                parts,
-                ready,
-                runner,
-                folder.work,
-                progress,
-                *passed_over(config, out),
-                repeated=repeated,
-            )
     counts, shards, report = reduced.counts, reduced.shards, reduced.report
     discard_if_none(staging / REJECTED_FILE, counts.quarantined_total)
     discard_if_none(staging / DROPPED_FILE, counts.dropped_total)
     reports = write_reports(staging, report)
+    shutil.rmtree(folder.work / FINDINGS_DIR, ignore_errors=True)  # the reports hold them
     tokenizer = None
     if config.stages.tokenize is not None and not reduced.gate_failed:
         tokenizer = ship_tokenizer(reduced.part_dirs[0] / PART_TOKENIZER, staging)
@@ -356,7 +391,18 @@ def _run(
         write_card(
             staging, out.name, config, report, counts, shards, schema, tokenizer, packing, figures
         )
-    write_run_manifest(staging, config, parts, counts, shards, tokenizer, reports, report, packing)
+    write_run_manifest(
+        staging,
+        config,
+        parts,
+        reduced.part_dirs,
+        counts,
+        shards,
+        tokenizer,
+        reports,
+        report,
+        packing,
+    )
     encoder = tokenizer["text_encoder"] if tokenizer else None
     configured = [name for name, _ in config.stages.shard.splits] if config.stages.shard else []
     empty = tuple(name for name in configured if name not in shards and not reduced.gate_failed)

@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import pyarrow as pa
 
 from pipeline.accounting import Account
 from pipeline.jobs.run.config import RunConfig
+from pipeline.jobs.run.part import PART_INPUT
 from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
 from pipeline.output.card import (
@@ -98,6 +100,7 @@ def write_run_manifest(
     out: Path,
     config: RunConfig,
     parts: list[InputPart],
+    part_dirs: list[Path],
     counts: Account,
     shards: dict[str, list[Shard]],
     tokenizer: dict[str, Any] | None,
@@ -109,7 +112,7 @@ def write_run_manifest(
     resolved config, versions, counts, shards, tokenizer, reports, every other published
     file with its sha256 (`files`: the card too) and, with a pack stage, packing."""
     manifest = build_manifest(
-        inputs=input_records(config, parts),
+        inputs=input_records(config, parts, part_dirs),
         config=config.resolved(),
         config_digest=config.digest(),
         counts=counts.to_dict(),
@@ -144,12 +147,22 @@ def gate_record(report: LintReport, fail_on: str) -> dict[str, Any]:
     }
 
 
-def input_records(config: RunConfig, parts: list[InputPart]) -> list[InputRecord]:
-    """The manifest's record of every input file (sha256, bytes), named as the config does."""
-    return [
-        input_record(part.path, part.format, recorded_as=config.recorded_path(part.path))
-        for part in _whole_files(parts)
-    ]
+def input_records(
+    config: RunConfig, parts: list[InputPart], part_dirs: list[Path] | None = None
+) -> list[InputRecord]:
+    """The manifest's record of every input file (sha256, bytes), named as the config does:
+    as each file's first part recorded it in `part_dirs` (the workers hash the inputs),
+    else hashed here."""
+    written = dict(zip((part.id for part in parts), part_dirs or (), strict=False))
+    records = []
+    for part in _whole_files(parts):
+        stored = written[part.id] / PART_INPUT if part.id in written else None
+        if stored is not None and stored.is_file():
+            records.append(InputRecord(**orjson.loads(stored.read_bytes())))
+        else:
+            shown = config.recorded_path(part.path)
+            records.append(input_record(part.path, part.format, recorded_as=shown))
+    return records
 
 
 def _whole_files(parts: list[InputPart]) -> list[InputPart]:

@@ -9,6 +9,9 @@ needs, and nothing it would have to recompute:
 - `dropped.jsonl`: the threads map stages left out (sampling), one line each;
 - `stats.json`: the reading counts and the threads map stages left out, per reason;
 - `{stage}.json`: what a stage kept of the part (the lint profile and examples);
+- `input.json`, in a file's first part: the manifest's record of the input file (its
+  sha256 and size: hashing every input is work that grows with the data, so the workers
+  do it, a file split into byte ranges hashed whole by its first part);
 - `tokenizer/`, in the part `PartJob.ships_tokenizer` names: the augmented tokenizer the
   output ships (its worker has the tokenizer loaded; the run's own process never loads it)."""
 
@@ -32,6 +35,7 @@ from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.stages import Side, part_schema, run_stages
 from pipeline.mms import settings_to_arrow
 from pipeline.mms.groups import group_column
+from pipeline.output.manifest import input_record
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.quarantine import dropped_line, rejection_line
 from pipeline.sources import DEFAULT_SPLIT, is_hf_input
@@ -47,7 +51,8 @@ PART_REJECTED = "rejected.jsonl"
 PART_STATS = "stats.json"
 PART_DROPPED = "dropped.jsonl"
 PART_TOKENIZER = "tokenizer"
-PART_FORMAT = "mms-run-part-6"
+PART_INPUT = "input.json"
+PART_FORMAT = "mms-run-part-7"
 """The layout of a part's directory: a work directory of another layout is not resumed."""
 
 
@@ -163,6 +168,9 @@ class _PartWriter:
             "tagged": dict(sorted(tagged.items())),
         }
         self._write_json(PART_STATS, counts)
+        if read_as.start in (None, 0):
+            record = input_record(read_as.path, part.format, recorded_as=read_as.path)
+            self._write_json(PART_INPUT, record.to_dict())
         for stage in self.stages:
             state = stage.part_state()
             if state is not None:
