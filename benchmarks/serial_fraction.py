@@ -34,6 +34,13 @@ $MMS_SHARED/realdata, the tokenizer from $MMS_SHARED/tokenizers (MMS_SHARED defa
    pass, the outputs after it; whatever phases the run reports, in the order they end)
    gets the driver's CPU and the workers' CPU spent in it.
 
+5. the driver's cost of waiting: a child connected to the same cluster waits, through the
+   engine's `map_tasks`, on one sleeping task per worker for WAITING_SECONDS; its CPU per
+   second of waiting (Ray's threads in every driver, the wait loop) grows with the wall
+   time, not with the threads, so it is taken out of every phase before the fit and
+   projected as that rate times the phase's projected workers' time (counted as serial:
+   an upper bound, the driver waits while the workers work).
+
 With `--before DIR` (a checkout of the commit before), the same inputs are measured first
 on a cluster whose processes import `pipeline` from DIR, then on a new cluster importing it
 from this tree, and a last table puts the two side by side.
@@ -95,6 +102,8 @@ for more shared memory than the machine has)."""
 SYSTEM_NAMES = ("gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
 """Processes of Ray itself (with the Python daemons: dashboard, monitor, log monitor)."""
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+WAITING_SECONDS = 10.0
+"""How long the driver waits on sleeping tasks to measure what waiting costs it."""
 
 
 # --------------------------------------------------------------------------- driver child
@@ -123,6 +132,22 @@ def driver(config_path: Path, output: Path, marks_path: Path) -> int:
     parts = getattr(result, "parts", 0)
     recorded = {"parts": parts, "pipeline": str(Path(job.__file__).parents[3]), "marks": marks}
     marks_path.write_text(json.dumps(recorded, indent=2) + "\n")
+    return 0
+
+
+def waiting(address: str, workers: int, out: Path) -> int:
+    """The driver's cost of waiting (in a child process, connected as a run's driver is):
+    its CPU while `map_tasks` waits WAITING_SECONDS for a sleeping task on every worker.
+    Ray's own threads in the driver and the wait loop spend it whatever the run does, per
+    second of waiting, not per thread."""
+    from pipeline.engine.ray import RayRunner, RaySettings
+
+    with RayRunner(RaySettings(address, None, workers)) as runner:
+        runner.map_tasks([functools.partial(time.sleep, 0.1)] * workers)  # workers started
+        wall, cpu = time.time(), time.process_time()
+        runner.map_tasks([functools.partial(time.sleep, WAITING_SECONDS)] * workers)
+        found = {"wall": time.time() - wall, "cpu": time.process_time() - cpu}
+    out.write_text(json.dumps(found) + "\n")
     return 0
 
 
@@ -387,13 +412,18 @@ def fitted_driver(
     return fixed, per_part, per_thread
 
 
-def project(args: argparse.Namespace, small: Run, big: Run, spread: Run) -> dict[str, Any]:
+def project(
+    args: argparse.Namespace, small: Run, big: Run, spread: Run, waiting_rate: float = 0.0
+) -> dict[str, Any]:
     """The run of `--simulate-gib` GiB on `--sim-nodes` x `--sim-cpus` CPUs, phase by
     phase: the driver's costs fitted through the three runs as fixed + per part + per
     thread (`fitted_driver`), the workers' through the small and the big run (the map side
     per part, the other phases per thread); beside it, every cost taken as per unit
     (benchmarks/engines.py's method: an upper bound, fixed costs scaled too, the driver's
-    per thread). The projected parts are sized as a run plans them (`split_bytes_for`)."""
+    per thread). The projected parts are sized as a run plans them (`split_bytes_for`).
+    What the driver spends waiting (`waiting_rate` CPU seconds per second, measured apart)
+    grows with a phase's wall time, not its threads: it is taken out of each phase before
+    the fit and projected as the rate times the phase's projected workers' time."""
     total_bytes = args.simulate_gib * 1024 * MIB
     sim_parts = math.ceil(total_bytes / split_bytes_for(total_bytes))
     sim_threads = round(big.threads * total_bytes / big.bytes)
@@ -415,9 +445,15 @@ def project(args: argparse.Namespace, small: Run, big: Run, spread: Run) -> dict
         share = math.ceil(sim_parts / workers) * part_scale if mapped else sim_threads / workers
         more = spread.phase(phase.name) or phase
         d_fixed, d_part, d_thread = fitted_driver(
-            (small, big, spread), (other.driver_cpu, phase.driver_cpu, more.driver_cpu)
+            (small, big, spread),
+            (
+                _working(other, waiting_rate),
+                _working(phase, waiting_rate),
+                _working(more, waiting_rate),
+            ),
         )
         w_fixed, w_unit = fitted(other.workers_cpu, phase.workers_cpu, x_small, x_big)
+        workers_s = w_fixed + w_unit * share
         rows.append(
             {
                 "phase": phase.name,
@@ -427,8 +463,12 @@ def project(args: argparse.Namespace, small: Run, big: Run, spread: Run) -> dict
                 "workers_fixed_s": w_fixed,
                 "workers_per_unit_s": w_unit,
                 "unit": "part" if mapped else "thread",
-                "driver_s": d_fixed + d_part * sim_parts + d_thread * sim_threads,
-                "workers_s": w_fixed + w_unit * share,
+                "driver_waiting_s": waiting_rate * workers_s,
+                "driver_s": d_fixed
+                + d_part * sim_parts
+                + d_thread * sim_threads
+                + waiting_rate * workers_s,
+                "workers_s": workers_s,
                 "proportional_driver_s": phase.driver_cpu / big.threads * sim_threads,
                 "proportional_workers_s": phase.workers_cpu / x_big * share,
             }
@@ -438,6 +478,7 @@ def project(args: argparse.Namespace, small: Run, big: Run, spread: Run) -> dict
         "parts": sim_parts,
         "threads": sim_threads,
         "workers": workers,
+        "driver_waiting_rate": waiting_rate,
         "phases": rows,
     }
     for prefix in ("", "proportional_"):
@@ -447,6 +488,11 @@ def project(args: argparse.Namespace, small: Run, big: Run, spread: Run) -> dict
         figures[f"{prefix}serial_s"] = serial
         figures[f"{prefix}serial_fraction"] = serial / wall if wall else 0.0
     return figures
+
+
+def _working(phase: Phase, waiting_rate: float) -> float:
+    """The driver's CPU in a phase less what waiting for its wall time costs it."""
+    return max(0.0, phase.driver_cpu - waiting_rate * phase.seconds)
 
 
 def report(big: Run, small: Run, spread: Run, sim: dict[str, Any]) -> None:
@@ -473,20 +519,27 @@ def report(big: Run, small: Run, spread: Run, sim: dict[str, Any]) -> None:
             f"{run.driver_rusage_cpu_s:.1f} s; {run.worker_processes} Ray worker processes"
         )
     print(
+        f"\nThe driver's CPU while it waits on the cluster's tasks: "
+        f"{sim['driver_waiting_rate']:.3f} s per second (measured over {WAITING_SECONDS:g} s "
+        "of sleeping tasks; taken out of each phase before the fit, projected per second of "
+        "the workers' time)"
+    )
+    print(
         f"\nProjection (the driver's costs fitted through the three runs as fixed + per part + "
         f"per thread, the workers' as fixed + per part (map side) or per thread; not a cluster "
         f"run): {sim['dataset_gib']:g} GiB = {sim['parts']:,} parts, {sim['threads']:,} "
         f"threads, {sim['workers']} workers; in brackets, every cost per unit (engines.py's "
         "method)"
     )
-    rows = [["phase", "driver fixed s", "driver ms/part", "driver us/thread", "driver s",
-             "workers s"]]  # fmt: skip
+    rows = [["phase", "driver fixed s", "driver ms/part", "driver us/thread",
+             "driver waiting s", "driver s", "workers s"]]  # fmt: skip
     for row in sim["phases"]:
         fitted_row = "driver_per_part_s" in row
         rows.append(
             [row["phase"], f"{row.get('driver_fixed_s', row['driver_s']):.2f}",
              f"{row['driver_per_part_s'] * 1e3:.2f}" if fitted_row else "-",
              f"{row['driver_per_thread_s'] * 1e6:.2f}" if fitted_row else "-",
+             f"{row['driver_waiting_s']:.0f}" if fitted_row else "-",
              f"{row['driver_s']:.0f} ({row['proportional_driver_s']:.0f})",
              f"{row['workers_s']:.0f} ({row['proportional_workers_s']:.0f})"]
         )  # fmt: skip
@@ -528,6 +581,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--driver", nargs=3, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--waiting", nargs=3, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -638,11 +692,27 @@ def commit_of(tree: Path) -> str:
     return f"{head or '?'}{'+' if dirty else ''}"
 
 
+def measure_waiting(args: argparse.Namespace, workdir: Path, address: str) -> float:
+    """The driver's CPU seconds per second of waiting on the cluster's tasks (`waiting`,
+    in a child process of the measured tree)."""
+    out = workdir / "waiting.json"
+    workers = args.nodes * args.cpus_per_node
+    script = os.path.abspath(__file__)
+    tree = os.environ["PYTHONPATH"].split(os.pathsep)[0]
+    command = [sys.executable, script, "--waiting", address, str(workers), str(out)]
+    done = subprocess.run(command, cwd=tree, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"measuring the driver's waiting failed:\n{done.stderr[-2000:]}")
+    found = json.loads(out.read_text())
+    return float(found["cpu"]) / float(found["wall"])
+
+
 def measure(
     args: argparse.Namespace, workdir: Path, tree: Path, sources: list[Path], sizes: list[int]
-) -> tuple[Run, Run, Run]:
+) -> tuple[Run, Run, Run, float]:
     """The small run, the big one, and the big one's threads in more parts, on a new
-    cluster whose every process (and the driver) imports `pipeline` from `tree`."""
+    cluster whose every process (and the driver) imports `pipeline` from `tree`; and the
+    driver's CPU per second of waiting on that cluster."""
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), saved]))
     try:
@@ -658,6 +728,7 @@ def measure(
                 measure_run(args, workdir, config_path, count, size)
                 for count, (config_path, size) in zip([*sizes, sizes[-1]], configs, strict=True)
             )
+            rate = measure_waiting(args, workdir, cluster.address)
         finally:
             cluster.shutdown()
     finally:
@@ -665,7 +736,7 @@ def measure(
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
-    return small, big, spread
+    return small, big, spread, rate
 
 
 def side_by_side(results: list[dict[str, Any]]) -> None:
@@ -691,6 +762,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.driver is not None:
         return driver(*args.driver)
+    if args.waiting is not None:
+        address, workers, out = args.waiting
+        return waiting(address, int(workers), Path(out))
     trees = [tree.resolve() for tree in ([args.before] if args.before else [])] + [REPO_ROOT]
     workdir, created = make_workdir(args.workdir)
     sizes = [args.small or max(2_000, args.threads // 10), args.threads]
@@ -698,8 +772,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sources = build_inputs(args, workdir, sizes)
         for tree in trees:
-            small, big, spread = measure(args, workdir, tree, sources, sizes)
-            sim = project(args, small, big, spread)
+            small, big, spread, rate = measure(args, workdir, tree, sources, sizes)
+            sim = project(args, small, big, spread, rate)
             print(f"\n== {tree} ({commit_of(tree)})")
             report(big, small, spread, sim)
             results.append(
