@@ -59,3 +59,13 @@ def record_pool_sizes(part: InputPart, part_dir: Path) -> None:
     """Write what the worker's native thread pools are sized to (`pool_sizes.txt`)."""
     sizes = [os.environ.get(name, "") for name in ("RAYON_NUM_THREADS", "POLARS_MAX_THREADS")]
     (part_dir / "pool_sizes.txt").write_text(" ".join(sizes))
+
+
+def numbered_task(log: str, number: int, fail: tuple[int, ...] = ()) -> int:
+    """A task of `map_tasks`: note `number` in `log` (one line each), raise if it is in
+    `fail`, else return its square."""
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(f"{number}\n")
+    if number in fail:
+        raise ValueError(f"task {number} refuses")
+    return number * number

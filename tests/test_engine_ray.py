@@ -23,7 +23,7 @@ from pipeline.engine import PartFailed, run_parts
 from pipeline.sources.parts import plan_parts
 from tests.cluster_gate import add_gate, gate_of
 from tests.conftest import REPO
-from tests.engine_work import convert_part, note_prepared, tree_bytes
+from tests.engine_work import convert_part, note_prepared, numbered_task, tree_bytes
 from tests.realdata_mix import write_mix_config
 from tests.test_run import QUICKSTART, output_files, run_cli
 
@@ -223,6 +223,27 @@ def test_a_failing_part_on_ray_is_named(tmp_path: Path, ray_address: str) -> Non
         on_ray = run_parts(parts, convert_part, tmp_path / "work", runner=runner)
     local = run_parts(parts, convert_part, tmp_path / "local")
     assert [tree_bytes(d) for d in on_ray] == [tree_bytes(d) for d in local]
+
+
+def test_map_tasks_on_ray_keep_a_few_in_flight_and_raise_the_first_failure(
+    tmp_path: Path, ray_address: str
+) -> None:
+    """Results come in the tasks' order; after a failure nothing more is submitted (at
+    most two tasks per worker were), the ones in flight end, and the first failure in
+    task order is raised."""
+    log = tmp_path / "tasks.log"
+    tasks = [functools.partial(numbered_task, str(log), n) for n in range(30)]
+    finished: list[int] = []
+    with RayRunner(RaySettings(workers=2)) as runner:
+        assert runner.map_tasks(tasks, finished.append) == [n * n for n in range(30)]
+    assert finished[-1] == 30 and finished == sorted(finished)
+    log.unlink()
+    failing = [functools.partial(numbered_task, str(log), n, (7, 9)) for n in range(30)]
+    with RayRunner(RaySettings(workers=2)) as runner, pytest.raises(ValueError) as raised:
+        runner.map_tasks(failing)
+    assert "task 7 refuses" in str(raised.value)
+    ran = {int(line) for line in log.read_text().split()}  # Ray may run a task twice
+    assert set(range(8)) <= ran and max(ran) < 7 + 4, sorted(ran)  # submitted: 4 at a time
 
 
 def test_runs_in_a_session_of_the_caller_prepare_each_worker_once_and_do_not_wait(

@@ -47,8 +47,8 @@ INSTALL_HINT = "pip install 'mms-pipeline[ray]'"
 LOCAL = "local"
 """The address that starts a Ray instance on this machine (as no address does, unless
 RAY_ADDRESS names a cluster, as `ray job submit` does)."""
-WAIT_SECONDS = 0.2
-"""How often `map_tasks` asks which of its tasks have ended."""
+TASKS_IN_FLIGHT = 2
+"""`map_tasks` keeps this many tasks per worker submitted: one running, one queued."""
 TASK_RETRIES = 3
 """How often Ray runs a task again whose worker or node died (a part's, or `map_tasks`')."""
 
@@ -155,22 +155,43 @@ class RayRunner:
         """Every task's result, in the tasks' order: each task a Ray task of one CPU, on any
         node (paths must mean the same on every node); a task lost with its node is run
         again by Ray (a task writes its files atomically, under names fixed before it runs,
-        so a second run writes the same bytes once). `done(count)` as they finish (every
-        WAIT_SECONDS at most: asking about every task after each one ends costs the driver
-        the square of the task count)."""
+        so a second run writes the same bytes once). No more than TASKS_IN_FLIGHT per
+        worker are submitted at once, the next as one ends, so each wait asks about a few
+        tasks whatever their number (asking about every waiting task costs the driver per
+        task and per second). `done(count)` as they finish. After a failure no task is
+        submitted, the ones in flight end, and the first failure in task order is raised."""
         if not tasks:
             return []
         ray = _ray()
         remote = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_task)
-        pending = [remote.remote(task) for task in tasks]
-        waiting = list(pending)
+        results: list[Any] = [None] * len(tasks)
+        failures: dict[int, BaseException] = {}
+        numbered = iter(enumerate(tasks))
+        running: dict[Any, int] = {}
+        window = TASKS_IN_FLIGHT * self._parallelism(len(tasks))
+        for number, task in itertools.islice(numbered, window):
+            running[remote.remote(task)] = number
         finished = 0
-        while waiting:
-            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=WAIT_SECONDS)
-            finished += len(ready)
-            if ready and done is not None:
-                done(finished)
-        return list(ray.get(pending))
+        try:
+            while running:
+                ready, _ = ray.wait(list(running), num_returns=1)
+                for ref in ready:
+                    number = running.pop(ref)
+                    try:
+                        results[number] = ray.get(ref)
+                    except Exception as err:  # the task's own error (or its worker's loss)
+                        failures[number] = err
+                    finished += 1
+                    following = None if failures else next(numbered, None)
+                    if following is not None:
+                        running[remote.remote(following[1])] = following[0]
+                if done is not None:
+                    done(finished)
+        finally:
+            _cancel(ray, list(running))
+        if failures:
+            raise failures[min(failures)]
+        return results
 
 
 _PREPARED: set[str] = set()
