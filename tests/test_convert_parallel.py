@@ -57,7 +57,7 @@ def generated_thread(number: int) -> dict:
     return {"id": f"gen-{number:05d}", "messages": messages}
 
 
-def write_dataset(path: Path, threads: int = 600, bad_every: int = 97) -> list[int]:
+def write_dataset(path: Path, threads: int = 600, bad_every: int = 101) -> list[int]:
     """Write `threads` generated threads as MMS JSON Lines, with a bad record after every
     `bad_every`-th (two broken lines, then an unknown role, in turn), so that parts of
     SPLIT_BYTES have bad records in their middle; returns the bad lines' numbers."""
