@@ -1,7 +1,7 @@
 """mms-pipeline: turn conversation datasets into Modular Model Spec training data.
 
 The public API: `read` (inputs -> threads), `convert` (inputs -> MMS JSONL + quarantine),
-the thread model (`Thread`, `Message`, `Format`, `SystemSettings`) and its Arrow form, and
+the thread model (`Thread`, `Message`, `Media`, `Format`, `SystemSettings`) and its Arrow form, and
 the linter (`from pipeline.lint import lint`; `LintConfig`, `LintReport`, `lint_threads`
 here: the function is not re-exported as `pipeline.lint`, which names the package). Each
 is imported when first used.
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         THREAD_ARROW_SCHEMA,
         FieldError,
         Format,
+        Media,
         Message,
         SystemSettings,
         Thread,
@@ -50,6 +51,7 @@ _LAZY = {
             "THREAD_ARROW_SCHEMA",
             "FieldError",
             "Format",
+            "Media",
             "Message",
             "SystemSettings",
             "Thread",
@@ -94,6 +96,7 @@ __all__ = [
     "InputError",
     "LintConfig",
     "LintReport",
+    "Media",
     "Message",
     "ReadLimits",
     "ReadSpec",
