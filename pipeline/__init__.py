@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pipeline.lint import LintConfig, LintReport
     from pipeline.mms import (
         THREAD_ARROW_SCHEMA,
+        THREAD_MEDIA_ARROW_SCHEMA,
         FieldError,
         Format,
         Media,
@@ -49,6 +50,7 @@ _LAZY = {
     **dict.fromkeys(
         (
             "THREAD_ARROW_SCHEMA",
+            "THREAD_MEDIA_ARROW_SCHEMA",
             "FieldError",
             "Format",
             "Media",
@@ -89,6 +91,7 @@ __all__ = [
     "ERROR_CODES",
     "FORMATS",
     "THREAD_ARROW_SCHEMA",
+    "THREAD_MEDIA_ARROW_SCHEMA",
     "Account",
     "ConvertResult",
     "FieldError",

@@ -4,11 +4,24 @@ content parts, validation naming what is wrong, and round trips that lose nothin
 from __future__ import annotations
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import Media, Message, Thread, ThreadValidationError, validate_thread_dict
+from pipeline import (
+    THREAD_ARROW_SCHEMA,
+    THREAD_MEDIA_ARROW_SCHEMA,
+    Media,
+    Message,
+    Thread,
+    ThreadValidationError,
+    threads_from_arrow,
+    threads_to_arrow,
+    validate_thread_dict,
+)
+from tests.reading import read_all
 
 IMAGE = Media("image", path="mllm_demo_data/1.jpg")
 AUDIO = Media("audio", data="UklGRiQAAABXQVZF", mime="audio/wav")
@@ -189,11 +202,102 @@ threads = st.builds(
 )
 
 
-@given(threads)
-def test_json_round_trip_is_lossless(thread):
-    thread.validate()
-    data = orjson.loads(thread.to_json())
-    assert validate_thread_dict(data) == []
-    again = Thread.from_dict(data)
-    assert again == thread
-    assert again.to_json() == thread.to_json()
+@given(st.lists(threads, min_size=1, max_size=3))
+def test_json_model_and_arrow_round_trips_are_lossless(batch):
+    for thread in batch:
+        thread.validate()
+        data = orjson.loads(thread.to_json())
+        assert validate_thread_dict(data) == []
+        again = Thread.from_dict(data)
+        assert again == thread and again.to_json() == thread.to_json()
+    table = threads_to_arrow(batch)
+    holds_media = any(m.media for t in batch for m in t.messages)
+    assert table.schema == (THREAD_MEDIA_ARROW_SCHEMA if holds_media else THREAD_ARROW_SCHEMA)
+    assert threads_from_arrow(table) == batch
+    assert threads_from_arrow(threads_to_arrow(batch, media=True)) == batch
+
+
+def test_text_only_tables_keep_todays_schema_and_media_tables_add_one_column():
+    text_only = Thread("t", [Message.user("Hi \ufffc"), Message.assistant("Hello!")])
+    assert threads_to_arrow([text_only]).schema == THREAD_ARROW_SCHEMA
+    table = threads_to_arrow([text_only, media_thread()])
+    assert table.schema.names == ["id", "messages", "settings", "meta", "media"]
+    assert table.schema.field("messages").type == THREAD_ARROW_SCHEMA.field("messages").type
+    assert table.column("media").to_pylist() == [
+        None,
+        [
+            {"message": 1, "kind": "image", "path": "mllm_demo_data/1.jpg", "url": None}
+            | {"data": None, "mime": None},
+            {"message": 1, "kind": "audio", "path": None, "url": None}
+            | {"data": "UklGRiQAAABXQVZF", "mime": "audio/wav"},
+            {"message": 3, "kind": "video", "path": None, "url": "https://example.com/clip.mp4"}
+            | {"data": None, "mime": "video/mp4"},
+        ],
+    ]
+    assert (
+        table.column("messages").to_pylist()[1][1]["content"]
+        == "\ufffc\nWho are they?\ufffcAnd this?"
+    )
+    assert threads_from_arrow(table) == [text_only, media_thread()]
+    with pytest.raises(ValueError, match="need"):
+        threads_to_arrow([media_thread()], media=False)
+
+
+def _media_table(media: list[dict[str, object]], content: str = "\ufffc") -> pa.Table:
+    row = {
+        "id": "t",
+        "messages": [{"role": "user", "content": content}],
+        "settings": None,
+        "meta": "{}",
+        "media": media,
+    }
+    return pa.Table.from_pylist([row], schema=THREAD_MEDIA_ARROW_SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("media", "content", "expected"),
+    [
+        (
+            [{"message": 0, "kind": "image", "path": "a.jpg"}] * 2,
+            "\ufffc",
+            "messages[0].content: holds 1 media marker(s) (U+FFFC) for 2 media",
+        ),
+        (
+            [{"message": 4, "kind": "image", "path": "a.jpg"}],
+            "\ufffc",
+            "media[0].message: no message 4 to be in",
+        ),
+        (
+            [{"message": 0, "kind": "sticker", "path": "a.jpg"}],
+            "\ufffc",
+            'messages[0].content[0].type: unknown part type "sticker"',
+        ),
+    ],
+)
+def test_a_media_column_that_does_not_fit_its_messages_is_named(media, content, expected):
+    with pytest.raises(ThreadValidationError) as info:
+        threads_from_arrow(_media_table(media, content))
+    assert str(info.value).startswith(expected)
+
+
+def test_mms_parquet_with_media_reads_back_and_a_broken_row_is_quarantined(tmp_path):
+    good = tmp_path / "good.parquet"
+    pq.write_table(threads_to_arrow([media_thread()]), good)
+    (back,), rejected, _ = read_all(good.as_posix(), format="mms")
+    assert rejected == [] and back.messages == media_thread().messages
+    broken = tmp_path / "broken.parquet"
+    pq.write_table(
+        _media_table([{"message": 0, "kind": "image", "path": "a.jpg"}], "no marker"), broken
+    )
+    threads, (rejection,), stats = read_all(broken.as_posix(), format="mms")
+    assert threads == [] and stats.read_balanced
+    assert rejection.code == "invalid_thread"
+    assert rejection.details[0]["message"] == "holds 0 media marker(s) (U+FFFC) for 1 media"
+
+
+def test_a_json_thread_with_a_media_field_of_its_own_keeps_it_as_an_extra(tmp_path):
+    path = tmp_path / "t.jsonl"
+    record = {"id": "t", "messages": [{"role": "user", "content": "Hi"}], "media": "cat.png"}
+    path.write_bytes(orjson.dumps(record))
+    (thread,), _, _ = read_all(path.as_posix(), format="mms")
+    assert thread.meta["extra_fields"] == {"media": "cat.png"}
