@@ -19,6 +19,7 @@ from pipeline.mms.model import (
     canonical_weight,
     content_from_parts,
     content_parts,
+    shown_content,
     stable_thread_id,
 )
 from pipeline.mms.turns import answer_start, final_turn_start
@@ -125,6 +126,7 @@ __all__ = [
     "media_rows",
     "normalize_thread_dict",
     "settings_to_arrow",
+    "shown_content",
     "stable_thread_id",
     "threads_from_arrow",
     "threads_to_arrow",

@@ -358,6 +358,29 @@ class Thread:
         return any(m.media for m in self.messages)
 
 
+def shown_content(message: Message) -> str:
+    r"""A message's content for a reader (reports, `mms inspect`): its text, each media as
+    a label naming its kind and where it is (inline data by its size).
+
+    >>> shown_content(Message.user("￼Who?", [Media("image", path="1.jpg")]))
+    '[image: 1.jpg]Who?'
+    >>> shown_content(Message.user("￼", [Media("audio", data="UklGRg==", mime="audio/wav")]))
+    '[audio: 8 characters of base64, audio/wav]'
+    """
+    if not message.media:
+        return message.content
+    pieces = message.content.split(MEDIA_MARKER)
+    labels = [_media_label(media) for media in message.media]
+    if len(pieces) != len(labels) + 1:
+        return message.content
+    return "".join(piece + label for piece, label in zip(pieces, [*labels, ""], strict=True))
+
+
+def _media_label(media: Media) -> str:
+    where = media.path or media.url or f"{len(media.data or '')} characters of base64"
+    return f"[{media.kind}: {where}{f', {media.mime}' if media.mime else ''}]"
+
+
 def canonical_weight(weight: Any) -> Any:
     """A training weight as threads keep it: None for the default 1, else a float (a
     value that is no weight is left for validation to name).
