@@ -15,9 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from pipeline import Media, Thread
+from pipeline import Media, Message, Thread
 from pipeline.cli import main
 from pipeline.formats import ConvertOptions
+from pipeline.formats.harmony.render import HarmonyRenderError, thread_to_harmony
 from tests.conftest import DATA, REPO
 from tests.reading import read_all, read_records
 from tests.test_run import SAMPLE_TOKENIZER, output_files, run_cli, write_config
@@ -448,3 +449,44 @@ def test_a_text_only_run_writes_the_same_bytes_whatever_the_mode(tmp_path):
         assert manifest["config"]["stages"]["normalize"]["multimodal"] == mode
         written.append(files)
     assert written[0] == written[1]
+
+
+def test_a_harmony_export_leaves_out_a_thread_with_media():
+    thread = Thread(
+        "m",
+        [
+            Message.user("\ufffcWhat is it?", [Media("image", path="a.jpg")]),
+            Message.assistant("A cat."),
+        ],
+    )
+    with pytest.raises(HarmonyRenderError, match=r"message 0 \(user\) holds 1 media"):
+        thread_to_harmony(thread)
+
+
+def test_pii_redaction_keeps_every_media_marker(tmp_path):
+    """A redaction never takes a marker with it, even a span that runs to the end of the
+    text (an unterminated private key block)."""
+    record = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Mail ann@example.com: -----BEGIN PRIVATE KEY-----"},
+                    {"type": "image_url", "image_url": {"url": "https://x.org/a.png"}},
+                    {"type": "text", "text": "and this"},
+                    {"type": "image_url", "image_url": {"url": "https://x.org/b.png"}},
+                ],
+            },
+            {"role": "assistant", "content": "Done."},
+        ]
+    }
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(orjson.dumps(record) + b"\n")
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(main, ["curate", str(source), "-o", str(out), "--redact-pii"])
+    assert result.exit_code == 0, result.output
+    thread = Thread.from_dict(orjson.loads(out.read_bytes()))
+    user = thread.messages[0]
+    assert user.content == "Mail <EMAIL_1>: <SECRET_1>\ufffcand this\ufffc"
+    assert [m.url for m in user.media] == ["https://x.org/a.png", "https://x.org/b.png"]
+    thread.validate()

@@ -158,6 +158,11 @@ def test_validate_catches_markers_that_do_not_match_the_media(message, expected)
     assert [str(e) for e in info.value.errors] == [f"messages[0].content: {expected}"]
 
 
+def test_a_message_whose_markers_do_not_match_has_no_json_form():
+    with pytest.raises(ValueError, match=r"holds 0 media marker\(s\) \(U\+FFFC\) for 1 media"):
+        Thread("t", [Message.user("lost its marker", [IMAGE])]).to_json()
+
+
 def test_validate_catches_media_on_a_platform_message_and_a_bad_media_built_in_python():
     with pytest.raises(ThreadValidationError, match=r"messages\[0\]\.content: expected string"):
         Thread("t", [Message("platform", "\ufffc", media=(IMAGE,))]).validate()

@@ -69,23 +69,24 @@ class Media:
 
 def content_parts(content: str, media: Sequence[Media]) -> list[dict[str, Any]]:
     r"""The JSON content list of a message with media: its text between the markers and a
-    media part at each marker, in order (no empty text parts). A marker without its media
-    stays in the text, media without a marker go last: validation names both.
+    media part at each marker, in order (no empty text parts). Raises ValueError when the
+    markers and the media differ in number (`Thread.validate` names such a message).
 
     >>> content_parts("\ufffc\nWho is this?", [Media("image", path="1.jpg")])
     [{'type': 'image', 'path': '1.jpg'}, {'type': 'text', 'text': '\nWho is this?'}]
     """
     pieces = content.split(MEDIA_MARKER)
-    placed = min(len(pieces) - 1, len(media))
+    if len(pieces) != len(media) + 1:
+        raise ValueError(
+            f"content holds {len(pieces) - 1} media marker(s) (U+FFFC) for {len(media)} media"
+        )
     parts: list[dict[str, Any]] = []
-    for index in range(placed):
-        if pieces[index]:
-            parts.append({"type": "text", "text": pieces[index]})
-        parts.append(media[index].to_part())
-    rest = MEDIA_MARKER.join(pieces[placed:])
-    if rest:
-        parts.append({"type": "text", "text": rest})
-    parts.extend(m.to_part() for m in media[placed:])
+    for piece, item in zip(pieces, media, strict=False):
+        if piece:
+            parts.append({"type": "text", "text": piece})
+        parts.append(item.to_part())
+    if pieces[-1]:
+        parts.append({"type": "text", "text": pieces[-1]})
     return parts
 
 
@@ -337,7 +338,11 @@ class Thread:
 
     def validate(self) -> None:
         """Check a thread built in Python (not via from_dict); raises ThreadValidationError."""
-        data = self.to_dict()
+        data: dict[str, Any] = {
+            "id": self.id,
+            "settings": self.settings.to_dict() if self.settings is not None else None,
+            "meta": self.meta,
+        }
         markers: list[FieldError] = []
         messages = []
         for index, message in enumerate(self.messages):
