@@ -490,3 +490,31 @@ def test_pii_redaction_keeps_every_media_marker(tmp_path):
     assert user.content == "Mail <EMAIL_1>: <SECRET_1>\ufffcand this\ufffc"
     assert [m.url for m in user.media] == ["https://x.org/a.png", "https://x.org/b.png"]
     thread.validate()
+
+
+def test_trl_vision_parts_take_the_images_column_in_order(tmp_path):
+    """TRL's and Hugging Face's vision rows: `{"type": "image"}` parts (other keys null, as
+    a dataset's struct holds them) take the `images` column's items in order."""
+    bare = {"type": "image", "text": None}
+    record = {
+        "images": ["a.png", "b.png"],
+        "prompt": [
+            {
+                "role": "user",
+                "content": [
+                    bare,
+                    {"type": "text", "text": "and"},
+                    bare,
+                    {"type": "text", "text": "?"},
+                ],
+            }
+        ],
+        "completion": [{"role": "assistant", "content": [{"type": "text", "text": "Cats."}]}],
+    }
+    (thread,), rejected, _ = read_records(tmp_path, record)
+    assert rejected == []
+    assert thread.messages[0].content == "\ufffcand\ufffc?"
+    assert media_of(thread) == [("image", "a.png"), ("image", "b.png")]
+    short = {**record, "images": ["a.png"]}
+    _, (rejection,), _ = read_records(tmp_path, short)
+    assert rejection.code == "media_mismatch"

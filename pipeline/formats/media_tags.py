@@ -82,6 +82,20 @@ class MediaTags:
         pieces.append(text[last:])
         return [piece for piece in pieces if piece != ""]
 
+    def next_listed(self, kind: str) -> Media | None:
+        """The next item of the list of `kind`, for a content part that names no source
+        of its own (Hugging Face's and TRL's `{"type": "image"}` with an `images` column):
+        it takes its place as a tag would; None past the end (`finish` rejects the record)
+        or when the record lists no media of that kind."""
+        key = self.lists.get(kind)
+        if key is None:
+            return None
+        index = self.counts[kind]
+        self.counts[kind] += 1
+        items = self.record[key]
+        items = items if isinstance(items, list) else [items]
+        return self._media(kind, key, index, items[index]) if index < len(items) else None
+
     def tagged(self, text: str) -> bool:
         """Whether the text holds a tag of a listed media (or an inline one)."""
         return self._kept is not None and self._kept.search(text) is not None
@@ -111,15 +125,7 @@ class MediaTags:
         groups = match.groupdict()
         if groups.get("inline") is not None:
             return from_reference("image", groups["inline"].strip())
-        kind = groups["tag"]
-        index = self.counts[kind]
-        self.counts[kind] += 1
-        key = self.lists[kind]
-        items = self.record[key]
-        items = items if isinstance(items, list) else [items]
-        if index >= len(items):
-            return None
-        return self._media(kind, key, index, items[index])
+        return self.next_listed(groups["tag"])
 
     def finish(self) -> None:
         """Check every media list against the number of its tags: a mismatch quarantines

@@ -120,6 +120,8 @@ class ContentReader:
             return self.calls.call(where, _call_value(where, text))
         media_kind = MEDIA_PARTS.get(str(kind), str(kind or "unknown"))
         found = openai_part(part, media_kind) if kind in PART_KINDS else None
+        if found is None and kind in PART_KINDS and self.b.keeps_media and _bare(part):
+            found = self.media_tags.next_listed(media_kind)
         if found is not None and self.b.keeps_media:
             if _detail(part) is not None:
                 self.b.note(f"dropped the detail hint of {kind} parts (how an API sizes an image)")
@@ -131,6 +133,12 @@ class ContentReader:
             self.media_refs.append(ref)
         media = self.b.media(media_kind)
         return None if media is None else ("content", [media])
+
+
+def _bare(part: dict[str, Any]) -> bool:
+    """Whether a media part names no source of its own (`{"type": "image"}`, its other
+    keys null as a Hugging Face dataset's struct holds them): the record's list does."""
+    return all(value is None for key, value in part.items() if key != "type")
 
 
 def _detail(part: dict[str, Any]) -> Any:
