@@ -21,6 +21,7 @@ from pipeline import (
     threads_to_arrow,
     validate_thread_dict,
 )
+from pipeline.mms import media_to_arrow
 from tests.reading import read_all
 
 IMAGE = Media("image", path="mllm_demo_data/1.jpg")
@@ -306,3 +307,14 @@ def test_a_json_thread_with_a_media_field_of_its_own_keeps_it_as_an_extra(tmp_pa
     path.write_bytes(orjson.dumps(record))
     (thread,), _, _ = read_all(path.as_posix(), format="mms")
     assert thread.meta["extra_fields"] == {"media": "cat.png"}
+
+
+def test_the_media_column_alone_keeps_what_a_cut_thread_keeps():
+    """`media_to_arrow` (a run's part files): a thread cut at a message boundary keeps the
+    media of the messages it keeps."""
+    threads = [media_thread(), Thread("t", [Message.user("Hi")])]
+    whole = media_to_arrow(threads).to_pylist()
+    assert whole == threads_to_arrow(threads).column("media").to_pylist()
+    cut = media_to_arrow(threads, [2, 1]).to_pylist()
+    assert [[item["message"] for item in cut[0]], cut[1]] == [[1, 1], None]
+    assert media_to_arrow(threads, [1, 1]).to_pylist() == [None, None]

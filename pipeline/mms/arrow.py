@@ -4,7 +4,7 @@ column, and the conversions both ways that every stage and shard uses."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -112,6 +112,21 @@ def settings_to_arrow(threads: Iterable[Thread]) -> pa.Array:
     """The `settings` column of threads_to_arrow alone."""
     settings_type = THREAD_ARROW_SCHEMA.field("settings").type
     return pa.array([_arrow_settings(t) for t in threads], type=settings_type)
+
+
+def media_to_arrow(
+    threads: Iterable[Thread], message_counts: Sequence[int] | None = None
+) -> pa.Array:
+    """The `media` column of threads_to_arrow alone (null for a thread without media);
+    with `message_counts`, each thread's media in its first so many messages (a thread
+    a stage cut at a message boundary keeps those)."""
+    rows = [media_rows(thread) for thread in threads]
+    if message_counts is not None:
+        rows = [
+            [item for item in found if item["message"] < count] or None if found else None
+            for found, count in zip(rows, message_counts, strict=True)
+        ]
+    return pa.array(rows, type=THREAD_MEDIA_ARROW_SCHEMA.field(MEDIA_COLUMN).type)
 
 
 def _format_to_arrow(fmt: Format) -> dict[str, Any]:
