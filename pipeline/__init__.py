@@ -1,7 +1,7 @@
 """mms-pipeline: turn conversation datasets into Modular Model Spec training data.
 
 The public API: `read` (inputs -> threads), `convert` (inputs -> MMS JSONL + quarantine),
-the thread model (`Thread`, `Message`, `Format`, `SystemSettings`) and its Arrow form, and
+the thread model (`Thread`, `Message`, `Media`, `Format`, `SystemSettings`) and its Arrow form, and
 the linter (`from pipeline.lint import lint`; `LintConfig`, `LintReport`, `lint_threads`
 here: the function is not re-exported as `pipeline.lint`, which names the package). Each
 is imported when first used.
@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from pipeline.lint import LintConfig, LintReport
     from pipeline.mms import (
         THREAD_ARROW_SCHEMA,
+        THREAD_MEDIA_ARROW_SCHEMA,
         FieldError,
         Format,
+        Media,
         Message,
         SystemSettings,
         Thread,
@@ -48,8 +50,10 @@ _LAZY = {
     **dict.fromkeys(
         (
             "THREAD_ARROW_SCHEMA",
+            "THREAD_MEDIA_ARROW_SCHEMA",
             "FieldError",
             "Format",
+            "Media",
             "Message",
             "SystemSettings",
             "Thread",
@@ -87,6 +91,7 @@ __all__ = [
     "ERROR_CODES",
     "FORMATS",
     "THREAD_ARROW_SCHEMA",
+    "THREAD_MEDIA_ARROW_SCHEMA",
     "Account",
     "ConvertResult",
     "FieldError",
@@ -94,6 +99,7 @@ __all__ = [
     "InputError",
     "LintConfig",
     "LintReport",
+    "Media",
     "Message",
     "ReadLimits",
     "ReadSpec",

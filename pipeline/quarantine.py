@@ -34,6 +34,8 @@ ERROR_CODES: dict[str, str] = {
     "unknown_tool_call": "a tool result refers to a call id that no earlier tool call has",
     "invalid_tools": "the record's tool definitions cannot be read",
     "empty_conversation": "the record holds no messages to convert",
+    "media_mismatch": "the record's media lists and the `<image>`-style tags in its text "
+    "differ in number (media kept: some would be lost or have no place)",
     "invalid_template": "the prompt template does not parse (engine and line given)",
     "unrenderable_template": "the prompt needs a call, helper or directive that is never run",
     "unsafe_template": "the template tries to escape the sandbox or exceeds its size/time limits",

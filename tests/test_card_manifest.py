@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 import pipeline
 from pipeline.cli import main
+from pipeline.formats import ConvertOptions
 from pipeline.jobs.lint import lint
 from pipeline.output.card import (
     CardStats,
@@ -41,8 +42,10 @@ from tests.tokenizer_fixtures import tokenizer_file
 SAMPLES = REPO / "data_samples" / "openai"
 
 
-def sample_threads() -> list[pipeline.Thread]:
-    threads = list(pipeline.read(str(SAMPLES)))
+def sample_threads(multimodal: str = "drop") -> list[pipeline.Thread]:
+    """The openai samples as threads; their media dropped unless kept (`multimodal`)."""
+    options = ConvertOptions(multimodal=multimodal)
+    threads = list(pipeline.read(str(SAMPLES), pipeline.ReadSpec(options=options)))
     assert len(threads) >= 4
     return threads
 
@@ -97,18 +100,24 @@ def front_matter(card: str) -> dict[str, Any]:
     return yaml.safe_load(front)
 
 
-def test_load_dataset_reads_thread_shards_with_the_declared_features(tmp_path, offline_hf):
+@pytest.mark.parametrize("multimodal", ["drop", "keep"])
+def test_load_dataset_reads_thread_shards_with_the_declared_features(
+    tmp_path, offline_hf, multimodal
+):
     import datasets
 
-    threads = sample_threads()
+    threads = sample_threads(multimodal)
+    media = multimodal == "keep"
+    assert any(t.has_media for t in threads) == media
+    schema = pipeline.THREAD_MEDIA_ARROW_SCHEMA if media else pipeline.THREAD_ARROW_SCHEMA
     out = tmp_path / "out"
     tables = {
-        "train": pipeline.threads_to_arrow(threads[:-1]),
-        "test": pipeline.threads_to_arrow(threads[-1:]),
+        "train": pipeline.threads_to_arrow(threads[:-1], media=media),
+        "test": pipeline.threads_to_arrow(threads[-1:], media=media),
     }
-    shards = write_splits(out, pipeline.THREAD_ARROW_SCHEMA, tables)
+    shards = write_splits(out, schema, tables)
     assert len(shards["train"]) > 1  # the glob in the card must find every shard
-    card = card_for(out, pipeline.THREAD_ARROW_SCHEMA, shards)
+    card = card_for(out, schema, shards)
     (out / "README.md").write_text(card, encoding="utf-8")
 
     front = front_matter(card)
@@ -127,13 +136,13 @@ def test_load_dataset_reads_thread_shards_with_the_declared_features(tmp_path, o
         {"name": "test", "num_bytes": sizes["test"], "num_examples": 1},
     ]
     declared = datasets.Features._from_yaml_list(front["dataset_info"]["features"])
-    assert declared == datasets.Features.from_arrow_schema(pipeline.THREAD_ARROW_SCHEMA)
+    assert declared == datasets.Features.from_arrow_schema(schema)
 
     loaded = datasets.load_dataset(str(out))
     assert set(loaded) == {"train", "test"}
     for split, table in tables.items():
         assert loaded[split].features == declared
-        assert loaded[split].data.table.cast(pipeline.THREAD_ARROW_SCHEMA).equals(table)
+        assert loaded[split].data.table.cast(schema).equals(table)
     assert pipeline.threads_from_arrow(loaded["train"].data.table) == threads[:-1]
 
 

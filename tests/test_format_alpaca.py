@@ -106,9 +106,15 @@ def check_stack_exchange_pairs(realdata, records: int) -> None:
     assert len({t.meta["pair_id"] for t in threads}) == records
 
 
-def test_vqa_image_is_dropped_or_placeholdered_and_its_path_kept(data):
+def test_vqa_image_is_kept_dropped_or_placeholdered(data):
     path = data / "realdata/torchtune_assets/vqa_tiny.json"
-    (dropped,), _, _ = read_all(path)
+    (image,), _, _ = read_all(path)
+    assert image.messages[0].to_dict()["content"] == [
+        {"type": "image", "path": "tests/assets/rgb_pytorch.png"},
+        {"type": "text", "text": "What is presented on image?"},
+    ]
+    assert "extra_fields" not in image.meta and "notes" not in image.meta
+    (dropped,), _, _ = read_all(path, options=ConvertOptions(multimodal="drop"))
     assert dropped.messages[0].content == "What is presented on image?"
     assert dropped.meta["extra_fields"] == {"image": "tests/assets/rgb_pytorch.png"}
     assert dropped.meta["notes"] == ["dropped 1 image part(s) (text-only thread)"]

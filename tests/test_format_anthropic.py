@@ -14,6 +14,7 @@ from pipeline.capabilities import enabled_formats
 from pipeline.cli import main
 from pipeline.formats import FORMATS
 from pipeline.formats.base import ConvertOptions
+from pipeline.mms import Media
 from tests.conftest import REPO, needs_shared
 from tests.reading import read_all, write_records
 
@@ -168,7 +169,7 @@ def test_undeclared_tool_is_noted_not_declared(tmp_path):
     ]
 
 
-def test_options_drop_reasoning_and_placeholder_media(tmp_path):
+def test_options_keep_or_drop_reasoning_and_media(tmp_path):
     record = {
         "system": "Be brief.",
         "messages": [
@@ -191,7 +192,8 @@ def test_options_drop_reasoning_and_placeholder_media(tmp_path):
     kept = one_thread(tmp_path, record)
     assert roles(kept)[-2:] == [("assistant", "reasoning"), ("assistant", "markdown")]
     assert kept.meta["message_meta"][str(len(kept.messages) - 2)] == {"signature": "sig"}
-    assert kept.messages[-3].content == "What is it?"
+    assert kept.messages[-3].content == "\ufffcWhat is it?"
+    assert kept.messages[-3].media == (Media("image", url="https://x/y.png"),)
     options = ConvertOptions(reasoning="drop", multimodal="placeholder")
     dropped = one_thread(tmp_path, record, options=options)
     assert [m.format for m in dropped.messages if m.role == "assistant"] == ["markdown"]

@@ -11,6 +11,7 @@ import pytest
 from pipeline.capabilities import enabled_formats
 from pipeline.formats import FORMATS
 from pipeline.formats.base import ConvertOptions
+from pipeline.mms import Media
 from tests.conftest import REPO
 from tests.reading import read_all, write_records
 
@@ -156,7 +157,7 @@ def test_thoughts_keep_their_signature_and_can_be_dropped(tmp_path):
     assert [m.content for m in dropped.messages] == ["2+2?", "4"]
 
 
-def test_media_dropped_or_placeholdered_and_file_uris_kept(tmp_path):
+def test_media_kept_dropped_or_placeholdered_and_file_uris_kept(tmp_path):
     record = {
         "contents": [
             {
@@ -171,26 +172,36 @@ def test_media_dropped_or_placeholdered_and_file_uris_kept(tmp_path):
             {"role": "model", "parts": [{"text": "Same."}]},
         ]
     }
-    dropped = one_thread(tmp_path, record)
+    dropped = one_thread(tmp_path, record, options=ConvertOptions(multimodal="drop"))
     assert dropped.messages[0].content == "Compare these:"
     assert dropped.meta["message_meta"]["0"] == {"file_uris": ["gs://b/v.mp4"]}
     assert "dropped 1 document part(s) (text-only thread)" in dropped.meta["notes"]
     shown = one_thread(tmp_path, record, options=ConvertOptions(multimodal="placeholder"))
     assert shown.messages[0].content == "Compare these:\n\n[video]\n\n[document]"
+    kept = one_thread(tmp_path, record)
+    assert kept.messages[0].content == "Compare these:\ufffc"
+    assert kept.messages[0].media == (Media("video", url="gs://b/v.mp4", mime="video/mp4"),)
+    assert "message_meta" not in kept.meta
+    assert kept.meta["notes"] == [
+        "dropped 1 document part(s): MMS keeps images, audio and video that name a path, URL "
+        "or data"
+    ]
 
 
 def test_only_media_keeps_an_empty_user_turn(tmp_path):
-    thread = one_thread(
-        tmp_path,
-        {
-            "contents": [
-                {"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": "x"}}]},
-                {"role": "model", "parts": [{"text": "A cat."}]},
-            ]
-        },
-    )
+    record = {
+        "contents": [
+            {"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": "x"}}]},
+            {"role": "model", "parts": [{"text": "A cat."}]},
+        ]
+    }
+    thread = one_thread(tmp_path, record, options=ConvertOptions(multimodal="drop"))
     assert roles(thread) == [("user", None), ("assistant", "markdown")]
     assert thread.messages[0].content == ""
+    kept = one_thread(tmp_path, record)
+    assert kept.messages[0].to_dict()["content"] == [
+        {"type": "image", "data": "x", "mime": "image/png"}
+    ]
 
 
 def test_parallel_calls_as_jsonl(tmp_path):

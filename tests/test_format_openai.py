@@ -187,7 +187,7 @@ def test_reason_tool_use_keeps_part_order_and_unwraps_result_lists(data):
 
 def test_llamafactory_media_tags_are_dropped_or_placeholdered(data):
     path = str(data / "realdata/llamafactory/mllm_video_audio_demo.json")
-    dropped, _, _ = read_all(path)
+    dropped, _, _ = read_all(path, options=ConvertOptions(multimodal="drop"))
     assert dropped[0].messages[0].content == "What is the video describing?"
     assert dropped[0].meta["extra_fields"] == {
         "videos": ["mllm_demo_data/4.mp4"],

@@ -232,7 +232,9 @@ def image_record() -> dict:
 
 
 def test_image_tags_are_dropped_or_placeholdered_and_the_list_kept(tmp_path):
-    (dropped,), _, _ = read_records(tmp_path, image_record())
+    (dropped,), _, _ = read_records(
+        tmp_path, image_record(), options=ConvertOptions(multimodal="drop")
+    )
     assert dropped.messages[0].content == "Who are they?"
     assert dropped.meta["extra_fields"] == {"images": ["a.jpg"]}
     assert dropped.meta["notes"] == ["dropped 1 image part(s) (text-only thread)"]

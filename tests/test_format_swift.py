@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pipeline.formats import FORMATS, ConvertOptions
 from pipeline.formats.detect import best_for_record
+from pipeline.mms import Media
 from pipeline.sources import Record
 from tests.conftest import REPO
 from tests.reading import read_all
@@ -73,7 +74,7 @@ def test_query_response_history_and_preference():
 
 def test_qwen_img_tags_and_listed_images_follow_multimodal():
     record = {"query": "<img>http://x/a.jpg</img>What is it?", "response": "A cat."}
-    (dropped,) = convert(record)
+    (dropped,) = convert(record, multimodal="drop")
     assert dropped.messages[0].content == "What is it?"
     assert dropped.meta["message_meta"]["0"] == {"images": ["http://x/a.jpg"]}
     (placeholder,) = convert(record, multimodal="placeholder")
@@ -82,6 +83,16 @@ def test_qwen_img_tags_and_listed_images_follow_multimodal():
         {"query": "Q", "response": "R", "images": ["a.png"]}, multimodal="placeholder"
     )
     assert untagged.messages[0].content == "[image]Q"
+    (kept,) = convert(record)
+    assert kept.messages[0].content == "\ufffcWhat is it?"
+    assert kept.messages[0].media == (Media("image", url="http://x/a.jpg"),)
+    assert "message_meta" not in kept.meta
+    (untagged,) = convert({"query": "Q", "response": "R", "images": ["a.png"]})
+    assert untagged.messages[0].to_dict()["content"] == [
+        {"type": "image", "path": "a.png"},
+        {"type": "text", "text": "Q"},
+    ]
+    assert "extra_fields" not in untagged.meta
 
 
 def test_detection_leaves_other_formats_their_records():

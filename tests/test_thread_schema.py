@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import jsonschema
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,7 +25,36 @@ json_values = st.recursive(
 )
 
 simple_roles = st.sampled_from(["platform", "developer", "user"])
+media_roles = st.sampled_from(["developer", "user", "assistant", "context"])
+sources = st.text(min_size=1, max_size=8)
+media_parts = st.builds(
+    lambda kind, source, value, mime: (
+        {"type": kind, source: value} | ({} if mime is False else {"mime": mime})
+    ),
+    st.sampled_from(["image", "audio", "video"]),
+    st.sampled_from(["path", "url", "data"]),
+    sources,
+    st.just(False) | st.none() | sources,
+)
+text_parts = st.builds(
+    lambda t: {"type": "text", "text": t},
+    st.text(max_size=8).map(lambda t: t.replace("\ufffc", "")),
+)
+content_lists = st.builds(
+    lambda first, rest, at: [*rest[:at], first, *rest[at:]],
+    media_parts,
+    st.lists(text_parts | media_parts, max_size=3),
+    st.integers(0, 3),
+)
+media_messages = st.builds(
+    lambda role, parts: (
+        {"role": role, "content": parts} | ({"end_turn": True} if role == "assistant" else {})
+    ),
+    media_roles,
+    content_lists,
+)
 valid_messages = st.one_of(
+    media_messages,
     st.builds(lambda r, c: {"role": r, "content": c}, simple_roles, text),
     st.builds(
         lambda c, f, e, with_format: (
@@ -80,6 +110,12 @@ FIELDS = [
     "halt_on_start",
     "halt_on_completion",
     "sampler",
+    "type",
+    "text",
+    "path",
+    "url",
+    "data",
+    "mime",
     "extra",
 ]
 
@@ -92,19 +128,25 @@ def mutated(draw, base=valid_threads):
     containers = [thread]
     for message in thread["messages"]:
         containers.append(message)
+        if isinstance(message["content"], list):
+            containers.extend(message["content"])
     settings = thread.get("settings")
     if isinstance(settings, dict):
         containers.append(settings)
         if isinstance(settings["formats"], list):
             containers.extend(f for f in settings["formats"] if isinstance(f, dict))
     target = draw(st.sampled_from(containers))
-    action = draw(st.sampled_from(["set", "remove", "role"]))
+    action = draw(st.sampled_from(["set", "remove", "role", "marker"]))
     if action == "remove" and target:
         del target[draw(st.sampled_from(sorted(target)))]
     elif action == "role" and "role" in target:
         target["role"] = draw(
-            st.sampled_from(["assistant", "context", "user", "tool", "system", "Robot"])
+            st.sampled_from(["assistant", "context", "user", "tool", "system", "Robot", "platform"])
         )
+    elif action == "role" and "type" in target:
+        target["type"] = draw(st.sampled_from(["text", "image", "audio", "video", "file"]))
+    elif action == "marker" and isinstance(target.get("text"), str):
+        target["text"] += "\ufffc"
     else:
         target[draw(st.sampled_from(FIELDS))] = draw(json_values)
     return thread
@@ -126,6 +168,27 @@ def test_python_validator_and_json_schema_agree(thread):
 @given(json_values)
 def test_arbitrary_json_values_agree(value):
     assert (not validate_thread_dict(value)) == VALIDATOR.is_valid(value)
+
+
+@pytest.mark.parametrize(
+    ("content", "valid"),
+    [
+        ([{"type": "image", "path": "a.jpg"}], True),
+        ([{"type": "text", "text": "Hi"}], False),
+        ([], False),
+        ([{"type": "image", "path": "a.jpg", "url": "https://x/a.jpg"}], False),
+        ([{"type": "image"}], False),
+        ([{"type": "image", "data": ""}], False),
+        ([{"type": "file", "path": "a.pdf"}], False),
+        ([{"type": "image", "url": "https://x/a.jpg", "mime": None}], True),
+        ([{"type": "text", "text": "a\ufffc"}, {"type": "image", "path": "a.jpg"}], False),
+    ],
+)
+def test_content_parts_agree_case_by_case(content, valid):
+    thread = {"id": "t", "messages": [{"role": "user", "content": content}]}
+    assert (not validate_thread_dict(thread)) == valid == VALIDATOR.is_valid(thread)
+    platform = {"id": "t", "messages": [{"role": "platform", "content": content}]}
+    assert validate_thread_dict(platform) and not VALIDATOR.is_valid(platform)
 
 
 def test_schema_is_a_valid_2020_12_schema():

@@ -145,7 +145,7 @@ def _reference(
     for start in range(0, len(threads), REFERENCE_BATCH):
         chunk = threads[start : start + REFERENCE_BATCH]
         out = hf.apply_chat_template(
-            [[m.to_dict() for m in t.messages] for t in chunk],
+            [[_as_row(m) for m in t.messages] for t in chunk],
             chat_template=chat_template(bos=False, policy=policy),
             add_generation_prompt=False,
             tokenize=True,
@@ -154,6 +154,13 @@ def _reference(
         )
         for ids, mask in zip(out["input_ids"], out["assistant_masks"], strict=True):
             yield ids, [i if m else IGNORE for i, m in zip(ids, mask, strict=True)]
+
+
+def _as_row(message: Message) -> dict[str, Any]:
+    """A message as a shard row holds it, the template's input (DESIGN §4): with media, its
+    content is the text with a marker where each media stands, not the JSON form's list
+    of parts (which the template renders from issue 38's step 3)."""
+    return {**message.to_dict(), "content": message.content}
 
 
 def _difference(renderer: Renderer, thread: Thread, field: str, ours, theirs) -> str:

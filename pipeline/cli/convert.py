@@ -118,9 +118,11 @@ def _codes_help() -> str:
 @click.option(
     "--multimodal",
     type=click.Choice(MULTIMODAL),
-    default="drop",
+    default="keep",
     show_default=True,
-    help="Drop image/audio/file parts (noted in meta) or write a `[image]`-style placeholder.",
+    help="Keep images, audio and video as media parts of their messages (paths as written, "
+    "URLs, base64 data; never read or fetched), drop them (noted in meta) or write a "
+    "`[image]`-style placeholder. Files and documents are dropped in every mode.",
 )
 @split_option
 @hf_config_option

@@ -2,7 +2,9 @@
 `history` of earlier [instruction, response] pairs), the `response` variant (GPTeacher,
 torchtune instruct; Dolly's `instruction` + `context` + `response`), preference variants (LLaMA-Factory `chosen`/`rejected` strings,
 torchtune stack_exchange_paired `question` + `response_j`/`response_k`) and torchtune's
-visual QA rows (`input` + `output` + `image`).
+visual QA rows (`input` + `output` + `image`). Media (`image`, `images`, and when kept
+LLaMA-Factory's `videos` and `audios`, at their `<image>`-style tags in the prompt or
+else before it) follow `--multimodal`.
 
 Example: a row and the thread it becomes.
 
@@ -21,7 +23,8 @@ from typing import Any
 
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
 from pipeline.formats.builder import ThreadBuilder, json_kind, source_thread_id
-from pipeline.mms import Thread
+from pipeline.formats.media_tags import MediaTags
+from pipeline.mms import Media, Thread
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
 
@@ -115,6 +118,24 @@ def _history(builder: ThreadBuilder, history: Any) -> None:
         builder.assistant(pair[1])
 
 
+def _user(builder: ThreadBuilder, data: dict[str, Any]) -> frozenset[str]:
+    """The user message: the prompt with the record's media (kept: at their tags in the
+    prompt, LLaMA-Factory's way, else before it; or placeholders before it, or dropped),
+    and the keys read into it."""
+    if not builder.keeps_media:
+        builder.user("\n\n".join([*_media(builder, data), _prompt(data)]))
+        return frozenset()
+    prompt = _prompt(data)
+    tags = MediaTags(builder, data)
+    pieces: list[str | Media] = (
+        tags.take(prompt) if tags.tagged(prompt) else [*tags.listed(), prompt]
+    )
+    tags.finish()
+    text, media = builder.media_content(pieces)
+    builder.user(text, media=media)
+    return tags.read_keys
+
+
 def _media(builder: ThreadBuilder, data: dict[str, Any]) -> list[str]:
     """Placeholders (or nothing, when dropped) for the record's images, kept as fields."""
     placeholders: list[str] = []
@@ -150,7 +171,7 @@ def _thread(
     if system:
         builder.developer(system)
     _history(builder, data.get("history"))
-    builder.user("\n\n".join([*_media(builder, data), _prompt(data)]))
+    media_keys = _user(builder, data)
     if answer.strip():
         builder.assistant(answer)
     else:
@@ -161,6 +182,7 @@ def _thread(
     if slots:
         builder.note(f"holds unfilled template placeholders: {', '.join(slots)}")
     read = (READ_KEYS | {"id"}) if _is_source_id(data.get("id")) else READ_KEYS
+    read |= media_keys
     if "input" not in data:
         read |= {CONTEXT}
     builder.keep_unread(data, read)

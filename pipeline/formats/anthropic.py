@@ -30,12 +30,14 @@ from pipeline.formats.builder import (
     ThreadBuilder,
     a_json_kind,
     canonical_json,
+    joined,
     json_kind,
     source_thread_id,
     tool_specs,
     turn_list,
 )
-from pipeline.mms import Thread
+from pipeline.formats.media import anthropic_source
+from pipeline.mms import Media, Thread
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
 
@@ -161,7 +163,8 @@ class _Message:
         self.builder = builder
         self.role = role
         self.where = where
-        self.pieces: list[str] = []
+        self.pieces: list[str | Media] = []
+        """Text blocks and kept images, in order."""
         self.citations: list[Any] = []
         self.dropped_media = False
         """An image/document was dropped: the message is kept even when no text is left."""
@@ -175,11 +178,12 @@ class _Message:
         if not self.pieces and not self.dropped_media:
             return
         meta: dict[str, Any] = {"citations": self.citations} if self.citations else {}
-        text = ("" if self.citations else "\n\n").join(self.pieces)
+        separator = "" if self.citations else "\n\n"
+        text, media = self.builder.media_content(joined(([p] for p in self.pieces), separator))
         if self.role == "user":
-            self.builder.user(text, meta=meta)
+            self.builder.user(text, meta=meta, media=media)
         else:
-            self.builder.assistant(text, meta=meta)
+            self.builder.assistant(text, meta=meta, media=media)
         self.pieces, self.citations, self.dropped_media = [], [], False
 
     def block(self, block: Any, where: str) -> None:
@@ -220,14 +224,15 @@ class _Message:
         self.pieces.append(text)
 
     def _image(self, block: dict[str, Any], where: str) -> None:
-        self._placeholder("image")
+        self._placeholder("image", anthropic_source(block.get("source")))
 
-    def _placeholder(self, kind: str) -> None:
-        placeholder = self.builder.media(kind)
-        if placeholder is None:
+    def _placeholder(self, kind: str, media: Media | None = None) -> None:
+        """A media block: kept, replaced by its placeholder, or dropped."""
+        kept = self.builder.kept(kind, media)
+        if kept is None:
             self.dropped_media = True
         else:
-            self.pieces.append(placeholder)
+            self.pieces.append(kept)
 
     def _document(self, block: dict[str, Any], where: str) -> None:
         source = block.get("source")
@@ -256,9 +261,9 @@ class _Message:
         call_id = block.get("tool_use_id")
         if not isinstance(call_id, str):
             raise RecordRejected("missing_field", f"{where}.tool_use_id is missing")
-        text = self.builder.text(block.get("content"), f"{where}.content")
+        text, media = self.builder.content(block.get("content"), f"{where}.content")
         meta = {"is_error": True} if block.get("is_error") is True else {}
-        self.builder.tool_result(text, call_id=call_id, meta=meta)
+        self.builder.tool_result(text, call_id=call_id, meta=meta, media=media)
 
     def server_tool_result(self, block: dict[str, Any], where: str) -> None:
         self.flush()

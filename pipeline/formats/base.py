@@ -15,7 +15,7 @@ from pipeline.sources import Record
 
 PARALLEL_CALLS = ("sequence", "jsonl")
 REASONING = ("keep", "drop")
-MULTIMODAL = ("drop", "placeholder")
+MULTIMODAL = ("keep", "drop", "placeholder")
 OASST_PATHS = ("all", "top")
 
 
@@ -25,8 +25,9 @@ class ConvertOptions:
 
     parallel_calls: `sequence` writes call1, result1, call2, result2; `jsonl` writes one
     `name:jsonl` message per tool with a line per call. reasoning: `keep` as an assistant
-    `reasoning` message, or `drop`. multimodal: `drop` media parts (noted in meta) or write
-    a `[image]`-style `placeholder`. oasst_paths: every root-to-leaf path, or only the
+    `reasoning` message, or `drop`. multimodal: `keep` images, audio and video as media
+    parts of their messages (DESIGN §3), `drop` them (noted in meta) or write a
+    `[image]`-style `placeholder`. oasst_paths: every root-to-leaf path, or only the
     `top`-ranked one. expand_selects: for prompt templates with select variables, up to
     this many threads per prompt, one per allowed value (0 renders only the defaults).
     mapping: what the `mapped` format reads where (one for every input, or per file).
@@ -34,7 +35,7 @@ class ConvertOptions:
 
     parallel_calls: Literal["sequence", "jsonl"] = "sequence"
     reasoning: Literal["keep", "drop"] = "keep"
-    multimodal: Literal["drop", "placeholder"] = "drop"
+    multimodal: Literal["keep", "drop", "placeholder"] = "keep"
     oasst_paths: Literal["all", "top"] = "all"
     expand_selects: int = 0
     mapping: FieldMapping | FileMappings | None = None

@@ -10,7 +10,7 @@ developer message and settings, lineage and everything lossy recorded in `meta`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from pipeline.capabilities import (
 )
 from pipeline.dedup.keys import DECLARATION_META, declaration_key
 from pipeline.formats.base import ConvertOptions
+from pipeline.formats.media import PART_KINDS, anthropic_source, openai_part
 from pipeline.formats.record_values import a_json_kind as a_json_kind
 from pipeline.formats.record_values import canonical_json as canonical_json
 from pipeline.formats.record_values import exact_json as exact_json
@@ -35,7 +36,9 @@ from pipeline.formats.tool_prompt import (
     tool_declaration,
 )
 from pipeline.mms import (
+    MEDIA_MARKER,
     Format,
+    Media,
     Message,
     SystemSettings,
     Thread,
@@ -48,6 +51,8 @@ from pipeline.sources import Record
 
 REASONING_FORMAT = "reasoning"
 ENDS_A_TURN = frozenset({"user", "developer", "platform"})
+REPLACEMENT = "\ufffd"
+"""What a literal U+FFFC in the text of a message with media is written as (DESIGN §3)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,27 @@ class _Item:
     """For a result: the index (in the item list) of the call it answers."""
     weight: float | None = None
     """For an assistant item: the source's training weight (None: the default)."""
+    media: tuple[Media, ...] = ()
+    """The message's media, each at a U+FFFC marker of `content`."""
+
+
+def joined(parts: Iterable[Sequence[str | Media]], separator: str) -> list[str | Media]:
+    """Content parts in order (each a run of text and media), `separator` between two
+    parts where text meets text, nothing around media.
+
+    >>> image = Media("image", path="a.png")
+    >>> pieces = joined([["Hi"], ["there"], [image], ["What is ", image]], " | ")
+    >>> [p if isinstance(p, str) else p.kind for p in pieces]
+    ['Hi', ' | ', 'there', 'image', 'What is ', 'image']
+    """
+    out: list[str | Media] = []
+    for part in parts:
+        if not part:
+            continue
+        if out and isinstance(out[-1], str) and isinstance(part[0], str):
+            out.append(separator)
+        out.extend(part)
+    return out
 
 
 def _own(meta: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -162,11 +188,26 @@ class ThreadBuilder:
         """A platform message (a serving platform's own system prompt, as Harmony's)."""
         self._items.append(_Item("text", "platform", content, meta=_own(meta)))
 
-    def developer(self, content: str, *, meta: Mapping[str, Any] | None = None) -> None:
-        self._items.append(_Item("text", "developer", content, meta=_own(meta)))
+    # A message with media takes them as `media=`, each at a U+FFFC marker of its content
+    # (`media_content` builds both from the text and media in order).
 
-    def user(self, content: str, *, meta: Mapping[str, Any] | None = None) -> None:
-        self._items.append(_Item("text", "user", content, meta=_own(meta)))
+    def developer(
+        self,
+        content: str,
+        *,
+        media: Iterable[Media] = (),
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._items.append(_Item("text", "developer", content, meta=_own(meta), media=tuple(media)))
+
+    def user(
+        self,
+        content: str,
+        *,
+        media: Iterable[Media] = (),
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._items.append(_Item("text", "user", content, meta=_own(meta), media=tuple(media)))
 
     def assistant(
         self,
@@ -174,18 +215,34 @@ class ThreadBuilder:
         format: str = "markdown",
         *,
         weight: float | None = None,
+        media: Iterable[Media] = (),
         meta: Mapping[str, Any] | None = None,
     ) -> None:
         """An assistant answer; its `end_turn` is decided by `build()`. `weight` is the
         source's training weight (0: never trained)."""
         self._items.append(
-            _Item("text", "assistant", content, format=format, meta=_own(meta), weight=weight)
+            _Item(
+                "text",
+                "assistant",
+                content,
+                format=format,
+                meta=_own(meta),
+                weight=weight,
+                media=tuple(media),
+            )
         )
 
     def context(
-        self, content: str, name: str | None = None, *, meta: Mapping[str, Any] | None = None
+        self,
+        content: str,
+        name: str | None = None,
+        *,
+        media: Iterable[Media] = (),
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
-        self._items.append(_Item("text", "context", content, name=name, meta=_own(meta)))
+        self._items.append(
+            _Item("text", "context", content, name=name, meta=_own(meta), media=tuple(media))
+        )
 
     def reasoning(
         self,
@@ -237,15 +294,24 @@ class ThreadBuilder:
         *,
         call_id: str | None = None,
         name: str | None = None,
+        media: Iterable[Media] = (),
         meta: Mapping[str, Any] | None = None,
     ) -> None:
-        """A tool's output, matched to its call by `call_id`, else by `name`, else to the
-        oldest unanswered call."""
+        """A tool's output (with the images it returned, if any), matched to its call by
+        `call_id`, else by `name`, else to the oldest unanswered call."""
         own = _own(meta)
         if call_id is not None:
             own = {"tool_call_id": call_id, **own}
         self._items.append(
-            _Item("result", "context", content, name=name, call_id=call_id, meta=own)
+            _Item(
+                "result",
+                "context",
+                content,
+                name=name,
+                call_id=call_id,
+                meta=own,
+                media=tuple(media),
+            )
         )
 
     def declare_tools(self, tools: Iterable[ToolSpec]) -> None:
@@ -275,11 +341,59 @@ class ThreadBuilder:
         self.note(f"{where} is a JSON {json_kind(value)}, kept as JSON text")
         return canonical_json(value)
 
+    def content(self, value: Any, where: str) -> tuple[str, tuple[Media, ...]]:
+        """Message content as text and media: as `text`, but with `--multimodal keep` the
+        media parts of a content-part list (OpenAI-style parts, Anthropic image blocks)
+        are kept, each at a marker (nothing around it, text parts joined by a blank line)."""
+        if not isinstance(value, list) or not self.keeps_media:
+            return self.text(value, where), ()
+        parts: list[list[str | Media]] = []
+        for part in value:
+            piece = self._part_piece(part, where)
+            if piece is not None:
+                parts.append([piece])
+        return self.media_content(joined(parts, "\n\n"))
+
+    @property
+    def keeps_media(self) -> bool:
+        """Whether media are kept in the thread (`--multimodal keep`)."""
+        return self.options.multimodal == "keep"
+
     def media(self, kind: str) -> str | None:
-        """A non-text part (image, audio, file ...): its placeholder, or None when dropped
-        (counted in `meta.notes`)."""
+        """A non-text part not kept (image, audio, file ...): its placeholder, or None when
+        dropped (counted in `meta.notes`)."""
         self._dropped_parts[kind] += 1
         return f"[{kind}]" if self.options.multimodal == "placeholder" else None
+
+    def kept(self, kind: str, media: Media | None) -> Media | str | None:
+        """A media part as its message holds it: the media itself with `--multimodal keep`
+        (when it is an image, audio or video naming a path, URL or data), else what
+        `media(kind)` makes of it."""
+        if media is not None and self.keeps_media:
+            return media
+        return self.media(kind)
+
+    def media_content(self, segments: Iterable[str | Media]) -> tuple[str, tuple[Media, ...]]:
+        """A message's content and media from its text and media in order, concatenated:
+        a marker where each media stands. A literal U+FFFC in the text of a message with
+        media is written as U+FFFD (noted), so markers and media always match."""
+        segments = list(segments)
+        media = tuple(segment for segment in segments if isinstance(segment, Media))
+        if not media:
+            return "".join(segment for segment in segments if isinstance(segment, str)), ()
+        texts: list[str] = []
+        for segment in segments:
+            if isinstance(segment, Media):
+                texts.append(MEDIA_MARKER)
+            elif MEDIA_MARKER in segment:
+                self.note(
+                    "a literal U+FFFC in a message with media was written as U+FFFD "
+                    "(U+FFFC marks where media stand)"
+                )
+                texts.append(segment.replace(MEDIA_MARKER, REPLACEMENT))
+            else:
+                texts.append(segment)
+        return "".join(texts), media
 
     # ----------------------------------------------------------------- building
 
@@ -447,12 +561,13 @@ class ThreadBuilder:
                 format=item.format or "markdown",
                 end_turn=end_turn,
                 weight=item.weight,
+                media=item.media,
             )
         if item.role == "context":
             if item.name == "":
                 self.note("a tool result has an empty name; read as no name")
-            return Message.context(item.content, item.name or None)
-        return Message(item.role, item.content)  # type: ignore[arg-type]
+            return Message.context(item.content, item.name or None, media=item.media)
+        return Message(item.role, item.content, media=item.media)  # type: ignore[arg-type]
 
     def _uses_reasoning(self, items: list[_Item]) -> bool:
         return any(item.kind == "reasoning" for item in items)
@@ -542,6 +657,11 @@ class ThreadBuilder:
         for kind, count in sorted(self._dropped_parts.items()):
             if self.options.multimodal == "placeholder":
                 self.note(f"replaced {count} {kind} part(s) with a [{kind}] placeholder")
+            elif self.keeps_media:
+                self.note(
+                    f"dropped {count} {kind} part(s): MMS keeps images, audio and video "
+                    "that name a path, URL or data"
+                )
             else:
                 self.note(f"dropped {count} {kind} part(s) (text-only thread)")
         if self.notes:
@@ -582,6 +702,18 @@ class ThreadBuilder:
         if kind == "refusal" and isinstance(refusal, str):
             return refusal
         return self.media(str(kind or "unknown"))
+
+    def _part_piece(self, part: Any, where: str) -> str | Media | None:
+        """A content part as text, kept media, a placeholder, or None (dropped)."""
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(kind, str) or kind not in PART_KINDS:
+            return self._part_text(part, where)
+        source = part.get("source")
+        media_kind = PART_KINDS[kind]
+        found = (
+            anthropic_source(source) if isinstance(source, dict) else openai_part(part, media_kind)
+        )
+        return self.kept(media_kind, found)
 
 
 def source_thread_id(record: Record, source_id: Any = None) -> str:

@@ -28,12 +28,14 @@ from pipeline.formats.builder import (
     ThreadBuilder,
     a_json_kind,
     canonical_json,
+    joined,
     json_kind,
     source_thread_id,
     tool_specs,
     turn_list,
 )
-from pipeline.mms import Thread
+from pipeline.formats.media import gemini_payload
+from pipeline.mms import Media, Thread
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
 
@@ -194,8 +196,9 @@ class _Content:
         self.builder = builder
         self.role = role
         self.where = where
-        self.pieces: list[tuple[bool, str]] = []
-        """(is text, piece): text pieces join as written, placeholders as paragraphs."""
+        self.pieces: list[tuple[bool, str] | Media] = []
+        """(is text, piece): text pieces join as written, placeholders as paragraphs; kept
+        media at their markers, nothing around them."""
         self.meta: dict[str, Any] = {}
         self.dropped_media = False
 
@@ -210,22 +213,31 @@ class _Content:
     def flush(self) -> None:
         if not self.pieces and not self.dropped_media:
             return
+        text, media = self.builder.media_content(self._joined())
         if self.role == "model":
-            self.builder.assistant(self._joined(), meta=self.meta)
+            self.builder.assistant(text, meta=self.meta, media=media)
         else:
-            self.builder.user(self._joined(), meta=self.meta)
+            self.builder.user(text, meta=self.meta, media=media)
         self.pieces, self.meta, self.dropped_media = [], {}, False
 
-    def _joined(self) -> str:
-        runs: list[str] = []
+    def _joined(self) -> list[str | Media]:
+        """Text runs as written, placeholders as paragraphs, kept media in between."""
+        runs: list[list[str | Media]] = []
         previous_text = False
-        for is_text, piece in self.pieces:
-            if is_text and previous_text:
-                runs[-1] += piece
+        for piece in self.pieces:
+            if isinstance(piece, Media):
+                runs.append([piece])
+                previous_text = False
+                continue
+            is_text, text = piece
+            if is_text and previous_text and isinstance(runs[-1][-1], str):
+                runs[-1][-1] += text
+            elif is_text and runs and isinstance(runs[-1][-1], Media):
+                runs[-1].append(text)
             else:
-                runs.append(piece)
+                runs.append([text])
             previous_text = is_text
-        return "\n\n".join(runs)
+        return joined(runs, "\n\n")
 
     def part(self, part: dict[str, Any], where: str) -> None:
         kind, payload = _part_kind(part, where)
@@ -262,16 +274,22 @@ class _Content:
     def _media(self, payload: Any, video: Any, where: str) -> None:
         if not isinstance(payload, dict):
             raise RecordRejected("missing_field", f"{where} media is not an object")
+        mime = _get(payload, "mimeType", "mime_type")
+        kind = _media_kind(mime)
+        found = gemini_payload(kind, payload, mime if isinstance(mime, str) and mime else None)
+        if video is not None:
+            self.builder.keep(f"{where}.videoMetadata", video)
+        kept = self.builder.kept(kind, found)
+        if isinstance(kept, Media):
+            self.pieces.append(kept)
+            return
         uri = _get(payload, "fileUri", "file_uri")
         if isinstance(uri, str):
             self.meta.setdefault("file_uris", []).append(uri)
-        if video is not None:
-            self.builder.keep(f"{where}.videoMetadata", video)
-        placeholder = self.builder.media(_media_kind(_get(payload, "mimeType", "mime_type")))
-        if placeholder is None:
+        if kept is None:
             self.dropped_media = True
         else:
-            self.pieces.append((False, placeholder))
+            self.pieces.append((False, kept))
 
     def _call(self, kind: str, payload: Any, meta: dict[str, Any], where: str) -> None:
         if not isinstance(payload, dict):

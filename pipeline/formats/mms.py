@@ -134,15 +134,17 @@ def _keep_extras(meta: dict[str, Any], extras: dict[str, Any]) -> None:
 def to_threads(record: Record, options: ConvertOptions | None = None) -> list[Thread]:
     """One thread per record; ids come from the record or from (source, locator)."""
     value = record.value
-    if isinstance(value, list):
-        data: dict[str, Any] = normalize_thread_dict({"messages": value})
-    elif isinstance(value, dict):
-        data = normalize_thread_dict(value)
-    else:
+    if not isinstance(value, (list, dict)):
         kind = "null" if value is None else type(value).__name__
         raise RecordRejected(
             "not_an_object", f"expected a thread object or a list of messages, got {kind}"
         )
+    try:
+        data: dict[str, Any] = normalize_thread_dict(
+            {"messages": value} if isinstance(value, list) else value
+        )
+    except ThreadValidationError as err:
+        raise _invalid(err) from None
     extras = _split_extras(data)
     unnamed = _unname_empty_context_names(data)
     meta = data.get("meta")
@@ -165,8 +167,13 @@ def to_threads(record: Record, options: ConvertOptions | None = None) -> list[Th
     try:
         return [Thread.from_dict(data)]
     except ThreadValidationError as err:
-        details = tuple({"path": e.path, "kind": e.kind, "message": e.message} for e in err.errors)
-        raise RecordRejected("invalid_thread", str(err), details) from None
+        raise _invalid(err) from None
+
+
+def _invalid(err: ThreadValidationError) -> RecordRejected:
+    """The rejection of a record that is no valid thread, naming every field at fault."""
+    details = tuple({"path": e.path, "kind": e.kind, "message": e.message} for e in err.errors)
+    return RecordRejected("invalid_thread", str(err), details)
 
 
 FORMAT = InputFormat(

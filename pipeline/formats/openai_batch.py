@@ -174,7 +174,8 @@ def _request_builder(
         reader.message(where, message)
     reader.finish()
     builder.keep_unread(data, REQUEST_KEYS, where="request" if meta.get(JOINED) else "")
-    builder.keep_unread(body, read | set(TOOL_KEYS), where="body")
+    listed = reader.content.media_tags.read_keys
+    builder.keep_unread(body, read | set(TOOL_KEYS) | listed, where="body")
     return builder, turns
 
 

@@ -2,7 +2,8 @@
 as FastChat/Vicuna, axolotl and LLaMA-Factory write them. LLaMA-Factory adds a top-level
 `system` prompt, `tools` (a JSON string or a list), `function_call`/`observation` turns,
 DPO pairs (`chosen`/`rejected` turns after the prompt), KTO labels (`kto_tag`) and
-`<image>`-style tags that point into a top-level `images` (`videos`, `audios`) list.
+`<image>`-style tags that point into a top-level `images` (`videos`, `audios`) list (LLaVA's
+and xtuner's single `image` too, when media are kept).
 
 Example: a conversation and the thread it becomes (`human` is the user, `gpt` the
 assistant).
@@ -27,7 +28,7 @@ import orjson
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
 from pipeline.formats.builder import ThreadBuilder, json_kind, source_thread_id, tool_specs
 from pipeline.formats.media_tags import MediaTags
-from pipeline.mms import Thread
+from pipeline.mms import Media, Thread
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
 
@@ -114,7 +115,7 @@ class _Conversation:
             raise RecordRejected("missing_field", f"{where} has no value")
         meta = {k: v for k, v in turn.items() if k not in ("from", "value")}
         weight = meta.pop(WEIGHT, None) if kind in ("assistant", "call") else None
-        text = self._text(turn["value"], where)
+        text, media = self._text(turn["value"], where)
         if not text.strip() and kind != "result":
             self.builder.note(f"{where} ({speaker}) is empty; left it out")
             return
@@ -122,20 +123,29 @@ class _Conversation:
             self.builder.note(f"{where} is a second {kind} turn in a row")
         self.last_role = kind
         if kind == "call":
+            if media:
+                raise RecordRejected(
+                    "invalid_thread", f"{where} is a function_call turn holding a media tag"
+                )
             self._calls(text, where, weight, meta)
         elif kind == "assistant":
-            self.builder.assistant(text, weight=weight, meta=meta)
+            self.builder.assistant(text, weight=weight, meta=meta, media=media)
         elif kind == "result":
-            self.builder.tool_result(text, meta=meta)
+            self.builder.tool_result(text, meta=meta, media=media)
+        elif kind == "user":
+            self.builder.user(text, meta=meta, media=media)
         else:
-            getattr(self.builder, kind)(text, meta=meta)
+            self.builder.developer(text, meta=meta, media=media)
 
-    def _text(self, value: Any, where: str) -> str:
-        """The turn's text; media tags dropped or replaced when the record lists media."""
-        text = self.builder.text(value, f"{where}.value")
+    def _text(self, value: Any, where: str) -> tuple[str, tuple[Media, ...]]:
+        """The turn's text and media: media tags kept, dropped or replaced when the
+        record lists media."""
+        text, media = self.builder.content(value, f"{where}.value")
         if any(tag in text for tag in HERMES_TAGS):
             self.builder.note("turns hold Hermes <tool_call>/<tools> tags, kept as text")
-        return self.media.replace(text)
+        if media:
+            return text, media
+        return self.builder.media_content(self.media.take(text))
 
     def _calls(self, text: str, where: str, weight: Any, meta: dict[str, Any]) -> None:
         """A function_call turn: one `{name, arguments}` object or a list of them."""
@@ -177,9 +187,9 @@ def _thread(
     conversation = _Conversation(builder, media)
     for turn, where in turns:
         conversation.add(turn, where)
-    media.note_mismatches()
+    media.finish()
     shaped = {field for field in ("id", "label") if field in data and _is_read(field, data[field])}
-    builder.keep_unread(data, READ_KEYS | shaped)
+    builder.keep_unread(data, READ_KEYS | shaped | media.read_keys)
     return builder.build()
 
 

@@ -10,8 +10,8 @@
 
 Media: Qwen-VL's inline `<img>PATH</img>` tags, and `<image>` / `<video>` / `<audio>` tags
 pointing into top-level `images` / `videos` / `audios` lists (listed media without any tag
-are placed before the first user message, as ms-swift does) are dropped or written as
-placeholders (`--multimodal`); the paths stay in `meta`.
+are placed before the first user message, as ms-swift does) are kept as media, or dropped
+or written as placeholders with the paths kept in `meta` (`--multimodal`).
 
 Example: a query-response row with history, and the thread it becomes.
 
@@ -30,8 +30,8 @@ from typing import Any
 
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
 from pipeline.formats.builder import ThreadBuilder, a_json_kind, json_kind, source_thread_id
-from pipeline.formats.media_tags import MEDIA_LISTS, MediaTags
-from pipeline.mms import Thread
+from pipeline.formats.media_tags import MediaTags
+from pipeline.mms import Media, Thread
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
 
@@ -79,25 +79,31 @@ class _Media:
 
     def __init__(self, builder: ThreadBuilder, data: dict[str, Any]):
         self.builder = builder
-        self.tags = MediaTags(builder, data)
+        self.tags = MediaTags(builder, data, inline=True)
         self.inline: list[str] = []
         self.untagged = ""
         texts = [str(v) for v in _all_texts(data)]
-        for key, kind in MEDIA_LISTS.items():
-            items = data.get(key)
-            if items in (None, []) or any(f"<{kind}>" in text for text in texts):
+        for kind, key in self.tags.lists.items():
+            if any(f"<{kind}>" in text for text in texts):
                 continue
+            items = data[key]
             count = len(items) if isinstance(items, list) else 1
             self.untagged += f"<{kind}>" * count
             builder.note(f"{key} has no <{kind}> tag in the text: placed before the first query")
 
-    def user(self, text: str) -> tuple[str, dict[str, Any]]:
-        """A user text with its media replaced, and the message meta naming inline images."""
+    def user(self, text: str) -> tuple[str, tuple[Media, ...], dict[str, Any]]:
+        """A user text with its media kept or replaced, its media, and the message meta
+        naming inline images that were not kept."""
         if self.untagged:
             text, self.untagged = self.untagged + text, ""
         return self.text(text)
 
-    def text(self, text: str) -> tuple[str, dict[str, Any]]:
+    def text(self, text: str) -> tuple[str, tuple[Media, ...], dict[str, Any]]:
+        """A text with its media kept or replaced, its media, and the message meta naming
+        inline images that were not kept."""
+        if self.builder.keeps_media:
+            content, media = self.builder.media_content(self.tags.take(text))
+            return content, media, {}
         images: list[str] = []
 
         def one(match: re.Match[str]) -> str:
@@ -108,7 +114,7 @@ class _Media:
         replaced = QWEN_IMAGE.sub(one, text)
         if images and self.builder.options.multimodal != "placeholder":
             replaced = replaced.strip()
-        return self.tags.replace(replaced), ({"images": images} if images else {})
+        return self.tags.replace(replaced), (), ({"images": images} if images else {})
 
 
 def _all_texts(data: dict[str, Any]) -> list[Any]:
@@ -143,12 +149,12 @@ def _conversation(builder: ThreadBuilder, data: dict[str, Any], media: _Media) -
             raise RecordRejected("missing_field", f"{where} is {a_json_kind(turn)}, not a turn")
         others = {key: value for key, value in turn.items() if key not in TURN_ROLES}
         if "human" in turn:
-            text, meta = media.user(_text(turn["human"], f"{where}.human"))
-            builder.user(text, meta={**meta, **others})
+            text, found, meta = media.user(_text(turn["human"], f"{where}.human"))
+            builder.user(text, meta={**meta, **others}, media=found)
             others = {}
         if "assistant" in turn and turn["assistant"] is not None:
-            text, meta = media.text(_text(turn["assistant"], f"{where}.assistant"))
-            builder.assistant(text, meta={**meta, **others})
+            text, found, meta = media.text(_text(turn["assistant"], f"{where}.assistant"))
+            builder.assistant(text, meta={**meta, **others}, media=found)
         elif index == len(turns) - 1:
             builder.prompt_only("the last turn has no assistant answer: it is to be generated")
         else:
@@ -166,20 +172,20 @@ def _query(builder: ThreadBuilder, data: dict[str, Any], media: _Media, answer: 
             raise RecordRejected(
                 "missing_field", f"history[{index}] is not a [query, response] pair"
             )
-        text, meta = media.user(pair[0])
-        builder.user(text, meta=meta)
-        text, meta = media.text(pair[1])
-        builder.assistant(text, meta=meta)
+        text, found, meta = media.user(pair[0])
+        builder.user(text, meta=meta, media=found)
+        text, found, meta = media.text(pair[1])
+        builder.assistant(text, meta=meta, media=found)
     query = _text(data.get("query"), "query")
     if not query.strip():
         raise RecordRejected("empty_conversation", "query is blank")
-    text, meta = media.user(query)
-    builder.user(text, meta=meta)
+    text, found, meta = media.user(query)
+    builder.user(text, meta=meta, media=found)
     if answer is None:
         builder.prompt_only(PROMPT_ONLY_REASON)
         return
-    text, meta = media.text(answer)
-    builder.assistant(text, meta=meta)
+    text, found, meta = media.text(answer)
+    builder.assistant(text, meta=meta, media=found)
 
 
 def _answers(data: dict[str, Any]) -> dict[str, str | None]:
@@ -230,8 +236,8 @@ def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
             _conversation(builder, data, media)
         else:
             _query(builder, data, media, answer)
-        media.tags.note_mismatches()
-        builder.keep_unread(data, read)
+        media.tags.finish()
+        builder.keep_unread(data, read | media.tags.read_keys)
         threads.append(builder.build())
     return threads
 

@@ -17,7 +17,7 @@ from pipeline.lint.profile import DatasetProfile
 from pipeline.lint.rule import Rule
 from pipeline.lint.rules import RULES_BY_CODE
 from pipeline.lint.store import DiagnosticStore
-from pipeline.mms import Thread
+from pipeline.mms import Thread, shown_content
 from pipeline.quarantine import Rejection
 
 EXAMPLE_CONTENT_CHARS = 2000
@@ -37,14 +37,15 @@ class Example:
 
 def example_thread(thread: Thread, index: int | None) -> dict[str, Any]:
     """The thread's JSON form for display: messages carry their index; long threads keep a
-    window around `index`, long contents are cut (both noted)."""
+    window around `index`, long contents are cut (both noted); a message's media are
+    shown as labels in its text (`shown_content`)."""
     messages = thread.messages
     centre = index if index is not None else 0
     start = max(0, centre - EXAMPLE_WINDOW)
     stop = min(len(messages), centre + EXAMPLE_WINDOW + 1)
     shown = []
     for number in range(start, stop):
-        data = messages[number].to_dict()
+        data = {**messages[number].to_dict(), "content": shown_content(messages[number])}
         content = data["content"]
         if len(content) > EXAMPLE_CONTENT_CHARS:
             data["content"] = content[:EXAMPLE_CONTENT_CHARS]

@@ -1,10 +1,10 @@
-"""The typed thread (DESIGN §3): Thread, Message, Format and SystemSettings, their JSON
-forms, and the stable ids of threads a source gives no id."""
+"""The typed thread (DESIGN §3): Thread, Message (with its Media), Format and
+SystemSettings, their JSON forms, and the stable ids of threads a source gives no id."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -12,7 +12,10 @@ import orjson
 
 from pipeline.mms.validation import (
     DEFAULT_FORMAT,
+    MEDIA_MARKER,
+    MEDIA_SOURCES,
     MESSAGE_FIELDS,
+    FieldError,
     ThreadValidationError,
     is_weight,
     validate_thread_dict,
@@ -20,6 +23,92 @@ from pipeline.mms.validation import (
 )
 
 Role = Literal["platform", "developer", "user", "assistant", "context"]
+MediaKind = Literal["image", "audio", "video"]
+
+
+@dataclass(frozen=True, slots=True)
+class Media:
+    """An image, audio or video in a message: exactly one of `path` (as the source wrote
+    it, relative to the folder of its input file), `url` or `data` (base64), and the MIME
+    type when the source states it. Never read or fetched by the model."""
+
+    kind: MediaKind
+    path: str | None = None
+    url: str | None = None
+    data: str | None = None
+    mime: str | None = None
+
+    def to_part(self) -> dict[str, Any]:
+        """The JSON content part: its type, its source, its mime when known.
+
+        >>> Media("image", path="a.jpg").to_part()
+        {'type': 'image', 'path': 'a.jpg'}
+        >>> Media("audio", data="UklGRg==", mime="audio/wav").to_part()
+        {'type': 'audio', 'data': 'UklGRg==', 'mime': 'audio/wav'}
+        """
+        part: dict[str, Any] = {"type": self.kind}
+        for key in MEDIA_SOURCES:
+            value = getattr(self, key)
+            if value is not None:
+                part[key] = value
+        if self.mime is not None:
+            part["mime"] = self.mime
+        return part
+
+    @classmethod
+    def from_part(cls, part: Mapping[str, Any]) -> Media:
+        """Build from an already validated media part."""
+        return cls(
+            part["type"],
+            path=part.get("path"),
+            url=part.get("url"),
+            data=part.get("data"),
+            mime=part.get("mime"),
+        )
+
+
+def content_parts(content: str, media: Sequence[Media]) -> list[dict[str, Any]]:
+    r"""The JSON content list of a message with media: its text between the markers and a
+    media part at each marker, in order (no empty text parts). Raises ValueError when the
+    markers and the media differ in number (`Thread.validate` names such a message).
+
+    >>> content_parts("\ufffc\nWho is this?", [Media("image", path="1.jpg")])
+    [{'type': 'image', 'path': '1.jpg'}, {'type': 'text', 'text': '\nWho is this?'}]
+    """
+    pieces = content.split(MEDIA_MARKER)
+    if len(pieces) != len(media) + 1:
+        raise ValueError(
+            f"content holds {len(pieces) - 1} media marker(s) (U+FFFC) for {len(media)} media"
+        )
+    parts: list[dict[str, Any]] = []
+    for piece, item in zip(pieces, media, strict=False):
+        if piece:
+            parts.append({"type": "text", "text": piece})
+        parts.append(item.to_part())
+    if pieces[-1]:
+        parts.append({"type": "text", "text": pieces[-1]})
+    return parts
+
+
+def content_from_parts(parts: Iterable[Mapping[str, Any]]) -> tuple[str, tuple[Media, ...]]:
+    r"""The content (text, a marker where each media part stands) and media of an already
+    validated content list; neighbouring text parts join as written.
+
+    >>> content, media = content_from_parts(
+    ...     [{"type": "text", "text": "Look: "}, {"type": "video", "url": "https://x/v.mp4"}]
+    ... )
+    >>> content == "Look: \ufffc", media
+    (True, (Media(kind='video', path=None, url='https://x/v.mp4', data=None, mime=None),))
+    """
+    texts: list[str] = []
+    media: list[Media] = []
+    for part in parts:
+        if part["type"] == "text":
+            texts.append(part["text"])
+        else:
+            texts.append(MEDIA_MARKER)
+            media.append(Media.from_part(part))
+    return "".join(texts), tuple(media)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +155,9 @@ class SystemSettings:
 class Message:
     """One message; `format`/`end_turn`/`weight` exist only on assistant messages, `name`
     only on context. `weight` is the source's training weight (None: the default, 1); a
-    weight of 0 means "never train this message"."""
+    weight of 0 means "never train this message". `media` (not on platform messages) are
+    the message's images, audio and video, in order: the k-th U+FFFC in `content` is
+    where `media[k]` stands (DESIGN §3)."""
 
     role: Role
     content: str
@@ -74,18 +165,24 @@ class Message:
     end_turn: bool | None = None
     name: str | None = None
     weight: float | None = None
+    media: tuple[Media, ...] = ()
 
     @classmethod
     def platform(cls, content: str) -> Message:
         return cls("platform", content)
 
     @classmethod
-    def developer(cls, content: str) -> Message:
-        return cls("developer", content)
+    def developer(cls, content: str, media: Iterable[Media] = ()) -> Message:
+        return cls("developer", content, media=tuple(media))
 
     @classmethod
-    def user(cls, content: str) -> Message:
-        return cls("user", content)
+    def user(cls, content: str, media: Iterable[Media] = ()) -> Message:
+        """A user message; `media` stand at the U+FFFC markers of `content`, in order.
+
+        >>> Message.user("\ufffcWho is this?", [Media("image", path="1.jpg")]).to_dict()
+        {'role': 'user', 'content': [{'type': 'image', 'path': '1.jpg'}, {'type': 'text', 'text': 'Who is this?'}]}
+        """
+        return cls("user", content, media=tuple(media))
 
     @classmethod
     def assistant(
@@ -94,9 +191,15 @@ class Message:
         format: str = DEFAULT_FORMAT,
         end_turn: bool = True,
         weight: float | None = None,
+        media: Iterable[Media] = (),
     ) -> Message:
         return cls(
-            "assistant", content, format=format, end_turn=end_turn, weight=canonical_weight(weight)
+            "assistant",
+            content,
+            format=format,
+            end_turn=end_turn,
+            weight=canonical_weight(weight),
+            media=tuple(media),
         )
 
     @property
@@ -105,12 +208,26 @@ class Message:
         return self.weight is None or self.weight > 0
 
     @classmethod
-    def context(cls, content: str, name: str | None = None) -> Message:
-        return cls("context", content, name=name)
+    def context(cls, content: str, name: str | None = None, media: Iterable[Media] = ()) -> Message:
+        return cls("context", content, name=name, media=tuple(media))
 
     def all_fields(self) -> dict[str, Any]:
-        """Every field, set or not (the Arrow struct's view of a message)."""
+        """Every field but `media`, set or not (the Arrow struct's view of a message; its
+        media are the thread's `media` column)."""
         return {key: getattr(self, key) for key in MESSAGE_FIELDS}
+
+    def json_content(self) -> str | list[dict[str, Any]]:
+        """`content` as the JSON form has it: the string, or with media the list of parts."""
+        return content_parts(self.content, self.media) if self.media else self.content
+
+    def marker_errors(self, path: str) -> list[FieldError]:
+        """The error of a message with media whose content holds another number of U+FFFC
+        markers than it has media (none for a message without media)."""
+        markers = self.content.count(MEDIA_MARKER)
+        if not self.media or markers == len(self.media):
+            return []
+        message = f"holds {markers} media marker(s) (U+FFFC) for {len(self.media)} media"
+        return [FieldError(f"{path}.content", message, "value")]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, fields in the spec's order (role, name, format, content, end_turn),
@@ -123,38 +240,45 @@ class Message:
         >>> Message.context("12 °C", name="get_weather").to_dict()
         {'role': 'context', 'name': 'get_weather', 'content': '12 °C'}
         """
+        content = self.json_content()
         if self.role == "assistant":
             data: dict[str, Any] = {
                 "role": "assistant",
                 "format": self.format,
-                "content": self.content,
+                "content": content,
                 "end_turn": self.end_turn,
             }
             if self.weight is not None:
                 data["weight"] = self.weight
             return data
         if self.role == "context":
-            return {"role": "context", "name": self.name, "content": self.content}
-        return {"role": self.role, "content": self.content}
+            return {"role": "context", "name": self.name, "content": content}
+        return {"role": self.role, "content": content}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Message:
-        """Build from an already validated dict, filling the assistant's default format.
+        """Build from an already validated dict, filling the assistant's default format;
+        a content list becomes the text with its markers and the media.
 
         >>> Message.from_dict({"role": "assistant", "content": "Hi", "end_turn": True})
-        Message(role='assistant', content='Hi', format='markdown', end_turn=True, name=None, weight=None)
+        Message(role='assistant', content='Hi', format='markdown', end_turn=True, name=None, weight=None, media=())
         """
         role = data["role"]
+        content = data["content"]
+        media: tuple[Media, ...] = ()
+        if isinstance(content, list):
+            content, media = content_from_parts(content)
         if role == "assistant":
             return cls.assistant(
-                data["content"],
+                content,
                 format=data.get("format", DEFAULT_FORMAT),
                 end_turn=data["end_turn"],
                 weight=data.get("weight"),
+                media=media,
             )
         if role == "context":
-            return cls("context", data["content"], name=data.get("name"))
-        return cls(role, data["content"])
+            return cls("context", content, name=data.get("name"), media=media)
+        return cls(role, content, media=media)
 
 
 @dataclass(slots=True)
@@ -214,11 +338,52 @@ class Thread:
 
     def validate(self) -> None:
         """Check a thread built in Python (not via from_dict); raises ThreadValidationError."""
-        data = self.to_dict()
-        data["messages"] = [without_foreign_nulls(m.all_fields()) for m in self.messages]
-        errors = validate_thread_dict(data)
+        data: dict[str, Any] = {
+            "id": self.id,
+            "settings": self.settings.to_dict() if self.settings is not None else None,
+            "meta": self.meta,
+        }
+        markers: list[FieldError] = []
+        messages = []
+        for index, message in enumerate(self.messages):
+            fields = message.all_fields()
+            found = message.marker_errors(f"messages[{index}]")
+            if not found:
+                fields["content"] = message.json_content()
+            markers.extend(found)
+            messages.append(without_foreign_nulls(fields))
+        data["messages"] = messages
+        errors = validate_thread_dict(data) + markers
         if errors:
             raise ThreadValidationError(errors)
+
+    @property
+    def has_media(self) -> bool:
+        """Whether any message holds media."""
+        return any(m.media for m in self.messages)
+
+
+def shown_content(message: Message) -> str:
+    r"""A message's content for a reader (reports, `mms inspect`): its text, each media as
+    a label naming its kind and where it is (inline data by its size).
+
+    >>> shown_content(Message.user("￼Who?", [Media("image", path="1.jpg")]))
+    '[image: 1.jpg]Who?'
+    >>> shown_content(Message.user("￼", [Media("audio", data="UklGRg==", mime="audio/wav")]))
+    '[audio: 8 characters of base64, audio/wav]'
+    """
+    if not message.media:
+        return message.content
+    pieces = message.content.split(MEDIA_MARKER)
+    labels = [_media_label(media) for media in message.media]
+    if len(pieces) != len(labels) + 1:
+        return message.content
+    return "".join(piece + label for piece, label in zip(pieces, [*labels, ""], strict=True))
+
+
+def _media_label(media: Media) -> str:
+    where = media.path or media.url or f"{len(media.data or '')} characters of base64"
+    return f"[{media.kind}: {where}{f', {media.mime}' if media.mime else ''}]"
 
 
 def canonical_weight(weight: Any) -> Any:

@@ -1,5 +1,6 @@
-"""What makes a dict an MMS thread (DESIGN §3): the field names per role, and validation
-that names every field at fault (the linter maps the kinds to MMS101/MMS102)."""
+"""What makes a dict an MMS thread (DESIGN §3): the field names per role, the content parts
+of a message with media, and validation that names every field at fault (the linter maps
+the kinds to MMS101/MMS102)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,16 @@ ROLE_FIELDS: dict[str, tuple[str, ...]] = {
     "assistant": ("role", "format", "content", "end_turn", "weight"),
     "context": ("role", "name", "content"),
 }
+MEDIA_KINDS: tuple[str, ...] = ("image", "audio", "video")
+MEDIA_SOURCES: tuple[str, ...] = ("path", "url", "data")
+"""Where a media part's bytes are: a path as the source wrote it, a URL, or base64 data."""
+MEDIA_PART_FIELDS: tuple[str, ...] = ("type", *MEDIA_SOURCES, "mime")
+TEXT_PART_FIELDS: tuple[str, ...] = ("type", "text")
+MEDIA_ROLES: tuple[str, ...] = ("developer", "user", "assistant", "context")
+"""The roles whose content may be a list of parts with media (not platform)."""
+MEDIA_MARKER = "\ufffc"
+"""U+FFFC OBJECT REPLACEMENT CHARACTER: in a message with media, the k-th one in `content`
+is where its k-th media part stands (DESIGN §3)."""
 
 
 class FieldError(NamedTuple):
@@ -119,6 +130,8 @@ def _message_errors(message: Any, path: str) -> list[FieldError]:
             errors.append(FieldError(f"{path}.{key}", why, "not_allowed"))
     if "content" not in message:
         errors.append(FieldError(f"{path}.content", "required field is missing", "missing"))
+    elif isinstance(message["content"], list) and role in MEDIA_ROLES:
+        errors.extend(_parts_errors(message["content"], f"{path}.content"))
     elif not isinstance(message["content"], str):
         errors.append(_type_error(f"{path}.content", "string", message["content"]))
 
@@ -136,6 +149,89 @@ def _message_errors(message: Any, path: str) -> list[FieldError]:
         name = message.get("name")
         if name is not None:
             errors.extend(_name_errors(name, f"{path}.name", expected="string or null"))
+    return errors
+
+
+def _parts_errors(parts: list[Any], path: str) -> list[FieldError]:
+    """The problems of a content list: text and media parts, at least one media part."""
+    errors: list[FieldError] = []
+    has_media = False
+    for index, part in enumerate(parts):
+        where = f"{path}[{index}]"
+        if not isinstance(part, dict):
+            errors.append(_type_error(where, "content part object", part))
+            continue
+        kind = part.get("type")
+        if "type" not in part:
+            errors.append(FieldError(f"{where}.type", "required field is missing", "missing"))
+        elif kind == "text":
+            errors.extend(_text_part_errors(part, where))
+        elif isinstance(kind, str) and kind in MEDIA_KINDS:
+            has_media = True
+            errors.extend(_media_part_errors(part, where))
+        else:
+            expected = ", ".join(("text", *MEDIA_KINDS))
+            errors.append(
+                FieldError(
+                    f"{where}.type",
+                    f"unknown part type {_show(kind)} (expected {expected})",
+                    "value",
+                )
+            )
+    if not has_media:
+        errors.append(
+            FieldError(
+                path,
+                "a list of content parts holds at least one media part (text alone is a string)",
+                "value",
+            )
+        )
+    return errors
+
+
+def _unknown_keys(part: dict[str, Any], allowed: tuple[str, ...], where: str) -> list[FieldError]:
+    return [
+        FieldError(f"{where}.{key}", "unknown field", "not_allowed")
+        for key in part
+        if key not in allowed
+    ]
+
+
+def _text_part_errors(part: dict[str, Any], where: str) -> list[FieldError]:
+    errors = _unknown_keys(part, TEXT_PART_FIELDS, where)
+    if "text" not in part:
+        errors.append(FieldError(f"{where}.text", "required field is missing", "missing"))
+    elif not isinstance(part["text"], str):
+        errors.append(_type_error(f"{where}.text", "string", part["text"]))
+    elif MEDIA_MARKER in part["text"]:
+        errors.append(
+            FieldError(
+                f"{where}.text",
+                "holds U+FFFC, which marks where media stand in a message with media",
+                "value",
+            )
+        )
+    return errors
+
+
+def _media_part_errors(part: dict[str, Any], where: str) -> list[FieldError]:
+    errors = _unknown_keys(part, MEDIA_PART_FIELDS, where)
+    sources = [key for key in MEDIA_SOURCES if key in part]
+    if not sources:
+        errors.append(
+            FieldError(where, f"a media part needs one of {', '.join(MEDIA_SOURCES)}", "missing")
+        )
+    elif len(sources) > 1:
+        errors.append(
+            FieldError(
+                where, f"holds {' and '.join(sources)}: a media part has exactly one", "value"
+            )
+        )
+    for key in sources:
+        errors.extend(_name_errors(part[key], f"{where}.{key}"))
+    mime = part.get("mime")
+    if mime is not None:
+        errors.extend(_name_errors(mime, f"{where}.mime", expected="string or null"))
     return errors
 
 

@@ -20,7 +20,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.mms import THREAD_ARROW_SCHEMA, Thread, threads_from_arrow
+from pipeline.mms import MEDIA_COLUMN, THREAD_ARROW_SCHEMA, Thread, threads_from_arrow
 from pipeline.quarantine import Rejection
 
 S = TypeVar("S")
@@ -174,7 +174,8 @@ def thread_as_read(rows: pa.Table, row: int) -> Thread:
         original = rows[ORIGINAL_THREAD][row].as_py()
         if original is not None:
             return Thread.from_dict(orjson.loads(original))
-    return threads_from_arrow(rows.slice(row, 1).select(THREAD_ARROW_SCHEMA.names))[0]
+    names = [*THREAD_ARROW_SCHEMA.names, *({MEDIA_COLUMN} & set(rows.column_names))]
+    return threads_from_arrow(rows.slice(row, 1).select(names))[0]
 
 
 class SliceReader(Protocol):

@@ -27,7 +27,7 @@ class NormalizeSettings:
 
     parallel_calls: Literal["sequence", "jsonl"] = "sequence"
     reasoning: Literal["keep", "drop"] = "keep"
-    multimodal: Literal["drop", "placeholder"] = "drop"
+    multimodal: Literal["keep", "drop", "placeholder"] = "keep"
     oasst_paths: Literal["all", "top"] = "all"
     expand_selects: int = 0
 

@@ -20,7 +20,7 @@ from rich.text import Text
 from tokenizers import Tokenizer
 from tokenizers.decoders import DecodeStream
 
-from pipeline.mms import Message, Thread
+from pipeline.mms import Message, Thread, shown_content
 from pipeline.tokenize.renderer import IGNORE, EncodedThread, Renderer
 from pipeline.wording import visible
 
@@ -241,7 +241,7 @@ def plain_thread(thread: Thread) -> str:
     lines = [_header(thread)]
     for index, message in enumerate(thread.messages):
         lines.append(_title(index, message))
-        content = message.content.split("\n") if message.content else []
+        content = shown_content(message).split("\n") if message.content else []
         width = len(str(len(content)))
         lines += [f"  {n:>{width}} | {visible(line)}" for n, line in enumerate(content, 1)]
         if not content:
@@ -302,7 +302,7 @@ def rich_thread(thread: Thread) -> RenderableType:
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="dim", justify="right")
         grid.add_column()
-        lines = message.content.split("\n") if message.content else []
+        lines = shown_content(message).split("\n") if message.content else []
         for number, line in enumerate(lines, 1):
             grid.add_row(str(number), Text(visible(line)))
         if not lines:

@@ -358,7 +358,7 @@ class Renderer:
                 segments.special(_FORMAT, continuing and trained)
                 segments.text(message.format or "markdown", trained)
                 segments.special(_CONTENT, trained)
-                segments.text(message.content, trained)
+                segments.text(rendered_content(message), trained)
                 if message.end_turn:
                     segments.special(_END_TURN, trained)
                 halt_trained = trained
@@ -371,7 +371,7 @@ class Renderer:
                     segments.special(_NAME, False)
                     segments.text(message.name, False)
                 segments.special(_CONTENT, False)
-                segments.text(message.content, False)
+                segments.text(rendered_content(message), False)
             segments.end_message()
             previous = message
         if previous is not None and previous.role == "assistant" and previous.end_turn is False:
@@ -437,6 +437,14 @@ def _return_freed_memory() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
+def rendered_content(message: Message) -> str:
+    """What a message's content renders as (DESIGN §4): its text, each media part as the
+    U+FFFC marker that stands for it, encoded as text like any other character, so the
+    renderer, the shipped chat template and `mms verify` agree on every row. This is
+    where issue 38's step 3 renders the markers as placeholder tokens."""
+    return message.content
+
+
 def _rendered(thread: Thread, bos: str) -> list[str]:
     """The rendered string's parts, special tokens written as their text."""
     parts = [bos] if bos else []
@@ -446,7 +454,7 @@ def _rendered(thread: Thread, bos: str) -> list[str]:
             parts += ["<|name|>", message.name]
         if message.role == "assistant":
             parts += ["<|format|>", message.format or "markdown"]
-        parts += ["<|content|>", message.content]
+        parts += ["<|content|>", rendered_content(message)]
         if message.role == "assistant" and message.end_turn:
             parts.append("<|end_turn|>")
     last = thread.messages[-1] if thread.messages else None

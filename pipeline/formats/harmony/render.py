@@ -157,7 +157,13 @@ def _tools_home(thread: Thread, declaration: int | None) -> tuple[int | None, in
 
 
 def _kind(message: Message, where: str) -> tuple[Kind, str]:
-    """The message's kind, and for a call the sampler of its format."""
+    """The message's kind, and for a call the sampler of its format; HarmonyRenderError
+    for a message with media (a Harmony transcript is text)."""
+    if message.media:
+        raise HarmonyRenderError(
+            f"{where} holds {len(message.media)} media (images, audio, video): a Harmony "
+            "transcript holds text only"
+        )
     if message.role in ("platform", "developer", "user"):
         return Kind(message.role), ""
     if message.role == "context":

@@ -170,7 +170,7 @@ def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
         for where, message in side.turns:
             reader.message(where, message)
         reader.finish()
-        builder.keep_unread(layout.extras)
+        builder.keep_unread(layout.extras, reader.content.media_tags.read_keys)
         for note in layout.notes:
             builder.note(note)
         threads.append(builder.build())

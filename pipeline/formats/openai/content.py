@@ -1,6 +1,6 @@
-"""Message content (a string or a list of content parts) as ordered pieces: text (with
-LLaMA-Factory media tags dropped or placeholdered), reasoning parts, `tool_call` parts,
-and media parts dropped or placeholdered with where they pointed remembered."""
+"""Message content (a string or a list of content parts) as ordered pieces: text with its
+media (LLaMA-Factory media tags and media parts kept, or dropped or placeholdered with
+where they pointed remembered), reasoning parts and `tool_call` parts."""
 
 from __future__ import annotations
 
@@ -8,25 +8,17 @@ from typing import Any
 
 import orjson
 
-from pipeline.formats.builder import ThreadBuilder, json_kind
+from pipeline.formats.builder import ThreadBuilder, joined, json_kind
+from pipeline.formats.media import PART_KINDS, openai_part
 from pipeline.formats.media_tags import MediaTags
 from pipeline.formats.openai.calls import CallReader
+from pipeline.mms import Media
 from pipeline.quarantine import RecordRejected
 
 TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
-MEDIA_PARTS = {
-    "image_url": "image",
-    "input_image": "image",
-    "image": "image",
-    "input_audio": "audio",
-    "audio": "audio",
-    "audio_url": "audio",
-    "video_url": "video",
-    "video": "video",
-    "file": "file",
-    "input_file": "file",
-}
-"""Content part type -> the media kind it is dropped or placeholdered as."""
+MEDIA_PARTS = {**PART_KINDS, "file": "file", "input_file": "file"}
+"""Content part type -> the media kind it is kept, dropped or placeholdered as (files are
+never kept: MMS media are images, audio and video)."""
 
 
 def _media_ref(part: dict[str, Any]) -> str | None:
@@ -56,42 +48,55 @@ class ContentReader:
         """Begin reading a message of `role`, with no media references yet."""
         self.role, self.media_refs = role, []
 
-    def plain_text(self, content: Any, where: str, role: str) -> str:
-        """Content of a non-assistant message as one text."""
-        texts = []
+    def plain_text(self, content: Any, where: str, role: str) -> tuple[str, tuple[Media, ...]]:
+        """Content of a non-assistant message as one text, and its media."""
+        texts: list[str] = []
+        media: list[Media] = []
         for piece in self.pieces(content, where):
             if piece[0] == "reasoning":
                 self.b.note(f"{where} has a reasoning part in a {role} message; kept as text")
+            else:
+                media += piece[2]
             texts.append(piece[1])
-        return "\n\n".join(texts)
+        return "\n\n".join(texts), tuple(media)
 
     def pieces(self, content: Any, where: str) -> list[tuple[Any, ...]]:
-        """Content as ordered pieces: ("text", str), ("reasoning", str), ("call", ...);
-        neighbouring text parts are joined, media parts dropped or placeholdered."""
+        """Content as ordered pieces: ("text", str, media), ("reasoning", str), ("call",
+        ...); neighbouring text and media parts make one text piece (text parts joined by a
+        blank line, each kept media at its marker), media not kept dropped or
+        placeholdered."""
         if content is None:
             return []
         if not isinstance(content, list):
-            return [("text", self.media_tags.replace(self.b.text(content, where)))]
+            return [self._text_piece([self._tagged(self.b.text(content, where))])]
         pieces: list[tuple[Any, ...]] = []
-        texts: list[str] = []
+        run: list[list[str | Media]] = []
         for index, part in enumerate(content):
             piece = self._part(part, f"{where}[{index}]")
             if piece is None:
                 continue
-            if piece[0] == "text":
-                texts.append(piece[1])
+            if piece[0] == "content":
+                run.append(piece[1])
                 continue
-            if texts:
-                pieces.append(("text", "\n\n".join(texts)))
-                texts = []
+            if run:
+                pieces.append(self._text_piece(run))
+                run = []
             pieces.append(piece)
-        if texts:
-            pieces.append(("text", "\n\n".join(texts)))
+        if run:
+            pieces.append(self._text_piece(run))
         return pieces
+
+    def _text_piece(self, run: list[list[str | Media]]) -> tuple[str, str, tuple[Media, ...]]:
+        text, media = self.b.media_content(joined(run, "\n\n"))
+        return ("text", text, media)
+
+    def _tagged(self, text: str) -> list[str | Media]:
+        """A text's pieces: its LLaMA-Factory media tags kept, dropped or placeholdered."""
+        return self.media_tags.take(text)
 
     def _part(self, part: Any, where: str) -> tuple[Any, ...] | None:
         if not isinstance(part, dict):
-            return ("text", self.b.text([part], where))
+            return ("content", [self.b.text([part], where)])
         kind = part.get("type")
         if kind is not None and not isinstance(kind, str):
             raise RecordRejected(
@@ -100,9 +105,9 @@ class ContentReader:
             )
         text = part.get("text", part.get("value"))
         if kind in TEXT_PARTS or (kind is None and "text" in part):
-            return ("text", self.media_tags.replace(self.b.text(text, where)))
+            return ("content", self._tagged(self.b.text(text, where)))
         if kind == "refusal":
-            return ("text", self.b.text(part.get("refusal"), where))
+            return ("content", [self.b.text(part.get("refusal"), where)])
         if kind in ("reasoning", "thinking"):
             return ("reasoning", self.b.text(text if text is not None else part.get(kind), where))
         if kind == "tool_call":
@@ -113,11 +118,33 @@ class ContentReader:
                     "(only assistant messages call tools)",
                 )
             return self.calls.call(where, _call_value(where, text))
+        media_kind = MEDIA_PARTS.get(str(kind), str(kind or "unknown"))
+        found = openai_part(part, media_kind) if kind in PART_KINDS else None
+        if found is None and kind in PART_KINDS and self.b.keeps_media and _bare(part):
+            found = self.media_tags.next_listed(media_kind)
+        if found is not None and self.b.keeps_media:
+            if _detail(part) is not None:
+                self.b.note(f"dropped the detail hint of {kind} parts (how an API sizes an image)")
+            return ("content", [found])
         ref = _media_ref(part)
+        if ref is None and self.b.keeps_media and isinstance(part.get("file_id"), str):
+            ref = part["file_id"]  # an uploaded file (Responses API): named in meta, not kept
         if ref is not None:
             self.media_refs.append(ref)
-        media = self.b.media(MEDIA_PARTS.get(str(kind), str(kind or "unknown")))
-        return None if media is None else ("text", media)
+        media = self.b.media(media_kind)
+        return None if media is None else ("content", [media])
+
+
+def _bare(part: dict[str, Any]) -> bool:
+    """Whether a media part names no source of its own (`{"type": "image"}`, its other
+    keys null as a Hugging Face dataset's struct holds them): the record's list does."""
+    return all(value is None for key, value in part.items() if key != "type")
+
+
+def _detail(part: dict[str, Any]) -> Any:
+    """An image part's `detail` (low, high, auto), beside its URL or inside it."""
+    inner = part.get(str(part.get("type")))
+    return part.get("detail", inner.get("detail") if isinstance(inner, dict) else None)
 
 
 def _call_value(where: str, value: Any) -> Any:

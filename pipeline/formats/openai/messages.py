@@ -13,7 +13,7 @@ from pipeline.formats.builder import ThreadBuilder, canonical_json, json_kind
 from pipeline.formats.openai.calls import CallReader
 from pipeline.formats.openai.content import ContentReader
 from pipeline.formats.openai.tools import Tools
-from pipeline.mms import canonical_weight, is_weight
+from pipeline.mms import Media, canonical_weight, is_weight
 from pipeline.quarantine import RecordRejected
 
 TOOL_ROLES = ("tool", "function")
@@ -55,21 +55,21 @@ class MessageReader:
         if role == "assistant":
             self._assistant(where, message, self._weight(where, weights), first)
             return
-        text = self.content.plain_text(message.get("content"), f"{where}.content", role)
+        text, media = self.content.plain_text(message.get("content"), f"{where}.content", role)
         if self.content.media_refs:
             first["media"] = self.content.media_refs
         if role in TOOL_ROLES:
-            self._result(where, message, text, {**weights, **first})
+            self._result(where, message, text, {**weights, **first}, media)
         elif role == "user":
-            self.b.user(text, meta={**weights, **first})
+            self.b.user(text, meta={**weights, **first}, media=media)
         else:
-            self.b.developer(text, meta={**weights, **first})
+            self.b.developer(text, meta={**weights, **first}, media=media)
 
     def finish(self) -> None:
-        """Declare the tools the calls need (keep other hosted tools in meta), and note
-        media lists whose length does not match their tags."""
+        """Declare the tools the calls need (keep other hosted tools in meta), and check
+        the media lists against their tags (MediaTags.finish)."""
         self.calls.finish()
-        self.content.media_tags.note_mismatches()
+        self.content.media_tags.finish()
 
     def _message_meta(
         self, message: dict[str, Any], role: str
@@ -102,7 +102,7 @@ class MessageReader:
     ) -> None:
         """The assistant message as MMS messages (reasoning, text, tool calls), each with
         the message's training weight."""
-        pieces = list(self._reasoning_field(where, message, first))
+        pieces: list[tuple[Any, ...]] = list(self._reasoning_field(where, message, first))
         pieces += self.content.pieces(message.get("content"), f"{where}.content")
         if self.content.media_refs:
             first["media"] = self.content.media_refs
@@ -111,13 +111,13 @@ class MessageReader:
             if any(kind == "text" and text for kind, text, *_ in pieces):
                 first["refusal"] = refusal
             else:
-                pieces.append(("text", refusal))
+                pieces.append(("text", refusal, ()))
                 first["refusal"] = True
         pieces += self.calls.calls(where, message)
         pieces = [piece for piece in pieces if piece[0] != "text" or piece[1]]
         if not pieces:
             self.b.note(f"{where} (assistant) has no content; kept as an empty message")
-            pieces = [("text", "")]
+            pieces = [("text", "", ())]
         for piece in pieces:
             self._add_piece(piece, weight, first)
             first = {}
@@ -133,7 +133,7 @@ class MessageReader:
             arguments = self.calls.arguments(name, arguments)
             self.b.tool_call(name, arguments, call_id, weight=weight, meta=meta)
         else:
-            self.b.assistant(piece[1], weight=weight, meta=meta)
+            self.b.assistant(piece[1], weight=weight, meta=meta, media=piece[2])
 
     def _reasoning_field(
         self, where: str, message: dict[str, Any], first: dict[str, Any]
@@ -149,15 +149,23 @@ class MessageReader:
                 first[key] = value
                 self.b.note(f"{where}.{key} kept in message meta (not used as reasoning)")
 
-    def _result(self, where: str, message: dict[str, Any], text: str, meta: dict[str, Any]) -> None:
-        """A tool (or legacy function) result; a LLaMA-Factory tool message holding a JSON
-        list of `{name, content}` results for earlier calls becomes one result per call."""
+    def _result(
+        self,
+        where: str,
+        message: dict[str, Any],
+        text: str,
+        meta: dict[str, Any],
+        media: tuple[Media, ...],
+    ) -> None:
+        """A tool (or legacy function) result, with the media it returned; a LLaMA-Factory
+        tool message holding a JSON list of `{name, content}` results for earlier calls
+        becomes one result per call."""
         call_id = message.get("tool_call_id")
         call_id = call_id if isinstance(call_id, str) and call_id else None
         name = message.get("name") if isinstance(message.get("name"), str) else None
-        embedded = None if call_id is not None else self._embedded_results(text)
+        embedded = None if call_id is not None or media else self._embedded_results(text)
         if embedded is None:
-            self.b.tool_result(text, call_id=call_id, name=name, meta=meta)
+            self.b.tool_result(text, call_id=call_id, name=name, meta=meta, media=media)
             return
         self.b.note(
             f"{where} holds a JSON list of {len(embedded)} tool result(s); "

@@ -28,12 +28,13 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.accounting import Account
 from pipeline.jobs.batch_steps import batch_rows, map_batches
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.stages import Side, part_schema, run_stages
-from pipeline.mms import settings_to_arrow
+from pipeline.mms import MEDIA_COLUMN, media_to_arrow, settings_to_arrow
 from pipeline.mms.groups import group_column
 from pipeline.output.manifest import input_record
 from pipeline.output.tokenizer import write_tokenizer
@@ -52,7 +53,7 @@ PART_STATS = "stats.json"
 PART_DROPPED = "dropped.jsonl"
 PART_TOKENIZER = "tokenizer"
 PART_INPUT = "input.json"
-PART_FORMAT = "mms-run-part-7"
+PART_FORMAT = "mms-run-part-8"
 """The layout of a part's directory: a work directory of another layout is not resumed."""
 
 
@@ -180,9 +181,12 @@ class _PartWriter:
         (self.out / name).write_bytes(orjson.dumps(data, option=orjson.OPT_SORT_KEYS))
 
     def _table(self, batch: Batch) -> pa.Table:
-        """The batch's rows (shard columns, every stage's columns) and settings, in the
-        part's schema."""
+        """The batch's rows (shard columns, every stage's columns), settings and media, in
+        the part's schema."""
         table = batch_rows(batch)
         if "settings" not in table.column_names:
             table = table.append_column("settings", settings_to_arrow(batch.threads))
+        if MEDIA_COLUMN not in table.column_names:
+            counts = pc.list_value_length(table["messages"]).to_pylist()
+            table = table.append_column(MEDIA_COLUMN, media_to_arrow(batch.threads, counts))
         return table.select(self.schema.names).cast(self.schema)

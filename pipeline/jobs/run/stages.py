@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from pipeline.lint import LintReport
-from pipeline.mms import THREAD_ARROW_SCHEMA
+from pipeline.mms import MEDIA_COLUMN, THREAD_ARROW_SCHEMA, THREAD_MEDIA_ARROW_SCHEMA
 from pipeline.objectives import SCHEMAS
 from pipeline.packing import PACKED_SCHEMA
 from pipeline.stages import dedup, filters, lint, normalize, pack, split, tokenize
@@ -235,11 +235,12 @@ def shard_schema(config: HasStages) -> pa.Schema:
 
 
 def part_schema(config: HasStages, stages: list[Stage]) -> pa.Schema:
-    """The columns of a part's threads file: the shard columns, settings, and every
-    stage's published columns."""
+    """The columns of a part's threads file: the shard columns, settings, the threads'
+    media (DESIGN §3; null for a thread without), and every stage's published columns."""
     schema = row_schema(config)
     if "settings" not in schema.names:
         schema = schema.append(THREAD_ARROW_SCHEMA.field("settings"))
+    schema = schema.append(THREAD_MEDIA_ARROW_SCHEMA.field(MEDIA_COLUMN))
     for stage in stages:
         for column in stage.columns:
             schema = schema.append(column)

@@ -24,7 +24,7 @@ from pipeline.curation.pii import (
     may_hold_pii,
     redact_json_text,
 )
-from pipeline.mms import Message, Thread
+from pipeline.mms import MEDIA_MARKER, Message, Thread
 from pipeline.stages.curate.tagging import Finding, Tagger
 
 RoleAction = Literal["redact", "tag", "drop", "ignore"]
@@ -101,6 +101,10 @@ class Pii(Tagger):
 
     def _redacted(self, message: Message, redactor: Redactor) -> Message:
         text = message.content
+        if message.media:  # each text between media on its own: no span takes a marker
+            pieces = text.split(MEDIA_MARKER)
+            redacted = MEDIA_MARKER.join(redactor.redact(piece) for piece in pieces)
+            return message if redacted == text else dataclasses.replace(message, content=redacted)
         json_like = text.lstrip()[:1] in ("{", "[")
         content = redact_json_text(text, redactor) if json_like else None
         if content is None:
