@@ -12,9 +12,9 @@ from pipeline.engine import Runner
 from pipeline.jobs.verify import HashFiles, hash_here
 from pipeline.output.files import file_sha256
 
-HASH_HERE_BYTES = 64 << 20
-"""Below this many bytes in all, the files are hashed in the run's own process: starting
-tasks would cost more."""
+HASH_HERE_BYTES = 1 << 30
+"""Below this many bytes in all, the files are hashed in the run's own process (about half
+a second at most): starting tasks would cost more."""
 TASK_BYTES = 256 << 20
 """About how many bytes one task hashes (a file is never split between tasks)."""
 
