@@ -268,7 +268,43 @@ def _split(number: int, name: str, figures: Mapping[str, Any]) -> dict[str, Any]
             _role_chart(number, figures.get("roles")),
             _capability_chart(number, figures.get("capabilities")),
         ]
-    return {"number": number, "name": name, "charts": shown, "groups": _groups(figures.get("by"))}
+    return {
+        "number": number,
+        "name": name,
+        "charts": shown,
+        "groups": _groups(figures.get("by")),
+        "media": _media_rows(figures.get("media")),
+    }
+
+
+def _media_rows(media: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The split's media table: all media, then per kind its total and its roles."""
+    if not media:
+        return None
+    rows = [_media_row("all", None, media)]
+    for kind, found in media.get("kinds", {}).items():
+        rows.append(_media_row(kind, None, found))
+        rows += [_media_row(kind, role, r) for role, r in found.get("roles", {}).items()]
+    return rows
+
+
+def _media_row(kind: str, role: str | None, found: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "role": role,
+        "media": _count(found.get("media")),
+        "threads": _count(found.get("threads")),
+        "size": media_size(found),
+    }
+
+
+def media_size(found: Mapping[str, Any]) -> str:
+    """`12,345 bytes`, with how many media that covers when not all of them."""
+    sized, media = found.get("sized", 0), found.get("media", 0)
+    if not sized:
+        return MISSING
+    size = f"{found.get('bytes', 0):,} bytes"
+    return size if sized == media else f"{size} ({sized:,} of {media:,})"
 
 
 def _length_chart(number: int, figures: Mapping[str, Any]) -> dict[str, Any]:

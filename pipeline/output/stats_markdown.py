@@ -38,6 +38,9 @@ def stats_markdown(stats: dict[str, Any]) -> str:
             lines += ["| format | enabled | used |", "|---|---:|---:|"]
             for fmt, counts in figures["capabilities"].items():
                 lines.append(f"| `{fmt}` | {counts['enabled']:,} | {counts['used']:,} |")
+        if figures.get("media"):
+            lines += ["", f"## {name}: media", ""]
+            lines += _media(figures["media"])
         objective = figures.get("objective")
         if objective:
             lines += ["", f"## {name}: {objective['objective']} rows", ""]
@@ -62,6 +65,33 @@ def _table(first: str, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
         cells = [f"{figures[key]:,}" if key in figures else "" for key, _ in shown]
         lines.append("| " + " | ".join([f"`{name}`", *cells]) + " |")
     return lines
+
+
+def _media(media: dict[str, Any]) -> list[str]:
+    """Per kind and role: media, threads holding one, known size (inline data's decoded
+    bytes and recorded sizes; how many media it covers when not all)."""
+    lines = ["| media | role | media | threads | known size |", "|---|---|---:|---:|---:|"]
+    rows = [("all", "all", media)]
+    for kind, found in media["kinds"].items():
+        rows.append((kind, "all", found))
+        rows += [(kind, f"`{role}`", figures) for role, figures in found["roles"].items()]
+    for kind, role, found in rows:
+        shown = kind if kind == "all" else f"`{kind}`"
+        lines.append(
+            f"| {shown} | {role} | {found['media']:,} | {found['threads']:,} | {_size(found)} |"
+        )
+    return lines
+
+
+def _size(found: dict[str, Any]) -> str:
+    if not found["sized"]:
+        return "-"
+    size = f"{found['bytes']:,} bytes"
+    return (
+        size
+        if found["sized"] == found["media"]
+        else f"{size} ({found['sized']:,} of {found['media']:,})"
+    )
 
 
 def _roles(roles: dict[str, dict[str, Any]]) -> list[str]:

@@ -20,6 +20,7 @@ from pipeline.jobs.stats.capabilities import (
     shard_capabilities,
 )
 from pipeline.jobs.stats.files import StatsError, role_token_id, shard_files
+from pipeline.jobs.stats.media import media_figures, merge_media, shard_media
 from pipeline.jobs.stats.objectives import (
     merge_objective_counts,
     objective_figures,
@@ -60,6 +61,8 @@ class ShardTables:
     roles: pl.DataFrame | None
     capabilities: pl.DataFrame | None
     objectives: dict[str, Any] | None
+    media: pl.DataFrame | None = None
+    """Media per (kind, role), when the shard has a `media` column holding some."""
 
 
 def shard_tables(path: str, by: str | None = None, role_id: int | None = None) -> ShardTables:
@@ -78,6 +81,7 @@ def shard_tables(path: str, by: str | None = None, role_id: int | None = None) -
         shard_role_tokens(path, role_id) if with_roles and role_id is not None else None,
         shard_capabilities(path) if shape.messages else None,
         shard_objective_counts(path, objective) if objective is not None else None,
+        shard_media(path) if "media" in columns else None,
     )
 
 
@@ -88,7 +92,7 @@ def _split(paths: Sequence[str], by: str | None, role_id: int | None) -> dict[st
 def split_figures(tables: Sequence[ShardTables], by: str | None = None) -> dict[str, Any]:
     """The figures of a split from its shards' count tables (at least one)."""
     shape, objective = tables[0].shape, tables[0].objective
-    counts = roles = capabilities = objectives = None
+    counts = roles = capabilities = objectives = media = None
     for each in tables:
         counts = merge_counts(counts, each.counts)
         if each.roles is not None:
@@ -97,6 +101,8 @@ def split_figures(tables: Sequence[ShardTables], by: str | None = None) -> dict[
             capabilities = merge_capabilities(capabilities, each.capabilities)
         if each.objectives is not None:
             objectives = merge_objective_counts(objectives, each.objectives)
+        if each.media is not None:
+            media = merge_media(media, each.media)
     assert counts is not None
     whole = ungrouped(counts) if by is not None else counts
     figures = next(iter(thread_figures(whole, shape).values()))
@@ -104,6 +110,9 @@ def split_figures(tables: Sequence[ShardTables], by: str | None = None) -> dict[
         figures["roles"] = role_figures(roles)
     if capabilities is not None:
         figures["capabilities"] = capability_figures(capabilities)
+    found_media = media_figures(media) if media is not None else None
+    if found_media is not None:
+        figures["media"] = found_media
     if objective is not None:
         assert objectives is not None
         figures["objective"] = objective_figures(objective, objectives)

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pipeline.lint.rule import Rule
-from pipeline.lint.rules import capability, content, dataset, halting, pairs, structure
+from pipeline.lint.rules import capability, content, dataset, halting, media, pairs, structure
 
 RULES: tuple[Rule, ...] = tuple(
     sorted(
         [
             *structure.RULES,
+            *media.RULES,
             *capability.RULES,
             *halting.RULES,
             *content.RULES,

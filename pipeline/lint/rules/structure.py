@@ -1,6 +1,8 @@
 """MMS1xx: is it a thread at all? Records that cannot become valid threads (read from
 the quarantine: unknown role, fields on the wrong role, wrong types, unreadable records)
-and threads with nothing to train or empty messages."""
+and threads with nothing to train or empty messages. The media rules of the family
+(MMS106..MMS109) are in pipeline/lint/rules/media.py; a quarantined record's media
+problems are theirs."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import re
 from collections.abc import Iterator
 
 from pipeline.lint.rule import Finding, Rule
+from pipeline.lint.rules import media
 from pipeline.lint.rules.examples import assistant, developer, thread, user
 from pipeline.lint.thread_view import ThreadView
 from pipeline.quarantine import Rejection
@@ -19,16 +22,26 @@ _MESSAGE_PATH = re.compile(r"messages\[(\d+)\]")
 
 
 def rejection_findings(rejection: Rejection) -> Iterator[tuple[str, Finding]]:
-    """The MMS101/MMS102/MMS105 findings of a quarantined record: one per validation
-    problem when the MMS reader listed them, else one for the record."""
+    """The MMS101/MMS102/MMS105 findings of a quarantined record (MMS107..MMS109 for its
+    media): one per validation problem when the MMS reader listed them, else one for the
+    record."""
     if rejection.details:
         for detail in rejection.details:
             path = detail.get("path", "")
-            code = "MMS101" if detail.get("kind") == "unknown_role" else "MMS102"
-            text = f"{path or 'thread'}: {detail.get('message', '')}"
+            message = detail.get("message", "")
+            kind = detail.get("kind", "")
+            code = media.rejection_code(path, message, kind)
+            if code is not None:
+                text = media.rejection_text(code, path, message)
+            else:
+                code = "MMS101" if kind == "unknown_role" else "MMS102"
+                text = f"{path or 'thread'}: {message}"
             yield code, Finding(_message_index(path), text)
         return
-    if rejection.code == "unknown_role":
+    media_code = media.rejected_code(rejection.code, rejection.message)
+    if media_code is not None:
+        code = media_code
+    elif rejection.code == "unknown_role":
         code = "MMS101"
     elif rejection.code in FIELD_CODES or rejection.code == "empty_conversation":
         code = "MMS102"
