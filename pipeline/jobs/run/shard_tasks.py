@@ -118,7 +118,8 @@ class ShardTask:
                 rows = chosen.slice(source.start, source.end - source.start)["row"]
             with pa.memory_map(str(Path(source.part_dir) / PART_THREADS)) as mapped:
                 media = pa.ipc.open_file(mapped).read_all().select([MEDIA_COLUMN])
-                paths = pc.list_flatten(media.take(rows)[MEDIA_COLUMN]).field("path")
+                flat = pc.list_flatten(media.take(rows)[MEDIA_COLUMN])
+                paths = pc.struct_field(flat, "path")
             for path in pc.unique(paths.drop_null()).to_pylist():
                 name = path.removeprefix(f"{MEDIA_DIR}/")
                 if name == path or name in published:
