@@ -121,7 +121,8 @@ def read_spec(
     limits: ReadLimits | None = None,
 ) -> ReadSpec:
     """How a command reads INPUTS, from its --from, --split and --hf-config (checked
-    against the inputs) and, for convert, its normalize options and limits."""
+    against the inputs) and, for convert, its normalize options and limits. Media are not
+    read (`mms convert`, `mms lint` and `mms run` set `media` from their media options)."""
     _check_hf_options(inputs, hf_config)
     return ReadSpec(
         input_format,
