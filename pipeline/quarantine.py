@@ -36,6 +36,17 @@ ERROR_CODES: dict[str, str] = {
     "empty_conversation": "the record holds no messages to convert",
     "media_mismatch": "the record's media lists and the `<image>`-style tags in its text "
     "differ in number (media kept: some would be lost or have no place)",
+    "media_missing": "a media the record refers to does not exist (path, object or URL)",
+    "media_outside_input": "a media path leads outside the folder of the record's input file "
+    "(`..`, an absolute path elsewhere, or a symlink out)",
+    "media_kind": "a media's bytes are not the kind it claims (magic bytes), or no known "
+    "image, audio or video file",
+    "media_corrupt": "a media cannot be decoded: a truncated or broken image (Pillow), a bad "
+    "audio or video header, or `data` that is not base64",
+    "media_too_large": "a media is larger than `media.max_bytes` (or an image than "
+    "`media.max_pixels`)",
+    "media_unreadable": "a media cannot be read: not a regular file, no permission, or a "
+    "fetch that failed or timed out",
     "invalid_template": "the prompt template does not parse (engine and line given)",
     "unrenderable_template": "the prompt needs a call, helper or directive that is never run",
     "unsafe_template": "the template tries to escape the sandbox or exceeds its size/time limits",

@@ -128,6 +128,11 @@ RECORDED_AS = {
 always have: it stays so, for their bytes and digests)."""
 
 
+LEFT_OUT_WHEN_DEFAULT = {"media"}
+"""Slices added after outputs were pinned whose resolved form leaves out the defaults, so
+that the manifests (and digests) of runs that never met them keep their bytes."""
+
+
 def _as_recorded(key: str, written: Any) -> Any:
     if not isinstance(written, dict):
         return written
@@ -217,6 +222,11 @@ def test_an_omitted_slice_resolves_to_the_schemas_defaults(config: Any, tmp_path
         name: sub["default"] for name, sub in node["properties"].items() if "default" in sub
     }
     assert set(defaults) == set(node["properties"]), f"stages.{config.key}: a key has no default"
+    if config.key in LEFT_OUT_WHEN_DEFAULT:
+        assert config.key not in resolved
+        loaded = getattr(_load(tmp_path, {}).stages, config.key)
+        assert dataclasses.asdict(loaded) == defaults
+        return
     assert resolved[config.key] == _as_recorded(config.key, defaults)
 
 

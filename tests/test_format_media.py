@@ -23,6 +23,10 @@ from tests.conftest import DATA, REPO
 from tests.reading import read_all, read_records
 from tests.test_run import SAMPLE_TOKENIZER, output_files, run_cli, write_config
 
+NO_MEDIA_FILES = "--no-check-media"
+"""The LLaMA-Factory demos' media files are not in the repository: these tests are about
+their conversion, so the media are not read (tests/test_media_check.py checks media)."""
+
 LLAMA_FACTORY = DATA / "realdata" / "llamafactory"
 STAND_INS = DATA / "formats" / "multimodal"
 TAG = re.compile(r"<(image|video|audio)>")
@@ -340,9 +344,8 @@ def test_mapped_format_media_keys(tmp_path):
         "roles: {customer: user, agent: assistant}\nimages: photos\n"
     )
     out = tmp_path / "out.jsonl"
-    result = CliRunner().invoke(
-        main, ["convert", str(source), "--mapping", str(mapping), "-o", str(out)]
-    )
+    args = ["convert", str(source), "--mapping", str(mapping), "-o", str(out)]
+    result = CliRunner().invoke(main, [*args, "--no-check-media"])  # claims/42.jpg: none
     assert result.exit_code == 0, result.output
     thread = orjson.loads(out.read_bytes())
     assert thread["messages"][0]["content"] == [
@@ -355,9 +358,8 @@ def test_mapped_format_media_keys(tmp_path):
 def test_dataset_info_registry_reads_the_real_mllm_demo_with_its_images(tmp_path):
     out = tmp_path / "mllm.jsonl"
     registry = str(LLAMA_FACTORY / "dataset_info.json")
-    result = CliRunner().invoke(
-        main, ["convert", "--dataset-info", registry, "mllm_demo", "-o", str(out)]
-    )
+    args = ["convert", "--dataset-info", registry, "mllm_demo", "-o", str(out)]
+    result = CliRunner().invoke(main, [*args, NO_MEDIA_FILES])
     assert result.exit_code == 0, result.output
     records = json.loads((LLAMA_FACTORY / "mllm_demo.json").read_text())
     threads = [Thread.from_dict(orjson.loads(line)) for line in out.read_bytes().splitlines()]
@@ -388,7 +390,7 @@ def test_convert_keeps_media_by_default_and_drop_and_placeholder_are_as_before(t
     outputs = {}
     for mode in ("keep", "drop", "placeholder", None):
         out = tmp_path / f"{mode}.jsonl"
-        args = ["convert", source, "-o", str(out)]
+        args = ["convert", source, "-o", str(out), NO_MEDIA_FILES]
         result = CliRunner().invoke(main, args + ([f"--multimodal={mode}"] if mode else []))
         assert result.exit_code == 0, result.output
         outputs[mode] = [orjson.loads(line) for line in out.read_bytes().splitlines()]
@@ -424,7 +426,7 @@ def test_a_run_over_media_lints_tokenizes_shards_and_verifies(tmp_path):
     tokenize = f"tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, max_tokens: 512}}"
     config = write_config(tmp_path, "media", LLAMA_FACTORY / "mllm_demo.json", tokenize)
     out = tmp_path / "out"
-    result = run_cli(str(config), "-o", str(out))
+    result = run_cli(str(config), "-o", str(out), NO_MEDIA_FILES)
     assert result.exit_code == 0, result.output
     rows = pq.read_table(out / "data" / "train-00000-of-00001.parquet").to_pylist()
     assert rows and any("\ufffc" in m["content"] for row in rows for m in row["messages"])

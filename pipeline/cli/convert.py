@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import NoReturn
 
 import click
@@ -13,6 +15,8 @@ from pipeline.cli.mapping_inputs import mapped_inputs, mapping_options
 from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
+    media_options,
+    media_settings,
     read_spec,
     split_option,
     worker_count,
@@ -34,6 +38,7 @@ from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASO
 from pipeline.formats.detect import UNKNOWN
 from pipeline.jobs.convert import STDOUT, ConvertResult, convert
 from pipeline.jobs.read import detect_file
+from pipeline.media import MEDIA_DIR, MediaSettings
 from pipeline.output.files import OutputPathError
 from pipeline.quarantine import ERROR_CODES
 from pipeline.sources import InputError, ReadLimits, is_hf_input
@@ -121,8 +126,9 @@ def _codes_help() -> str:
     default="keep",
     show_default=True,
     help="Keep images, audio and video as media parts of their messages (paths as written, "
-    "URLs, base64 data; never read or fetched), drop them (noted in meta) or write a "
-    "`[image]`-style placeholder. Files and documents are dropped in every mode.",
+    "URLs, base64 data; checked as the media options below say), drop them (noted in "
+    "meta) or write a `[image]`-style placeholder. Files and documents are dropped in "
+    "every mode.",
 )
 @split_option
 @hf_config_option
@@ -143,6 +149,7 @@ def _codes_help() -> str:
     "one per allowed value; 0 renders only the defaults.",
 )
 @workers_option
+@media_options
 def convert_command(
     inputs: tuple[str, ...],
     output: str,
@@ -162,6 +169,7 @@ def convert_command(
     hf_config: str | None,
     expand_selects: int,
     workers: int | None,
+    media_flags: dict[str, object],
 ) -> None:
     """Convert INPUT files, directories, globs or Hugging Face datasets to MMS JSONL.
 
@@ -188,6 +196,11 @@ def convert_command(
         mapping=chosen.mapping,
     )
     spec = read_spec(inputs, input_format, chosen.split, chosen.hf_config, options, limits)
+    media = media_settings(MediaSettings(), media_flags)
+    if media.copy and output == STDOUT:
+        raise click.UsageError("--copy-media writes media/ beside the output: name a file (-o)")
+    store = str(Path(output).parent / MEDIA_DIR) if media.copy else None
+    spec = dataclasses.replace(spec, media=media, media_store=store)
     try:
         with read_progress() as update:
             result = convert(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -10,6 +11,8 @@ import click
 from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
+    media_options,
+    media_settings,
     read_spec,
     split_option,
     worker_count,
@@ -32,6 +35,7 @@ from pipeline.lint.config import FAIL_ON
 from pipeline.lint.report import gating_severities
 from pipeline.lint.reports import OUTPUT_FORMATS, write_report
 from pipeline.lint.reports.text import concise_line
+from pipeline.media import MediaSettings
 from pipeline.output.files import OutputPathError, atomic_text_output
 from pipeline.sources import InputError
 from pipeline.wording import plural
@@ -114,6 +118,7 @@ from pipeline.wording import plural
 @split_option
 @hf_config_option
 @workers_option
+@media_options
 def lint_command(
     inputs: tuple[str, ...],
     input_format: str,
@@ -129,6 +134,7 @@ def lint_command(
     split: str,
     hf_config: str | None,
     workers: int | None,
+    media_flags: dict[str, object],
 ) -> None:
     """Check INPUT files, directories, globs or hf: datasets against the MMS rules.
 
@@ -141,6 +147,10 @@ def lint_command(
     error.
     """
     spec = read_spec(inputs, input_format, split, hf_config)
+    media = media_settings(MediaSettings(), media_flags)
+    if media.copy:
+        raise click.UsageError("mms lint writes no data: --copy-media is for convert and run")
+    spec = dataclasses.replace(spec, media=media)  # as a run reads them: lint agrees
     try:
         config = load_config(config_file).replace(
             select=_codes(select), ignore=_codes(ignore), fail_on=fail_on

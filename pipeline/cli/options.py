@@ -3,13 +3,16 @@ so every command that reads inputs spells and checks them the same way."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import click
 
 from pipeline.formats import AUTO, FORMATS, ConvertOptions
 from pipeline.jobs.read import ReadSpec
+from pipeline.media import MediaSettings
 from pipeline.sources import DEFAULT_SPLIT, ReadLimits, is_hf_input
 from pipeline.tokenize import LABEL_POLICIES
 from pipeline.tokenize.overlong import OVERLONG_POLICIES
@@ -118,7 +121,8 @@ def read_spec(
     limits: ReadLimits | None = None,
 ) -> ReadSpec:
     """How a command reads INPUTS, from its --from, --split and --hf-config (checked
-    against the inputs) and, for convert, its normalize options and limits."""
+    against the inputs) and, for convert, its normalize options and limits. Media are not
+    read (`mms convert`, `mms lint` and `mms run` set `media` from their media options)."""
     _check_hf_options(inputs, hf_config)
     return ReadSpec(
         input_format,
@@ -127,3 +131,77 @@ def read_spec(
         split,
         hf_config,
     )
+
+
+def media_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The media options (issue 38, DESIGN §3) of `mms convert` and `mms run`, given to the
+    command as `media_flags` (a dict of the flags given: None for a flag left out)."""
+    options: list[Decorator] = [
+        click.option(
+            "--check-media/--no-check-media",
+            "check_media",
+            default=None,
+            help="Read every media a kept thread refers to (a path inside its input file's "
+            "folder, base64 data) and quarantine the record when one is missing "
+            "(media_missing), outside the folder (media_outside_input), not the kind it "
+            "claims (media_kind), undecodable (media_corrupt: a truncated image ...), too "
+            "large (media_too_large) or unreadable (media_unreadable); each media's sha256 "
+            "goes to meta.media_checked, and dedup compares media by it [default: on; a run: "
+            "the config's stages.media.check].",
+        ),
+        click.option(
+            "--copy-media",
+            is_flag=True,
+            default=None,
+            help="Write each distinct media once into the output's media/ as <sha256>.<ext> "
+            "and point the threads there (relative to the output); a run's manifest lists "
+            "and hashes them [default: keep the references as the source wrote them].",
+        ),
+        click.option(
+            "--fetch-media",
+            is_flag=True,
+            default=None,
+            help="Also fetch media given as URLs (http(s) within --media-timeout; s3, gs, az, "
+            "hf through the object stores), no more than --max-media-bytes each. Without it "
+            "nothing is fetched from the network: URLs are kept unchecked, noted in "
+            "meta.notes.",
+        ),
+        click.option(
+            "--max-media-bytes",
+            type=click.IntRange(min=1),
+            default=None,
+            metavar="N",
+            help="Largest media file; a bigger one is quarantined as media_too_large "
+            "[default: 64 MiB].",
+        ),
+        click.option(
+            "--media-timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            metavar="SECONDS",
+            help="How long a fetched URL may take to answer (with --fetch-media) [default: 30].",
+        ),
+    ]
+
+    def wrapped(**kwargs: object) -> None:
+        flags = {
+            "check": kwargs.pop("check_media"),
+            "copy": kwargs.pop("copy_media"),
+            "fetch": kwargs.pop("fetch_media"),
+            "max_bytes": kwargs.pop("max_media_bytes"),
+            "timeout": kwargs.pop("media_timeout"),
+        }
+        command(media_flags=flags, **kwargs)
+
+    wrapped.__name__ = command.__name__
+    wrapped.__doc__ = command.__doc__
+    decorated: Callable[..., None] = wrapped
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated
+
+
+def media_settings(base: MediaSettings, flags: Mapping[str, object]) -> MediaSettings:
+    """`base` with the media flags given on the command line."""
+    given: dict[str, Any] = {name: value for name, value in flags.items() if value is not None}
+    return dataclasses.replace(base, **given) if given else base

@@ -12,7 +12,7 @@ import click
 
 from pipeline.accounting import Account, InputAccount, most_first
 from pipeline.arrow_pandas import skip_pandas_probe
-from pipeline.cli.options import overwrite_option
+from pipeline.cli.options import media_options, media_settings, overwrite_option
 from pipeline.cli.output import (
     ConfigProblem,
     check_mark,
@@ -107,6 +107,7 @@ from pipeline.wording import plural, visible
     help="Publish the output to the config's output.push_to_hub repository when the run "
     "succeeds (as mms push does); --no-push writes it locally only.",
 )
+@media_options
 def run_command(
     config_file: str,
     output: str | None,
@@ -117,6 +118,7 @@ def run_command(
     overwrite: bool,
     dry_run: bool,
     push: bool,
+    media_flags: dict[str, object],
 ) -> None:
     """Run a pipeline CONFIG: ingest, normalize, lint, filter, dedup, tokenize, shard.
 
@@ -129,6 +131,9 @@ def run_command(
     error.
     """
     config, out = _config_and_output(config_file, output, engine, ray_address)
+    media = media_settings(config.stages.media, media_flags)
+    if media != config.stages.media:  # the flags are the config's stages.media, recorded so
+        config = dataclasses.replace(config, stages=config.stages.replace(media=media))
     if dry_run:
         _print_dry_run(config, out, workers)
         return

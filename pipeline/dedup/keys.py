@@ -9,13 +9,15 @@ one content key whatever their ids."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from typing import Any
 
 import orjson
 
-from pipeline.mms import Thread
+from pipeline.media import media_meta_sha
+from pipeline.mms import Media, Message, Thread
 from pipeline.mms.groups import group_of
 
 DECLARATION_META = "declaration"
@@ -47,13 +49,34 @@ def _declared_message(thread: Thread) -> tuple[int, str] | None:
 
 def comparable_messages(thread: Thread) -> list[Any]:
     """The messages as dedup compares them: each as it is, except the converter-written
-    declaration message, which counts by what it declares, not by its wording."""
+    declaration message, which counts by what it declares, not by its wording, and a media
+    whose bytes were checked, which counts by its kind and their sha256 (`meta.media_checked`,
+    pipeline/media), not by where it is: the same image under two names is the same, two
+    images under one text are not."""
     declared = _declared_message(thread)
-    body: list[Any] = [m.to_dict() for m in thread.messages]
+    body: list[Any] = [m.to_dict() for m in _by_media_bytes(thread)]
     if declared is not None:
         index, key = declared
         body[index] = {"role": thread.messages[index].role, "declares": key}
     return body
+
+
+def _by_media_bytes(thread: Thread) -> list[Message]:
+    """The thread's messages with each media whose sha256 is known named by it."""
+    digests = media_meta_sha(thread.meta)
+    if digests is None:
+        return list(thread.messages)
+    known = iter(digests)
+    messages = []
+    for message in thread.messages:
+        if message.media:
+            named = []
+            for media in message.media:
+                digest = next(known, None)
+                named.append(media if digest is None else Media(media.kind, url=f"sha256:{digest}"))
+            message = dataclasses.replace(message, media=tuple(named))
+        messages.append(message)
+    return messages
 
 
 def content_key(thread: Thread) -> int:

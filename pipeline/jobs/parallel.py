@@ -77,7 +77,13 @@ def read_part(
     `on_reject`, with the locators reading the whole file gives."""
     items = iter_part_records(part, spec.limits, split=spec.split, hf_config=spec.hf_config)
     return read_items(
-        part.path, items, format=part.format, on_reject=on_reject, stats=stats, options=spec.options
+        part.path,
+        items,
+        format=part.format,
+        on_reject=on_reject,
+        stats=stats,
+        options=spec.options,
+        media=spec.media_checker(),
     )
 
 

@@ -8,10 +8,12 @@ import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pipeline.accounting import Account
 from pipeline.formats import AUTO, ConvertOptions, get_format
 from pipeline.formats.detect import Detection, detect
+from pipeline.media import MediaChecker, MediaSettings
 from pipeline.mms import Thread
 from pipeline.output.overlap import refuse_outputs_over_inputs
 from pipeline.quarantine import Rejection
@@ -32,13 +34,32 @@ class ReadSpec:
     `auto`: detected per file from its first records, record by record in a mixed file),
     the options of the lossy mappings (parallel calls, reasoning, media, OASST paths), the
     limits that guard against hostile files, and which `split` (and config `hf_config`)
-    an `hf:` dataset input streams."""
+    an `hf:` dataset input streams. `media`: how the media of kept threads are checked
+    (pipeline/media; None: not read, as the library reads by default; `mms convert` and
+    `mms run` check them), and `media_store` the folder copies go to in copy mode."""
 
     format: str = AUTO
     options: ConvertOptions = field(default_factory=ConvertOptions)
     limits: ReadLimits = field(default_factory=ReadLimits)
     split: str = DEFAULT_SPLIT
     hf_config: str | None = None
+    media: MediaSettings | None = None
+    media_store: str | None = None
+
+    def media_checker(self) -> MediaChecker | None:
+        """The checker of the media kept threads hold (None: media are not read)."""
+        return media_checker(self.media, self.options.multimodal, self.media_store)
+
+
+def media_checker(
+    settings: MediaSettings | None, multimodal: str, store: str | os.PathLike[str] | None
+) -> MediaChecker | None:
+    """The checker `settings` ask for, when media are kept (`multimodal: keep`)."""
+    if settings is None or multimodal != "keep" or not settings.reads:
+        return None
+    if settings.copy and store is None:
+        raise ValueError("copying media needs a folder to copy them to")
+    return MediaChecker(settings, Path(store) if store is not None else None)
 
 
 def read(
@@ -61,11 +82,18 @@ def read(
     stats = stats if stats is not None else Account()
     found = files_to_read(inputs, spec, outputs)
     count_files(stats, found)
+    media = spec.media_checker()
     for path in found.files:
         name = found.names.get(path)
         items = iter_file(path, spec.limits, split=spec.split, config=spec.hf_config, name=name)
         yield from read_items(
-            path, items, format=spec.format, on_reject=on_reject, stats=stats, options=spec.options
+            path,
+            items,
+            format=spec.format,
+            on_reject=on_reject,
+            stats=stats,
+            options=spec.options,
+            media=media,
         )
 
 

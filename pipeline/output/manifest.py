@@ -127,12 +127,17 @@ def build_manifest(
     }
 
 
-def file_entries(out: Path, paths: Sequence[str]) -> list[dict[str, Any]]:
-    """The manifest's `files` entries of `paths` (relative to `out`), sorted by path."""
-    return [
-        {"path": path, "bytes": (out / path).stat().st_size, "sha256": file_sha256(out / path)}
-        for path in sorted(paths)
-    ]
+def file_entries(
+    out: Path, paths: Sequence[str], known: Mapping[str, tuple[int, str]] | None = None
+) -> list[dict[str, Any]]:
+    """The manifest's `files` entries of `paths` (relative to `out`), sorted by path;
+    `known` gives the (bytes, sha256) of files already hashed where they were written."""
+    known = known or {}
+    entries = []
+    for path in sorted(paths):
+        size, digest = known.get(path) or ((out / path).stat().st_size, file_sha256(out / path))
+        entries.append({"path": path, "bytes": size, "sha256": digest})
+    return entries
 
 
 def published_files(folder: Path) -> list[str]:

@@ -95,6 +95,19 @@ def _leads_outside(path: str, root: str) -> bool:
     return os.path.commonpath([os.path.realpath(path), real_root]) != real_root
 
 
+def leads_outside(path: str, root: str) -> bool:
+    """Whether `path` resolves (through any symlink, or `..`) to a place outside the folder
+    `root`: the rule for the files of a folder input, and for the media a record names
+    (pipeline/media/resolve.py)."""
+    return _leads_outside(path, root)
+
+
+def refusal(path: str, root: str) -> str | None:
+    """Why a file under `root` must not be opened (not a regular file, or a symlink out of
+    `root`), None when it may be."""
+    return _refusal(path, root)
+
+
 def _refusal(path: str, root: str) -> str | None:
     """Why a data file found under `root` must not be opened, or None: it is not a
     regular file, or it resolves to a place outside `root` (a symlink out)."""

@@ -14,6 +14,7 @@ from typing import Literal
 from pipeline.accounting import Account
 from pipeline.formats import AUTO, FORMATS, ConvertOptions, InputFormat, get_format
 from pipeline.formats.detect import best_for_record, detect
+from pipeline.media import MediaChecker, MediaProblem
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected, Rejection, raw_text
 from pipeline.sources import Record
@@ -66,6 +67,24 @@ def _convert(fmt: InputFormat, record: Record, options: ConvertOptions) -> list[
     )
 
 
+def _checked(
+    media: MediaChecker, threads: list[Thread], record: Record, path: str
+) -> list[Thread] | Rejection:
+    """The record's threads with their media checked, or the record's rejection."""
+    try:
+        return media.check(threads, path)
+    except MediaProblem as problem:
+        return Rejection(
+            record.source,
+            record.locator,
+            problem.code,
+            f"record {record.locator}: {problem.why}",
+            raw=raw_text(record.raw, record.value),
+            stage="media",
+            record_id=_record_id(record.value),
+        )
+
+
 def _record_id(value: object) -> str | None:
     source_id = value.get("id") if isinstance(value, dict) else None
     if isinstance(source_id, int) and not isinstance(source_id, bool):
@@ -81,11 +100,13 @@ def read_items(
     on_reject: Callable[[Rejection], object] | None = None,
     stats: Account | None = None,
     options: ConvertOptions | None = None,
+    media: MediaChecker | None = None,
 ) -> Iterator[Thread]:
     """Threads from the records (and read rejections) of one file, or of one part of it:
     its format named or detected from its first records, each record converted or
     handed to `on_reject`. `read` does this for every file; engines that split a big
-    file into parts call it for each part."""
+    file into parts call it for each part. With `media`, the media of each record's
+    threads are checked (pipeline/media): a record with a bad one is quarantined whole."""
     stats = stats if stats is not None else Account()
     options = options or ConvertOptions()
 
@@ -130,6 +151,8 @@ def read_items(
             reject(_unknown_format(item, path, per_record))
             continue
         result = _convert(record_format, item, options)
+        if media is not None and not isinstance(result, Rejection):
+            result = _checked(media, result, item, path)
         if isinstance(result, Rejection):
             for rejection in _member_rejections(result, item, members):
                 reject(rejection)

@@ -402,6 +402,7 @@ def _run(
         reports,
         report,
         packing,
+        reduced.media,
     )
     encoder = tokenizer["text_encoder"] if tokenizer else None
     configured = [name for name, _ in config.stages.shard.splits] if config.stages.shard else []

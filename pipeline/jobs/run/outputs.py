@@ -14,6 +14,7 @@ from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.part import PART_INPUT
 from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
+from pipeline.media.check import MEDIA_DIR
 from pipeline.output.card import (
     CardStats,
     Losses,
@@ -107,10 +108,16 @@ def write_run_manifest(
     reports: list[str],
     report: LintReport,
     packing: dict[str, Any] | None = None,
+    media: dict[str, int] | None = None,
 ) -> None:
     """manifest.json, written last: whether the gate passed, inputs with their sha256, the
     resolved config, versions, counts, shards, tokenizer, reports, every other published
-    file with its sha256 (`files`: the card too) and, with a pack stage, packing."""
+    file with its sha256 (`files`: the card too, and the media copied under media/, whose
+    content-addressed names are their sha256: `media` gives their sizes, so they are not
+    read again here) and, with a pack stage, packing."""
+    known = {
+        f"{MEDIA_DIR}/{name}": (size, name.split(".", 1)[0]) for name, size in (media or {}).items()
+    }
     manifest = build_manifest(
         inputs=input_records(config, parts, part_dirs),
         config=config.resolved(),
@@ -120,7 +127,7 @@ def write_run_manifest(
         tokenizer=tokenizer,
         reports=reports,
         gate=gate_record(report, config.stages.lint.fail_on),
-        files=file_entries(out, published_files(out)),
+        files=file_entries(out, published_files(out), known),
         card=card_entry(out),
     )
     if packing is not None:

@@ -9,6 +9,8 @@ needs, and nothing it would have to recompute:
 - `dropped.jsonl`: the threads map stages left out (sampling), one line each;
 - `stats.json`: the reading counts and the threads map stages left out, per reason;
 - `{stage}.json`: what a stage kept of the part (the lint profile and examples);
+- `media/`, when the run copies media (`stages.media.copy`): every media the part's threads
+  point at, under its content address (`<sha256>.<ext>`), for the shard tasks to publish;
 - `input.json`, in a file's first part: the manifest's record of the input file (its
   sha256 and size: hashing every input is work that grows with the data, so the workers
   do it, a file split into byte ranges hashed whole by its first part);
@@ -32,6 +34,7 @@ import pyarrow.compute as pc
 
 from pipeline.accounting import Account
 from pipeline.jobs.batch_steps import batch_rows, map_batches
+from pipeline.jobs.read import media_checker
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.stages import Side, part_schema, run_stages
 from pipeline.mms import MEDIA_COLUMN, media_to_arrow, settings_to_arrow
@@ -53,7 +56,8 @@ PART_STATS = "stats.json"
 PART_DROPPED = "dropped.jsonl"
 PART_TOKENIZER = "tokenizer"
 PART_INPUT = "input.json"
-PART_FORMAT = "mms-run-part-8"
+PART_MEDIA = "media"
+PART_FORMAT = "mms-run-part-9"
 """The layout of a part's directory: a work directory of another layout is not resumed."""
 
 
@@ -146,6 +150,9 @@ class _PartWriter:
                 on_reject=lambda rejection: rejected.write(rejection_line(rejection)),
                 stats=stats,
                 options=options,
+                media=media_checker(
+                    self.config.stages.media, options.multimodal, self.out / PART_MEDIA
+                ),
             )
             with pa.ipc.new_file(self.out / PART_THREADS, self.schema) as writer:
                 for batch in map_batches(threads, self.stages):

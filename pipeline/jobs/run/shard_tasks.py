@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.jobs.run.config import RunConfig
-from pipeline.jobs.run.part import PART_THREADS
+from pipeline.jobs.run.part import PART_MEDIA, PART_THREADS
 from pipeline.jobs.run.selection import Selections, SplitTotals, shard_count
 from pipeline.jobs.run.stages import reshaping_stages, row_schema, shard_schema
+from pipeline.media.check import MEDIA_DIR, write_once
+from pipeline.mms import MEDIA_COLUMN
 from pipeline.output.shards import Shard, ShardWriter, shard_name
 from pipeline.packing import SEQUENCES_PER_SHARD, PackingStats
 from pipeline.stages.pack import Pack, PackSettings
@@ -57,6 +60,8 @@ class ShardDone:
     packing: PackingStats | None
     tables: ShardTables
     """Its count tables, for the run's stats (merged by the driver, never re-read)."""
+    media: tuple[tuple[str, int], ...] = ()
+    """The media its rows point at that it published (copy mode): name under media/, bytes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +77,14 @@ class ShardTask:
     config: RunConfig
     role_id: int | None
     """The `<|role|>` id of the run's tokenizer, for tokens per role (None: not tokenized)."""
+    media_dir: str | None = None
+    """Copy mode: the output's media/ folder, where the task publishes the media its rows
+    point at (from the parts' media/; any number of tasks may publish the same name)."""
 
     def __call__(self) -> ShardDone:
         stages = reshaping_stages(self.config)
         tables = [self._rows()]
+        media = self._publish_media() if self.media_dir is not None else ()
         for stage in stages:
             tables = [out for table in tables for out in stage.reshape(self.split, table)]
             tables += stage.flush(self.split)
@@ -97,7 +106,28 @@ class ShardTask:
 
         written = writer.shards[0]
         counted = shard_tables(str(Path(self.directory) / written.name), role_id=self.role_id)
-        return ShardDone(written, pack.stats() if pack is not None else None, counted)
+        return ShardDone(written, pack.stats() if pack is not None else None, counted, media)
+
+    def _publish_media(self) -> tuple[tuple[str, int], ...]:
+        """Copy the media the task's rows point at into the output's media/, once each."""
+        assert self.media_dir is not None
+        published: dict[str, int] = {}
+        for source in self.sources:
+            with pa.memory_map(source.selection) as mapped:
+                chosen = pa.ipc.open_file(mapped).get_batch(source.split)
+                rows = chosen.slice(source.start, source.end - source.start)["row"]
+            with pa.memory_map(str(Path(source.part_dir) / PART_THREADS)) as mapped:
+                media = pa.ipc.open_file(mapped).read_all().select([MEDIA_COLUMN])
+                flat = pc.list_flatten(media.take(rows)[MEDIA_COLUMN])
+                paths = pc.struct_field(flat, "path")
+            for path in pc.unique(paths.drop_null()).to_pylist():
+                name = path.removeprefix(f"{MEDIA_DIR}/")
+                if name == path or name in published:
+                    continue
+                data = (Path(source.part_dir) / PART_MEDIA / name).read_bytes()
+                write_once(Path(self.media_dir) / name, data)
+                published[name] = len(data)
+        return tuple(sorted(published.items()))
 
     def _rows(self) -> pa.Table:
         """The task's rows, each weighted copy with its id marked (`id#copy`), in order."""
@@ -141,6 +171,9 @@ def plan_shard_tasks(
     assert settings is not None
     pack = config.stages.pack
     role_id = _role_id(config)
+    copies = config.stages.media is not None and config.stages.media.copy
+    keeps = config.stages.normalize is None or config.stages.normalize.multimodal == "keep"
+    media_dir = str(directory.parent / MEDIA_DIR) if copies and keeps else None
     per_row = max((stage.threads_per_row for stage in reshaping_stages(config)), default=1)
     tasks: list[ShardTask] = []
     for index, split in enumerate(selections.splits):
@@ -174,6 +207,7 @@ def plan_shard_tasks(
                     split == selections.shuffled,
                     config,
                     role_id,
+                    media_dir,
                 )
             )
     return tasks

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from pipeline.lint import LintReport
+from pipeline.media import settings as media
 from pipeline.mms import MEDIA_COLUMN, THREAD_ARROW_SCHEMA, THREAD_MEDIA_ARROW_SCHEMA
 from pipeline.objectives import SCHEMAS
 from pipeline.packing import PACKED_SCHEMA
@@ -92,6 +93,7 @@ class Step:
 
 RUN_STAGES: tuple[Step, ...] = (
     Step(normalize.CONFIG),  # read side: records -> threads, pipeline/jobs/run/part.py
+    Step(media.CONFIG),  # read side: media checked (and copied) as records are read
     Step(None, lambda _, stages, side: Sample(side.sample), always=True),
     Step(curate.PII, lambda settings, *_: Pii(settings)),
     Step(lint.CONFIG, _lint),

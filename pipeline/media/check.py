@@ -1,0 +1,171 @@
+"""The media check of a record's threads (issue 38): every media read (pipeline/media/
+resolve.py), sniffed (sniff.py) and decoded (decode.py), its sha256 recorded in the thread's
+`meta.media_checked`; in copy mode written once under its content address and the thread
+pointed there. The first media that fails quarantines the whole record (MediaProblem)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import tempfile
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.media.decode import Corrupt, TooManyPixels, check_decodes
+from pipeline.media.resolve import MediaProblem, NotRead, read_media, reference
+from pipeline.media.settings import MediaSettings
+from pipeline.media.sniff import HEAD_BYTES, sniff
+from pipeline.mms import Media, Thread
+
+CHECKED_META = "media_checked"
+"""`meta.media_checked`: one entry per media of the thread, in order (message by message):
+`{"sha256", "bytes", "mime"}` (the MIME its bytes show; `source`, the reference as the
+source wrote it, when the copy mode rewrote it), or null for a media left unread."""
+MEDIA_DIR = "media"
+"""Where copied media live, relative to the output: `media/<sha256>.<ext>`."""
+CACHE = 4096
+"""Media outcomes remembered per checker (by reference), so a media that many threads of
+a part share (the sides of a pair) is read once."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A media that passed: its sha256, size, the MIME its bytes show, its file extension."""
+
+    sha256: str
+    bytes: int
+    mime: str
+    ext: str
+
+    @property
+    def copy_name(self) -> str:
+        """Its content-addressed name under media/."""
+        return f"{self.sha256}.{self.ext}"
+
+
+class MediaChecker:
+    """Checks the media of each record's threads as they are read; `store` (copy mode): the
+    folder the media are written to (each under its content address, atomically: any
+    number of workers may write the same name)."""
+
+    def __init__(self, settings: MediaSettings, store: Path | None = None):
+        self.settings = settings
+        self.store = store if settings.copy else None
+        self._seen: OrderedDict[tuple[str, Media], Checked | NotRead | MediaProblem] = OrderedDict()
+        self.copied: dict[str, int] = {}
+        """Each copy this checker wrote or found (its name under media/), with its bytes."""
+
+    def check(self, threads: list[Thread], input_path: str) -> list[Thread]:
+        """The threads with their media checked (and, copying, rewritten); raises
+        MediaProblem naming the thread, message and media of the first that fails."""
+        return [self._thread(thread, input_path) for thread in threads]
+
+    def _thread(self, thread: Thread, input_path: str) -> Thread:
+        if not any(message.media for message in thread.messages):
+            return thread
+        entries: list[dict[str, Any] | None] = []
+        unread: Counter[str] = Counter()
+        messages = []
+        for index, message in enumerate(thread.messages):
+            kept = []
+            for position, media in enumerate(message.media):
+                outcome = self._outcome(media, input_path)
+                if isinstance(outcome, MediaProblem):
+                    where = (
+                        f"thread {thread.id}, messages[{index}] ({message.role}), "
+                        f"{media.kind} {position + 1} of {len(message.media)}, "
+                        f"{reference(media)}"
+                    )
+                    raise MediaProblem(outcome.code, f"{where}: {outcome.why}")
+                if isinstance(outcome, NotRead):
+                    entries.append(None)
+                    unread[outcome.why] += 1
+                    kept.append(media)
+                    continue
+                entry: dict[str, Any] = {
+                    "sha256": outcome.sha256,
+                    "bytes": outcome.bytes,
+                    "mime": outcome.mime,
+                }
+                if self.store is not None:
+                    entry["source"] = media.to_part()
+                    media = Media(media.kind, path=f"{MEDIA_DIR}/{outcome.copy_name}")
+                entries.append(entry)
+                kept.append(media)
+            messages.append(dataclasses.replace(message, media=tuple(kept)) if kept else message)
+        meta = dict(thread.meta)
+        meta[CHECKED_META] = entries
+        if unread:
+            notes = list(meta.get("notes") or [])
+            for why, count in sorted(unread.items()):
+                notes.append(f"{count} media not checked: {why}")
+            meta["notes"] = notes
+        return dataclasses.replace(thread, messages=messages, meta=meta)
+
+    def _outcome(self, media: Media, input_path: str) -> Checked | NotRead | MediaProblem:
+        key = (input_path if media.path is not None else "", media)
+        found = self._seen.get(key)
+        if found is None:
+            try:
+                found = self._read(media, input_path)
+            except MediaProblem as problem:
+                found = problem
+            self._seen[key] = found
+            if len(self._seen) > CACHE:
+                self._seen.popitem(last=False)
+        return found
+
+    def _read(self, media: Media, input_path: str) -> Checked | NotRead:
+        data = read_media(media, input_path, self.settings)
+        if isinstance(data, NotRead):
+            return data
+        limit = self.settings.max_bytes
+        if len(data) > limit:
+            raise MediaProblem("media_too_large", f"more than {limit:,} bytes")
+        sniffed = sniff(data[:HEAD_BYTES])
+        if sniffed is None:
+            shown = data[:8].hex(" ") if data else "nothing"
+            raise MediaProblem("media_kind", f"not a known {media.kind} file (starts {shown})")
+        if media.kind not in sniffed.kinds:
+            raise MediaProblem(
+                "media_kind", f"claims to be {media.kind}, its bytes are {sniffed.container}"
+            )
+        try:
+            check_decodes(data, sniffed, self.settings.max_pixels)
+        except TooManyPixels as err:
+            raise MediaProblem("media_too_large", str(err)) from None
+        except Corrupt as err:
+            raise MediaProblem("media_corrupt", str(err)) from None
+        checked = Checked(hashlib.sha256(data).hexdigest(), len(data), sniffed.mime, sniffed.ext)
+        if self.store is not None:
+            write_once(self.store / checked.copy_name, data)
+            self.copied[checked.copy_name] = checked.bytes
+        return checked
+
+
+def write_once(path: Path, data: bytes) -> None:
+    """`data` at `path` unless a file of its size is there (a content-addressed name: the
+    same name holds the same bytes), through a temporary name of its own and one rename."""
+    if path.is_file() and path.stat().st_size == len(data):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def media_meta_sha(meta: Any) -> list[str | None] | None:
+    """The sha256 of each media of a thread as `meta.media_checked` records it (None for a
+    media left unread), or None when the thread was not checked."""
+    entries = meta.get(CHECKED_META) if isinstance(meta, dict) else None
+    if not isinstance(entries, list):
+        return None
+    return [e.get("sha256") if isinstance(e, dict) else None for e in entries]

@@ -1,0 +1,169 @@
+"""Where a media's bytes are and how they are read: a `path` inside the folder of the input
+file its record came from (the symlink rules of folder inputs, pipeline/sources/paths.py),
+`data` decoded from base64, a `url` only when fetching is on (http(s) through urllib with a
+timeout, object stores through pipeline.storage), each read no further than the size
+limit. A media that cannot be read raises MediaProblem with its quarantine code; one that
+is not read (a URL with fetching off) gives NotRead with why."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import posixpath
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+
+from pipeline import storage
+from pipeline.media.settings import MediaSettings
+from pipeline.mms import Media
+from pipeline.sources.paths import is_hf_input, leads_outside, refusal
+from pipeline.sources.stdin import STDIN
+
+STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "hf")
+"""URL schemes fetched through the object stores (pipeline.storage)."""
+WEB_SCHEMES = ("http", "https")
+
+
+class MediaProblem(Exception):
+    """A media that fails its check: the quarantine code and why (what was looked at)."""
+
+    def __init__(self, code: str, why: str):
+        super().__init__(why)
+        self.code = code
+        self.why = why
+
+
+@dataclass(frozen=True, slots=True)
+class NotRead:
+    """A media left unread, and why (said in the thread's `meta.notes`)."""
+
+    why: str
+
+
+def reference(media: Media) -> str:
+    """How a message names the media: `path 'a.png'`, `url '...'`, `data (N base64 chars)`."""
+    if media.path is not None:
+        return f"path {media.path!r}"
+    if media.url is not None:
+        return f"url {media.url!r}"
+    return f"data ({len(media.data or ''):,} base64 characters)"
+
+
+def read_media(media: Media, input_path: str, settings: MediaSettings) -> bytes | NotRead:
+    """The bytes of `media`, a record of the input file `input_path` (as it is read: a
+    local path, a store URL, an `hf:` dataset), or NotRead; raises MediaProblem."""
+    if media.data is not None:
+        return _decoded(media.data, settings.max_bytes)
+    if media.path is not None:
+        return _from_path(media.path, input_path, settings.max_bytes)
+    assert media.url is not None
+    return _from_url(media.url, input_path, settings)
+
+
+def _decoded(data: str, limit: int) -> bytes:
+    text = "".join(data.split())
+    if len(text) // 4 * 3 > limit + 2:
+        raise MediaProblem("media_too_large", f"about {len(text) // 4 * 3:,} bytes > {limit:,}")
+    try:
+        decoded = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        try:  # the URL-safe alphabet
+            decoded = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        except (binascii.Error, ValueError) as err:
+            raise MediaProblem("media_corrupt", f"the data is not base64 ({err})") from None
+    if len(decoded) > limit:
+        raise MediaProblem("media_too_large", f"{len(decoded):,} bytes > {limit:,}")
+    return decoded
+
+
+def _from_path(path: str, input_path: str, limit: int) -> bytes | NotRead:
+    if input_path == STDIN or is_hf_input(input_path):
+        return NotRead("a path in a record of standard input or a Hub dataset has no folder")
+    if storage.is_url(input_path):
+        return _from_store_folder(path, input_path, limit)
+    folder = os.path.dirname(input_path) or "."
+    return _local(os.path.join(folder, path), folder, limit)
+
+
+def _local(found: str, folder: str, limit: int) -> bytes:
+    """A local file that must lie inside `folder` (symlinks followed to where they lead)."""
+    if leads_outside(found, folder):
+        raise MediaProblem("media_outside_input", f"{found} lies outside the input's folder")
+    if not os.path.exists(found):
+        raise MediaProblem("media_missing", f"no file {found}")
+    refused = refusal(found, folder)
+    if refused is not None:
+        raise MediaProblem("media_unreadable", f"{found}: {refused}")
+    size = os.path.getsize(found)
+    if size > limit:
+        raise MediaProblem("media_too_large", f"{found} holds {size:,} bytes > {limit:,}")
+    try:
+        with open(found, "rb") as handle:
+            return handle.read(limit + 1)
+    except OSError as err:
+        raise MediaProblem("media_unreadable", f"{found}: {err.strerror or err}") from None
+
+
+def _from_store_folder(path: str, input_url: str, limit: int) -> bytes:
+    """A relative path beside a stored input file: a key under its prefix, never above."""
+    relative = posixpath.normpath(path)
+    if path.startswith("/") or relative == ".." or relative.startswith("../"):
+        raise MediaProblem("media_outside_input", f"{path} lies outside the input's folder")
+    return _stored(storage.join(storage.parent(input_url), relative), limit)
+
+
+def _stored(url: str, limit: int) -> bytes:
+    try:
+        if not storage.isfile(url):
+            raise MediaProblem("media_missing", f"no object {url}")
+        size = storage.size(url)
+        if size > limit:
+            raise MediaProblem("media_too_large", f"{url} holds {size:,} bytes > {limit:,}")
+        with storage.open_read(url) as handle:
+            return handle.read(limit + 1)
+    except MediaProblem:
+        raise
+    except Exception as err:  # the store's client errors
+        raise MediaProblem("media_unreadable", f"{url}: {err}") from None
+
+
+def _from_url(url: str, input_path: str, settings: MediaSettings) -> bytes | NotRead:
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme == "file":
+        local = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+        if storage.is_url(input_path) or is_hf_input(input_path) or input_path == STDIN:
+            raise MediaProblem("media_outside_input", f"{url} is not beside the input")
+        folder = os.path.dirname(input_path) or "."
+        return _local(local, folder, settings.max_bytes)
+    if scheme not in WEB_SCHEMES + STORE_SCHEMES:
+        return NotRead(f"a {scheme or 'schemeless'} URL is never fetched")
+    if not settings.fetch:
+        return NotRead("a URL, and fetching is off (--fetch-media)")
+    if scheme in STORE_SCHEMES:
+        return _stored(url, settings.max_bytes)
+    return _fetched(url, settings)
+
+
+def _fetched(url: str, settings: MediaSettings) -> bytes:
+    """An http(s) URL's body, no more than max_bytes, within the timeout."""
+    limit = settings.max_bytes
+    request = urllib.request.Request(url, headers={"User-Agent": "mms-pipeline"})
+    try:
+        with urllib.request.urlopen(request, timeout=settings.timeout) as response:
+            declared = response.headers.get("Content-Length")
+            if declared is not None and declared.isdigit() and int(declared) > limit:
+                raise MediaProblem("media_too_large", f"{url} declares {int(declared):,} bytes")
+            body: bytes = response.read(limit + 1)
+    except MediaProblem:
+        raise
+    except urllib.error.HTTPError as err:
+        code = "media_missing" if err.code in (404, 410) else "media_unreadable"
+        raise MediaProblem(code, f"{url}: HTTP {err.code} {err.reason}") from None
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        raise MediaProblem("media_unreadable", f"{url}: {err}") from None
+    if len(body) > limit:
+        raise MediaProblem("media_too_large", f"{url} sends more than {limit:,} bytes")
+    return body
