@@ -259,6 +259,25 @@ def test_a_llama_factory_image_that_names_nothing_is_mms109(tmp_path):
     assert (d.code, d.locator) == ("MMS109", f"{path}#0")
 
 
+def test_media_the_check_quarantines_are_mms109_when_missing_and_mms107_when_broken(tmp_path):
+    """`mms lint` checks media as a run does (pipeline/media): a file that is not there is
+    MMS109 (missing-media), one whose bytes are no image MMS107 (invalid-media), each
+    naming its record."""
+    (tmp_path / "not_an_image.png").write_bytes(b"RIFF\x00\x00\x00\x00WAVEjunk")
+    records = [
+        {**LLAMA_FACTORY[1], "images": ["gone.jpg"]},
+        {**LLAMA_FACTORY[1], "images": ["not_an_image.png"]},
+    ]
+    path = write_json(tmp_path, "checked.json", records)
+    result = CliRunner().invoke(main, ["lint", str(path), "--output-format", "json"])
+    found = [
+        (d["code"], d["locator"])
+        for d in json.loads(result.output)["diagnostics"]
+        if d["code"] in MEDIA_CODES
+    ]
+    assert found == [("MMS109", f"{path}#0"), ("MMS107", f"{path}#1")]
+
+
 sources = st.sampled_from(["path", "url", "data"])
 relative_paths = st.from_regex(
     r"[a-z0-9_]{1,8}(/[a-z0-9_]{1,8}){0,2}\.(jpg|png|wav|mp4)", fullmatch=True

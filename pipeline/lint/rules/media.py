@@ -61,11 +61,21 @@ def rejection_text(code: str, path: str, message: str) -> str:
     return f"{path or 'thread'}: {message}"
 
 
+MISSING_CODES = frozenset({"media_missing", "media_outside_input", "media_unreadable"})
+"""Quarantine codes of the media check (pipeline/media) that say a media cannot be had."""
+INVALID_CODES = frozenset({"media_kind", "media_corrupt", "media_too_large"})
+"""Quarantine codes of the media check that say a media's bytes are not usable as it."""
+
+
 def rejected_code(code: str, message: str) -> str | None:
     """The media rule of a record a converter quarantined (its quarantine `code` and
     `message`), or None."""
     if code == "media_mismatch":
         return "MMS108"
+    if code in MISSING_CODES:
+        return "MMS109"
+    if code in INVALID_CODES:
+        return "MMS107"
     if code == "missing_field" and any(text in message for text in _NO_SOURCE_MESSAGES):
         return "MMS109"
     return None
@@ -276,7 +286,10 @@ RULES = [
             "SOURCE of `path`, `url` or `data`, in a developer, user, context (or "
             "assistant) message; platform messages are plain text. A media part without "
             "a source, with two, or of another type (a file, a PDF) cannot become a "
-            "thread, so the record is quarantined and never trained."
+            "thread, so the record is quarantined and never trained; so is a record whose "
+            "media the media check read and found to be another kind than claimed, "
+            "undecodable or truncated, or too large (media_kind, media_corrupt, "
+            "media_too_large)."
         ),
         bad=[thread(_with(user(""), {"type": "image", "mime": "image/png"}, "What is this?"))],
         good=[thread(_with(user(""), _IMAGE, "What is this?"), assistant("A cat."))],
@@ -318,8 +331,10 @@ RULES = [
             "the media is lost, and the model trains on text about something it never "
             "sees. An absolute path outside the folder of its input file resolves only on "
             "the machine that wrote it (a warning): write it relative to the input file. "
-            "The linter reads no file; whether a path exists is checked when media are "
-            "copied into an output."
+            "The rule reads no file; the media check of `mms lint` and `mms run` "
+            "(pipeline/media) does, and a record whose media is not there, leads outside "
+            "its input's folder or cannot be read is quarantined and reported here "
+            "(media_missing, media_outside_input, media_unreadable)."
         ),
         bad=[
             thread(_with(user(""), {"type": "image", "path": "nan"}, "What is this?")),
