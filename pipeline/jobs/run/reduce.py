@@ -69,6 +69,8 @@ class Reduced:
     """What the pack stage did (seq_len, sequences, fill ...), None without one."""
     tables: dict[str, list[ShardTables]] = field(default_factory=dict)
     """Each split's shards' count tables (for the stats), as the shard tasks gave them."""
+    media: tuple[str, ...] = ()
+    """The media kinds the run's kept rows hold (none: text only)."""
 
 
 def reduce_parts(
@@ -154,7 +156,8 @@ def reduce_parts(
     if config.stages.pack is not None and shards:
         packing = packing_stats(written, config.stages.pack.seq_len).to_dict()
         shards = dict(sorted(shards.items()))  # a packed output lists its splits by name
-    return Reduced(merger.counts, shards, report, read, gate_failed, packing, tables)
+    media = merger.selections.media if merger.selections is not None else ()
+    return Reduced(merger.counts, shards, report, read, gate_failed, packing, tables, media)
 
 
 class _Merger:

@@ -25,7 +25,9 @@ import pyarrow as pa
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.part import PART_THREADS
 from pipeline.jobs.run.selection import Selections, SplitTotals, shard_count
-from pipeline.jobs.run.stages import reshaping_stages, row_schema, shard_schema
+from pipeline.jobs.run.stages import carries_media, reshaping_stages, row_schema, shard_schema
+from pipeline.mms import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
+from pipeline.output.media_columns import with_media_columns
 from pipeline.output.shards import Shard, ShardWriter, shard_name
 from pipeline.packing import SEQUENCES_PER_SHARD, PackingStats
 from pipeline.stages.pack import Pack, PackSettings
@@ -72,6 +74,8 @@ class ShardTask:
     config: RunConfig
     role_id: int | None
     """The `<|role|>` id of the run's tokenizer, for tokens per role (None: not tokenized)."""
+    media: tuple[str, ...] = ()
+    """The media kinds the run's rows hold (DESIGN §7): the shard's media columns."""
 
     def __call__(self) -> ShardDone:
         stages = reshaping_stages(self.config)
@@ -83,7 +87,7 @@ class ShardTask:
         assert shard is not None
         writer = ShardWriter(
             self.directory,
-            shard_schema(self.config),
+            shard_schema(self.config, self.media if carries_media(self.config) else ()),
             split=self.split,
             compression=shard.compression,
             name=self.name,
@@ -102,6 +106,9 @@ class ShardTask:
     def _rows(self) -> pa.Table:
         """The task's rows, each weighted copy with its id marked (`id#copy`), in order."""
         schema = row_schema(self.config)
+        carried = bool(self.media) and carries_media(self.config)
+        if carried:
+            schema = schema.append(THREAD_MEDIA_ARROW_SCHEMA.field(MEDIA_COLUMN))
         tables: list[pa.Table] = []
         keys: list[np.ndarray] = []
         for source in self.sources:
@@ -114,11 +121,12 @@ class ShardTask:
                 threads = pa.ipc.open_file(mapped).read_all().select(schema.names)
                 taken = threads.take(pa.array(rows))
             tables.append(_copy_ids(taken, copies))
-        if not tables:
-            return schema.empty_table()
-        table = pa.concat_tables(tables)
-        if self.shuffled:
+        table = pa.concat_tables(tables) if tables else schema.empty_table()
+        if self.shuffled and tables:
             table = table.take(pa.array(np.argsort(np.concatenate(keys), kind="stable")))
+        if carried:
+            placeholders = _placeholder_ids(self.config)
+            table = with_media_columns(table, self.media, placeholders)
         return table
 
 
@@ -174,6 +182,7 @@ def plan_shard_tasks(
                     split == selections.shuffled,
                     config,
                     role_id,
+                    selections.media,
                 )
             )
     return tasks
@@ -185,6 +194,14 @@ def _role_id(config: RunConfig) -> int | None:
         return None
     role: int = renderer_for(config.stages.tokenize)[0].special_ids.as_dict()[ROLE]
     return role
+
+
+def _placeholder_ids(config: RunConfig) -> dict[str, int]:
+    """Each media kind's placeholder id in the run's tokenizer (none: not tokenized)."""
+    if config.stages.tokenize is None:
+        return {}
+    renderer = renderer_for(config.stages.tokenize)[0]
+    return {kind: number for kind, (_, number) in renderer.media_tokens.items()}
 
 
 def _shards_of(totals: SplitTotals, settings: ShardSettings, pack: PackSettings | None) -> int:
