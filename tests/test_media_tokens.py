@@ -216,3 +216,30 @@ def test_a_small_vlm_takes_a_batch_of_the_output_with_its_images(tmp_path, monke
     labels[(labels == tokenizer.image_token_id) | (batch["attention_mask"] == 0)] = IGNORE
     loss = model(**batch, labels=labels).loss
     assert torch.isfinite(loss)
+
+
+def test_loader_batches_carry_each_rows_images_beside_its_ids(tmp_path):
+    from PIL import Image
+
+    from pipeline.loader import OutputLoader
+
+    out, inputs, records = _mllm_run(tmp_path)
+    references = OutputLoader(out, batch_size=2, shuffle=False)
+    decoded = OutputLoader(out, batch_size=2, shuffle=False, decode=True, media_root=inputs)
+    seen = []
+    for plain, images in zip(references, decoded, strict=True):
+        assert plain["input_ids"].shape == images["input_ids"].shape
+        for row, cells in enumerate(plain["images"]):
+            seen.append([cell["path"] for cell in cells])
+            assert all(isinstance(image, Image.Image) for image in images["images"][row])
+            assert [image.size for image in images["images"][row]] == [
+                Image.open(inputs / cell["path"]).size for cell in cells
+            ]
+            ids = plain["input_ids"][row].tolist()
+            assert ids.count(references_image_id(out)) == len(cells)
+    assert seen == [record["images"] for record in records]
+
+
+def references_image_id(out: Path) -> int:
+    record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
+    return int(record["media_tokens"]["image"]["id"])
