@@ -64,6 +64,9 @@ def fitted(tmp_path_factory) -> tuple[Path, list[dict], object]:
             for r in rows
             if r["num_trained"]
             and _halts(r) is halting
+            # a row with media renders placeholders the template takes from parts, which
+            # `mms tokenize` rows do not carry (no media column): not this test's subject
+            and not any("\ufffc" in (m["content"] or "") for m in r["messages"])
             and tuple(r["input_ids"][: _first_trained(r)]) not in prompts
         )
         picked.append(row)

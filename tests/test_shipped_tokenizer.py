@@ -64,6 +64,28 @@ def _literal_special_text(tokenizer, rows: list[dict]) -> set[int]:
     }
 
 
+def _with_parts(out: Path, row: dict) -> list[dict]:
+    """The row's messages as the template takes them: a message whose content holds media
+    markers gets its list of parts, each marker's kind the kind of the placeholder id at
+    its place among the row's placeholder ids (`mms tokenize` rows do not carry the media
+    column; none of these samples has a literal U+FFFC)."""
+    record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
+    kinds = {entry["id"]: kind for kind, entry in record.get("media_tokens", {}).items()}
+    found = iter([kinds[i] for i in row["input_ids"] if i in kinds])
+    messages = []
+    for message in row["messages"]:
+        content = message["content"] or ""
+        if kinds and "\ufffc" in content:
+            pieces = content.split("\ufffc")
+            parts = [{"type": "text", "text": pieces[0]}]
+            for piece in pieces[1:]:
+                parts += [{"type": next(found)}, {"type": "text", "text": piece}]
+            message = {**message, "content": parts}
+        messages.append(message)
+    assert next(found, None) is None
+    return messages
+
+
 def _check_rows(out: Path) -> int:
     """Every row's ids and labels against apply_chat_template on its stored messages;
     how many rows were compared."""
@@ -75,7 +97,10 @@ def _check_rows(out: Path) -> int:
         if index in skipped:
             continue
         rendered = tokenizer.apply_chat_template(
-            row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+            _with_parts(out, row),
+            tokenize=True,
+            return_dict=True,
+            return_assistant_tokens_mask=True,
         )
         ids, mask = rendered["input_ids"], rendered["assistant_masks"]
         assert ids == row["input_ids"], row["id"]
@@ -103,7 +128,15 @@ def test_the_sample_tokenizer_ships_complete_and_renders_every_row(tmp_path):
         "<|format|>",
         "<|content|>",
         "<|end_turn|>",
+        "<|image|>",  # the openai samples hold images: the placeholders ship (DESIGN §4)
+        "<|audio|>",
+        "<|video|>",
     ]
+    assert config["extra_special_tokens"] == {
+        "image_token": "<|image|>",
+        "audio_token": "<|audio|>",
+        "video_token": "<|video|>",
+    }
     assert _check_rows(out) > 5
 
 
@@ -118,7 +151,9 @@ def test_a_base_with_no_pad_eos_or_unk_gets_an_added_pad_never_rendered(tmp_path
     assert tokenizer.pad_token == record["pad_token"] == "<|pad|>"
     assert record["pad_id"] == tokenizer.pad_token_id
     assert tokenizer.pad_token_id == max(record["special_tokens"].values()) + 1
-    assert record["vocabulary"]["added_ids"] == 6 and len(tokenizer) == record["vocabulary"]["size"]
+    # five MMS tokens, the pad, then the three media placeholders (the samples hold images)
+    assert record["vocabulary"]["added_ids"] == 9 and len(tokenizer) == record["vocabulary"]["size"]
+    assert record["media_tokens"]["image"]["id"] == tokenizer.pad_token_id + 1
     assert all(tokenizer.pad_token_id not in row["input_ids"] for row in _rows(out))
 
 

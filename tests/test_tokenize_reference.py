@@ -111,7 +111,8 @@ def sides(request, tmp_path_factory) -> Sides:
     shared."""
     loaded = load_tokenizer(tokenizer_file(request.param).parent)
     renderer = Renderer(loaded)
-    path = write_tokenizer(tmp_path_factory.mktemp(request.param), renderer, loaded)
+    # with the media placeholders, as an output whose rows hold media ships it (DESIGN §4)
+    path = write_tokenizer(tmp_path_factory.mktemp(request.param), renderer, loaded, media=True)
     return Sides(loaded, renderer, transformers.PreTrainedTokenizerFast(tokenizer_file=str(path)))
 
 
@@ -138,15 +139,16 @@ def _added(renderer: Renderer) -> re.Pattern[str]:
 
 
 def _reference(
-    hf: Any, threads: Sequence[Thread], policy: str = "assistant"
+    hf: Any, threads: Sequence[Thread], policy: str, renderer: Renderer
 ) -> Iterator[tuple[list[int], list[int]]]:
     """input_ids and labels (input_ids where the generation mask is 1, else IGNORE) from
     transformers, the whole rendered string tokenized at once."""
+    media = {kind: token for kind, (token, _) in renderer.media_tokens.items()}
     for start in range(0, len(threads), REFERENCE_BATCH):
         chunk = threads[start : start + REFERENCE_BATCH]
         out = hf.apply_chat_template(
-            [[_as_row(m) for m in t.messages] for t in chunk],
-            chat_template=chat_template(bos=False, policy=policy),
+            [[m.to_dict() for m in t.messages] for t in chunk],
+            chat_template=chat_template(bos=False, policy=policy, media=media),
             add_generation_prompt=False,
             tokenize=True,
             return_dict=True,
@@ -154,13 +156,6 @@ def _reference(
         )
         for ids, mask in zip(out["input_ids"], out["assistant_masks"], strict=True):
             yield ids, [i if m else IGNORE for i, m in zip(ids, mask, strict=True)]
-
-
-def _as_row(message: Message) -> dict[str, Any]:
-    """A message as a shard row holds it, the template's input (DESIGN §4): with media, its
-    content is the text with a marker where each media stands, not the JSON form's list
-    of parts (which the template renders from issue 38's step 3)."""
-    return {**message.to_dict(), "content": message.content}
 
 
 def _difference(renderer: Renderer, thread: Thread, field: str, ours, theirs) -> str:
@@ -224,7 +219,7 @@ def test_renderer_equals_the_transformers_reference(
     role = renderer.special_ids.role
     differences = []
     trained = 0
-    for index, (ids, labels) in enumerate(_reference(sides.reference, compared, policy)):
+    for index, (ids, labels) in enumerate(_reference(sides.reference, compared, policy, renderer)):
         assert ids[0] == role, "the template path added a BOS"
         ours = batch[index]
         if list(ours.input_ids) != ids:

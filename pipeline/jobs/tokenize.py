@@ -127,7 +127,7 @@ def tokenize_dataset(
                 progress=(lambda: progress(account)) if progress is not None else None,
             )
             driver.run(read(inputs, spec, on_reject=driver.rejected, stats=account))
-            write_tokenizer(staging / TOKENIZER_DIR, renderer, tokenizer)
+            write_tokenizer(staging / TOKENIZER_DIR, renderer, tokenizer, media=sink.media)
         discard_if_none(dropped, account.dropped_total)
         discard_if_none(quarantine, account.quarantined_total)
         settings = {
@@ -185,6 +185,9 @@ class _TokenizedSink:
     ):
         self.shards, self.rejected_out, self.dropped_out = shards, rejected, dropped
         self.account, self.max_tokens, self.last_stage = account, max_tokens, stages[-1]
+        self.media = False
+        """Whether a written row holds media: the shipped tokenizer then has the
+        placeholders its rows render (DESIGN §4)."""
 
     def rejected(self, rejection: Rejection) -> None:
         self.rejected_out.write(rejection_line(rejection))
@@ -199,6 +202,12 @@ class _TokenizedSink:
         self.account.truncated += kept.num_rows - kept[ORIGINAL_THREAD].null_count
         self.account.tokens_truncated += pc.sum(kept[TOKENS_CUT]).as_py() or 0
         self.account.count_written(self.shards.split, kept.select(TOKENIZED_SCHEMA.names))
+        if kept.num_rows and not self.media:
+            kept_ids = set(kept["id"].to_pylist())
+            self.media = any(
+                thread.id in kept_ids and any(m.media for m in thread.messages)
+                for thread in batch.threads
+            )
         if kept.num_rows:
             for reshaped in self.last_stage.reshape(self.shards.split, kept):
                 self.shards.write(reshaped.select(self.shards.schema.names))

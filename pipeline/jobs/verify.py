@@ -428,7 +428,7 @@ def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verificat
     added = re.compile("|".join(map(re.escape, tokenizer.get_added_vocab())))
     for split, rows in _rows(shards):
         for view in (view for row in rows for view in sft_views(row)):
-            texts = [m.get("content") or "" for m in view.messages] + [
+            texts = [_text(m.get("content")) for m in view.messages] + [
                 m.get("name") or "" for m in view.messages
             ]
             if any(added.search(text) for text in texts):
@@ -440,6 +440,13 @@ def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verificat
                     Problem(f"{split} row {view.name}", f"the chat template gives other {what}")
                 )
             result.count("rows against the chat template")
+
+
+def _text(content: Any) -> str:
+    """A stored message's text: its content, or the text parts of its list of parts."""
+    if isinstance(content, list):
+        return "".join(part.get("text") or "" for part in content if part.get("type") == "text")
+    return content or ""
 
 
 def _template_problem(tokenizer: Any, view: SftView) -> str | None:

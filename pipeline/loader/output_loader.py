@@ -30,6 +30,7 @@ the left with their `reference`."""
 
 from __future__ import annotations
 
+import io
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from pipeline.loader.batches import (
 )
 from pipeline.objectives import objective_of
 from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
+from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS
 from pipeline.output.shards import split_files
 from pipeline.output.stored import fetch_stored_output
 from pipeline.packing.best_fit import WINDOW, BestFitPacker
@@ -96,6 +98,15 @@ class OutputLoader:
     slower than the varlen path; leave it off unless the model needs it."""
     pad_id: int | None = None
     epoch: int = 0
+    decode: bool = False
+    """Rows with media (DESIGN §7): their batches carry `images` (`audios`, `videos`), a
+    list per row of its media in placeholder order, as the shards hold them (`{bytes,
+    path}` references); with `decode`, images as PIL images (audio and video stay
+    references: their decoding is the processor's)."""
+    media_root: str | Path | None = None
+    """The folder a relative media path resolves against, for `decode`: the output folder
+    by default (where its `media/` is), the input's folder for paths as a source wrote
+    them."""
 
     def __post_init__(self) -> None:
         if self.world_size < 1 or self.num_workers < 1 or self.batch_size < 1:
@@ -118,6 +129,8 @@ class OutputLoader:
                 "mode='padded' (they are not packed)"
             )
         self.prepacked = "seq_lens" in names
+        self.media_columns = [name for name in MEDIA_SHARD_COLUMNS.values() if name in names]
+        self._media_root = Path(self.media_root) if self.media_root is not None else folder
         if self.mode == "packed" and self.seq_len is None:
             raise LoaderError("packed batches need seq_len")
         if self.prepacked and self.mode != "packed":
@@ -239,17 +252,33 @@ class OutputLoader:
         rows = self._shuffled(self._rows())
         if self.mode == "padded":
             for chunk in _chunks(rows, self.batch_size):
-                batch = padded_batch([(ids, labels) for ids, labels, _ in chunk], self.pad_id)
+                batch = padded_batch([(row[0], row[1]) for row in chunk], self.pad_id)
+                for number, name in enumerate(self.media_columns):
+                    batch[name] = self._media_cells([row[3][number] for row in chunk], name)
                 yield {**batch, _THREADS: np.int64(len(chunk))}
             return
         assert self.seq_len is not None
         sequences = rows if self.prepacked else self._packed(rows)
         for chunk in _chunks(sequences, self.batch_size):
-            packed = packed_batch(chunk, self.seq_len, self.pad_id, block_mask=self.block_mask)
-            yield {**packed, _THREADS: np.int64(sum(len(lengths) for _, _, lengths in chunk))}
+            packed = packed_batch(
+                [row[:3] for row in chunk], self.seq_len, self.pad_id, block_mask=self.block_mask
+            )
+            for number, name in enumerate(self.media_columns):
+                packed[name] = self._media_cells([row[3][number] for row in chunk], name)
+            yield {**packed, _THREADS: np.int64(sum(len(row[2]) for row in chunk))}
+
+    def _media_cells(self, cells: list[list[dict[str, Any]]], column: str) -> np.ndarray:
+        """A batch's media of one column: a list per row (an object array), decoded to PIL
+        images with `decode` for `images`."""
+        out = np.empty(len(cells), dtype=object)
+        for index, row in enumerate(cells):
+            decode = self.decode and column == MEDIA_SHARD_COLUMNS["image"]
+            out[index] = [open_image(cell, self._media_root) for cell in row] if decode else row
+        return out
 
     def _rows(self) -> Iterator[_Row]:
         columns = ["input_ids", "labels", *(["seq_lens"] if self.prepacked else [])]
+        columns += self.media_columns
         files: dict[Path, pq.ParquetFile] = {}
         for group, start, stop in self.share().slices:
             file = files.setdefault(group.path, pq.ParquetFile(group.path))
@@ -260,11 +289,16 @@ class OutputLoader:
             flat_ids = ids.values.to_numpy()
             flat_labels = labels.values.to_numpy()
             lengths = table["seq_lens"].to_pylist() if self.prepacked else None
+            media = [table[name].to_pylist() for name in self.media_columns]
             for index in range(table.num_rows):
                 a, b = offsets[index], offsets[index + 1]
                 row_lengths = lengths[index] if lengths is not None else [int(b - a)]
                 # copies: a held view would keep its whole row group in memory
-                yield flat_ids[a:b].copy(), flat_labels[a:b].copy(), row_lengths
+                row = flat_ids[a:b].copy(), flat_labels[a:b].copy(), row_lengths
+                if media:  # its media, one list per column
+                    yield (*row, [column[index] for column in media])  # type: ignore[misc]
+                else:
+                    yield row
 
     def _objective_rows(self) -> Iterator[Any]:
         """This consumer's rows of another objective than sft, as `_objective_batch` takes
@@ -314,11 +348,19 @@ class OutputLoader:
         def emit(closed: list[list[int]]) -> Iterator[_Row]:
             for sequence in closed:
                 parts = [held.pop(number) for number in sequence]
-                yield (
+                packed = (
                     np.concatenate([p[0] for p in parts]),
                     np.concatenate([p[1] for p in parts]),
                     [n for p in parts for n in p[2]],
                 )
+                if self.media_columns:  # each column's media, thread after thread
+                    media = [
+                        [cell for p in parts for cell in p[3][column]]  # type: ignore[misc]
+                        for column in range(len(self.media_columns))
+                    ]
+                    yield (*packed, media)  # type: ignore[misc]
+                else:
+                    yield packed
 
         def place() -> Iterator[_Row]:
             fitting = [row for row in window if len(row[0]) <= self.seq_len]  # type: ignore[operator]
@@ -366,6 +408,24 @@ OBJECTIVE_COLUMNS = {
     "prompt": ("prompt_ids", "reference", "id"),
 }
 """The columns the loader reads for each objective's batches."""
+
+
+def open_image(cell: dict[str, Any], root: Path) -> Any:
+    """A shard's image cell (`{bytes, path}`) as a PIL image: its bytes, else its path (a
+    relative one against `root`)."""
+    from PIL import Image
+
+    if cell.get("bytes") is not None:
+        image = Image.open(io.BytesIO(cell["bytes"]))
+    else:
+        path = cell.get("path")
+        if not path:
+            raise LoaderError("an image cell with neither bytes nor a path")
+        if "://" in path:
+            raise LoaderError(f"{path}: the loader opens files, not URLs (fetch them first)")
+        image = Image.open(root / path)
+    image.load()
+    return image
 
 
 def _cells(column: Any, start: int, stop: int) -> Iterator[Any]:

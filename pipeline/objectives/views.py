@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.mms import MEDIA_COLUMN, normalize_thread_dict
 from pipeline.tokenize.renderer import IGNORE
 
 
@@ -30,7 +31,7 @@ def sft_views(row: dict[str, Any]) -> list[SftView]:
     """The SFT views of a shard row of any objective (an SFT row is its own)."""
     name = str(row["id"])
     if "messages" in row:
-        return [SftView(name, row["messages"], row["input_ids"], row["labels"])]
+        return [SftView(name, _messages(row), row["input_ids"], row["labels"])]
     prompt, prompt_ids = row["prompt"], row["prompt_ids"]
     untrained = [IGNORE] * len(prompt_ids)
     if "chosen_ids" in row:
@@ -55,3 +56,14 @@ def sft_views(row: dict[str, Any]) -> list[SftView]:
             )
         ]
     return [SftView(name, prompt, prompt_ids, None, len(prompt_ids), generation_prompt=True)]
+
+
+def _messages(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A row's messages; with media (its `media` column, DESIGN §7), each message that holds
+    some as its list of parts, media at their markers: the form the chat template renders
+    the placeholders of and the renderer reads back to the thread."""
+    if not row.get(MEDIA_COLUMN):
+        return list(row["messages"])
+    data = {"messages": row["messages"], MEDIA_COLUMN: row[MEDIA_COLUMN]}
+    messages: list[dict[str, Any]] = normalize_thread_dict(data)["messages"]
+    return messages

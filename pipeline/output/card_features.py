@@ -7,6 +7,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipeline.output.media_columns import FEATURE_TYPES, MEDIA_CELL, MEDIA_SHARD_COLUMNS
+
+_MEDIA_KINDS = {column: kind for kind, column in MEDIA_SHARD_COLUMNS.items()}
 _DTYPES = {
     pa.string(): "string",
     pa.large_string(): "large_string",
@@ -35,7 +38,17 @@ def hf_features(schema: pa.Schema) -> list[dict[str, Any]]:
 
 
 def _fields(fields: list[pa.Field], where: str) -> list[dict[str, Any]]:
-    return [{"name": f.name, **_feature(f.type, f"{where}{f.name}")} for f in fields]
+    return [{"name": f.name, **_media_or_feature(f, where)} for f in fields]
+
+
+def _media_or_feature(field: pa.Field, where: str) -> dict[str, Any]:
+    """A shard's media column (`images`, `audios`, `videos`: pipeline/output/media_columns.py)
+    as a list of `datasets` Image, Audio or Video (decoded on access, as TRL reads them);
+    any other column as its Arrow type."""
+    kind = _MEDIA_KINDS.get(field.name) if not where else None
+    if kind is not None and field.type == pa.list_(MEDIA_CELL):
+        return {"list": FEATURE_TYPES[kind].lower()}
+    return _feature(field.type, f"{where}{field.name}")
 
 
 def _feature(arrow_type: pa.DataType, where: str) -> dict[str, Any]:

@@ -51,6 +51,8 @@ class TrainingFacts(TypedDict):
     """Assistant messages their source weighted 0 (rendered, not trained)."""
     objective: str
     """What a row is (pipeline/objectives): `sft`, or a pair, a completion, a prompt."""
+    media_tokens: dict[str, dict[str, Any]] | None
+    """Each media kind's placeholder token and id, when the rows hold media."""
 
 
 def training_facts(
@@ -67,6 +69,7 @@ def training_facts(
         stop_tokens={token: special[token] for token in STOP_TOKENS},
         zero_weight_messages=zero_weight_messages,
         objective=objective,
+        media_tokens=tokenizer.get("media_tokens"),
     )
 
 
@@ -105,7 +108,9 @@ def training_section(target: str, split: str, facts: TrainingFacts | None) -> st
         else ""
     )
     resize = "\nmodel.resize_token_embeddings(len(tokenizer))" if added else ""
-    return f"""## Training on this dataset
+    return (
+        _media_section(facts)
+        + f"""## Training on this dataset
 
 `tokenizer/` is a complete Hugging Face tokenizer: the base tokenizer with the MMS special
 tokens, and a chat template whose `apply_chat_template` gives exactly the `input_ids` of
@@ -127,6 +132,7 @@ append the result as a `context` message and generate again from
 `apply_chat_template(messages, add_generation_prompt=True)`. vLLM reports it as the
 output's `stop_reason`: the `<|role|>` id for a halt, `None` for `<|end_turn|>` (the
 tokenizer's eos)."""
+    )
 
 
 def _rows_to_train(target: str, split: str, facts: TrainingFacts, skipped: str, resize: str) -> str:
@@ -167,3 +173,28 @@ from trl import {names}
 {call}model=model,
     train_dataset=rows, processing_class=tokenizer).train()
 ```"""
+
+
+def _media_section(facts: TrainingFacts) -> str:
+    """What a VLM trainer needs of rows with media: the placeholders and the columns."""
+    media = facts.get("media_tokens")
+    if not media:
+        return ""
+    tokens = ", ".join(
+        f"`{entry['token']}` (id {entry['id']}) for {kind}" for kind, entry in media.items()
+    )
+    return f"""## Media
+
+A row's media stand in its `input_ids` as one placeholder token each, in order, where
+they stand among the text: {tokens}. Placeholders are never trained (label -100). How
+many tokens a media becomes is the model's processor's business: it expands each
+placeholder into the media's tokens (its `image_token`, `audio_token` and `video_token`
+are the placeholders: `tokenizer/tokenizer_config.json` names them under
+`extra_special_tokens`, where transformers' processors look). The rows carry their media
+beside `input_ids`, one list per kind in placeholder order (`images`, `audios`,
+`videos`: `datasets` Image, Audio and Video features, each a `{{bytes, path}}` cell, as
+TRL's VLM trainers and LLaMA-Factory read them), and the threads' `media` column (each
+media's message, kind, source and MIME type). A path is as the source wrote it, relative
+to the folder of its input file until the media are copied into the output's `media/`.
+
+"""

@@ -32,7 +32,12 @@ tokenizers' sha256."""
 
 
 def write_tokenizer(
-    directory: Path, renderer: Renderer, base: LoadedTokenizer, *, base_path: str | None = None
+    directory: Path,
+    renderer: Renderer,
+    base: LoadedTokenizer,
+    *,
+    base_path: str | None = None,
+    media: bool = False,
 ) -> Path:
     """The augmented tokenizer.json, the tokenizer_config.json (bos/eos/unk/pad, the MMS
     tokens, the chat template that renders the shards) and special_tokens_map.json that
@@ -40,8 +45,10 @@ def write_tokenizer(
     id a trained span ends with), and mms_special_tokens.json recording the
     special ids, the BOS (if rendered), the text encoder, how the vocabulary grew and both
     tokenizers' sha256. No Tokenizer is serialized; one is parsed only to check the file
-    when tiktoken encoded the text."""
-    augmented, sha256 = renderer.shipped_tokenizer()
+    when tiktoken encoded the text. With `media` (an output whose rows hold media), the
+    media placeholders are added too and recorded (`media_tokens`); without, every file
+    is what a text-only output has always shipped."""
+    augmented, sha256 = renderer.shipped_tokenizer(media)
     renderer.check_shipped_tokenizer(augmented, sha256)
     file = directory / "tokenizer.json"
     with atomic_output(file) as out:
@@ -54,14 +61,19 @@ def write_tokenizer(
         "ignore_index": IGNORE,
         "text_encoder": renderer.text_encoder_name,
         "special_tokens": renderer.special_ids.as_dict(),
-        "vocabulary": vocabulary(renderer, base),
+        "vocabulary": vocabulary(renderer, base, media),
         "pad_token": pad,
         "pad_id": renderer.token_id(pad),
         "bos": {"token": base.bos_token, "id": bos_id} if bos_id is not None else None,
         "tokenizer": {"file": file.name, "sha256": sha256},
         "base_tokenizer": {"path": base_path or str(base.path), "sha256": base.sha256},
     }
-    config = tokenizer_config(renderer, base)
+    if media:
+        record["media_tokens"] = {
+            kind: {"token": token, "id": number}
+            for kind, (token, number) in renderer.media_tokens.items()
+        }
+    config = tokenizer_config(renderer, base, media)
     files = {
         SPECIAL_TOKENS_FILE: record,
         "tokenizer_config.json": config,
@@ -90,6 +102,7 @@ def shipped_tokenizer_record(output: Path) -> dict[str, Any]:
         "vocabulary": record["vocabulary"],
         "pad_token": record["pad_token"],
         "base": record["base_tokenizer"],
+        **({"media_tokens": record["media_tokens"]} if "media_tokens" in record else {}),
     }
 
 

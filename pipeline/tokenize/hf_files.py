@@ -12,19 +12,54 @@ from typing import Any
 
 from pipeline.tokenize.loading import LoadedTokenizer
 from pipeline.tokenize.renderer import PAD_SOURCES, STOP_TOKENS, LabelPolicy, Renderer
+from pipeline.tokenize.special import MEDIA_TOKEN_KEYS
 
 TEMPLATE_FILE = Path(__file__).with_name("mms_v0_chat_template.jinja")
 _BOS_SWITCH = "{%- set mms_bos = false -%}"
 _POLICY_SWITCH = "{%- set mms_train_on = 'assistant' -%}"
 
 
-def chat_template(bos: bool, policy: LabelPolicy = "assistant") -> str:
+_CONTENT = "{{ message.content }}"
+_PARTS = (
+    "{%- for part in ([{'type': 'text', 'text': message.content}] if message.content is string"
+    " else message.content) -%}"
+)
+
+
+def _media_content(media: dict[str, str], trained: bool) -> str:
+    """What renders a message's content in a template for media: its text, or each of its
+    parts in order, a media part as its kind's placeholder, outside the generation block
+    (`trained`: the content stands inside one) since a placeholder is never trained."""
+    tokens = "{" + ", ".join(f"'{kind}': '{token}'" for kind, token in media.items()) + "}"
+    text = "{{ part.text }}"
+    if trained:
+        text = "{%- generation -%}" + text + "{%- endgeneration -%}"
+    parts = (
+        f"{_PARTS}{{%- if part.type == 'text' -%}}{text}"
+        f"{{%- else -%}}{{{{ {tokens}[part.type] }}}}{{%- endif -%}}{{%- endfor -%}}"
+    )
+    return "{%- endgeneration -%}" + parts + "{%- generation -%}" if trained else parts
+
+
+def chat_template(
+    bos: bool, policy: LabelPolicy = "assistant", media: dict[str, str] | None = None
+) -> str:
     """The mms-v0 chat template; with `bos`, it starts with the base's bos_token as the
-    shards do, and its generation blocks mark what `policy` trains."""
+    shards do, and its generation blocks mark what `policy` trains. With `media` (kind to
+    placeholder token: an output that holds media), a message's content is a string or
+    its list of parts (OpenAI's and the processors' form), each media part rendered as
+    its placeholder, never in a generation block; without, the template is the one
+    text-only outputs have always shipped, byte for byte."""
     text = TEMPLATE_FILE.read_text(encoding="utf-8")
     if bos:
         text = text.replace(_BOS_SWITCH, _BOS_SWITCH.replace("false", "true"), 1)
-    return text.replace(_POLICY_SWITCH, _POLICY_SWITCH.replace("assistant", policy), 1)
+    text = text.replace(_POLICY_SWITCH, _POLICY_SWITCH.replace("assistant", policy), 1)
+    if media:
+        pieces = text.split(_CONTENT)
+        assert len(pieces) == 5  # two trained assistant branches, then untrained, other roles
+        rendered = [_media_content(media, trained) for trained in (True, True, False, False)]
+        text = pieces[0] + "".join(r + p for r, p in zip(rendered, pieces[1:], strict=True))
+    return text
 
 
 def pad_token(renderer: Renderer, base: LoadedTokenizer) -> str:
@@ -36,13 +71,16 @@ def pad_token(renderer: Renderer, base: LoadedTokenizer) -> str:
     return renderer.added_pad[0]
 
 
-def vocabulary(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any]:
+def vocabulary(renderer: Renderer, base: LoadedTokenizer, media: bool = False) -> dict[str, Any]:
     """How the vocabulary grew: the base's size (`len(tokenizer)`, added tokens included),
-    the shipped one's, and what a model needs to use the new ids."""
+    the shipped one's (with `media`, the placeholders), and what a model needs to use the
+    new ids."""
     encoder = base.text_encoder
     before = max([encoder.base_vocab_size(), *(n + 1 for n in encoder.added_tokens())])
     pad = renderer.added_pad
     ids = [*renderer.special_ids.as_dict().values(), *([pad[1]] if pad else [])]
+    if media:
+        ids += [number for _, number in renderer.media_tokens.values()]
     after = max([before, *(n + 1 for n in ids)])
     return {
         "base_size": before,
@@ -53,12 +91,18 @@ def vocabulary(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any]:
     }
 
 
-def tokenizer_config(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any]:
+def tokenizer_config(
+    renderer: Renderer, base: LoadedTokenizer, media: bool = False
+) -> dict[str, Any]:
     """tokenizer_config.json: the base's bos and unk, `<|end_turn|>` as the eos (the stop
     every finished turn trains; the base's eos is in no row), a pad token, whether the
     tokenizer adds the BOS (as the rows have it, per the `bos` setting; an EOS never), the
     five MMS tokens as additional special tokens, the base's length limit, and the chat
-    template."""
+    template. With `media` (an output that holds media), the placeholders too, named as
+    `image_token`, `audio_token` and `video_token` (`extra_special_tokens`, where
+    transformers' processors look for the token they expand), and the template renders
+    them."""
+    placeholders = {kind: token for kind, (token, _) in renderer.media_tokens.items()}
     config: dict[str, Any] = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": base.named("bos_token"),
@@ -69,8 +113,16 @@ def tokenizer_config(renderer: Renderer, base: LoadedTokenizer) -> dict[str, Any
         "add_eos_token": False,
         "additional_special_tokens": list(renderer.special_ids.as_dict()),
         "clean_up_tokenization_spaces": False,
-        "chat_template": chat_template(renderer.bos_id is not None, renderer.policy),
+        "chat_template": chat_template(
+            renderer.bos_id is not None, renderer.policy, placeholders if media else None
+        ),
     }
+    if media:
+        extra = [token for token in placeholders.values() if token not in base.special_tokens]
+        config["additional_special_tokens"] += extra
+        config["extra_special_tokens"] = {
+            MEDIA_TOKEN_KEYS[kind]: token for kind, token in placeholders.items()
+        }
     limit = base.config.get("model_max_length")
     if isinstance(limit, int) and limit < 2**40:
         config["model_max_length"] = limit

@@ -22,15 +22,18 @@ import orjson
 import pyarrow as pa
 from tokenizers import Tokenizer
 
-from pipeline.mms import Message, Thread, answer_start, final_turn_start
+from pipeline.mms import MEDIA_MARKER, Message, Thread, answer_start, final_turn_start
 from pipeline.tokenize.loading import LoadedTokenizer, TokenizerLoadError
 from pipeline.tokenize.proofs import kept_file, remembered
 from pipeline.tokenize.special import (
     END_TURN,
+    MEDIA_TOKEN_KEYS,
+    MEDIA_TOKENS,
     MMS_SPECIAL_TOKENS,
     PAD,
     ROLE,
     augmented_json,
+    media_ids,
     special_ids,
     with_post_processor,
 )
@@ -45,8 +48,9 @@ LABEL_POLICIES: tuple[str, ...] = ("assistant", "last_assistant")
 """Which assistant messages are trained (DESIGN §4): every one, or only the thread's final
 assistant turn. Both leave a message its source weighted 0 untrained, halt included."""
 
-_ROLE, _NAME, _FORMAT, _CONTENT, _END_TURN, _BOS = range(6)
+_ROLE, _NAME, _FORMAT, _CONTENT, _END_TURN, _BOS, _IMAGE, _AUDIO, _VIDEO = range(9)
 """Pool slots of the one-token pieces; text pieces follow them."""
+_MEDIA_SLOTS = {"image": _IMAGE, "audio": _AUDIO, "video": _VIDEO}
 SHIPPED_IDS_FACT = "mms_token_ids"
 """The proof (pipeline/tokenize/proofs.py) of the ids a shipped tokenizer.json gives the MMS
 tokens when `tokenizers` parses it."""
@@ -55,7 +59,7 @@ SHIPPED_FILE = "shipped-tokenizer.json"
 SHIPPED_MADE = 1
 """How `Renderer.shipped_tokenizer` makes the file; a change to it makes every kept one
 again."""
-_SPECIAL_SLOTS = 6
+_SPECIAL_SLOTS = 9
 STOP_TOKENS: tuple[str, ...] = (END_TURN, ROLE)
 """The tokens a trained span ends with (DESIGN §4), so the ones generation stops on:
 `<|end_turn|>` ends the assistant's turn; `<|role|>` is the halt after a message with
@@ -165,6 +169,10 @@ class Renderer:
         """The pad token added to the shipped tokenizer (token, id) when the base names none
         of pad, eos and unk; None otherwise."""
         self.bos_id = self._bos(loaded) if bos else None
+        self.media_tokens = self._media_tokens(loaded)
+        """Each media kind's placeholder (token, id) (DESIGN §4): the base's own when its
+        config names one, else `<|image|>`, `<|audio|>`, `<|video|>` after every other id.
+        Rendered where a media part stands, never trained; shipped only with media."""
         specials = self.special_ids
         self._special_pool = np.array(
             [
@@ -174,6 +182,7 @@ class Renderer:
                 specials.content,
                 specials.end_turn,
                 self.bos_id if self.bos_id is not None else -1,
+                *(self.media_tokens[kind][1] for kind in MEDIA_TOKENS),
             ],
             dtype=np.int64,
         )
@@ -205,6 +214,19 @@ class Renderer:
             return PAD, existing
         return PAD, max(self.special_ids.as_dict().values()) + 1
 
+    def _media_tokens(self, loaded: LoadedTokenizer | None) -> dict[str, tuple[str, int]]:
+        ids = [*self.special_ids.as_dict().values()]
+        if self.added_pad is not None:
+            ids.append(self.added_pad[1])
+        added = self._text.added_tokens()
+        after = max([self._text.base_vocab_size(), *(n + 1 for n in added), *(n + 1 for n in ids)])
+        named = (
+            {kind: _config_token(loaded.config, key) for kind, key in MEDIA_TOKEN_KEYS.items()}
+            if loaded is not None
+            else None
+        )
+        return media_ids(self._text, after, named)
+
     @cached_property
     def tokenizer(self) -> Tokenizer:
         """The augmented tokenizer (the base with the MMS special tokens), parsed on first use:
@@ -218,17 +240,20 @@ class Renderer:
         found = self.special_ids.as_dict()
         return [found[token] for token in STOP_TOKENS]
 
-    def tokenizer_json(self) -> bytes:
+    def tokenizer_json(self, media: bool = False) -> bytes:
         """The augmented tokenizer's tokenizer.json, as the dataset ships it (DESIGN §7):
-        its post-processor adds the BOS exactly when the rows have it, and no EOS."""
-        return self.shipped_tokenizer()[0]
+        its post-processor adds the BOS exactly when the rows have it, and no EOS; with
+        `media` (an output that holds media), the media placeholders too."""
+        return self.shipped_tokenizer(media)[0]
 
-    def shipped_tokenizer(self) -> tuple[bytes, str]:
+    def shipped_tokenizer(self, media: bool = False) -> tuple[bytes, str]:
         """`tokenizer_json()` and its sha256. Of a loaded tokenizer it is kept in the proofs
         cache per sha256 of the base file and the settings it is made with (the MMS ids, the
         added pad, the BOS): made from a large vocabulary's file it takes a tenth of a
         second, read back a hundredth."""
         extra = dict([self.added_pad]) if self.added_pad else None
+        if media:
+            extra = {**(extra or {}), **dict(self.media_tokens.values())}
         bos = (self._bos_token_text(), self.bos_id) if self.bos_id is not None else None
 
         def make() -> bytes:
@@ -244,6 +269,8 @@ class Renderer:
             "extra": extra,
             "bos": bos,
         }
+        if media:  # a text-only output's kept file keeps its key
+            settings["media"] = dict(self.media_tokens)
         return kept_file(self._base_sha256, SHIPPED_FILE, settings, make)
 
     @property
@@ -324,7 +351,8 @@ class Renderer:
 
     def render_text(self, thread: Thread) -> str:
         """The rendered string (special tokens as text), for inspection and round trips."""
-        return "".join(_rendered(thread, self._bos_token_text()))
+        placeholders = {kind: token for kind, (token, _) in self.media_tokens.items()}
+        return "".join(_rendered(thread, self._bos_token_text(), placeholders))
 
     # ------------------------------------------------------------------ planning
 
@@ -334,6 +362,18 @@ class Renderer:
         token = self._text.id_to_token(self.bos_id)
         assert token is not None  # the id was looked up by this token (_bos)
         return token
+
+    def _content(self, message: Message, segments: _Segments, trained: bool) -> None:
+        """A message's content: its text, each media part as its kind's placeholder token
+        at its marker, never trained (DESIGN §4)."""
+        if not message.media:
+            segments.text(message.content, trained)
+            return
+        pieces = message.content.split(MEDIA_MARKER)
+        for media, piece in zip(message.media, pieces, strict=False):
+            segments.text(piece, trained)
+            segments.special(_MEDIA_SLOTS[media.kind], False)
+        segments.text(pieces[-1], trained)
 
     def _plan(self, thread: Thread, segments: _Segments) -> None:
         """The segments of one thread, labelled per §4: the `assistant` bullets, limited to
@@ -358,7 +398,7 @@ class Renderer:
                 segments.special(_FORMAT, continuing and trained)
                 segments.text(message.format or "markdown", trained)
                 segments.special(_CONTENT, trained)
-                segments.text(rendered_content(message), trained)
+                self._content(message, segments, trained)
                 if message.end_turn:
                     segments.special(_END_TURN, trained)
                 halt_trained = trained
@@ -371,7 +411,7 @@ class Renderer:
                     segments.special(_NAME, False)
                     segments.text(message.name, False)
                 segments.special(_CONTENT, False)
-                segments.text(rendered_content(message), False)
+                self._content(message, segments, False)
             segments.end_message()
             previous = message
         if previous is not None and previous.role == "assistant" and previous.end_turn is False:
@@ -437,15 +477,32 @@ def _return_freed_memory() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
-def rendered_content(message: Message) -> str:
-    """What a message's content renders as (DESIGN §4): its text, each media part as the
-    U+FFFC marker that stands for it, encoded as text like any other character, so the
-    renderer, the shipped chat template and `mms verify` agree on every row. This is
-    where issue 38's step 3 renders the markers as placeholder tokens."""
-    return message.content
+def rendered_content(message: Message, placeholders: dict[str, str] | None = None) -> str:
+    """What a message's content renders as (DESIGN §4), special tokens written as their
+    text: its text, each media part as its kind's placeholder (`placeholders`: kind to
+    token; without them, the U+FFFC marker that stands for it)."""
+    if not message.media or placeholders is None:
+        return message.content
+    pieces = message.content.split(MEDIA_MARKER)
+    out = [pieces[0]]
+    for media, piece in zip(message.media, pieces[1:], strict=True):
+        out += [placeholders[media.kind], piece]
+    return "".join(out)
 
 
-def _rendered(thread: Thread, bos: str) -> list[str]:
+def _config_token(config: dict[str, object], key: str) -> str | None:
+    """The token a tokenizer config names under `key`, top level or in
+    `extra_special_tokens` (a string or an AddedToken dict)."""
+    value = config.get(key)
+    extra = config.get("extra_special_tokens")
+    if value is None and isinstance(extra, dict):
+        value = extra.get(key)
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and value else None
+
+
+def _rendered(thread: Thread, bos: str, placeholders: dict[str, str] | None = None) -> list[str]:
     """The rendered string's parts, special tokens written as their text."""
     parts = [bos] if bos else []
     for message in thread.messages:
@@ -454,7 +511,7 @@ def _rendered(thread: Thread, bos: str) -> list[str]:
             parts += ["<|name|>", message.name]
         if message.role == "assistant":
             parts += ["<|format|>", message.format or "markdown"]
-        parts += ["<|content|>", rendered_content(message)]
+        parts += ["<|content|>", rendered_content(message, placeholders)]
         if message.role == "assistant" and message.end_turn:
             parts.append("<|end_turn|>")
     last = thread.messages[-1] if thread.messages else None

@@ -20,6 +20,20 @@ FORMAT = "<|format|>"
 CONTENT = "<|content|>"
 END_TURN = "<|end_turn|>"
 MMS_SPECIAL_TOKENS: tuple[str, ...] = (ROLE, NAME, FORMAT, CONTENT, END_TURN)
+IMAGE = "<|image|>"
+AUDIO = "<|audio|>"
+VIDEO = "<|video|>"
+MEDIA_TOKENS: dict[str, str] = {"image": IMAGE, "audio": AUDIO, "video": VIDEO}
+"""The media placeholder tokens (DESIGN §4), one per kind, in id order: where a media part
+stands in a message's content, one token whatever the media's size (the model's processor
+expands it). Added to the shipped tokenizer only when the output holds media."""
+MEDIA_TOKEN_KEYS: dict[str, str] = {
+    "image": "image_token",
+    "audio": "audio_token",
+    "video": "video_token",
+}
+"""The tokenizer_config keys (top level, or in `extra_special_tokens`) a multimodal base
+tokenizer names its own placeholder under; transformers' processors read them."""
 PAD = "<|pad|>"
 """The pad token added when the base tokenizer names no pad, eos or unk token to pad with:
 never rendered, so never a trained id (nor any id of a row)."""
@@ -73,6 +87,39 @@ def special_ids(encoder: TextEncoder) -> SpecialIds:
         ids.append(next_id)
         next_id += 1
     return SpecialIds(*ids)
+
+
+def media_ids(
+    encoder: TextEncoder, after: int, named: dict[str, str | None] | None = None
+) -> dict[str, tuple[str, int]]:
+    """Each media kind's placeholder (token, id): the base's own when its config names one
+    (`named`: kind to the token under MEDIA_TOKEN_KEYS) that is one of its added tokens
+    (its processor expands it, its embedding is trained), else MEDIA_TOKENS[kind] (the
+    base's id when it has that added token, else a new id counted from `after`, the first
+    id past every MMS token and the added pad). Fixed by the base alone, whether or not
+    the output ships them: text-only outputs keep every id they had."""
+    added = set(encoder.added_tokens().values())
+    found: dict[str, tuple[str, int]] = {}
+    next_id = after
+    for kind, token in MEDIA_TOKENS.items():
+        own = (named or {}).get(kind)
+        if own is not None and own in added and (number := encoder.token_to_id(own)) is not None:
+            found[kind] = (own, number)
+            continue
+        known = encoder.token_to_id(token) if token in added else None
+        if known is not None:
+            found[kind] = (token, known)
+            continue
+        ordinary = encoder.token_to_id(token)
+        if ordinary is not None:
+            raise ValueError(
+                f"the base tokenizer has {token} as an ordinary vocabulary entry (id {ordinary}): "
+                "that text in content could not be told from the media placeholder; use a "
+                "tokenizer without it"
+            )
+        found[kind] = (token, next_id)
+        next_id += 1
+    return found
 
 
 def augmented_json(base_json: bytes, ids: SpecialIds, extra: dict[str, int] | None = None) -> bytes:

@@ -29,6 +29,7 @@ from pipeline.jobs.run.stages import Side, row_schema, run_stages
 from pipeline.lint import LintReport
 from pipeline.lint.report import ReportPart
 from pipeline.lint.store import DiagnosticStore
+from pipeline.mms.arrow import MEDIA_COLUMN
 from pipeline.quarantine import dropped_line, rejection_from_line
 from pipeline.sources.parts import InputPart
 from pipeline.stages.contract import TOKENS_CUT
@@ -141,7 +142,8 @@ class DecidePart:
             _count_tokens_lost(table, reasons, counts)
             origin.dropped_by.update(reason for reason in reasons if reason is not None)
             kept = table.filter(pa.array([reason is None for reason in reasons], pa.bool_()))
-            kept = kept.select([*columns, SPLIT_GROUP, THREAD_GROUP, PART_ROW])
+            media = [MEDIA_COLUMN] if MEDIA_COLUMN in kept.column_names else []
+            kept = kept.select([*columns, *media, SPLIT_GROUP, THREAD_GROUP, PART_ROW])
             if kept.num_rows:
                 _select(kept, config, (weight, origin), selections, counts)
 
@@ -217,5 +219,14 @@ def _select(
         ids = taken["id"].to_pylist() if name == selections.shuffled else []
         tokens = (pc.sum(taken["num_tokens"]).as_py() or 0) if config.stages.pack else 0
         nbytes = taken.nbytes if shard.bytes_per_shard is not None else 0
-        selections.add(name, part_rows[rows], weight, (groups, ids), (tokens, nbytes))
+        kinds = _media_kinds(taken)
+        selections.add(name, part_rows[rows], weight, (groups, ids), (tokens, nbytes), kinds)
         counts.count_written(name, taken, weight, source)
+
+
+def _media_kinds(rows: pa.Table) -> frozenset[str]:
+    """The media kinds the rows' threads hold (their `media` column, DESIGN §3)."""
+    if MEDIA_COLUMN not in rows.column_names:
+        return frozenset()
+    kinds = pc.list_flatten(rows[MEDIA_COLUMN]).combine_chunks().field("kind")
+    return frozenset(kind for kind in pc.unique(kinds).to_pylist() if kind is not None)

@@ -48,7 +48,7 @@ from pipeline.jobs.run.outputs import (
 from pipeline.jobs.run.part import PART_FORMAT, PART_TOKENIZER, PartJob
 from pipeline.jobs.run.partition import RepeatedRows, mark_repeated, partitioned
 from pipeline.jobs.run.reduce import Progress, reduce_parts
-from pipeline.jobs.run.stages import Side, run_stages, shard_schema
+from pipeline.jobs.run.stages import Side, carries_media, run_stages, shard_schema
 from pipeline.jobs.verify import Verification, verify_output
 from pipeline.lint import LintReport
 from pipeline.output.files import discard_if_none
@@ -382,12 +382,14 @@ def _run(
     shutil.rmtree(folder.work / FINDINGS_DIR, ignore_errors=True)  # the reports hold them
     tokenizer = None
     if config.stages.tokenize is not None and not reduced.gate_failed:
-        tokenizer = ship_tokenizer(reduced.part_dirs[0] / PART_TOKENIZER, staging)
+        tokenizer = ship_tokenizer(
+            reduced.part_dirs[0] / PART_TOKENIZER, staging, config if reduced.media else None
+        )
     packing = reduced.packing
     figures = write_stats(staging, reduced.tables, counts, packing)
     if figures is not None:
         reports += STATS_REPORTS
-        schema = shard_schema(config)
+        schema = shard_schema(config, reduced.media if carries_media(config) else ())
         write_card(
             staging, out.name, config, report, counts, shards, schema, tokenizer, packing, figures
         )
@@ -402,7 +404,7 @@ def _run(
         reports,
         report,
         packing,
-        reduced.media,
+        reduced.media_files,
     )
     encoder = tokenizer["text_encoder"] if tokenizer else None
     configured = [name for name, _ in config.stages.shard.splits] if config.stages.shard else []

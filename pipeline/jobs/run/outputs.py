@@ -88,12 +88,24 @@ def write_stats(
     return stats
 
 
-def ship_tokenizer(part_tokenizer: Path, out: Path) -> dict[str, Any]:
+def ship_tokenizer(
+    part_tokenizer: Path, out: Path, media_config: RunConfig | None = None
+) -> dict[str, Any]:
     """tokenizer/ (the augmented tokenizer and its special ids, as the first part
-    wrote them), copied into the output; the manifest's record of it."""
+    wrote them), copied into the output; the manifest's record of it. `media_config`: the
+    run's config when its rows hold media: the tokenizer is then written again with the
+    media placeholders (DESIGN §4), the base recorded as the part recorded it."""
     for file in sorted(part_tokenizer.iterdir()):
         with atomic_output(out / TOKENIZER_DIR / file.name) as target:
             target.write(file.read_bytes())
+    if media_config is not None and media_config.stages.tokenize is not None:
+        from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, write_tokenizer
+        from pipeline.stages.tokenize import renderer_for
+
+        record = orjson.loads((part_tokenizer / SPECIAL_TOKENS_FILE).read_bytes())
+        renderer, base = renderer_for(media_config.stages.tokenize)
+        shown = record["base_tokenizer"]["path"]
+        write_tokenizer(out / TOKENIZER_DIR, renderer, base, base_path=shown, media=True)
     return shipped_tokenizer_record(out)
 
 

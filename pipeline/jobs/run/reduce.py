@@ -69,7 +69,9 @@ class Reduced:
     """What the pack stage did (seq_len, sequences, fill ...), None without one."""
     tables: dict[str, list[ShardTables]] = field(default_factory=dict)
     """Each split's shards' count tables (for the stats), as the shard tasks gave them."""
-    media: dict[str, int] = field(default_factory=dict)
+    media: tuple[str, ...] = ()
+    """The media kinds the run's kept rows hold (none: text only)."""
+    media_files: dict[str, int] = field(default_factory=dict)
     """The media the shard tasks published under media/ (copy mode): name, bytes."""
 
 
@@ -156,8 +158,11 @@ def reduce_parts(
     if config.stages.pack is not None and shards:
         packing = packing_stats(written, config.stages.pack.seq_len).to_dict()
         shards = dict(sorted(shards.items()))  # a packed output lists its splits by name
-    media = {name: size for done in written for name, size in done.media}
-    return Reduced(merger.counts, shards, report, read, gate_failed, packing, tables, media)
+    media = merger.selections.media if merger.selections is not None else ()
+    media_files = {name: size for done in written for name, size in done.media}
+    return Reduced(
+        merger.counts, shards, report, read, gate_failed, packing, tables, media, media_files
+    )
 
 
 class _Merger:

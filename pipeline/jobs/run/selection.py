@@ -45,6 +45,8 @@ class SplitTotals:
     tokens: int = 0
     nbytes: int = 0
     per_part: list[int] = field(default_factory=list)
+    media: list[str] = field(default_factory=list)
+    """The media kinds its rows hold (sorted): the run's shards then carry their columns."""
 
 
 def shuffle_key(seed: int, group: str | None, thread_id: str, copy: int) -> int:
@@ -88,6 +90,7 @@ class Selections:
         weight: int,
         keys: tuple[list[str | None], list[str]],
         sizes: tuple[int, int],
+        media: frozenset[str] = frozenset(),
     ) -> None:
         """Rows of the part (indices into its threads file) kept for `split`, `weight`
         copies of each (copy after copy, as the split is written); `keys`: their groups and
@@ -101,6 +104,7 @@ class Selections:
         totals.entries += len(rows) * weight
         totals.tokens += sizes[0] * weight
         totals.nbytes += sizes[1] * weight
+        totals.media = sorted(set(totals.media) | media)
         for copy in range(weight):
             self._rows.setdefault(split, []).append(rows)
             self._copies.setdefault(split, []).append(np.full(len(rows), copy, np.int32))
@@ -148,7 +152,15 @@ class Selections:
             mine.tokens += got.tokens
             mine.nbytes += got.nbytes
             mine.per_part += got.per_part
+            mine.media = sorted(set(mine.media) | set(getattr(got, "media", ())))
         self.parts.append(part_id)
+
+    @property
+    def media(self) -> tuple[str, ...]:
+        """The media kinds the run's kept rows hold, in MEDIA_TOKENS order (none: text
+        only): its shards get their columns, its tokenizer the placeholders."""
+        found = {kind for totals in self.totals.values() for kind in totals.media}
+        return tuple(kind for kind in ("image", "audio", "video") if kind in found)
 
     def path(self, part_id: str) -> Path:
         """The file of a part's selection."""

@@ -26,9 +26,10 @@ import pyarrow.compute as pc
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.part import PART_MEDIA, PART_THREADS
 from pipeline.jobs.run.selection import Selections, SplitTotals, shard_count
-from pipeline.jobs.run.stages import reshaping_stages, row_schema, shard_schema
+from pipeline.jobs.run.stages import carries_media, reshaping_stages, row_schema, shard_schema
 from pipeline.media.check import MEDIA_DIR, write_once
-from pipeline.mms import MEDIA_COLUMN
+from pipeline.mms import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
+from pipeline.output.media_columns import with_media_columns
 from pipeline.output.shards import Shard, ShardWriter, shard_name
 from pipeline.packing import SEQUENCES_PER_SHARD, PackingStats
 from pipeline.stages.pack import Pack, PackSettings
@@ -80,11 +81,13 @@ class ShardTask:
     media_dir: str | None = None
     """Copy mode: the output's media/ folder, where the task publishes the media its rows
     point at (from the parts' media/; any number of tasks may publish the same name)."""
+    media: tuple[str, ...] = ()
+    """The media kinds the run's rows hold (DESIGN §7): the shard's media columns."""
 
     def __call__(self) -> ShardDone:
         stages = reshaping_stages(self.config)
         tables = [self._rows()]
-        media = self._publish_media() if self.media_dir is not None else ()
+        published = self._publish_media() if self.media_dir is not None else ()
         for stage in stages:
             tables = [out for table in tables for out in stage.reshape(self.split, table)]
             tables += stage.flush(self.split)
@@ -92,7 +95,7 @@ class ShardTask:
         assert shard is not None
         writer = ShardWriter(
             self.directory,
-            shard_schema(self.config),
+            shard_schema(self.config, self.media if carries_media(self.config) else ()),
             split=self.split,
             compression=shard.compression,
             name=self.name,
@@ -106,7 +109,7 @@ class ShardTask:
 
         written = writer.shards[0]
         counted = shard_tables(str(Path(self.directory) / written.name), role_id=self.role_id)
-        return ShardDone(written, pack.stats() if pack is not None else None, counted, media)
+        return ShardDone(written, pack.stats() if pack is not None else None, counted, published)
 
     def _publish_media(self) -> tuple[tuple[str, int], ...]:
         """Copy the media the task's rows point at into the output's media/, once each."""
@@ -132,6 +135,9 @@ class ShardTask:
     def _rows(self) -> pa.Table:
         """The task's rows, each weighted copy with its id marked (`id#copy`), in order."""
         schema = row_schema(self.config)
+        carried = bool(self.media) and carries_media(self.config)
+        if carried:
+            schema = schema.append(THREAD_MEDIA_ARROW_SCHEMA.field(MEDIA_COLUMN))
         tables: list[pa.Table] = []
         keys: list[np.ndarray] = []
         for source in self.sources:
@@ -144,11 +150,12 @@ class ShardTask:
                 threads = pa.ipc.open_file(mapped).read_all().select(schema.names)
                 taken = threads.take(pa.array(rows))
             tables.append(_copy_ids(taken, copies))
-        if not tables:
-            return schema.empty_table()
-        table = pa.concat_tables(tables)
-        if self.shuffled:
+        table = pa.concat_tables(tables) if tables else schema.empty_table()
+        if self.shuffled and tables:
             table = table.take(pa.array(np.argsort(np.concatenate(keys), kind="stable")))
+        if carried:
+            placeholders = _placeholder_ids(self.config)
+            table = with_media_columns(table, self.media, placeholders)
         return table
 
 
@@ -208,6 +215,7 @@ def plan_shard_tasks(
                     config,
                     role_id,
                     media_dir,
+                    selections.media,
                 )
             )
     return tasks
@@ -219,6 +227,14 @@ def _role_id(config: RunConfig) -> int | None:
         return None
     role: int = renderer_for(config.stages.tokenize)[0].special_ids.as_dict()[ROLE]
     return role
+
+
+def _placeholder_ids(config: RunConfig) -> dict[str, int]:
+    """Each media kind's placeholder id in the run's tokenizer (none: not tokenized)."""
+    if config.stages.tokenize is None:
+        return {}
+    renderer = renderer_for(config.stages.tokenize)[0]
+    return {kind: number for kind, (_, number) in renderer.media_tokens.items()}
 
 
 def _shards_of(totals: SplitTotals, settings: ShardSettings, pack: PackSettings | None) -> int:

@@ -1,0 +1,71 @@
+"""The media columns of a run's shards (DESIGN §7, issue 38): beside `input_ids`, a row
+whose thread holds media has its media in order, one list per kind, as TRL's VLM trainers
+and LLaMA-Factory read them (`images`, `audios`, `videos`), each cell a Hugging Face
+`Image`/`Audio`/`Video` cell, `{bytes, path}`; and the thread's `media` column (DESIGN §3:
+each media's message, kind, source and mime), from which a row reads back to its thread.
+Only the shards of a run whose rows hold media have them, so text-only shards keep their
+schema and bytes."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Sequence
+
+import pyarrow as pa
+
+from pipeline.mms import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
+
+MEDIA_CELL = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+"""A media reference as `datasets`' Image, Audio and Video features store one: the bytes of
+an embedded media (`data`), else its path (as the thread holds it: relative to the
+output once the media are copied into its `media/`) or its URL."""
+MEDIA_SHARD_COLUMNS: dict[str, str] = {"image": "images", "audio": "audios", "video": "videos"}
+"""Each media kind's shard column, named as TRL and LLaMA-Factory name theirs."""
+FEATURE_TYPES: dict[str, str] = {"image": "Image", "audio": "Audio", "video": "Video"}
+"""Each kind's Hugging Face `datasets` feature type (the card declares a list of it)."""
+
+
+def media_fields(kinds: Iterable[str]) -> list[pa.Field]:
+    """The shard fields of a run whose rows hold media of `kinds`: the thread's `media`
+    column, then one list column per kind held, in MEDIA_SHARD_COLUMNS order."""
+    held = set(kinds)
+    fields = [THREAD_MEDIA_ARROW_SCHEMA.field(MEDIA_COLUMN)]
+    for kind, column in MEDIA_SHARD_COLUMNS.items():
+        if kind in held:
+            fields.append(pa.field(column, pa.list_(MEDIA_CELL)))
+    return fields
+
+
+def media_cell(reference: dict[str, str | None]) -> dict[str, bytes | str | None]:
+    """One media (a `media` column entry) as a `{bytes, path}` cell."""
+    data = reference.get("data")
+    if data is not None:
+        return {"bytes": base64.b64decode(data), "path": None}
+    return {"bytes": None, "path": reference.get("path") or reference.get("url")}
+
+
+def with_media_columns(
+    rows: pa.Table, kinds: Sequence[str], placeholder_ids: dict[str, int]
+) -> pa.Table:
+    """`rows` (with their `media` column) with one list column per kind of `kinds`: each
+    row's media of that kind in order, as many as its `input_ids` hold placeholders (a
+    truncated row keeps the media whose placeholders it kept, so a processor finds one
+    media per placeholder)."""
+    media = rows[MEDIA_COLUMN].to_pylist()
+    ids = rows["input_ids"].to_pylist() if "input_ids" in rows.column_names else None
+    kind_of = {number: kind for kind, number in placeholder_ids.items()}
+    columns: dict[str, list[list[dict[str, bytes | str | None]]]] = {k: [] for k in kinds}
+    for row, entries in enumerate(media):
+        kept: dict[str, int] | None = None
+        if ids is not None and ids[row] is not None:
+            kept = {kind: 0 for kind in kinds}
+            for number in ids[row]:
+                if number in kind_of and kind_of[number] in kept:
+                    kept[kind_of[number]] += 1
+        for kind in kinds:
+            cells = [media_cell(e) for e in entries or () if e["kind"] == kind]
+            columns[kind].append(cells if kept is None else cells[: kept[kind]])
+    for kind in kinds:
+        column = MEDIA_SHARD_COLUMNS[kind]
+        rows = rows.append_column(column, pa.array(columns[kind], pa.list_(MEDIA_CELL)))
+    return rows

@@ -1,0 +1,245 @@
+"""Media placeholders (issue 38, DESIGN §4 and §7): each media part renders as its kind's
+placeholder token where its marker stands, never trained; a run whose rows hold media
+ships the placeholders in its tokenizer and chat template and carries the media beside
+`input_ids` (`images` ...), as a VLM's processor and TRL read them; text-only outputs keep
+their bytes (tests/test_output_bytes.py, tests/golden_outputs, tests/golden_renders)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.mms import Thread
+from pipeline.output.tokenizer import write_tokenizer
+from pipeline.tokenize import IGNORE, Renderer, load_tokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
+MLLM_DEMO = REPO / "tests" / "data" / "realdata" / "llamafactory" / "mllm_demo.json"
+"""LLaMA-Factory's data/mllm_demo.json, a byte-for-byte copy (PROVENANCE.txt beside it);
+its images (mllm_demo_data/*.jpg) are not copied: the tests draw stand-ins."""
+
+
+def _thread() -> Thread:
+    return Thread.from_dict(
+        {
+            "id": "t",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image", "path": "a.png"},
+                        {"type": "text", "text": "and"},
+                        {"type": "audio", "url": "https://example.org/a.wav"},
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "here "},
+                        {"type": "video", "data": "AAAA", "mime": "video/mp4"},
+                        {"type": "text", "text": " done"},
+                    ],
+                    "end_turn": True,
+                },
+            ],
+        }
+    )
+
+
+def test_each_media_part_is_its_placeholder_at_its_marker_never_trained():
+    renderer = Renderer(load_tokenizer(SAMPLE_TOKENIZER))
+    ids = {kind: number for kind, (_, number) in renderer.media_tokens.items()}
+    # after the five MMS tokens and the pad: text-only ids stay as they were
+    after = max([*renderer.special_ids.as_dict().values(), renderer.added_pad[1]])
+    assert sorted(ids.values()) == [after + 1, after + 2, after + 3]
+    encoded = renderer.encode(_thread())
+    placed = [(i, t) for i, t in enumerate(encoded.input_ids) if t in ids.values()]
+    assert [t for _, t in placed] == [ids["image"], ids["audio"], ids["video"]]
+    assert all(encoded.labels[i] == IGNORE for i, _ in placed)
+    # the trained assistant text around its video is trained
+    assert encoded.num_trained > 0
+    text = renderer.render_text(_thread())
+    assert "<|content|><|image|>and<|audio|><|role|>assistant" in text
+    assert "<|content|>here <|video|> done<|end_turn|>" in text
+    # the string form, each placeholder one special id, gives the same ids
+    shipped = renderer.tokenizer_json(media=True).decode()
+    from tokenizers import Tokenizer
+
+    again = Tokenizer.from_str(shipped).encode(text, add_special_tokens=False).ids
+    assert again == encoded.input_ids
+
+
+def test_a_text_only_tokenizer_ships_no_placeholder(tmp_path):
+    loaded = load_tokenizer(SAMPLE_TOKENIZER)
+    renderer = Renderer(loaded)
+    write_tokenizer(tmp_path / "plain", renderer, loaded)
+    write_tokenizer(tmp_path / "media", renderer, loaded, media=True)
+    plain = (tmp_path / "plain" / "tokenizer.json").read_text()
+    assert (
+        "<|image|>" not in plain
+        and "<|image|>" in (tmp_path / "media" / "tokenizer.json").read_text()
+    )
+    config = orjson.loads((tmp_path / "plain" / "tokenizer_config.json").read_bytes())
+    assert "extra_special_tokens" not in config and "mms_content" not in config["chat_template"]
+    record = orjson.loads((tmp_path / "plain" / "mms_special_tokens.json").read_bytes())
+    assert "media_tokens" not in record
+
+
+def _mllm_run(tmp_path: Path) -> tuple[Path, Path, list[dict]]:
+    """`mms run` on LLaMA-Factory's mllm demo, with small stand-in images."""
+    from PIL import Image
+
+    inputs = tmp_path / "in"
+    (inputs / "mllm_demo_data").mkdir(parents=True)
+    shutil.copy(MLLM_DEMO, inputs / MLLM_DEMO.name)
+    records = json.loads(MLLM_DEMO.read_text())
+    names = sorted({path for record in records for path in record["images"]})
+    colours = ["red", "green", "blue", "yellow"]
+    for number, name in enumerate(names):
+        Image.new("RGB", (20 + number, 16), colours[number % 4]).save(inputs / name)
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        f"""name: mllm
+inputs:
+  - path: in/{MLLM_DEMO.name}
+stages:
+  lint:
+    fail_on: never
+  tokenize:
+    tokenizer: {SAMPLE_TOKENIZER}
+  shard:
+    splits: {{train: 1.0}}
+    shuffle: false
+output: out
+"""
+    )
+    result = CliRunner().invoke(main, ["run", str(config)])
+    assert result.exit_code == 0, result.output
+    return tmp_path / "out", inputs, records
+
+
+def test_a_run_on_the_mllm_demo_carries_its_images_where_the_tags_were(tmp_path):
+    out, _, records = _mllm_run(tmp_path)
+    rows = [
+        row
+        for shard in sorted((out / "data").glob("*.parquet"))
+        for row in pq.read_table(shard).to_pylist()
+    ]
+    assert len(rows) == len(records)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(out / "tokenizer"))
+    image_id = tokenizer.image_token_id
+    assert tokenizer.image_token == "<|image|>"
+    for row, record in zip(rows, records, strict=True):  # plan order: shuffle off
+        assert [cell["path"] for cell in row["images"]] == record["images"]
+        assert all(cell["bytes"] is None for cell in row["images"])
+        assert row["input_ids"].count(image_id) == len(record["images"])
+        assert all(
+            label == IGNORE
+            for token, label in zip(row["input_ids"], row["labels"], strict=True)
+            if token == image_id
+        )
+        text = tokenizer.decode(row["input_ids"])
+        for message in record["messages"]:
+            assert message["content"].replace("<image>", "<|image|>") in text
+    card = (out / "README.md").read_text()
+    assert "- name: images\n    list: image" in card and "## Media" in card
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert manifest["tokenizer"]["media_tokens"]["image"] == {"token": "<|image|>", "id": image_id}
+    verified = CliRunner().invoke(main, ["verify", str(out)])
+    assert verified.exit_code == 0, verified.output
+
+
+def test_a_small_vlm_takes_a_batch_of_the_output_with_its_images(tmp_path, monkeypatch):
+    """A randomly initialised tiny LLaVA (no weights downloaded) and its processor: the
+    processor expands each `<|image|>` of the rows' ids into the image's tokens, and the
+    model takes the batch, its images as `datasets` decodes them."""
+    torch = pytest.importorskip("torch")
+    datasets = pytest.importorskip("datasets")
+    transformers = pytest.importorskip("transformers")
+    out, inputs, _ = _mllm_run(tmp_path)
+    monkeypatch.chdir(inputs)  # paths as the source wrote them (until media/ is copied)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(out / "tokenizer"))
+    rows = datasets.load_dataset(str(out), split="train").select(range(3))
+    processor = transformers.LlavaProcessor(
+        image_processor=transformers.CLIPImageProcessor(
+            size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}
+        ),
+        tokenizer=tokenizer,
+        patch_size=14,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+    )
+    assert processor.image_token == "<|image|>"  # read from the shipped tokenizer
+    batch = processor(
+        text=[tokenizer.decode(row["input_ids"]) for row in rows],
+        images=[row["images"] for row in rows],
+        return_tensors="pt",
+        padding=True,
+    )
+    per_image = 4  # (28 / 14) ** 2 patches
+    counts = (batch["input_ids"] == tokenizer.image_token_id).sum(1).tolist()
+    assert counts == [per_image * len(row["images"]) for row in rows]
+    config = transformers.LlavaConfig(
+        vision_config=transformers.CLIPVisionConfig(
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=28,
+            patch_size=14,
+        ),
+        text_config=transformers.LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+        ),
+        image_token_index=tokenizer.image_token_id,
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlavaForConditionalGeneration(config)
+    labels = batch["input_ids"].clone()
+    labels[(labels == tokenizer.image_token_id) | (batch["attention_mask"] == 0)] = IGNORE
+    loss = model(**batch, labels=labels).loss
+    assert torch.isfinite(loss)
+
+
+def test_loader_batches_carry_each_rows_images_beside_its_ids(tmp_path):
+    from PIL import Image
+
+    from pipeline.loader import OutputLoader
+
+    out, inputs, records = _mllm_run(tmp_path)
+    references = OutputLoader(out, batch_size=2, shuffle=False)
+    decoded = OutputLoader(out, batch_size=2, shuffle=False, decode=True, media_root=inputs)
+    seen = []
+    for plain, images in zip(references, decoded, strict=True):
+        assert plain["input_ids"].shape == images["input_ids"].shape
+        for row, cells in enumerate(plain["images"]):
+            seen.append([cell["path"] for cell in cells])
+            assert all(isinstance(image, Image.Image) for image in images["images"][row])
+            assert [image.size for image in images["images"][row]] == [
+                Image.open(inputs / cell["path"]).size for cell in cells
+            ]
+            ids = plain["input_ids"][row].tolist()
+            assert ids.count(references_image_id(out)) == len(cells)
+    assert seen == [record["images"] for record in records]
+
+
+def references_image_id(out: Path) -> int:
+    record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
+    return int(record["media_tokens"]["image"]["id"])
