@@ -17,7 +17,7 @@ import orjson
 import pyarrow.parquet as pq
 import yaml
 
-from pipeline.mms import Thread, normalize_thread_dict
+from pipeline.mms import MEDIA_COLUMN, MEDIA_MARKER, Thread, normalize_thread_dict
 from pipeline.objectives.views import SftView, sft_views
 from pipeline.output.files import file_sha256
 from pipeline.output.manifest import CARD_FILE
@@ -306,10 +306,52 @@ def _card_row_problems(front: dict[str, Any], splits: dict[str, Any]) -> list[Pr
     ]
 
 
-def _rows(shards: list[tuple[str, Path]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+def _rows(
+    shards: list[tuple[str, Path]], placeholders: dict[int, str] | None = None
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Every shard's rows, batch by batch; with `placeholders` (id to media kind, of an
+    output whose tokenizer ships them), a row of threads without a `media` column gets one
+    from its ids (`_placed_media`)."""
     for split, path in shards:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=ROW_BATCH):
-            yield split, batch.to_pylist()
+            rows = batch.to_pylist()
+            if placeholders:
+                rows = [_placed_media(row, placeholders) for row in rows]
+            yield split, rows
+
+
+def _placeholders(out: Path) -> dict[int, str] | None:
+    """Each media placeholder id of the output's tokenizer and its kind (None: it ships
+    none, a text-only output)."""
+    try:
+        record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    media = record.get("media_tokens") or {}
+    return {entry["id"]: kind for kind, entry in media.items()} or None
+
+
+def _placed_media(row: dict[str, Any], placeholders: dict[int, str]) -> dict[str, Any]:
+    """A row of threads whose shard has no `media` column (an `mms tokenize` output): its
+    media rebuilt from its messages' markers and its ids' placeholders, in order, kinds
+    only (the sources are not in the row, and rendering needs none), so its messages
+    render again; unchanged when their counts differ (the check then fails) or when it
+    holds no marker."""
+    if MEDIA_COLUMN in row or "messages" not in row:
+        return row
+    kinds = [placeholders[i] for i in row["input_ids"] if i in placeholders]
+    markers = [
+        index
+        for index, message in enumerate(row["messages"])
+        for _ in range((message.get("content") or "").count(MEDIA_MARKER))
+    ]
+    if not kinds or len(kinds) != len(markers):
+        return row
+    media = [
+        {"message": index, "kind": kind, "path": "?", "url": None, "data": None, "mime": None}
+        for index, kind in zip(markers, kinds, strict=True)
+    ]
+    return {**row, MEDIA_COLUMN: media}
 
 
 def _thread(view: SftView) -> Thread:
@@ -329,7 +371,7 @@ def _check_rows(
     except TokenizerLoadError as err:
         result.problems.append(Problem("tokenizer/", str(err)))
         return
-    for split, rows in _rows(shards):
+    for split, rows in _rows(shards, _placeholders(out)):
         views = [(row, view) for row in rows for view in sft_views(row)]
         threads = [_thread(view) for _, view in views]
         encoded = renderer.encode_batch(threads)
@@ -426,7 +468,7 @@ def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verificat
         result.problems.append(Problem("tokenizer/", "tokenizer_config.json has no chat template"))
         return
     added = re.compile("|".join(map(re.escape, tokenizer.get_added_vocab())))
-    for split, rows in _rows(shards):
+    for split, rows in _rows(shards, _placeholders(out)):
         for view in (view for row in rows for view in sft_views(row)):
             texts = [_text(m.get("content")) for m in view.messages] + [
                 m.get("name") or "" for m in view.messages
