@@ -6,6 +6,7 @@ their bytes (tests/test_output_bytes.py, tests/golden_outputs, tests/golden_rend
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -93,8 +94,8 @@ def test_a_text_only_tokenizer_ships_no_placeholder(tmp_path):
     assert "media_tokens" not in record
 
 
-def _mllm_run(tmp_path: Path) -> tuple[Path, Path, list[dict]]:
-    """`mms run` on LLaMA-Factory's mllm demo, with small stand-in images."""
+def _mllm_run(tmp_path: Path, *flags: str) -> tuple[Path, Path, list[dict]]:
+    """`mms run` on LLaMA-Factory's mllm demo, with small stand-in images (and `flags`)."""
     from PIL import Image
 
     inputs = tmp_path / "in"
@@ -121,13 +122,40 @@ stages:
 output: out
 """
     )
-    result = CliRunner().invoke(main, ["run", str(config)])
+    result = CliRunner().invoke(main, ["run", str(config), *flags])
     assert result.exit_code == 0, result.output
     return tmp_path / "out", inputs, records
 
 
+@pytest.mark.parametrize(
+    ("flags", "embedded", "paths"),
+    [
+        (("--no-embed-media",), False, "source"),
+        (("--no-embed-media", "--copy-media"), False, "copied"),
+        (("--copy-media",), True, "copied"),
+    ],
+)
+def test_media_cells_hold_bytes_or_paths_as_asked(tmp_path, flags, embedded, paths):
+    out, inputs, records = _mllm_run(tmp_path, *flags)
+    rows = [
+        r for shard in (out / "data").glob("*.parquet") for r in pq.read_table(shard).to_pylist()
+    ]
+    card = (out / "README.md").read_text()
+    for row, record in zip(rows, records, strict=True):
+        files = [(inputs / name).read_bytes() for name in record["images"]]
+        cells = row["images"]
+        assert [c["bytes"] for c in cells] == (files if embedded else [None] * len(files))
+        if paths == "source":
+            assert [c["path"] for c in cells] == record["images"]
+        else:  # each a file of the output, the same bytes as the source's
+            assert [(out / c["path"]).read_bytes() for c in cells] == files
+    assert (out / "media").is_dir() == (paths == "copied")
+    assert ("holds the media's bytes" in card) == embedded
+    assert CliRunner().invoke(main, ["verify", str(out)]).exit_code == 0
+
+
 def test_a_run_on_the_mllm_demo_carries_its_images_where_the_tags_were(tmp_path):
-    out, _, records = _mllm_run(tmp_path)
+    out, inputs, records = _mllm_run(tmp_path)
     rows = [
         row
         for shard in sorted((out / "data").glob("*.parquet"))
@@ -140,8 +168,16 @@ def test_a_run_on_the_mllm_demo_carries_its_images_where_the_tags_were(tmp_path)
     image_id = tokenizer.image_token_id
     assert tokenizer.image_token == "<|image|>"
     for row, record in zip(rows, records, strict=True):  # plan order: shuffle off
-        assert [cell["path"] for cell in row["images"]] == record["images"]
-        assert all(cell["bytes"] is None for cell in row["images"])
+        # each image's bytes are in the shard (stages.media.embed, the default), its path
+        # the content address, its source in meta.media_checked
+        assert [cell["bytes"] for cell in row["images"]] == [
+            (inputs / name).read_bytes() for name in record["images"]
+        ]
+        checked = orjson.loads(row["meta"])["media_checked"]
+        assert [cell["path"] for cell in row["images"]] == [
+            f"media/{entry['sha256']}.jpg" for entry in checked
+        ]
+        assert [entry["source"]["path"] for entry in checked] == record["images"]
         assert row["input_ids"].count(image_id) == len(record["images"])
         assert all(
             label == IGNORE
@@ -166,8 +202,8 @@ def test_a_small_vlm_takes_a_batch_of_the_output_with_its_images(tmp_path, monke
     torch = pytest.importorskip("torch")
     datasets = pytest.importorskip("datasets")
     transformers = pytest.importorskip("transformers")
-    out, inputs, _ = _mllm_run(tmp_path)
-    monkeypatch.chdir(inputs)  # paths as the source wrote them (until media/ is copied)
+    out, _, _ = _mllm_run(tmp_path)
+    monkeypatch.chdir(tmp_path.parent)  # the images load from the shards, from anywhere
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(out / "tokenizer"))
     rows = datasets.load_dataset(str(out), split="train").select(range(3))
     processor = transformers.LlavaProcessor(
@@ -225,19 +261,19 @@ def test_loader_batches_carry_each_rows_images_beside_its_ids(tmp_path):
 
     out, inputs, records = _mllm_run(tmp_path)
     references = OutputLoader(out, batch_size=2, shuffle=False)
-    decoded = OutputLoader(out, batch_size=2, shuffle=False, decode=True, media_root=inputs)
+    decoded = OutputLoader(out, batch_size=2, shuffle=False, decode=True)
     seen = []
     for plain, images in zip(references, decoded, strict=True):
         assert plain["input_ids"].shape == images["input_ids"].shape
         for row, cells in enumerate(plain["images"]):
-            seen.append([cell["path"] for cell in cells])
+            seen.append([cell["bytes"] for cell in cells])
             assert all(isinstance(image, Image.Image) for image in images["images"][row])
             assert [image.size for image in images["images"][row]] == [
-                Image.open(inputs / cell["path"]).size for cell in cells
+                Image.open(io.BytesIO(cell["bytes"])).size for cell in cells
             ]
             ids = plain["input_ids"][row].tolist()
             assert ids.count(references_image_id(out)) == len(cells)
-    assert seen == [record["images"] for record in records]
+    assert seen == [[(inputs / name).read_bytes() for name in r["images"]] for r in records]
 
 
 def references_image_id(out: Path) -> int:

@@ -155,7 +155,8 @@ def media_options(command: Callable[..., None]) -> Callable[..., None]:
             default=None,
             help="Write each distinct media once into the output's media/ as <sha256>.<ext> "
             "and point the threads there (relative to the output); a run's manifest lists "
-            "and hashes them [default: keep the references as the source wrote them].",
+            "and hashes them [default: keep the references as the source wrote them; a run "
+            "embeds each media's bytes in its shards].",
         ),
         click.option(
             "--fetch-media",

@@ -107,6 +107,15 @@ from pipeline.wording import plural, visible
     help="Publish the output to the config's output.push_to_hub repository when the run "
     "succeeds (as mms push does); --no-push writes it locally only.",
 )
+@click.option(
+    "--embed-media/--no-embed-media",
+    "embed_media",
+    default=None,
+    help="Put each media's bytes in the shards' images/audios/videos cells, so the output "
+    "loads anywhere (datasets, TRL, the Hub) without its inputs' folders; "
+    "--no-embed-media keeps only paths (with --copy-media, into the output's media/) "
+    "[default: embed; the config's stages.media.embed].",
+)
 @media_options
 def run_command(
     config_file: str,
@@ -119,6 +128,7 @@ def run_command(
     dry_run: bool,
     push: bool,
     media_flags: dict[str, object],
+    embed_media: bool | None,
 ) -> None:
     """Run a pipeline CONFIG: ingest, normalize, lint, filter, dedup, tokenize, shard.
 
@@ -131,7 +141,7 @@ def run_command(
     error.
     """
     config, out = _config_and_output(config_file, output, engine, ray_address)
-    media = media_settings(config.stages.media, media_flags)
+    media = media_settings(config.stages.media, {**media_flags, "embed": embed_media})
     if media != config.stages.media:  # the flags are the config's stages.media, recorded so
         config = dataclasses.replace(config, stages=config.stages.replace(media=media))
     if dry_run:

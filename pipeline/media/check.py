@@ -53,7 +53,7 @@ class MediaChecker:
 
     def __init__(self, settings: MediaSettings, store: Path | None = None):
         self.settings = settings
-        self.store = store if settings.copy else None
+        self.store = store if settings.stages_copies else None
         self._seen: OrderedDict[tuple[str, Media], Checked | NotRead | MediaProblem] = OrderedDict()
         self.copied: dict[str, int] = {}
         """Each copy this checker wrote or found (its name under media/), with its bytes."""

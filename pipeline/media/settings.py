@@ -23,11 +23,15 @@ class MediaSettings:
     only with `fetch`) and quarantine its record when one is missing, outside its input's
     folder, not the kind it claims, undecodable or over the limits. `copy`: write each
     distinct media once into the output's `media/` (named by its sha256) and point the
-    threads there (implies reading them). `fetch`: also fetch URLs (http(s) with
-    `timeout`; s3, gs, az, hf through the object stores), never otherwise."""
+    threads there (implies reading them). `embed`: a run's shards carry each media's bytes
+    in their `images`/`audios`/`videos` cells, so the output loads anywhere (`datasets`,
+    TRL, the Hub) without the input's folder; off, the cells carry only paths (with `copy`,
+    into the output's media/). `fetch`: also fetch URLs (http(s) with `timeout`; s3, gs,
+    az, hf through the object stores), never otherwise."""
 
     check: bool = True
     copy: bool = False
+    embed: bool = True
     fetch: bool = False
     max_bytes: int = MAX_BYTES
     max_pixels: int = MAX_PIXELS
@@ -37,6 +41,13 @@ class MediaSettings:
     def reads(self) -> bool:
         """Whether media are read at all (checked, or copied)."""
         return self.check or self.copy
+
+    @property
+    def stages_copies(self) -> bool:
+        """Whether a run keeps a copy of each media it read beside its parts, under its
+        content address, and points the threads there: to copy them into the output, or to
+        embed their bytes in the shards."""
+        return self.reads and (self.copy or self.embed)
 
 
 def _plain(settings: MediaSettings, _recorded: Any) -> Any:

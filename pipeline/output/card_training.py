@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from pipeline.output.media_columns import where_media_are
 from pipeline.tokenize.renderer import STOP_TOKENS
 
 
@@ -53,12 +54,18 @@ class TrainingFacts(TypedDict):
     """What a row is (pipeline/objectives): `sft`, or a pair, a completion, a prompt."""
     media_tokens: dict[str, dict[str, Any]] | None
     """Each media kind's placeholder token and id, when the rows hold media."""
+    media_cells: str
+    """What a media cell holds (pipeline/output/media_columns.py `where_media_are`)."""
 
 
 def training_facts(
-    tokenizer: Mapping[str, Any], zero_weight_messages: int, objective: str = "sft"
+    tokenizer: Mapping[str, Any],
+    zero_weight_messages: int,
+    objective: str = "sft",
+    media_cells: str = where_media_are(embedded=False, copied=False),
 ) -> TrainingFacts:
-    """The card's training facts, from the manifest's record of the shipped tokenizer."""
+    """The card's training facts, from the manifest's record of the shipped tokenizer and
+    what the shards' media cells hold."""
     vocabulary = tokenizer["vocabulary"]
     special = tokenizer["special_tokens"]
     return TrainingFacts(
@@ -70,6 +77,7 @@ def training_facts(
         zero_weight_messages=zero_weight_messages,
         objective=objective,
         media_tokens=tokenizer.get("media_tokens"),
+        media_cells=media_cells,
     )
 
 
@@ -194,7 +202,6 @@ are the placeholders: `tokenizer/tokenizer_config.json` names them under
 beside `input_ids`, one list per kind in placeholder order (`images`, `audios`,
 `videos`: `datasets` Image, Audio and Video features, each a `{{bytes, path}}` cell, as
 TRL's VLM trainers and LLaMA-Factory read them), and the threads' `media` column (each
-media's message, kind, source and MIME type). A path is as the source wrote it, relative
-to the folder of its input file until the media are copied into the output's `media/`.
+media's message, kind, source and MIME type). {facts["media_cells"]}
 
 """

@@ -9,20 +9,43 @@ schema and bytes."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import pyarrow as pa
 
 from pipeline.mms import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
 
 MEDIA_CELL = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-"""A media reference as `datasets`' Image, Audio and Video features store one: the bytes of
-an embedded media (`data`), else its path (as the thread holds it: relative to the
-output once the media are copied into its `media/`) or its URL."""
+"""A media as `datasets`' Image, Audio and Video features store one: its bytes (a run
+embeds each media it checked, `stages.media.embed`; base64 `data` always), and its path
+(as the thread holds it: the content address `media/<sha256>.<ext>` once a run has read
+it) or its URL."""
 MEDIA_SHARD_COLUMNS: dict[str, str] = {"image": "images", "audio": "audios", "video": "videos"}
 """Each media kind's shard column, named as TRL and LLaMA-Factory name theirs."""
 FEATURE_TYPES: dict[str, str] = {"image": "Image", "audio": "Audio", "video": "Video"}
 """Each kind's Hugging Face `datasets` feature type (the card declares a list of it)."""
+
+
+def where_media_are(embedded: bool, copied: bool) -> str:
+    """The card's sentence on what a media cell holds, for a run that embedded the media's
+    bytes in the shards and/or copied them into the output's media/ (neither: paths)."""
+    if embedded:
+        where = (
+            "Each cell holds the media's bytes, so the rows load anywhere (`datasets`, "
+            "TRL, the Hub), and its path: its content address, `media/<sha256>.<ext>`"
+        )
+        if copied:
+            return where + ", a file of this output too."
+        return where + " (`meta.media_checked` names each media's source)."
+    if copied:
+        return (
+            "Each cell holds its media's path, `media/<sha256>.<ext>`, relative to this "
+            "output: its `media/` folder holds each media once."
+        )
+    return (
+        "Each cell holds its media's path as the source wrote it (relative to the folder "
+        "of its input file) or its URL; base64 media are embedded as bytes."
+    )
 
 
 def media_fields(kinds: Iterable[str]) -> list[pa.Field]:
@@ -68,4 +91,27 @@ def with_media_columns(
     for kind in kinds:
         column = MEDIA_SHARD_COLUMNS[kind]
         rows = rows.append_column(column, pa.array(columns[kind], pa.list_(MEDIA_CELL)))
+    return rows
+
+
+def with_embedded_bytes(rows: pa.Table, read: Callable[[str], bytes | None]) -> pa.Table:
+    """`rows` whose media cells without bytes carry `read(path)` (None: left a reference),
+    each media column rebuilt; a table without media columns is returned as it is. Called
+    on a row group's rows at a time, so a shard's media are never all in memory."""
+    for kind_column in MEDIA_SHARD_COLUMNS.values():
+        if kind_column not in rows.column_names:
+            continue
+        cells = [
+            None
+            if row is None
+            else [
+                cell
+                if cell["bytes"] is not None or cell["path"] is None
+                else {"bytes": read(cell["path"]), "path": cell["path"]}
+                for cell in row
+            ]
+            for row in rows[kind_column].to_pylist()
+        ]
+        index = rows.schema.get_field_index(kind_column)
+        rows = rows.set_column(index, kind_column, pa.array(cells, pa.list_(MEDIA_CELL)))
     return rows

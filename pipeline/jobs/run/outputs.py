@@ -39,6 +39,7 @@ from pipeline.output.manifest import (
     published_files,
     write_manifest,
 )
+from pipeline.output.media_columns import where_media_are
 from pipeline.output.shards import Shard
 from pipeline.output.tokenizer import TOKENIZER_DIR, shipped_tokenizer_record
 from pipeline.sources.parts import InputPart
@@ -243,7 +244,9 @@ def _card_stats(
         "tokens": counts.tokens if renderer else None,
         "trained_tokens": counts.trained_tokens if renderer else None,
         "training": (
-            training_facts(tokenizer, counts.zero_weight_messages, _objective(config))
+            training_facts(
+                tokenizer, counts.zero_weight_messages, _objective(config), _media_cells(config)
+            )
             if tokenizer
             else None
         ),
@@ -291,6 +294,14 @@ def _losses(counts: Account) -> Losses:
         groups_dropped=dict(counts.groups_dropped),
         tagged=dict(counts.tagged),
     )
+
+
+def _media_cells(config: RunConfig) -> str:
+    """What the run's media cells hold (the card's sentence)."""
+    media = config.stages.media
+    if media is None:
+        return where_media_are(embedded=False, copied=False)
+    return where_media_are(media.stages_copies and media.embed, media.reads and media.copy)
 
 
 def _objective(config: RunConfig) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +31,8 @@ from pipeline.jobs.run.selection import Selections, SplitTotals, shard_count
 from pipeline.jobs.run.stages import carries_media, reshaping_stages, row_schema, shard_schema
 from pipeline.media.check import MEDIA_DIR, write_once
 from pipeline.mms import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
-from pipeline.output.media_columns import with_media_columns
-from pipeline.output.shards import Shard, ShardWriter, shard_name
+from pipeline.output.media_columns import with_embedded_bytes, with_media_columns
+from pipeline.output.shards import ROW_GROUP_ROWS, Shard, ShardWriter, shard_name
 from pipeline.packing import SEQUENCES_PER_SHARD, PackingStats
 from pipeline.stages.pack import Pack, PackSettings
 from pipeline.stages.split import ShardSettings
@@ -83,6 +85,9 @@ class ShardTask:
     point at (from the parts' media/; any number of tasks may publish the same name)."""
     media: tuple[str, ...] = ()
     """The media kinds the run's rows hold (DESIGN §7): the shard's media columns."""
+    embed: bool = False
+    """Whether the shard's media cells carry the bytes of the copies the parts staged
+    (`stages.media.embed`), read a row group at a time."""
 
     def __call__(self) -> ShardDone:
         stages = reshaping_stages(self.config)
@@ -100,10 +105,12 @@ class ShardTask:
             compression=shard.compression,
             name=self.name,
         )
+        read = self._staged_media() if self.embed else None
         with writer:
             for table in tables:
-                if table.num_rows:
-                    writer.write(table)
+                for start in range(0, table.num_rows, ROW_GROUP_ROWS):
+                    rows = table.slice(start, ROW_GROUP_ROWS)
+                    writer.write(rows if read is None else with_embedded_bytes(rows, read))
         pack = next((stage for stage in stages if isinstance(stage, Pack)), None)
         from pipeline.jobs.stats.compute import shard_tables  # polars: only where shards are
 
@@ -131,6 +138,23 @@ class ShardTask:
                 write_once(Path(self.media_dir) / name, data)
                 published[name] = len(data)
         return tuple(sorted(published.items()))
+
+    def _staged_media(self) -> Callable[[str], bytes | None]:
+        """Reads a media the task's rows point at (`media/<name>`) from the copy a part
+        staged (any part holding the name: the same name holds the same bytes)."""
+        staged: dict[str, Path] = {}
+        for source in self.sources:
+            folder = Path(source.part_dir) / PART_MEDIA
+            if folder.is_dir():
+                for name in os.listdir(folder):
+                    staged.setdefault(name, folder / name)
+
+        def read(path: str) -> bytes | None:
+            name = path.removeprefix(f"{MEDIA_DIR}/")
+            found = staged.get(name) if name != path else None
+            return found.read_bytes() if found is not None else None
+
+        return read
 
     def _rows(self) -> pa.Table:
         """The task's rows, each weighted copy with its id marked (`id#copy`), in order."""
@@ -178,9 +202,11 @@ def plan_shard_tasks(
     assert settings is not None
     pack = config.stages.pack
     role_id = _role_id(config)
-    copies = config.stages.media is not None and config.stages.media.copy
+    media = config.stages.media
     keeps = config.stages.normalize is None or config.stages.normalize.multimodal == "keep"
-    media_dir = str(directory.parent / MEDIA_DIR) if copies and keeps else None
+    copies = media is not None and media.copy and keeps
+    embeds = media is not None and media.stages_copies and media.embed and keeps
+    media_dir = str(directory.parent / MEDIA_DIR) if copies else None
     per_row = max((stage.threads_per_row for stage in reshaping_stages(config)), default=1)
     tasks: list[ShardTask] = []
     for index, split in enumerate(selections.splits):
@@ -216,6 +242,7 @@ def plan_shard_tasks(
                     role_id,
                     media_dir,
                     selections.media,
+                    embeds,
                 )
             )
     return tasks
