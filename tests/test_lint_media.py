@@ -326,3 +326,29 @@ def test_well_formed_media_only_fire_mms106_once_per_assistant_message_holding_s
     got = sorted((d.thread_id, d.message_index) for d in report.diagnostics)
     assert [d.code for d in report.diagnostics] == ["MMS106"] * len(got)
     assert got == expected
+
+
+def _listed_codes(tmp_path: Path, name: str, records: list[dict[str, Any]]) -> list[str]:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    out = tmp_path / f"{name}.json"
+    args = ["lint", str(path), "--output-format", "json", "-o", str(out), "--no-check-media"]
+    result = CliRunner().invoke(main, [*args, "--fail-on", "never"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["summary"]["rules"] == [rule["code"] for rule in report["rules"]]
+    return report["summary"]["rules"]
+
+
+def test_media_rules_are_listed_as_run_only_when_the_data_holds_media(tmp_path):
+    """A text-only dataset's reports list the rules they listed before issue 38 (its
+    output bytes are pinned); a dataset with media, or a media rule that fired, lists
+    them."""
+    text = thread(user("hi"), assistant("hello"))
+    media_codes = {"MMS106", "MMS107", "MMS108", "MMS109"}
+    assert media_codes.isdisjoint(_listed_codes(tmp_path, "text.jsonl", [text]))
+    pictured = thread(holding(user("look"), IMAGE, "at this"), assistant("a cat"))
+    assert media_codes <= set(_listed_codes(tmp_path, "media.jsonl", [text, pictured]))
+    tagged = thread(user("<image> what is it?"), assistant("a cat"))
+    listed = set(_listed_codes(tmp_path, "tags.jsonl", [tagged]))
+    assert listed & media_codes == {"MMS108"}

@@ -35,6 +35,8 @@ class DatasetProfile:
     """threads enabling each non-default format (developer/platform or settings)."""
     capability_used: Counter[str] = field(default_factory=Counter)
     """threads using each non-default format."""
+    media_threads: int = 0
+    """threads holding media (images, audio, video)."""
 
     def observe(self, view: ThreadView) -> None:
         messages = view.thread.messages
@@ -42,6 +44,8 @@ class DatasetProfile:
         self.messages += len(messages)
         self.messages_per_thread[len(messages)] += 1
         roles, lengths = self.roles, self.content_length
+        if any(message.media for message in messages):
+            self.media_threads += 1
         for message in messages:
             role = message.role
             roles[role] += 1
@@ -66,6 +70,7 @@ class DatasetProfile:
             self.content_length.setdefault(role, Counter()).update(buckets)
         self.capability_enabled.update(other.capability_enabled)
         self.capability_used.update(other.capability_used)
+        self.media_threads += other.media_threads
 
     def state(self) -> dict[str, Any]:
         """Every counter, as JSON-able data (`from_state` reads it back)."""
@@ -81,6 +86,7 @@ class DatasetProfile:
             },
             "capability_enabled": sorted(self.capability_enabled.items()),
             "capability_used": sorted(self.capability_used.items()),
+            "media_threads": self.media_threads,
         }
 
     @classmethod
@@ -96,6 +102,7 @@ class DatasetProfile:
             },
             capability_enabled=Counter(dict(state["capability_enabled"])),
             capability_used=Counter(dict(state["capability_used"])),
+            media_threads=state["media_threads"],
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -103,6 +103,13 @@ class LintReport:
     first_kept: dict[tuple[str, str], Diagnostic] = field(default_factory=dict)
     """The first finding of each (code, severity) the gate counts: where to look first."""
 
+    @property
+    def listed_rules(self) -> list[Rule]:
+        """The rules reports list as run: every rule selected, but a media rule only when
+        the data held media or it fired (a text-only dataset's reports keep their bytes)."""
+        media = self.profile.media_threads > 0
+        return [rule for rule in self.rules if not rule.media or media or self.by_code[rule.code]]
+
     def add(
         self, found: list[Diagnostic], thread: Thread | None = None, raw: str | None = None
     ) -> None:
@@ -242,7 +249,7 @@ class LintReport:
             "findings": len(self.diagnostics),
             "by_severity": {s: self.by_severity[s] for s in ("error", "warning")},
             "by_code": {code: self.by_code[code] for code in sorted(self.by_code)},
-            "rules": [rule.code for rule in self.rules],
+            "rules": [rule.code for rule in self.listed_rules],
             "on_dropped_threads": self._dropped_by_code(),
             "gate": {
                 "fail_on": self.config.fail_on,

@@ -83,6 +83,9 @@ class Rule:
     dataset: Callable[[LintConfig, Rule], DatasetCheck] | None = None
     options: tuple[str, ...] = field(default=())
     """The config keys (`[tool.mms.lint]`) that tune this rule."""
+    media: bool = False
+    """A rule on media (issue 38): reports list it among the rules that ran only when the
+    data held media or it fired, so a text-only dataset's reports keep their bytes."""
 
     @property
     def family(self) -> str:

@@ -53,7 +53,7 @@ def _page(report: LintReport) -> dict[str, Any]:
         "charts": _charts(report, groups),
         "rules": [
             {"rule": rule, "count": report.by_code[rule.code]}
-            for rule in sorted(report.rules, key=lambda r: r.code)
+            for rule in sorted(report.listed_rules, key=lambda r: r.code)
         ],
         "groups": groups,
     }

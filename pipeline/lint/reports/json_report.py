@@ -33,7 +33,7 @@ def report_head(report: LintReport) -> dict[str, Any]:
         "summary": report.summary(),
         "rules": [
             {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary}
-            for r in report.rules
+            for r in report.listed_rules
         ],
     }
 

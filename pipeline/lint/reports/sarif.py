@@ -23,9 +23,9 @@ hold one)."""
 
 def write_sarif(report: LintReport, out: TextIO) -> None:
     """Write the SARIF log; `results` is written element by element."""
-    index = {rule.code: number for number, rule in enumerate(report.rules)}
+    index = {rule.code: number for number, rule in enumerate(report.listed_rules)}
     out.write(f'{{"$schema":{dumps(SARIF_SCHEMA)},"version":{dumps(SARIF_VERSION)},"runs":[\n')
-    out.write(f'{{"tool":{dumps(tool(report.rules))},\n"results":[')
+    out.write(f'{{"tool":{dumps(tool(report.listed_rules))},\n"results":[')
     write_array(out, (result(diagnostic, index) for diagnostic in report.diagnostics))
     out.write("]}]}\n")
 

@@ -259,6 +259,7 @@ def _with(message: dict[str, Any], *parts: Any) -> dict[str, Any]:
 RULES = [
     Rule(
         code="MMS106",
+        media=True,
         name="media-in-assistant",
         severity="error",
         summary="An assistant message holds an image, audio or video.",
@@ -277,6 +278,7 @@ RULES = [
     ),
     Rule(
         code="MMS107",
+        media=True,
         name="invalid-media",
         severity="error",
         scope="record",
@@ -296,6 +298,7 @@ RULES = [
     ),
     Rule(
         code="MMS108",
+        media=True,
         name="media-tag-mismatch",
         severity="error",
         summary="`<image>`-style tags or media markers disagree with the media.",
@@ -322,6 +325,7 @@ RULES = [
     ),
     Rule(
         code="MMS109",
+        media=True,
         name="missing-media",
         severity="error",
         summary="A media part names a source that can never be found.",
