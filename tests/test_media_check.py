@@ -372,3 +372,57 @@ def test_a_run_copies_media_once_and_the_manifest_hashes_them(media_folder, tmp_
     assert verify_output(out, render=False, template=False).passed
     (out / next(iter(expected))).write_bytes(png((1, 2, 3)))
     assert not verify_output(out, render=False, template=False).passed
+
+
+@contextlib.contextmanager
+def http_server(body: bytes, pause: float):
+    """A local HTTP server answering every GET with `body`, `pause` seconds between its
+    bytes (0: at once), on a free port; yields the base URL."""
+    import http.server
+    import threading
+    import time
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                if not pause:
+                    self.wfile.write(body)
+                    return
+                for byte in body:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(pause)
+            except OSError:  # the client gave up
+                return
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_fetched_url_is_read_whole_within_the_timeout():
+    """A server that sends a byte now and then (each within the socket timeout) is given up
+    once the whole fetch passes --media-timeout; a prompt one is fetched and checked."""
+    body = png(size=(64, 64))
+    settings = MediaSettings(fetch=True, timeout=0.5)
+    with http_server(body, pause=0) as url:
+        thread = Thread("x", [Message.user("\ufffc", [Media("image", url=f"{url}/a.png")])])
+        [checked] = MediaChecker(settings).check([thread], "in/t.jsonl")
+        assert checked.meta["media_checked"][0]["bytes"] == len(body)
+    with http_server(body, pause=0.05) as url:
+        thread = Thread("y", [Message.user("\ufffc", [Media("image", url=f"{url}/b.png")])])
+        with pytest.raises(MediaProblem) as caught:
+            MediaChecker(settings).check([thread], "in/t.jsonl")
+    assert caught.value.code == "media_unreadable" and "took more than 0.5 s" in caught.value.why

@@ -180,7 +180,8 @@ def media_options(command: Callable[..., None]) -> Callable[..., None]:
             type=click.FloatRange(min=0, min_open=True),
             default=None,
             metavar="SECONDS",
-            help="How long a fetched URL may take to answer (with --fetch-media) [default: 30].",
+            help="How long fetching one media may take, whole (with --fetch-media; an object "
+            "store's stalled request ends at its client's own timeout) [default: 30].",
         ),
     ]
 

@@ -11,9 +11,11 @@ import base64
 import binascii
 import os
 import posixpath
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline import storage
@@ -22,6 +24,8 @@ from pipeline.mms import Media
 from pipeline.sources.paths import is_hf_input, leads_outside, refusal
 from pipeline.sources.stdin import STDIN
 
+CHUNK = 1 << 16
+"""Bytes a fetch reads at a time, checking its deadline between reads."""
 STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "hf")
 """URL schemes fetched through the object stores (pipeline.storage)."""
 WEB_SCHEMES = ("http", "https")
@@ -58,7 +62,7 @@ def read_media(media: Media, input_path: str, settings: MediaSettings) -> bytes 
     if media.data is not None:
         return _decoded(media.data, settings.max_bytes)
     if media.path is not None:
-        return _from_path(media.path, input_path, settings.max_bytes)
+        return _from_path(media.path, input_path, settings)
     assert media.url is not None
     return _from_url(media.url, input_path, settings)
 
@@ -79,13 +83,13 @@ def _decoded(data: str, limit: int) -> bytes:
     return decoded
 
 
-def _from_path(path: str, input_path: str, limit: int) -> bytes | NotRead:
+def _from_path(path: str, input_path: str, settings: MediaSettings) -> bytes | NotRead:
     if input_path == STDIN or is_hf_input(input_path):
         return NotRead("a path in a record of standard input or a Hub dataset has no folder")
     if storage.is_url(input_path):
-        return _from_store_folder(path, input_path, limit)
+        return _from_store_folder(path, input_path, settings)
     folder = os.path.dirname(input_path) or "."
-    return _local(os.path.join(folder, path), folder, limit)
+    return _local(os.path.join(folder, path), folder, settings.max_bytes)
 
 
 def _local(found: str, folder: str, limit: int) -> bytes:
@@ -107,15 +111,18 @@ def _local(found: str, folder: str, limit: int) -> bytes:
         raise MediaProblem("media_unreadable", f"{found}: {err.strerror or err}") from None
 
 
-def _from_store_folder(path: str, input_url: str, limit: int) -> bytes:
+def _from_store_folder(path: str, input_url: str, settings: MediaSettings) -> bytes:
     """A relative path beside a stored input file: a key under its prefix, never above."""
     relative = posixpath.normpath(path)
     if path.startswith("/") or relative == ".." or relative.startswith("../"):
         raise MediaProblem("media_outside_input", f"{path} lies outside the input's folder")
-    return _stored(storage.join(storage.parent(input_url), relative), limit)
+    return _stored(storage.join(storage.parent(input_url), relative), settings)
 
 
-def _stored(url: str, limit: int) -> bytes:
+def _stored(url: str, settings: MediaSettings) -> bytes:
+    """An object's bytes, no more than max_bytes, read whole within the timeout (a single
+    stalled request ends at the store client's own read timeout)."""
+    limit, deadline = settings.max_bytes, time.monotonic() + settings.timeout
     try:
         if not storage.isfile(url):
             raise MediaProblem("media_missing", f"no object {url}")
@@ -123,11 +130,29 @@ def _stored(url: str, limit: int) -> bytes:
         if size > limit:
             raise MediaProblem("media_too_large", f"{url} holds {size:,} bytes > {limit:,}")
         with storage.open_read(url) as handle:
-            return handle.read(limit + 1)
+            return _read_within(handle.read, limit, deadline, url, settings.timeout)
     except MediaProblem:
         raise
     except Exception as err:  # the store's client errors
         raise MediaProblem("media_unreadable", f"{url}: {err}") from None
+
+
+def _read_within(
+    read: Callable[[int], bytes], limit: int, deadline: float, what: str, timeout: float
+) -> bytes:
+    """Up to limit + 1 bytes from `read`, a chunk at a time, given up once `deadline`
+    passes (a server that sends a byte now and then never holds a worker longer)."""
+    chunks: list[bytes] = []
+    taken = 0
+    while taken <= limit:
+        chunk = read(min(CHUNK, limit + 1 - taken))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        taken += len(chunk)
+        if time.monotonic() > deadline:
+            raise MediaProblem("media_unreadable", f"{what} took more than {timeout:g} s")
+    return b"".join(chunks)
 
 
 def _from_url(url: str, input_path: str, settings: MediaSettings) -> bytes | NotRead:
@@ -143,20 +168,21 @@ def _from_url(url: str, input_path: str, settings: MediaSettings) -> bytes | Not
     if not settings.fetch:
         return NotRead("a URL, and fetching is off (--fetch-media)")
     if scheme in STORE_SCHEMES:
-        return _stored(url, settings.max_bytes)
+        return _stored(url, settings)
     return _fetched(url, settings)
 
 
 def _fetched(url: str, settings: MediaSettings) -> bytes:
-    """An http(s) URL's body, no more than max_bytes, within the timeout."""
-    limit = settings.max_bytes
+    """An http(s) URL's body, no more than max_bytes, whole within the timeout (each
+    socket operation, and the body read between chunks)."""
+    limit, deadline = settings.max_bytes, time.monotonic() + settings.timeout
     request = urllib.request.Request(url, headers={"User-Agent": "mms-pipeline"})
     try:
         with urllib.request.urlopen(request, timeout=settings.timeout) as response:
             declared = response.headers.get("Content-Length")
             if declared is not None and declared.isdigit() and int(declared) > limit:
                 raise MediaProblem("media_too_large", f"{url} declares {int(declared):,} bytes")
-            body: bytes = response.read(limit + 1)
+            body = _read_within(response.read1, limit, deadline, url, settings.timeout)
     except MediaProblem:
         raise
     except urllib.error.HTTPError as err:

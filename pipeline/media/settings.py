@@ -14,7 +14,7 @@ MAX_BYTES = 64 << 20
 MAX_PIXELS = 89_478_485
 """Default largest image in pixels (Pillow's own decompression-bomb limit)."""
 TIMEOUT = 30.0
-"""Default seconds a fetched URL may take to answer (`fetch: true`)."""
+"""Default seconds fetching one media may take, whole (`fetch: true`)."""
 
 
 @dataclass(frozen=True, slots=True)
