@@ -426,3 +426,27 @@ def test_a_fetched_url_is_read_whole_within_the_timeout():
         with pytest.raises(MediaProblem) as caught:
             MediaChecker(settings).check([thread], "in/t.jsonl")
     assert caught.value.code == "media_unreadable" and "took more than 0.5 s" in caught.value.why
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_mms_curate_checks_media_as_convert_does(media_folder, tmp_path, check):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    good = record("good", {"type": "image", "path": "img/red.png"})
+    gone = record("gone", {"type": "image", "path": "img/gone.png"})
+    path = write_input(media_folder, [good, gone])
+    out = tmp_path / "out" / "curated.jsonl"
+    flags = [] if check else ["--no-check-media"]
+    args = ["curate", str(path), "-o", str(out), "--redact-pii", *flags]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    kept = [orjson.loads(line)["id"] for line in out.read_bytes().splitlines()]
+    rejected = out.with_name("curated.rejected.jsonl")
+    if check:
+        assert kept == ["good"]
+        [line] = rejected.read_bytes().splitlines()
+        assert orjson.loads(line)["code"] == "media_missing"
+    else:
+        assert kept == ["good", "gone"] and not rejected.exists()

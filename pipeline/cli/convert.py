@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import NoReturn
 
 import click
@@ -16,8 +14,8 @@ from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
     media_options,
-    media_settings,
     read_spec,
+    reading_media,
     split_option,
     worker_count,
     workers_option,
@@ -38,7 +36,6 @@ from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASO
 from pipeline.formats.detect import UNKNOWN
 from pipeline.jobs.convert import STDOUT, ConvertResult, convert
 from pipeline.jobs.read import detect_file
-from pipeline.media import MEDIA_DIR, MediaSettings
 from pipeline.output.files import OutputPathError
 from pipeline.quarantine import ERROR_CODES
 from pipeline.sources import InputError, ReadLimits, is_hf_input
@@ -196,11 +193,7 @@ def convert_command(
         mapping=chosen.mapping,
     )
     spec = read_spec(inputs, input_format, chosen.split, chosen.hf_config, options, limits)
-    media = media_settings(MediaSettings(), media_flags)
-    if media.copy and output == STDOUT:
-        raise click.UsageError("--copy-media writes media/ beside the output: name a file (-o)")
-    store = str(Path(output).parent / MEDIA_DIR) if media.copy else None
-    spec = dataclasses.replace(spec, media=media, media_store=store)
+    spec = reading_media(spec, media_flags, output)
     try:
         with read_progress() as update:
             result = convert(

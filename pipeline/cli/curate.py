@@ -7,7 +7,14 @@ import sys
 
 import click
 
-from pipeline.cli.options import hf_config_option, input_format_option, read_spec, split_option
+from pipeline.cli.options import (
+    hf_config_option,
+    input_format_option,
+    media_options,
+    read_spec,
+    reading_media,
+    split_option,
+)
 from pipeline.cli.output import (
     ConfigProblem,
     check_mark,
@@ -104,6 +111,7 @@ DROP_MEANINGS = {
 @input_format_option("Input format of every input (default: detected per file).")
 @split_option
 @hf_config_option
+@media_options
 def curate_command(
     inputs: tuple[str, ...],
     output: str,
@@ -116,6 +124,7 @@ def curate_command(
     input_format: str,
     split: str,
     hf_config: str | None,
+    media_flags: dict[str, object],
 ) -> None:
     """Curate INPUT threads: redact personal data, keep chosen languages, flag or drop poor
     answers, remove threads that hold evaluation items, and run your own filters.
@@ -136,7 +145,7 @@ def curate_command(
             "no curation stage: pass --config, --redact-pii, --languages, --quality, "
             "--against or --plugin"
         )
-    spec = read_spec(inputs, input_format, split, hf_config)
+    spec = reading_media(read_spec(inputs, input_format, split, hf_config), media_flags, output)
     try:
         with read_progress() as update:
             result = curate(inputs, output, settings, spec, progress=update)

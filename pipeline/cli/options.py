@@ -12,7 +12,7 @@ import click
 
 from pipeline.formats import AUTO, FORMATS, ConvertOptions
 from pipeline.jobs.read import ReadSpec
-from pipeline.media import MediaSettings
+from pipeline.media import MEDIA_DIR, MediaSettings
 from pipeline.sources import DEFAULT_SPLIT, ReadLimits, is_hf_input
 from pipeline.tokenize import LABEL_POLICIES
 from pipeline.tokenize.overlong import OVERLONG_POLICIES
@@ -122,7 +122,8 @@ def read_spec(
 ) -> ReadSpec:
     """How a command reads INPUTS, from its --from, --split and --hf-config (checked
     against the inputs) and, for convert, its normalize options and limits. Media are not
-    read (`mms convert`, `mms lint` and `mms run` set `media` from their media options)."""
+    read (`mms convert`, `mms lint`, `mms curate` and `mms run` set `media` from their
+    media options)."""
     _check_hf_options(inputs, hf_config)
     return ReadSpec(
         input_format,
@@ -201,6 +202,16 @@ def media_options(command: Callable[..., None]) -> Callable[..., None]:
     for option in reversed(options):
         decorated = option(decorated)
     return decorated
+
+
+def reading_media(spec: ReadSpec, flags: Mapping[str, object], output: str) -> ReadSpec:
+    """`spec` reading media as a command that writes threads to `output` (a file, `-`:
+    standard output) is asked by its media flags; copies go to media/ beside `output`."""
+    media = media_settings(MediaSettings(), flags)
+    if media.copy and output == "-":
+        raise click.UsageError("--copy-media writes media/ beside the output: name a file (-o)")
+    store = os.path.join(os.path.dirname(output), MEDIA_DIR) if media.copy else None
+    return dataclasses.replace(spec, media=media, media_store=store)
 
 
 def media_settings(base: MediaSettings, flags: Mapping[str, object]) -> MediaSettings:
