@@ -279,3 +279,31 @@ def test_loader_batches_carry_each_rows_images_beside_its_ids(tmp_path):
 def references_image_id(out: Path) -> int:
     record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
     return int(record["media_tokens"]["image"]["id"])
+
+
+def test_verify_finds_media_cells_that_disagree_with_the_ids_or_their_names(tmp_path):
+    """A shard whose image bytes are not the media their content address names, or whose
+    row holds fewer images than placeholders, fails `mms verify`, naming the row."""
+    import pyarrow as pa
+
+    from pipeline.output.media_columns import MEDIA_CELL
+
+    out, _, _ = _mllm_run(tmp_path)
+    [shard] = sorted((out / "data").glob("*.parquet"))
+    table = pq.read_table(shard)
+    images = table["images"].to_pylist()
+    first, second = (
+        images[0][0],
+        next(c for row in images for c in row if c["bytes"] != images[0][0]["bytes"]),
+    )
+    images[0][0] = {"bytes": second["bytes"], "path": first["path"]}
+    images[1] = images[1][:-1]
+    index = table.schema.get_field_index("images")
+    table = table.set_column(index, "images", pa.array(images, pa.list_(MEDIA_CELL)))
+    pq.write_table(table, shard, compression="zstd")
+    result = CliRunner().invoke(main, ["verify", str(out)])
+    assert result.exit_code == 1
+    ids = table["id"].to_pylist()
+    assert f"{ids[0]}: images[0]'s bytes are not the media {first['path']} names" in result.output
+    placed = len(images[1]) + 1
+    assert f"{ids[1]}: {placed - 1} images for {placed} image placeholders" in result.output

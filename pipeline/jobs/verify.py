@@ -7,6 +7,7 @@ the shipped chat template against the stored rows (when transformers is installe
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -17,10 +18,12 @@ import orjson
 import pyarrow.parquet as pq
 import yaml
 
+from pipeline.media.check import MEDIA_DIR
 from pipeline.mms import MEDIA_COLUMN, MEDIA_MARKER, Thread, normalize_thread_dict
 from pipeline.objectives.views import SftView, sft_views
 from pipeline.output.files import file_sha256
 from pipeline.output.manifest import CARD_FILE
+from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS
 from pipeline.output.shards import split_files
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, shipped_renderer
 from pipeline.tokenize import IGNORE, TokenizerLoadError
@@ -371,7 +374,8 @@ def _check_rows(
     except TokenizerLoadError as err:
         result.problems.append(Problem("tokenizer/", str(err)))
         return
-    for split, rows in _rows(shards, _placeholders(out)):
+    placeholders = _placeholders(out)
+    for split, rows in _rows(shards, placeholders):
         views = [(row, view) for row in rows for view in sft_views(row)]
         threads = [_thread(view) for _, view in views]
         encoded = renderer.encode_batch(threads)
@@ -390,7 +394,7 @@ def _check_rows(
                     )
                 )
         for row in rows:
-            what = _count_problem(row)
+            what = _count_problem(row) or _media_problem(row, placeholders)
             if what:
                 result.problems.append(Problem(f"{split} row {row['id']}", what))
         result.count("rows rendered again", len(rows))
@@ -412,6 +416,34 @@ def _render_problem(
     if "num_trained" in row and row["num_trained"] != ours.num_trained:
         return "num_trained"
     return None
+
+
+def _media_problem(row: dict[str, Any], placeholders: dict[int, str] | None) -> str | None:
+    """A row's media cells that disagree with its ids (not one cell per placeholder of its
+    kind) or with themselves (embedded bytes whose sha256 is not the one their content
+    address names)."""
+    for kind, column in MEDIA_SHARD_COLUMNS.items():
+        cells = row.get(column)
+        if cells is None:
+            continue
+        if placeholders is not None and row.get("input_ids") is not None:
+            placed = sum(1 for number in row["input_ids"] if placeholders.get(number) == kind)
+            if placed != len(cells):
+                return f"{len(cells)} {column} for {placed} {kind} placeholders in input_ids"
+        for position, cell in enumerate(cells):
+            named = _content_address(cell.get("path"))
+            data = cell.get("bytes")
+            if data is not None and named is not None and hashlib.sha256(data).hexdigest() != named:
+                return f"{column}[{position}]'s bytes are not the media {cell['path']} names"
+    return None
+
+
+def _content_address(path: str | None) -> str | None:
+    """The sha256 a `media/<sha256>.<ext>` path names (None: another path)."""
+    if path is None or not path.startswith(f"{MEDIA_DIR}/"):
+        return None
+    stem = path.removeprefix(f"{MEDIA_DIR}/").split(".", 1)[0]
+    return stem if len(stem) == 64 else None
 
 
 def _count_problem(row: dict[str, Any]) -> str | None:
@@ -468,7 +500,8 @@ def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verificat
         result.problems.append(Problem("tokenizer/", "tokenizer_config.json has no chat template"))
         return
     added = re.compile("|".join(map(re.escape, tokenizer.get_added_vocab())))
-    for split, rows in _rows(shards, _placeholders(out)):
+    placeholders = _placeholders(out)
+    for split, rows in _rows(shards, placeholders):
         for view in (view for row in rows for view in sft_views(row)):
             texts = [_text(m.get("content")) for m in view.messages] + [
                 m.get("name") or "" for m in view.messages
