@@ -108,9 +108,12 @@ class ShardTask:
         read = self._staged_media() if self.embed else None
         with writer:
             for table in tables:
+                if read is None:
+                    if table.num_rows:
+                        writer.write(table)
+                    continue
                 for start in range(0, table.num_rows, ROW_GROUP_ROWS):
-                    rows = table.slice(start, ROW_GROUP_ROWS)
-                    writer.write(rows if read is None else with_embedded_bytes(rows, read))
+                    writer.write(with_embedded_bytes(table.slice(start, ROW_GROUP_ROWS), read))
         pack = next((stage for stage in stages if isinstance(stage, Pack)), None)
         from pipeline.jobs.stats.compute import shard_tables  # polars: only where shards are
 
