@@ -17,10 +17,11 @@ import orjson
 import pyarrow.parquet as pq
 import yaml
 
-from pipeline.mms import MEDIA_COLUMN, MEDIA_MARKER, Thread, normalize_thread_dict
-from pipeline.objectives.views import SftView, sft_views
+from pipeline.mms import MEDIA_COLUMN, Thread, normalize_thread_dict
+from pipeline.objectives.views import SftView, placed_media, sft_views
 from pipeline.output.files import file_sha256
 from pipeline.output.manifest import CARD_FILE
+from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS, kind_columns
 from pipeline.output.shards import split_files
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, shipped_renderer
 from pipeline.tokenize import IGNORE, TokenizerLoadError
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 ROW_BATCH = 512
+TOKEN_COLUMNS = ("input_ids", "prompt_ids", "chosen_ids", "rejected_ids", "completion_ids")
+"""The token columns of a row of any kind, in the order its media columns follow them."""
 
 HashFiles = Callable[[Sequence[Path]], Sequence[str]]
 """The sha256 hex digests of files, in their order (`mms run` hashes its output's files on
@@ -332,26 +335,13 @@ def _placeholders(out: Path) -> dict[int, str] | None:
 
 
 def _placed_media(row: dict[str, Any], placeholders: dict[int, str]) -> dict[str, Any]:
-    """A row of threads whose shard has no `media` column (an `mms tokenize` output): its
-    media rebuilt from its messages' markers and its ids' placeholders, in order, kinds
-    only (the sources are not in the row, and rendering needs none), so its messages
-    render again; unchanged when their counts differ (the check then fails) or when it
-    holds no marker."""
+    """A row of threads whose shard has no `media` column (an `mms tokenize` output before
+    issue 38's media rows): its media rebuilt from its markers and its ids' placeholders
+    (`placed_media`), so its messages render again; unchanged when there are none."""
     if MEDIA_COLUMN in row or "messages" not in row:
         return row
-    kinds = [placeholders[i] for i in row["input_ids"] if i in placeholders]
-    markers = [
-        index
-        for index, message in enumerate(row["messages"])
-        for _ in range((message.get("content") or "").count(MEDIA_MARKER))
-    ]
-    if not kinds or len(kinds) != len(markers):
-        return row
-    media = [
-        {"message": index, "kind": kind, "path": "?", "url": None, "data": None, "mime": None}
-        for index, kind in zip(markers, kinds, strict=True)
-    ]
-    return {**row, MEDIA_COLUMN: media}
+    media = placed_media(row["messages"], row["input_ids"], placeholders)
+    return row if media is None else {**row, MEDIA_COLUMN: media}
 
 
 def _thread(view: SftView) -> Thread:
@@ -371,8 +361,9 @@ def _check_rows(
     except TokenizerLoadError as err:
         result.problems.append(Problem("tokenizer/", str(err)))
         return
-    for split, rows in _rows(shards, _placeholders(out)):
-        views = [(row, view) for row in rows for view in sft_views(row)]
+    placeholders = _placeholders(out)
+    for split, rows in _rows(shards, placeholders):
+        views = [(row, view) for row in rows for view in sft_views(row, placeholders)]
         threads = [_thread(view) for _, view in views]
         encoded = renderer.encode_batch(threads)
         prompts: np.ndarray | list[int] = (
@@ -390,7 +381,7 @@ def _check_rows(
                     )
                 )
         for row in rows:
-            what = _count_problem(row)
+            what = _count_problem(row) or _media_problem(row, placeholders)
             if what:
                 result.problems.append(Problem(f"{split} row {row['id']}", what))
         result.count("rows rendered again", len(rows))
@@ -421,6 +412,18 @@ def _count_problem(row: dict[str, Any]) -> str | None:
         counted = key.startswith("num_") and key.endswith("_tokens") and f"{part}_ids" in row
         if counted and value != len(row[f"{part}_ids"]):
             return f"{key} is not the length of {part}_ids"
+    return None
+
+
+def _media_problem(row: dict[str, Any], placeholders: dict[int, str] | None) -> str | None:
+    """A media column (`images` ...) of a row whose media are not one per placeholder of
+    their kind in its token columns, in number."""
+    kinds = {column: kind for kind, column in MEDIA_SHARD_COLUMNS.items()}
+    ids = [i for name in TOKEN_COLUMNS if row.get(name) for i in row[name]]
+    for column in kind_columns(row):
+        wanted = sum(1 for i in ids if (placeholders or {}).get(i) == kinds[column])
+        if len(row[column] or ()) != wanted:
+            return f"{column} holds {len(row[column] or ())} media for {wanted} placeholder(s)"
     return None
 
 
@@ -468,8 +471,9 @@ def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verificat
         result.problems.append(Problem("tokenizer/", "tokenizer_config.json has no chat template"))
         return
     added = re.compile("|".join(map(re.escape, tokenizer.get_added_vocab())))
-    for split, rows in _rows(shards, _placeholders(out)):
-        for view in (view for row in rows for view in sft_views(row)):
+    placeholders = _placeholders(out)
+    for split, rows in _rows(shards, placeholders):
+        for view in (view for row in rows for view in sft_views(row, placeholders)):
             texts = [_text(m.get("content")) for m in view.messages] + [
                 m.get("name") or "" for m in view.messages
             ]
