@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.objectives import SCHEMAS
+from pipeline.packing import PACKED_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
@@ -89,8 +90,11 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _run(inputs: Path, out: Path, tokenize: str, *, files: tuple[str, ...] = ()) -> Path:
-    """`mms run` of the pairs (or of `files`) with the `tokenize` settings; verified."""
+def _run(
+    inputs: Path, out: Path, tokenize: str, *, files: tuple[str, ...] = (), stages: str = ""
+) -> Path:
+    """`mms run` of the pairs (or of `files`) with the `tokenize` settings (and more
+    `stages` lines); verified."""
     listed = files or ("pairs.json", "threads.jsonl")
     entries = "".join(
         f"  - path: {inputs / name}\n" + ("    format: mms\n" if name.endswith(".jsonl") else "")
@@ -100,7 +104,7 @@ def _run(inputs: Path, out: Path, tokenize: str, *, files: tuple[str, ...] = ())
     config.write_text(
         f"name: media-rows\ninputs:\n{entries}output: {out}\n"
         "stages:\n  lint: {fail_on: never}\n"
-        f"  tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, {tokenize}}}\n"
+        f"  tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, {tokenize}}}\n{stages}"
         "  shard: {splits: {train: 1.0}, shuffle: false}\n"
     )
     result = CliRunner().invoke(main, ["run", str(config)])
@@ -189,3 +193,42 @@ def test_text_only_objective_rows_have_no_media_columns(inputs, tmp_path, object
     assert "media_tokens" not in orjson.loads(
         (out / "tokenizer" / "mms_special_tokens.json").read_bytes()
     )
+
+
+def _images_by_thread(out: Path, inputs: Path) -> dict[str, list[str]]:
+    """Each thread's images in an output of rows of threads, by thread id."""
+    return {row["id"]: _names(row["images"], inputs) for row in _rows(out)}
+
+
+def test_packed_sequences_hold_their_threads_images_in_order(inputs, tmp_path):
+    """A sequence holding several threads holds their images one thread after the other,
+    one per placeholder of the sequence; `mms pack` of the threads gives the same bytes."""
+    threads = _run(inputs, tmp_path / "threads", "max_tokens: 128")
+    packed = _run(inputs, tmp_path / "packed", "max_tokens: 128", stages="  pack: {seq_len: 128}\n")
+    images, image_id = _images_by_thread(threads, inputs), _image_id(packed)
+    rows = _rows(packed)
+    assert any(len(row["ids"]) > 1 and row["images"] for row in rows)
+    assert sorted(i for row in rows for i in row["ids"]) == sorted(images)
+    for row in rows:
+        assert _names(row["images"], inputs) == [n for i in row["ids"] for n in images[i]]
+        assert row["input_ids"].count(image_id) == len(row["images"])
+    again = tmp_path / "again"
+    result = CliRunner().invoke(main, ["pack", str(threads), "--seq-len", "128", "-o", str(again)])
+    assert result.exit_code == 0, result.output
+    for path in sorted((packed / "data").glob("*.parquet")):
+        assert (again / "data" / path.name).read_bytes() == path.read_bytes()
+    verified = CliRunner().invoke(main, ["verify", str(again)])
+    assert verified.exit_code == 0, verified.output
+    assert "- name: images\n    list: image" in (again / "README.md").read_text()
+
+
+def test_a_text_only_packed_run_has_no_media_columns(inputs, tmp_path):
+    out = _run(
+        inputs,
+        tmp_path / "text",
+        "max_tokens: 128",
+        files=("text.json",),
+        stages="  pack: {seq_len: 128}\n",
+    )
+    names = pq.read_schema(sorted((out / "data").glob("*.parquet"))[0]).names
+    assert names == PACKED_SCHEMA.names

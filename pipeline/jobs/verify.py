@@ -104,7 +104,7 @@ def verify_output(
         if not tokenizer or entry["path"] != tokenizer["path"]:  # that one is checked below
             _check_file(out, entry["path"], entry["sha256"], result, digests)
     if shards and "position_ids" in pq.read_schema(shards[0][1]).names:
-        _check_packed(shards, result)
+        _check_packed(shards, result, _placeholders(out))
         result.notes.append(
             "packed rows: checked as packed (positions, lengths, labels, ids); their threads' "
             "messages are not in them, so they are not rendered again"
@@ -427,15 +427,18 @@ def _media_problem(row: dict[str, Any], placeholders: dict[int, str] | None) -> 
     return None
 
 
-def _check_packed(shards: list[tuple[str, Path]], result: Verification) -> None:
+def _check_packed(
+    shards: list[tuple[str, Path]], result: Verification, placeholders: dict[int, str] | None
+) -> None:
     """Every packed row holds whole threads: lengths that add up, positions restarting at
-    0 for each thread, labels that are -100 or the token, each thread id once per split."""
+    0 for each thread, labels that are -100 or the token, each thread id once per split,
+    and one media per placeholder in its media columns."""
     seen: dict[str, set[str]] = {}
     for split, rows in _rows(shards):
         ids = seen.setdefault(split, set())
         for index, row in enumerate(rows):
             where = f"{split} packed row {index} ({', '.join(row['ids'][:2])} ...)"
-            what = _packed_problem(row, ids)
+            what = _packed_problem(row, ids) or _media_problem(row, placeholders)
             if what:
                 result.problems.append(Problem(where, what))
             ids.update(row["ids"])

@@ -231,21 +231,16 @@ def shard_schema(config: HasStages, media: Sequence[str] = ()) -> pa.Schema:
     packed, the sequences'. A run whose rows hold `media` (kinds) adds a list column per
     kind (pipeline/output/media_columns.py), after the threads' media column on rows of
     threads (an objective's row and a packed sequence are no thread: DESIGN §7)."""
-    if config.stages.pack:
-        return PACKED_SCHEMA
     tokenize = config.stages.tokenize
-    if tokenize is not None and tokenize.objective != "sft":
+    if config.stages.pack:
+        schema, added = PACKED_SCHEMA, kind_fields(media)
+    elif tokenize is not None and tokenize.objective != "sft":
         schema, added = SCHEMAS[tokenize.objective], kind_fields(media)
     else:
         schema, added = row_schema(config), media_fields(media) if media else []
     for column in added:
         schema = schema.append(column)
     return schema
-
-
-def carries_media(config: HasStages) -> bool:
-    """Whether the run's shards carry their rows' media columns (all but packed ones)."""
-    return not config.stages.pack
 
 
 def part_schema(config: HasStages, stages: list[Stage]) -> pa.Schema:
