@@ -232,3 +232,39 @@ def test_a_text_only_packed_run_has_no_media_columns(inputs, tmp_path):
     )
     names = pq.read_schema(sorted((out / "data").glob("*.parquet"))[0]).names
     assert names == PACKED_SCHEMA.names
+
+
+@pytest.mark.parametrize("objective", ["sft", "preference"])
+def test_tokenize_writes_the_media_columns_a_run_writes(inputs, tmp_path, objective):
+    """`mms tokenize` shards carry the media columns of `mms run`'s: each row's images,
+    one per placeholder, the same as the run's rows of the same threads."""
+    ran = _run(inputs, tmp_path / "ran", f"objective: {objective}, train_on: last_assistant")
+    out = tmp_path / "tokenized"
+    args = ["tokenize", str(inputs / "pairs.json"), "--tokenizer", str(SAMPLE_TOKENIZER)]
+    args += ["-o", str(out), "--objective", objective, "--train-on", "last_assistant"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    verified = CliRunner().invoke(main, ["verify", str(out)])
+    assert verified.exit_code == 0, verified.output
+    rows, image_id = _rows(out), _image_id(out)
+    expected = {row["id"]: row for row in _rows(ran)}
+    names = pq.read_schema(sorted((out / "data").glob("*.parquet"))[0]).names
+    assert names == pq.read_schema(sorted((ran / "data").glob("*.parquet"))[0]).names
+    assert len(rows) == len(PAIRS) * (2 if objective == "sft" else 1)
+    for row in rows:
+        assert _names(row["images"], inputs) == _names(expected[row["id"]]["images"], inputs)
+        ids = [
+            i
+            for key in ("input_ids", "prompt_ids", "chosen_ids", "rejected_ids")
+            for i in row.get(key) or []
+        ]
+        assert ids.count(image_id) == len(row["images"])
+
+
+def test_text_only_tokenize_shards_have_no_media_columns(inputs, tmp_path):
+    out = tmp_path / "text"
+    args = ["tokenize", str(inputs / "text.json"), "--tokenizer", str(SAMPLE_TOKENIZER)]
+    result = CliRunner().invoke(main, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    names = pq.read_schema(sorted((out / "data").glob("*.parquet"))[0]).names
+    assert names == SCHEMAS["sft"].names
