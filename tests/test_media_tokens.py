@@ -305,5 +305,5 @@ def test_verify_finds_media_cells_that_disagree_with_the_ids_or_their_names(tmp_
     assert result.exit_code == 1
     ids = table["id"].to_pylist()
     assert f"{ids[0]}: images[0]'s bytes are not the media {first['path']} names" in result.output
-    placed = len(images[1]) + 1
-    assert f"{ids[1]}: {placed - 1} images for {placed} image placeholders" in result.output
+    held = len(images[1])
+    assert f"{ids[1]}: images holds {held} media for {held + 1} placeholder(s)" in result.output

@@ -79,6 +79,9 @@ def test_writes_the_dataset_and_a_balanced_count(tmp_path, word_tokenizer):
         "num_tokens",
         "num_trained",
         "meta",
+        "media",  # the sample's threads hold images and audio: their media (DESIGN §7)
+        "images",
+        "audios",
     ]
     assert {name: table.schema.field(name).type for name in COLUMNS} == COLUMNS
     threads, rejected, stats = read_all(OPENAI)

@@ -21,6 +21,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.mms import MEDIA_COLUMN
 from pipeline.objectives import objective_of
 from pipeline.output.card import CardStats, dataset_card, license_fields
 from pipeline.output.card_training import training_facts
@@ -43,6 +44,7 @@ from pipeline.output.manifest import (
     published_files,
     write_manifest,
 )
+from pipeline.output.media_columns import MEDIA_CELL, kind_columns
 from pipeline.output.overlap import refuse_inputs_in_managed_places, refuse_output_in_managed_place
 from pipeline.output.shards import Shard, ShardWriter, split_files
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, TOKENIZER_DIR, shipped_renderer
@@ -61,6 +63,8 @@ class PackResult:
     shards: dict[str, list[Shard]]
     splits: dict[str, SplitPacking]
     stats: PackingStats
+    schema: pa.Schema = PACKED_SCHEMA
+    """The packed shards' columns: PACKED_SCHEMA, and the source's media columns."""
     publication: Publication | None = None
     """What publishing removed of an earlier output in the folder."""
 
@@ -117,7 +121,11 @@ def pack_output(
         overlong=overlong,
         renderer=(lambda: renderer) if renderer is not None else None,
     )
-    columns = [*TOKEN_COLUMNS, *(["messages"] if overlong == "truncate" else [])]
+    names = {name for paths in splits.values() for name in pq.read_schema(paths[0]).names}
+    media = kind_columns(names)  # the threads' media lists: each sequence gets its threads'
+    rendered = ["messages", *([MEDIA_COLUMN] if MEDIA_COLUMN in names else [])]
+    columns = [*TOKEN_COLUMNS, *media, *(rendered if overlong == "truncate" else [])]
+    schema = pa.schema([*PACKED_SCHEMA, *(pa.field(name, pa.list_(MEDIA_CELL)) for name in media)])
     shards: dict[str, list[Shard]] = {}
     with OutputFolder(output, overwrite=overwrite) as folder:
         staging = folder.staging
@@ -125,13 +133,15 @@ def pack_output(
         with atomic_output(staging / DROPPED_FILE) as dropped_out:
             for split, paths in splits.items():
                 rows = _source_rows(paths, columns, window)
-                shards[split] = _pack_split(stage, split, rows, staging / DATA_DIR, progress)
+                shards[split] = _pack_split(
+                    stage, split, rows, staging / DATA_DIR, schema, progress
+                )
                 lines = list(stage.dropped_lines(split))
                 dropped_out.writelines(lines)
                 dropped += len(lines)
         discard_if_none(staging / DROPPED_FILE, dropped)
         counts = {split: stage.counts(split) for split in splits}
-        result = PackResult(output, seq_len, shards, counts, stage.stats())
+        result = PackResult(output, seq_len, shards, counts, stage.stats(), schema)
         _ship(source, staging, output.resolve().name, result, overlong, window)
         result.publication = folder.publish()
         folder.finish()
@@ -151,11 +161,12 @@ def _pack_split(
     split: str,
     rows: Iterator[pa.Table],
     data: Path,
+    schema: pa.Schema,
     progress: Callable[[int], None] | None,
 ) -> list[Shard]:
-    """One split through the pack stage into shards under `data`."""
+    """One split through the pack stage into shards of `schema` under `data`."""
     writer = ShardWriter(
-        data, PACKED_SCHEMA, split=split, shard_rows=SEQUENCES_PER_SHARD, empty_shard=False
+        data, schema, split=split, shard_rows=SEQUENCES_PER_SHARD, empty_shard=False
     )
     with writer:
         for table in rows:
@@ -256,7 +267,7 @@ def _card(
         splits={
             split: [f"data/{s.name}" for s in shards] for split, shards in result.shards.items()
         },
-        features=PACKED_SCHEMA,
+        features=result.schema,
         stats=card_stats,
         how_to_load=name,
     )

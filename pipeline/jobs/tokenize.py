@@ -12,10 +12,12 @@ from typing import Any, BinaryIO
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from pipeline.accounting import Account
 from pipeline.jobs.batch_steps import StreamDriver
 from pipeline.jobs.read import ReadSpec, files_to_read, read
+from pipeline.mms import MEDIA_COLUMN, media_to_arrow
 from pipeline.mms.groups import GROUP_DROP
 from pipeline.objectives import SCHEMAS
 from pipeline.output.files import atomic_output, discard_if_none
@@ -29,6 +31,12 @@ from pipeline.output.manifest import (
     json_sha256,
     published_files,
     write_manifest,
+)
+from pipeline.output.media_columns import (
+    MEDIA_SHARD_COLUMNS,
+    kind_fields,
+    media_fields,
+    with_media_columns,
 )
 from pipeline.output.overlap import refuse_inputs_in_managed_places, refuse_output_in_managed_place
 from pipeline.output.shards import SHARD_ROWS, Shard, ShardWriter
@@ -119,6 +127,7 @@ def tokenize_dataset(
             if objective != "sft":
                 stages.append(ObjectiveStage(objective, lambda: renderer.generation_prompt_ids))
             sink = _TokenizedSink(shards, rejected_out, dropped_out, account, max_tokens, stages)
+            sink.placeholders = {kind: n for kind, (_, n) in renderer.media_tokens.items()}
             driver = StreamDriver(
                 stages,
                 sink,
@@ -128,6 +137,7 @@ def tokenize_dataset(
             )
             driver.run(read(inputs, spec, on_reject=driver.rejected, stats=account))
             write_tokenizer(staging / TOKENIZER_DIR, renderer, tokenizer, media=sink.media)
+        written = sink.with_media(SCHEMAS[objective], shard_rows) if sink.media else shards.shards
         discard_if_none(dropped, account.dropped_total)
         discard_if_none(quarantine, account.quarantined_total)
         settings = {
@@ -149,7 +159,7 @@ def tokenize_dataset(
                 config=settings,
                 config_digest=json_sha256(settings),
                 counts=account.to_dict(),
-                shards={shards.split: shards.shards},
+                shards={shards.split: written},
                 tokenizer=shipped_tokenizer_record(staging),
                 reports=[],
                 files=file_entries(staging, published_files(staging)),
@@ -160,7 +170,7 @@ def tokenize_dataset(
     out = Path(output)
     return TokenizeResult(
         out,
-        shards.shards,
+        written,
         account,
         out / REJECTED_FILE,
         out / DROPPED_FILE,
@@ -168,6 +178,18 @@ def tokenize_dataset(
         renderer.text_encoder_name,
         publication,
     )
+
+
+def _carried(names: list[str]) -> list[str]:
+    """The media columns among a written row's columns (the threads' and each kind's)."""
+    return [name for name in (MEDIA_COLUMN, *MEDIA_SHARD_COLUMNS.values()) if name in names]
+
+
+def _blank(field: pa.Field, rows: int) -> pa.ChunkedArray:
+    """`rows` rows without media in the column `field`: null `media`, empty lists."""
+    if field.name == MEDIA_COLUMN:
+        return pa.chunked_array([pa.nulls(rows, field.type)])
+    return pa.chunked_array([pa.array([[]] * rows, field.type)])
 
 
 class _TokenizedSink:
@@ -187,7 +209,15 @@ class _TokenizedSink:
         self.account, self.max_tokens, self.last_stage = account, max_tokens, stages[-1]
         self.media = False
         """Whether a written row holds media: the shipped tokenizer then has the
-        placeholders its rows render (DESIGN §4)."""
+        placeholders its rows render (DESIGN §4), and the shards their media columns."""
+        self.placeholders: dict[str, int] = {}
+        """Each media kind's placeholder id (the renderer's)."""
+        self.kinds: set[str] = set()
+        self.before_media = 0
+        """The rows written before the first row with media (they hold none)."""
+        self.carried: pa.ipc.RecordBatchFileWriter | None = None
+        """From the first row with media on, every written row's media columns, in order
+        (`with_media` joins them to the shards once the kinds are known)."""
 
     def rejected(self, rejection: Rejection) -> None:
         self.rejected_out.write(rejection_line(rejection))
@@ -198,19 +228,67 @@ class _TokenizedSink:
             if reason is not None:
                 self.dropped_out.write(self._drop_line(rows, row, reason))
                 self.account.tokens_dropped[reason] += rows["num_tokens"][row].as_py()
-        kept = rows.filter(pa.array([reason is None for reason in reasons], pa.bool_()))
+        keep = pa.array([reason is None for reason in reasons], pa.bool_())
+        kept = rows.filter(keep)
         self.account.truncated += kept.num_rows - kept[ORIGINAL_THREAD].null_count
         self.account.tokens_truncated += pc.sum(kept[TOKENS_CUT]).as_py() or 0
         self.account.count_written(self.shards.split, kept.select(TOKENIZED_SCHEMA.names))
-        if kept.num_rows and not self.media:
-            kept_ids = set(kept["id"].to_pylist())
-            self.media = any(
-                thread.id in kept_ids and any(m.media for m in thread.messages)
-                for thread in batch.threads
-            )
-        if kept.num_rows:
-            for reshaped in self.last_stage.reshape(self.shards.split, kept):
-                self.shards.write(reshaped.select(self.shards.schema.names))
+        if not kept.num_rows:
+            return
+        kept = self._media_of(batch, rows, keep, kept)
+        for reshaped in self.last_stage.reshape(self.shards.split, kept):
+            self.shards.write(reshaped.select(self.shards.schema.names))
+            if not self.media:
+                self.before_media += reshaped.num_rows
+                continue
+            carried = reshaped.select(_carried(reshaped.column_names))
+            if self.carried is None:
+                self.carried = pa.ipc.new_file(str(self._carried_path()), carried.schema)
+            self.carried.write_table(carried)
+
+    def _media_of(self, batch: Batch, rows: pa.Table, keep: pa.Array, kept: pa.Table) -> pa.Table:
+        """`kept` with the threads' `media` column and a list column per kind (all three:
+        the kinds held are known at the end), from the first batch whose kept rows hold
+        media on; as it is before."""
+        assert len(batch.threads) == rows.num_rows  # the tokenize stage's rows, in order
+        counts = pc.list_value_length(rows["messages"]).to_pylist()
+        media = media_to_arrow(batch.threads, counts).filter(keep)
+        kinds = pc.struct_field(pc.list_flatten(media), "kind").to_pylist()
+        if not kinds and not self.media:
+            return kept
+        self.media = True
+        self.kinds.update(kinds)
+        kept = kept.append_column(MEDIA_COLUMN, media)
+        return with_media_columns(kept, tuple(MEDIA_SHARD_COLUMNS), self.placeholders)
+
+    def _carried_path(self) -> Path:
+        return self.shards.directory.parent / ".media-columns.arrow"
+
+    def with_media(self, schema: pa.Schema, shard_rows: int) -> list[Shard]:
+        """The shards written again with their rows' media columns (of the kinds held),
+        cut as before (DESIGN §7: as `mms run` writes them); the shards written."""
+        assert self.carried is not None
+        self.carried.close()
+        kinds = [kind for kind in MEDIA_SHARD_COLUMNS if kind in self.kinds]
+        fields = media_fields(kinds) if "messages" in schema.names else kind_fields(kinds)
+        wide = pa.schema([*schema, *fields])
+        path = self._carried_path()
+        with pa.memory_map(str(path)) as mapped:
+            carried = pa.ipc.open_file(mapped).read_all()
+            before = [_blank(field, self.before_media) for field in fields]
+            with ShardWriter(self.shards.directory, wide, shard_rows=shard_rows) as writer:
+                start = 0
+                for shard in self.shards.shards:
+                    table = pq.read_table(self.shards.directory / shard.name)
+                    for field, blank in zip(fields, before, strict=True):
+                        column = pa.chunked_array(
+                            [*blank.chunks, *carried[field.name].chunks], field.type
+                        )
+                        table = table.append_column(field, column.slice(start, table.num_rows))
+                    writer.write(table)
+                    start += table.num_rows
+        path.unlink()
+        return writer.shards
 
     def _drop_line(self, rows: pa.Table, row: int, code: str) -> bytes:
         """One line of `quarantine/dropped.jsonl`."""

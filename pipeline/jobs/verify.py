@@ -19,11 +19,11 @@ import pyarrow.parquet as pq
 import yaml
 
 from pipeline.media.check import MEDIA_DIR
-from pipeline.mms import MEDIA_COLUMN, MEDIA_MARKER, Thread, normalize_thread_dict
-from pipeline.objectives.views import SftView, sft_views
+from pipeline.mms import MEDIA_COLUMN, Thread, normalize_thread_dict
+from pipeline.objectives.views import SftView, placed_media, sft_views
 from pipeline.output.files import file_sha256
 from pipeline.output.manifest import CARD_FILE
-from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS
+from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS, kind_columns
 from pipeline.output.shards import split_files
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, shipped_renderer
 from pipeline.tokenize import IGNORE, TokenizerLoadError
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 ROW_BATCH = 512
+TOKEN_COLUMNS = ("input_ids", "prompt_ids", "chosen_ids", "rejected_ids", "completion_ids")
+"""The token columns of a row of any kind, in the order its media columns follow them."""
 
 HashFiles = Callable[[Sequence[Path]], Sequence[str]]
 """The sha256 hex digests of files, in their order (`mms run` hashes its output's files on
@@ -104,7 +106,7 @@ def verify_output(
         if not tokenizer or entry["path"] != tokenizer["path"]:  # that one is checked below
             _check_file(out, entry["path"], entry["sha256"], result, digests)
     if shards and "position_ids" in pq.read_schema(shards[0][1]).names:
-        _check_packed(shards, result)
+        _check_packed(shards, result, _placeholders(out))
         result.notes.append(
             "packed rows: checked as packed (positions, lengths, labels, ids); their threads' "
             "messages are not in them, so they are not rendered again"
@@ -335,26 +337,13 @@ def _placeholders(out: Path) -> dict[int, str] | None:
 
 
 def _placed_media(row: dict[str, Any], placeholders: dict[int, str]) -> dict[str, Any]:
-    """A row of threads whose shard has no `media` column (an `mms tokenize` output): its
-    media rebuilt from its messages' markers and its ids' placeholders, in order, kinds
-    only (the sources are not in the row, and rendering needs none), so its messages
-    render again; unchanged when their counts differ (the check then fails) or when it
-    holds no marker."""
+    """A row of threads whose shard has no `media` column (an `mms tokenize` output before
+    issue 38's media rows): its media rebuilt from its markers and its ids' placeholders
+    (`placed_media`), so its messages render again; unchanged when there are none."""
     if MEDIA_COLUMN in row or "messages" not in row:
         return row
-    kinds = [placeholders[i] for i in row["input_ids"] if i in placeholders]
-    markers = [
-        index
-        for index, message in enumerate(row["messages"])
-        for _ in range((message.get("content") or "").count(MEDIA_MARKER))
-    ]
-    if not kinds or len(kinds) != len(markers):
-        return row
-    media = [
-        {"message": index, "kind": kind, "path": "?", "url": None, "data": None, "mime": None}
-        for index, kind in zip(markers, kinds, strict=True)
-    ]
-    return {**row, MEDIA_COLUMN: media}
+    media = placed_media(row["messages"], row["input_ids"], placeholders)
+    return row if media is None else {**row, MEDIA_COLUMN: media}
 
 
 def _thread(view: SftView) -> Thread:
@@ -376,7 +365,7 @@ def _check_rows(
         return
     placeholders = _placeholders(out)
     for split, rows in _rows(shards, placeholders):
-        views = [(row, view) for row in rows for view in sft_views(row)]
+        views = [(row, view) for row in rows for view in sft_views(row, placeholders)]
         threads = [_thread(view) for _, view in views]
         encoded = renderer.encode_batch(threads)
         prompts: np.ndarray | list[int] = (
@@ -418,26 +407,6 @@ def _render_problem(
     return None
 
 
-def _media_problem(row: dict[str, Any], placeholders: dict[int, str] | None) -> str | None:
-    """A row's media cells that disagree with its ids (not one cell per placeholder of its
-    kind) or with themselves (embedded bytes whose sha256 is not the one their content
-    address names)."""
-    for kind, column in MEDIA_SHARD_COLUMNS.items():
-        cells = row.get(column)
-        if cells is None:
-            continue
-        if placeholders is not None and row.get("input_ids") is not None:
-            placed = sum(1 for number in row["input_ids"] if placeholders.get(number) == kind)
-            if placed != len(cells):
-                return f"{len(cells)} {column} for {placed} {kind} placeholders in input_ids"
-        for position, cell in enumerate(cells):
-            named = _content_address(cell.get("path"))
-            data = cell.get("bytes")
-            if data is not None and named is not None and hashlib.sha256(data).hexdigest() != named:
-                return f"{column}[{position}]'s bytes are not the media {cell['path']} names"
-    return None
-
-
 def _content_address(path: str | None) -> str | None:
     """The sha256 a `media/<sha256>.<ext>` path names (None: another path)."""
     if path is None or not path.startswith(f"{MEDIA_DIR}/"):
@@ -456,15 +425,37 @@ def _count_problem(row: dict[str, Any]) -> str | None:
     return None
 
 
-def _check_packed(shards: list[tuple[str, Path]], result: Verification) -> None:
+def _media_problem(row: dict[str, Any], placeholders: dict[int, str] | None) -> str | None:
+    """A media column (`images` ...) of a row whose media are not one per placeholder of
+    their kind in its token columns, in number, or whose embedded bytes are not the media
+    their content address (`media/<sha256>.<ext>`) names."""
+    kinds = {column: kind for kind, column in MEDIA_SHARD_COLUMNS.items()}
+    ids = [i for name in TOKEN_COLUMNS if row.get(name) for i in row[name]]
+    for column in kind_columns(row):
+        cells = row[column] or ()
+        wanted = sum(1 for i in ids if (placeholders or {}).get(i) == kinds[column])
+        if len(cells) != wanted:
+            return f"{column} holds {len(cells)} media for {wanted} placeholder(s)"
+        for position, cell in enumerate(cells):
+            named = _content_address(cell.get("path"))
+            data = cell.get("bytes")
+            if data is not None and named is not None and hashlib.sha256(data).hexdigest() != named:
+                return f"{column}[{position}]'s bytes are not the media {cell['path']} names"
+    return None
+
+
+def _check_packed(
+    shards: list[tuple[str, Path]], result: Verification, placeholders: dict[int, str] | None
+) -> None:
     """Every packed row holds whole threads: lengths that add up, positions restarting at
-    0 for each thread, labels that are -100 or the token, each thread id once per split."""
+    0 for each thread, labels that are -100 or the token, each thread id once per split,
+    and one media per placeholder in its media columns."""
     seen: dict[str, set[str]] = {}
     for split, rows in _rows(shards):
         ids = seen.setdefault(split, set())
         for index, row in enumerate(rows):
             where = f"{split} packed row {index} ({', '.join(row['ids'][:2])} ...)"
-            what = _packed_problem(row, ids)
+            what = _packed_problem(row, ids) or _media_problem(row, placeholders)
             if what:
                 result.problems.append(Problem(where, what))
             ids.update(row["ids"])
@@ -502,7 +493,7 @@ def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verificat
     added = re.compile("|".join(map(re.escape, tokenizer.get_added_vocab())))
     placeholders = _placeholders(out)
     for split, rows in _rows(shards, placeholders):
-        for view in (view for row in rows for view in sft_views(row)):
+        for view in (view for row in rows for view in sft_views(row, placeholders)):
             texts = [_text(m.get("content")) for m in view.messages] + [
                 m.get("name") or "" for m in view.messages
             ]

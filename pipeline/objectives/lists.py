@@ -71,3 +71,16 @@ def head_extended(
         len(values) + position - row_size,
     )
     return _lists(lengths, pool.take(pa.array(source)))
+
+
+def joined(first: pa.Array | pa.ChunkedArray, second: pa.Array | pa.ChunkedArray) -> pa.ListArray:
+    """Each row's items of `first`, then its items of `second` (two list columns of one
+    type and as many rows)."""
+    first_offsets, first_values = _flat(first)
+    second_offsets, second_values = _flat(second)
+    first_lengths, second_lengths = np.diff(first_offsets), np.diff(second_offsets)
+    starts = np.stack([first_offsets[:-1], second_offsets[:-1] + len(first_values)], axis=1)
+    pieces = np.stack([first_lengths, second_lengths], axis=1)
+    pool = pa.concat_arrays([first_values, second_values])
+    taken = pool.take(pa.array(_ranges(starts.ravel(), pieces.ravel())))
+    return _lists(first_lengths + second_lengths, taken)

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from pipeline.mms import MESSAGE_ARROW_TYPE
 from pipeline.objectives.lists import head, tail, take_rows
+from pipeline.objectives.media import pair_media, with_row_media
 from pipeline.objectives.sides import SETTINGS_TYPE, TOKEN_LIST, metas, without_side
 from pipeline.tokenize.tables import PROMPT_MESSAGES, PROMPT_TOKENS
 
@@ -49,7 +50,8 @@ def _pair_row_id(chosen_id: str) -> str:
 
 
 def preference_rows(rows: pa.Table) -> pa.Table:
-    """One row per pair of `rows` (each pair's two rows next to each other)."""
+    """One row per pair of `rows` (each pair's two rows next to each other), with its
+    media columns when `rows` have them (pipeline/objectives/media.py)."""
     parsed = metas(rows)
     chosen, rejected, ids, meta = [], [], [], []
     names = rows["id"].to_pylist()
@@ -92,4 +94,5 @@ def preference_rows(rows: pa.Table) -> pa.Table:
         "settings": take_rows(rows["settings"], good_rows),
         "meta": pa.array(meta, pa.string()),
     }
-    return pa.table(columns, schema=PREFERENCE_SCHEMA)
+    table = pa.table(columns, schema=PREFERENCE_SCHEMA)
+    return with_row_media(table, pair_media(rows, good_rows, bad_rows))

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from pipeline.mms import MESSAGE_ARROW_TYPE
 from pipeline.objectives.lists import head, head_extended
+from pipeline.objectives.media import prompt_media, with_row_media
 from pipeline.objectives.sides import SETTINGS_TYPE, TOKEN_LIST, metas
 from pipeline.tokenize.tables import PROMPT_MESSAGES, PROMPT_TOKENS
 
@@ -41,7 +42,7 @@ and the math sets' `solution` / `ground_truth` / `answer`, BFCL's `possible_answ
 
 
 def prompt_rows(rows: pa.Table, generation_prompt: list[int]) -> pa.Table:
-    """One row per row of `rows`."""
+    """One row per row of `rows`, with its prompt's media columns when `rows` have them."""
     cut = rows[PROMPT_TOKENS].to_numpy()
     turn = rows[PROMPT_MESSAGES].to_numpy()
     messages = rows["messages"].to_pylist()
@@ -58,7 +59,7 @@ def prompt_rows(rows: pa.Table, generation_prompt: list[int]) -> pa.Table:
         "settings": rows["settings"],
         "meta": rows["meta"],
     }
-    return pa.table(columns, schema=PROMPT_SCHEMA)
+    return with_row_media(pa.table(columns, schema=PROMPT_SCHEMA), prompt_media(rows))
 
 
 def _reference(meta: dict[str, Any], final_turn: list[dict[str, Any]]) -> str | None:

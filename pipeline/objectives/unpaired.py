@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from pipeline.mms import MESSAGE_ARROW_TYPE
 from pipeline.objectives.lists import head, tail
+from pipeline.objectives.media import thread_media, with_row_media
 from pipeline.objectives.sides import GOOD, SETTINGS_TYPE, TOKEN_LIST, metas, without_side
 from pipeline.tokenize.tables import PROMPT_MESSAGES, PROMPT_TOKENS
 
@@ -34,7 +35,8 @@ UNPAIRED_SCHEMA = pa.schema(
 
 
 def unpaired_rows(rows: pa.Table) -> pa.Table:
-    """One row per row of `rows` (each with a preference side)."""
+    """One row per row of `rows` (each with a preference side), with its media columns
+    when `rows` have them."""
     parsed = metas(rows)
     cut = rows[PROMPT_TOKENS].to_numpy()
     turn = rows[PROMPT_MESSAGES].to_numpy()
@@ -51,4 +53,4 @@ def unpaired_rows(rows: pa.Table) -> pa.Table:
         "settings": rows["settings"],
         "meta": pa.array([without_side(meta) for meta in parsed], pa.string()),
     }
-    return pa.table(columns, schema=UNPAIRED_SCHEMA)
+    return with_row_media(pa.table(columns, schema=UNPAIRED_SCHEMA), thread_media(rows))

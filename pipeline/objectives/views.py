@@ -5,10 +5,11 @@ like an SFT row this way: what it stores must be what its messages render."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.mms import MEDIA_COLUMN, normalize_thread_dict
+from pipeline.mms import MEDIA_COLUMN, MEDIA_MARKER, normalize_thread_dict
 from pipeline.tokenize.renderer import IGNORE
 
 
@@ -27,15 +28,18 @@ class SftView:
     generation_prompt: bool = False
 
 
-def sft_views(row: dict[str, Any]) -> list[SftView]:
-    """The SFT views of a shard row of any objective (an SFT row is its own)."""
+def sft_views(row: dict[str, Any], placeholders: dict[int, str] | None = None) -> list[SftView]:
+    """The SFT views of a shard row of any objective (an SFT row is its own); with
+    `placeholders` (id to media kind, of an output whose tokenizer ships them), the
+    messages of an objective's row get their media back from their markers and the
+    view's ids (`placed_media`: such a row holds no thread `media` column)."""
     name = str(row["id"])
     if "messages" in row:
         return [SftView(name, _messages(row), row["input_ids"], row["labels"])]
     prompt, prompt_ids = row["prompt"], row["prompt_ids"]
     untrained = [IGNORE] * len(prompt_ids)
     if "chosen_ids" in row:
-        return [
+        views = [
             SftView(
                 f"{name}:{side}",
                 prompt + row[side],
@@ -45,8 +49,8 @@ def sft_views(row: dict[str, Any]) -> list[SftView]:
             )
             for side in ("chosen", "rejected")
         ]
-    if "completion_ids" in row:
-        return [
+    elif "completion_ids" in row:
+        views = [
             SftView(
                 name,
                 prompt + row["completion"],
@@ -55,7 +59,38 @@ def sft_views(row: dict[str, Any]) -> list[SftView]:
                 len(prompt_ids),
             )
         ]
-    return [SftView(name, prompt, prompt_ids, None, len(prompt_ids), generation_prompt=True)]
+    else:
+        views = [SftView(name, prompt, prompt_ids, None, len(prompt_ids), generation_prompt=True)]
+    return [_with_media(view, placeholders) for view in views] if placeholders else views
+
+
+def placed_media(
+    messages: list[dict[str, Any]], ids: list[int], placeholders: dict[int, str]
+) -> list[dict[str, Any]] | None:
+    """The `media` column entries of messages whose media are not in the row: from their
+    markers and the ids' placeholders, in order, kinds only (rendering needs no source);
+    None when they hold no marker or the counts differ (rendering again then fails)."""
+    kinds = [placeholders[i] for i in ids if i in placeholders]
+    markers = [
+        index
+        for index, message in enumerate(messages)
+        for _ in range((message.get("content") or "").count(MEDIA_MARKER))
+    ]
+    if not kinds or len(kinds) != len(markers):
+        return None
+    return [
+        {"message": index, "kind": kind, "path": "?", "url": None, "data": None, "mime": None}
+        for index, kind in zip(markers, kinds, strict=True)
+    ]
+
+
+def _with_media(view: SftView, placeholders: dict[int, str]) -> SftView:
+    """`view` with its messages' media placed back as parts (`placed_media`)."""
+    media = placed_media(view.messages, view.input_ids, placeholders)
+    if media is None:
+        return view
+    messages = _messages({"messages": view.messages, MEDIA_COLUMN: media})
+    return dataclasses.replace(view, messages=messages)
 
 
 def _messages(row: dict[str, Any]) -> list[dict[str, Any]]:

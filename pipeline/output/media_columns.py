@@ -49,14 +49,27 @@ def where_media_are(embedded: bool, copied: bool) -> str:
 
 
 def media_fields(kinds: Iterable[str]) -> list[pa.Field]:
-    """The shard fields of a run whose rows hold media of `kinds`: the thread's `media`
-    column, then one list column per kind held, in MEDIA_SHARD_COLUMNS order."""
+    """The shard fields of a run whose rows of threads hold media of `kinds`: the
+    thread's `media` column, then `kind_fields`."""
+    return [THREAD_MEDIA_ARROW_SCHEMA.field(MEDIA_COLUMN), *kind_fields(kinds)]
+
+
+def kind_fields(kinds: Iterable[str]) -> list[pa.Field]:
+    """One list column per kind of `kinds`, in MEDIA_SHARD_COLUMNS order: the media
+    columns of every row kind (an objective's rows and packed sequences have no thread,
+    so no `media` column)."""
     held = set(kinds)
-    fields = [THREAD_MEDIA_ARROW_SCHEMA.field(MEDIA_COLUMN)]
-    for kind, column in MEDIA_SHARD_COLUMNS.items():
-        if kind in held:
-            fields.append(pa.field(column, pa.list_(MEDIA_CELL)))
-    return fields
+    return [
+        pa.field(column, pa.list_(MEDIA_CELL))
+        for kind, column in MEDIA_SHARD_COLUMNS.items()
+        if kind in held
+    ]
+
+
+def kind_columns(names: Iterable[str]) -> list[str]:
+    """The media list columns among the column `names`, in MEDIA_SHARD_COLUMNS order."""
+    present = set(names)
+    return [column for column in MEDIA_SHARD_COLUMNS.values() if column in present]
 
 
 def media_cell(reference: dict[str, str | None]) -> dict[str, bytes | str | None]:

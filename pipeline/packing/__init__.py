@@ -10,7 +10,13 @@ from pipeline.packing.best_fit import (
     PackingStats,
     pack_rows,
 )
-from pipeline.packing.rows import PACKED_SCHEMA, SEQUENCES_PER_SHARD, TOKEN_COLUMNS, packed_table
+from pipeline.packing.rows import (
+    PACKED_SCHEMA,
+    SEQUENCES_PER_SHARD,
+    TOKEN_COLUMNS,
+    packed_columns,
+    packed_table,
+)
 
 __all__ = [
     "PACKED_SCHEMA",
@@ -22,5 +28,6 @@ __all__ = [
     "OverlongRowError",
     "PackingStats",
     "pack_rows",
+    "packed_columns",
     "packed_table",
 ]

@@ -15,12 +15,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.mms import Thread, normalize_thread_dict
-from pipeline.packing import PACKED_SCHEMA, TOKEN_COLUMNS, WINDOW, BestFitPacker, PackingStats
+from pipeline.mms import MEDIA_COLUMN, Thread, normalize_thread_dict
+from pipeline.objectives.lists import head, take_rows
+from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS, kind_columns
+from pipeline.packing import PACKED_SCHEMA, WINDOW, BestFitPacker, PackingStats, packed_columns
 from pipeline.packing import packed_table as build_packed_table
 from pipeline.stages.contract import ConfigSlice, Stage
 from pipeline.tokenize import Renderer
@@ -205,8 +208,9 @@ class _SplitPacker:
         """The window's rows that fit, truncated ones included; others counted as dropped
         (or PackError under `error`)."""
         over = pc.greater(table["num_tokens"], self.seq_len)
+        columns = packed_columns(table.column_names)
         if not pc.any(over).as_py():
-            return table.select(TOKEN_COLUMNS)
+            return table.select(columns)
         long = table.filter(over)
         if self.overlong == "error":
             row = long.select(["id", "num_tokens"]).slice(0, 1).to_pylist()[0]
@@ -214,7 +218,7 @@ class _SplitPacker:
                 f"thread {row['id']} has {row['num_tokens']:,} tokens, more than --seq-len "
                 f"{self.seq_len:,}: use --overlong drop or truncate, or a longer --seq-len"
             )
-        fits = table.filter(pc.invert(over)).select(TOKEN_COLUMNS)
+        fits = table.filter(pc.invert(over)).select(columns)
         if self.overlong == "drop":
             for row in long.select(["id", "num_tokens"]).to_pylist():
                 self.drops.append((row["id"], "overlong", row["num_tokens"]))
@@ -223,19 +227,23 @@ class _SplitPacker:
         return pa.concat_tables([fits, self._truncated(long)])
 
     def _truncated(self, long: pa.Table) -> pa.Table:
+        """The rows over seq_len cut at a message boundary and rendered again; each keeps
+        the media (in its media columns) whose placeholders its cut kept."""
         if self.renderer is None:
             raise PackError("truncating a row over seq_len needs the output's tokenizer")
-        threads = [_thread(row) for row in long.select(["id", "messages"]).to_pylist()]
+        read = ["id", "messages", *([MEDIA_COLUMN] if MEDIA_COLUMN in long.column_names else [])]
+        threads = [_thread(row) for row in long.select(read).to_pylist()]
         encoded = self.renderer.encode_batch(threads)
         fit = fit_batch(threads, encoded, self.renderer, max_tokens=self.seq_len, policy="truncate")
         for drop in fit.drops:
             self.drops.append((drop.thread.id, drop.code, drop.num_tokens))
             self.counts.dropped[drop.code] += 1
         self.counts.truncated += len(fit.truncated)
+        schema = long.select(packed_columns(long.column_names)).schema
         if fit.truncated_encoded is None:
-            return long.slice(0, 0).select(TOKEN_COLUMNS)
+            return schema.empty_table()
         batch = fit.truncated_encoded
-        return pa.table(
+        table = pa.table(
             {
                 "id": [thread.id for thread in fit.truncated],
                 "input_ids": batch.input_ids,
@@ -243,8 +251,24 @@ class _SplitPacker:
                 "num_tokens": batch.num_tokens,
                 "num_trained": batch.num_trained,
             }
-        ).cast(long.select(TOKEN_COLUMNS).schema)
+        )
+        where = {thread_id: row for row, thread_id in enumerate(long["id"].to_pylist())}
+        rows = np.array([where[thread.id] for thread in fit.truncated], np.int64)
+        for name in kind_columns(long.column_names):
+            kept = _placeholder_counts(batch.input_ids, self.renderer, name)
+            table = table.append_column(name, head(take_rows(long[name], rows), kept))
+        return table.cast(schema)
+
+
+def _placeholder_counts(ids: pa.ListArray, renderer: Renderer, column: str) -> np.ndarray:
+    """How many placeholders of the media kind of `column` each row of `ids` holds."""
+    kind = next(kind for kind, name in MEDIA_SHARD_COLUMNS.items() if name == column)
+    token = renderer.media_tokens[kind][1]
+    parents = pc.list_parent_indices(ids).to_numpy()
+    found = pc.equal(pc.list_flatten(ids), token).to_numpy(zero_copy_only=False)
+    return np.bincount(parents[found], minlength=len(ids))
 
 
 def _thread(row: dict[str, Any]) -> Thread:
-    return Thread.from_dict(normalize_thread_dict({"id": row["id"], "messages": row["messages"]}))
+    """A row's thread, its media (its `media` column, when it has one) in its messages."""
+    return Thread.from_dict(normalize_thread_dict(row))

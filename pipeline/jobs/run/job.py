@@ -48,7 +48,7 @@ from pipeline.jobs.run.outputs import (
 from pipeline.jobs.run.part import PART_FORMAT, PART_TOKENIZER, PartJob
 from pipeline.jobs.run.partition import RepeatedRows, mark_repeated, partitioned
 from pipeline.jobs.run.reduce import Progress, reduce_parts
-from pipeline.jobs.run.stages import Side, carries_media, run_stages, shard_schema
+from pipeline.jobs.run.stages import Side, run_stages, shard_schema
 from pipeline.jobs.verify import Verification, verify_output
 from pipeline.lint import LintReport
 from pipeline.output.files import discard_if_none
@@ -389,7 +389,7 @@ def _run(
     figures = write_stats(staging, reduced.tables, counts, packing)
     if figures is not None:
         reports += STATS_REPORTS
-        schema = shard_schema(config, reduced.media if carries_media(config) else ())
+        schema = shard_schema(config, reduced.media)
         write_card(
             staging, out.name, config, report, counts, shards, schema, tokenizer, packing, figures
         )

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.part import PART_MEDIA, PART_THREADS
 from pipeline.jobs.run.selection import Selections, SplitTotals, shard_count
-from pipeline.jobs.run.stages import carries_media, reshaping_stages, row_schema, shard_schema
+from pipeline.jobs.run.stages import reshaping_stages, row_schema, shard_schema
 from pipeline.media.check import MEDIA_DIR, write_once
 from pipeline.mms import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
 from pipeline.output.media_columns import with_embedded_bytes, with_media_columns
@@ -100,7 +100,7 @@ class ShardTask:
         assert shard is not None
         writer = ShardWriter(
             self.directory,
-            shard_schema(self.config, self.media if carries_media(self.config) else ()),
+            shard_schema(self.config, self.media),
             split=self.split,
             compression=shard.compression,
             name=self.name,
@@ -162,7 +162,7 @@ class ShardTask:
     def _rows(self) -> pa.Table:
         """The task's rows, each weighted copy with its id marked (`id#copy`), in order."""
         schema = row_schema(self.config)
-        carried = bool(self.media) and carries_media(self.config)
+        carried = bool(self.media)
         if carried:
             schema = schema.append(THREAD_MEDIA_ARROW_SCHEMA.field(MEDIA_COLUMN))
         tables: list[pa.Table] = []

@@ -18,7 +18,7 @@ from pipeline.lint import LintReport
 from pipeline.media import settings as media
 from pipeline.mms import MEDIA_COLUMN, THREAD_ARROW_SCHEMA, THREAD_MEDIA_ARROW_SCHEMA
 from pipeline.objectives import SCHEMAS
-from pipeline.output.media_columns import media_fields
+from pipeline.output.media_columns import kind_fields, media_fields
 from pipeline.packing import PACKED_SCHEMA
 from pipeline.stages import dedup, filters, lint, normalize, pack, split, tokenize
 from pipeline.stages.contract import ConfigSlice, Stage
@@ -228,24 +228,19 @@ def row_schema(config: HasStages) -> pa.Schema:
 
 def shard_schema(config: HasStages, media: Sequence[str] = ()) -> pa.Schema:
     """The columns of the run's shards: its kept threads', its objective's rows or,
-    packed, the sequences'. A run whose rows hold `media` (kinds) adds the threads'
-    media column and a list column per kind (pipeline/output/media_columns.py) to the
-    rows of threads (an objective's rows and packed sequences do not carry them yet)."""
-    if config.stages.pack:
-        return PACKED_SCHEMA
+    packed, the sequences'. A run whose rows hold `media` (kinds) adds a list column per
+    kind (pipeline/output/media_columns.py), after the threads' media column on rows of
+    threads (an objective's row and a packed sequence are no thread: DESIGN §7)."""
     tokenize = config.stages.tokenize
-    if tokenize is not None and tokenize.objective != "sft":
-        return SCHEMAS[tokenize.objective]
-    schema = row_schema(config)
-    for column in media_fields(media) if media else ():
+    if config.stages.pack:
+        schema, added = PACKED_SCHEMA, kind_fields(media)
+    elif tokenize is not None and tokenize.objective != "sft":
+        schema, added = SCHEMAS[tokenize.objective], kind_fields(media)
+    else:
+        schema, added = row_schema(config), media_fields(media) if media else []
+    for column in added:
         schema = schema.append(column)
     return schema
-
-
-def carries_media(config: HasStages) -> bool:
-    """Whether the run's shards carry their rows' media columns (rows of threads)."""
-    tokenize = config.stages.tokenize
-    return not config.stages.pack and (tokenize is None or tokenize.objective == "sft")
 
 
 def part_schema(config: HasStages, stages: list[Stage]) -> pa.Schema:
