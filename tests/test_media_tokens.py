@@ -307,3 +307,33 @@ def test_verify_finds_media_cells_that_disagree_with_the_ids_or_their_names(tmp_
     assert f"{ids[0]}: images[0]'s bytes are not the media {first['path']} names" in result.output
     held = len(images[1])
     assert f"{ids[1]}: images holds {held} media for {held + 1} placeholder(s)" in result.output
+
+
+@pytest.mark.parametrize("flags", [(), ("--copy-media", "--no-embed-media")])
+def test_mms_tokenize_checks_media_and_embeds_or_copies_them(tmp_path, flags):
+    """`mms tokenize` reads media as `mms run` does: a missing image quarantines its
+    record; the shards embed each image's bytes, or with --copy-media name the output's
+    copies."""
+    _, inputs, records = _mllm_run(tmp_path / "run")
+    gone = ["mllm_demo_data/gone.jpg"] * len(records[0]["images"])
+    broken = [*records, {**records[0], "images": gone}]
+    source = inputs / "with_a_missing_image.json"
+    source.write_text(json.dumps(broken))
+    out = tmp_path / "tok"
+    args = ["tokenize", str(source), "--tokenizer", str(SAMPLE_TOKENIZER), "-o", str(out)]
+    result = CliRunner().invoke(main, [*args, *flags])
+    assert result.exit_code == 0, result.output
+    [line] = (out / "quarantine" / "rejected.jsonl").read_bytes().splitlines()
+    assert orjson.loads(line)["code"] == "media_missing"
+    rows = pq.read_table(next((out / "data").glob("*.parquet"))).to_pylist()
+    for row, record in zip(rows, records, strict=True):
+        files = [(inputs / name).read_bytes() for name in record["images"]]
+        cells = row["images"]
+        if flags:
+            assert [c["bytes"] for c in cells] == [None] * len(files)
+            assert [(out / c["path"]).read_bytes() for c in cells] == files
+        else:
+            assert [c["bytes"] for c in cells] == files
+    assert (out / "media").is_dir() == bool(flags)
+    assert not (out / ".work").exists()
+    assert CliRunner().invoke(main, ["verify", str(out)]).exit_code == 0

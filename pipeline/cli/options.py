@@ -204,6 +204,22 @@ def media_options(command: Callable[..., None]) -> Callable[..., None]:
     return decorated
 
 
+def embed_media_option(command: Callable[..., None]) -> Callable[..., None]:
+    """`--embed-media/--no-embed-media` of the commands that write shards (`mms run`,
+    `mms tokenize`), given as `embed_media` (None: left to the default or the config);
+    placed above `media_options`, whose wrapper would hide an option placed below it."""
+    option = click.option(
+        "--embed-media/--no-embed-media",
+        "embed_media",
+        default=None,
+        help="Put each media's bytes in the shards' images/audios/videos cells, so the "
+        "output loads anywhere (datasets, TRL, the Hub) without its inputs' folders; "
+        "--no-embed-media keeps only paths (with --copy-media, into the output's media/) "
+        "[default: embed; a run: the config's stages.media.embed].",
+    )
+    return option(command)
+
+
 def reading_media(spec: ReadSpec, flags: Mapping[str, object], output: str) -> ReadSpec:
     """`spec` reading media as a command that writes threads to `output` (a file, `-`:
     standard output) is asked by its media flags; copies go to media/ beside `output`."""

@@ -12,7 +12,12 @@ import click
 
 from pipeline.accounting import Account, InputAccount, most_first
 from pipeline.arrow_pandas import skip_pandas_probe
-from pipeline.cli.options import media_options, media_settings, overwrite_option
+from pipeline.cli.options import (
+    embed_media_option,
+    media_options,
+    media_settings,
+    overwrite_option,
+)
 from pipeline.cli.output import (
     ConfigProblem,
     check_mark,
@@ -107,15 +112,7 @@ from pipeline.wording import plural, visible
     help="Publish the output to the config's output.push_to_hub repository when the run "
     "succeeds (as mms push does); --no-push writes it locally only.",
 )
-@click.option(
-    "--embed-media/--no-embed-media",
-    "embed_media",
-    default=None,
-    help="Put each media's bytes in the shards' images/audios/videos cells, so the output "
-    "loads anywhere (datasets, TRL, the Hub) without its inputs' folders; "
-    "--no-embed-media keeps only paths (with --copy-media, into the output's media/) "
-    "[default: embed; the config's stages.media.embed].",
-)
+@embed_media_option
 @media_options
 def run_command(
     config_file: str,

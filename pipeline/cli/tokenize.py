@@ -3,14 +3,18 @@ that renders them."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import click
 
 from pipeline.cli.options import (
+    embed_media_option,
     given,
     hf_config_option,
     input_format_option,
+    media_options,
+    media_settings,
     overlong_option,
     overwrite_option,
     read_spec,
@@ -30,6 +34,7 @@ from pipeline.cli.output import (
     stderr,
 )
 from pipeline.jobs.tokenize import TokenizeResult, tokenize_dataset
+from pipeline.media import MediaSettings
 from pipeline.objectives import OBJECTIVES
 from pipeline.objectives.references import ReferenceError, load_references
 from pipeline.output.files import OutputPathError, check_writable
@@ -149,6 +154,8 @@ ROW_NOUNS = {"preference": "pair", "unpaired_preference": "completion", "prompt"
 @split_option
 @hf_config_option
 @overwrite_option
+@embed_media_option
+@media_options
 def tokenize_command(
     inputs: tuple[str, ...],
     tokenizer_spec: str,
@@ -165,6 +172,8 @@ def tokenize_command(
     split: str,
     hf_config: str | None,
     overwrite: bool,
+    media_flags: dict[str, object],
+    embed_media: bool | None,
 ) -> None:
     """Tokenize INPUT threads into Parquet shards with exact loss masks (renderer mms-v0).
 
@@ -176,6 +185,8 @@ def tokenize_command(
     2 usage error (e.g. a tokenizer that cannot load).
     """
     spec = read_spec(inputs, input_format, split, hf_config)
+    media = media_settings(MediaSettings(), {**media_flags, "embed": embed_media})
+    spec = dataclasses.replace(spec, media=media)
     if max_tokens is None and given("overlong"):
         raise click.UsageError("--overlong applies only with --max-tokens N")
     references = None

@@ -4,6 +4,7 @@ that did not become threads and the threads left out, each with its reason."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 from pipeline.accounting import Account
 from pipeline.jobs.batch_steps import StreamDriver
 from pipeline.jobs.read import ReadSpec, files_to_read, read
+from pipeline.media.check import MEDIA_DIR, content_address
 from pipeline.mms import MEDIA_COLUMN, media_to_arrow
 from pipeline.mms.groups import GROUP_DROP
 from pipeline.objectives import SCHEMAS
@@ -36,10 +38,11 @@ from pipeline.output.media_columns import (
     MEDIA_SHARD_COLUMNS,
     kind_fields,
     media_fields,
+    with_embedded_bytes,
     with_media_columns,
 )
 from pipeline.output.overlap import refuse_inputs_in_managed_places, refuse_output_in_managed_place
-from pipeline.output.shards import SHARD_ROWS, Shard, ShardWriter
+from pipeline.output.shards import ROW_GROUP_ROWS, SHARD_ROWS, Shard, ShardWriter
 from pipeline.output.tokenizer import TOKENIZER_DIR, shipped_tokenizer_record, write_tokenizer
 from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE, Rejection, rejection_line
 from pipeline.stages.contract import ORIGINAL_THREAD, TOKENS_CUT, Batch, Stage
@@ -51,6 +54,10 @@ from pipeline.tokenize.loading import LoadedTokenizer
 from pipeline.tokenize.overlong import DROP_CODES, OverlongPolicy, drop_reason
 from pipeline.tokenize.renderer import LabelPolicy, Renderer
 from pipeline.tokenize.tables import BATCH_SIZE, TOKENIZED_SCHEMA
+
+STAGED_MEDIA = "media-staged"
+"""Where, in the work directory, the media read are kept for the shards to embed (and
+not copied into the output): removed with the work directory."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,7 @@ def tokenize_dataset(
     account = Account()
     with OutputFolder(output, overwrite=overwrite) as folder:
         staging = folder.staging
+        spec, staged = _staging_media(spec, folder)
         quarantine, dropped = staging / REJECTED_FILE, staging / DROPPED_FILE
         with (
             atomic_output(quarantine) as rejected_out,
@@ -128,6 +136,7 @@ def tokenize_dataset(
                 stages.append(ObjectiveStage(objective, lambda: renderer.generation_prompt_ids))
             sink = _TokenizedSink(shards, rejected_out, dropped_out, account, max_tokens, stages)
             sink.placeholders = {kind: n for kind, (_, n) in renderer.media_tokens.items()}
+            sink.embed_from = staged
             driver = StreamDriver(
                 stages,
                 sink,
@@ -180,6 +189,17 @@ def tokenize_dataset(
     )
 
 
+def _staging_media(spec: ReadSpec, folder: OutputFolder) -> tuple[ReadSpec, Path | None]:
+    """`spec` with the folder its media copies go to, when it keeps copies (copy mode: the
+    output's media/; to embed only: the work directory's STAGED_MEDIA), and the folder the
+    shards' bytes are embedded from (None: they are not)."""
+    media = spec.media
+    if media is None or spec.options.multimodal != "keep" or not media.stages_copies:
+        return spec, None
+    store = folder.staging / MEDIA_DIR if media.copy else folder.work / STAGED_MEDIA
+    return dataclasses.replace(spec, media_store=str(store)), store if media.embed else None
+
+
 def _carried(names: list[str]) -> list[str]:
     """The media columns among a written row's columns (the threads' and each kind's)."""
     return [name for name in (MEDIA_COLUMN, *MEDIA_SHARD_COLUMNS.values()) if name in names]
@@ -218,6 +238,8 @@ class _TokenizedSink:
         self.carried: pa.ipc.RecordBatchFileWriter | None = None
         """From the first row with media on, every written row's media columns, in order
         (`with_media` joins them to the shards once the kinds are known)."""
+        self.embed_from: Path | None = None
+        """The folder of the media copies whose bytes the shards embed (None: paths only)."""
 
     def rejected(self, rejection: Rejection) -> None:
         self.rejected_out.write(rejection_line(rejection))
@@ -285,10 +307,26 @@ class _TokenizedSink:
                             [*blank.chunks, *carried[field.name].chunks], field.type
                         )
                         table = table.append_column(field, column.slice(start, table.num_rows))
-                    writer.write(table)
+                    self._write_embedded(writer, table)
                     start += table.num_rows
         path.unlink()
         return writer.shards
+
+    def _write_embedded(self, writer: ShardWriter, table: pa.Table) -> None:
+        """`table` to `writer`, its media cells carrying their copies' bytes (`embed_from`),
+        a row group at a time."""
+        folder = self.embed_from
+        if folder is None:
+            writer.write(table)
+            return
+
+        def read(path: str) -> bytes | None:
+            named = content_address(path)
+            found = folder / named[0] if named is not None else None
+            return found.read_bytes() if found is not None and found.is_file() else None
+
+        for start in range(0, table.num_rows, ROW_GROUP_ROWS):
+            writer.write(with_embedded_bytes(table.slice(start, ROW_GROUP_ROWS), read))
 
     def _drop_line(self, rows: pa.Table, row: int, code: str) -> bytes:
         """One line of `quarantine/dropped.jsonl`."""

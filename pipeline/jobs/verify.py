@@ -18,7 +18,7 @@ import orjson
 import pyarrow.parquet as pq
 import yaml
 
-from pipeline.media.check import MEDIA_DIR
+from pipeline.media.check import content_address
 from pipeline.mms import MEDIA_COLUMN, Thread, normalize_thread_dict
 from pipeline.objectives.views import SftView, placed_media, sft_views
 from pipeline.output.files import file_sha256
@@ -407,14 +407,6 @@ def _render_problem(
     return None
 
 
-def _content_address(path: str | None) -> str | None:
-    """The sha256 a `media/<sha256>.<ext>` path names (None: another path)."""
-    if path is None or not path.startswith(f"{MEDIA_DIR}/"):
-        return None
-    stem = path.removeprefix(f"{MEDIA_DIR}/").split(".", 1)[0]
-    return stem if len(stem) == 64 else None
-
-
 def _count_problem(row: dict[str, Any]) -> str | None:
     """An objective row's `num_X_tokens` that is not the length of its `X_ids`."""
     for key, value in row.items():
@@ -437,9 +429,13 @@ def _media_problem(row: dict[str, Any], placeholders: dict[int, str] | None) -> 
         if len(cells) != wanted:
             return f"{column} holds {len(cells)} media for {wanted} placeholder(s)"
         for position, cell in enumerate(cells):
-            named = _content_address(cell.get("path"))
+            named = content_address(cell.get("path"))
             data = cell.get("bytes")
-            if data is not None and named is not None and hashlib.sha256(data).hexdigest() != named:
+            if (
+                data is not None
+                and named is not None
+                and hashlib.sha256(data).hexdigest() != named[1]
+            ):
                 return f"{column}[{position}]'s bytes are not the media {cell['path']} names"
     return None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 import tempfile
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ CHECKED_META = "media_checked"
 source wrote it, when the copy mode rewrote it), or null for a media left unread."""
 MEDIA_DIR = "media"
 """Where copied media live, relative to the output: `media/<sha256>.<ext>`."""
+CONTENT_ADDRESS = re.compile(rf"{MEDIA_DIR}/(?P<sha256>[0-9a-f]{{64}})\.[a-z0-9]{{1,8}}")
+"""A media path that is a content address: `media/<sha256>.<ext>`."""
 CACHE = 4096
 """Media outcomes remembered per checker (by reference), so a media that many threads of
 a part share (the sides of a pair) is read once."""
@@ -160,6 +163,15 @@ def write_once(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def content_address(path: str | None) -> tuple[str, str] | None:
+    """The file name and sha256 a content-address path (`media/<sha256>.<ext>`) names;
+    None for any other path (nothing else is ever looked up among the copies)."""
+    found = CONTENT_ADDRESS.fullmatch(path or "")
+    if path is None or found is None:
+        return None
+    return path.removeprefix(f"{MEDIA_DIR}/"), found["sha256"]
 
 
 def media_meta_sha(meta: Any) -> list[str | None] | None:

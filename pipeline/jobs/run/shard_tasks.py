@@ -29,7 +29,7 @@ from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.part import PART_MEDIA, PART_THREADS
 from pipeline.jobs.run.selection import Selections, SplitTotals, shard_count
 from pipeline.jobs.run.stages import reshaping_stages, row_schema, shard_schema
-from pipeline.media.check import MEDIA_DIR, write_once
+from pipeline.media.check import MEDIA_DIR, content_address, write_once
 from pipeline.mms import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
 from pipeline.output.media_columns import with_embedded_bytes, with_media_columns
 from pipeline.output.shards import ROW_GROUP_ROWS, Shard, ShardWriter, shard_name
@@ -153,8 +153,8 @@ class ShardTask:
                     staged.setdefault(name, folder / name)
 
         def read(path: str) -> bytes | None:
-            name = path.removeprefix(f"{MEDIA_DIR}/")
-            found = staged.get(name) if name != path else None
+            named = content_address(path)
+            found = staged.get(named[0]) if named is not None else None
             return found.read_bytes() if found is not None else None
 
         return read
