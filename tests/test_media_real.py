@@ -1,16 +1,21 @@
 """Real multimodal samples through `mms run` (issue 38's done-when): LLaMA-Factory's mllm
 demos with their own images, audio and video (tests/data/realdata/llamafactory/
-mllm_demo_data, PROVENANCE.txt beside it) and an OpenAI `image_url` record convert with
-every media kept, in order; each placeholder id stands where its tag was; the shard's media
-cells are those very files (by sha256), whether a cell embeds the bytes or names a path.
-Media are checked, as a run does by default; nothing here reaches the network."""
+mllm_demo_data), xtuner's fixtures with their COCO photographs and ms-swift's (image URLs;
+tests/data/formats/multimodal/xtuner and ms_swift; each folder's PROVENANCE.txt says what
+and from where) and an OpenAI `image_url` record convert with every media kept, in order;
+each placeholder id stands where its tag was; the shard's media cells are those very files
+(by sha256), whether a cell embeds the bytes or names a path. Media are checked, as a run
+does by default; nothing here reaches the network."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
+import re
 import shutil
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
 LLAMA_FACTORY = REPO / "tests" / "data" / "realdata" / "llamafactory"
 DEMO_MEDIA = LLAMA_FACTORY / "mllm_demo_data"
+MULTIMODAL = REPO / "tests" / "data" / "formats" / "multimodal"
+XTUNER = MULTIMODAL / "xtuner"
+MS_SWIFT = MULTIMODAL / "ms_swift"
 COLUMNS = {"images": "image", "audios": "audio", "videos": "video"}
 """A shard's media column and the kind it holds."""
 TAGS = {"<image>": "<|image|>", "<audio>": "<|audio|>", "<video>": "<|video|>"}
@@ -68,8 +76,9 @@ def llamafactory_expected(name: str, keep: list[int] | None = None) -> list[Expe
     ]
 
 
-def run(tmp_path: Path, source: Path, *stages: str) -> Path:
-    """`mms run` of `source` (media checked, the default), one split in plan order."""
+def run(tmp_path: Path, source: Path, *stages: str, engine: str | None = None) -> Path:
+    """`mms run` of `source` (media checked, the default), one split in plan order;
+    `engine`: the `engine:` mapping, as YAML flow text."""
     config = tmp_path / "run.yaml"
     lines = [
         "name: media-real",
@@ -81,6 +90,7 @@ def run(tmp_path: Path, source: Path, *stages: str) -> Path:
         "  shard: {splits: {train: 1.0}, shuffle: false}",
         *(f"  {stage}" for stage in stages),
         f"output: {tmp_path / 'out'}",
+        *([f"engine: {engine}"] if engine else []),
     ]
     config.write_text("\n".join(lines) + "\n")
     result = CliRunner().invoke(main, ["run", str(config)])
@@ -105,13 +115,18 @@ def messages_of(decoded: str) -> list[tuple[str, str]]:
     return messages
 
 
-def cell_sha256(cell: dict, out: Path, folder: Path, listed: dict[str, str]) -> str:
+def cell_sha256(
+    cell: dict, out: Path, folder: Path, listed: dict[str, str], served: dict[str, bytes]
+) -> str:
     """The sha256 of the media a shard cell is: its bytes when it embeds them, else the
     file its path names, in the output's media/ (copy mode: then the manifest lists it
-    with that hash) or as the source wrote it, relative to the input file's folder."""
+    with that hash) or as the source wrote it, relative to the input file's folder, or
+    what the test's stand-in web server sends for a URL (`served`)."""
     if cell["bytes"] is not None:
         return hashlib.sha256(cell["bytes"]).hexdigest()
     path = cell["path"]
+    if "://" in path:
+        return hashlib.sha256(served[path]).hexdigest()
     if path.startswith("media/"):
         digest = sha256_of(out / path)
         assert listed[path] == digest
@@ -119,10 +134,13 @@ def cell_sha256(cell: dict, out: Path, folder: Path, listed: dict[str, str]) -> 
     return sha256_of(folder / path)
 
 
-def assert_media_kept(out: Path, folder: Path, expected: list[Expected]) -> None:
+def assert_media_kept(
+    out: Path, folder: Path, expected: list[Expected], served: dict[str, bytes] | None = None
+) -> None:
     """The rows of `out` are `expected`, in order: text with each placeholder id where its
     tag was (never trained), and the media of each column, by their bytes, in order, in
-    the shard's cells and in the thread's `meta.media_checked`."""
+    the shard's cells and in the thread's `meta.media_checked`. `folder`: the input
+    file's; `served`: the bytes a URL answers with."""
     from transformers import AutoTokenizer
 
     rows = shard_rows(out)
@@ -136,8 +154,8 @@ def assert_media_kept(out: Path, folder: Path, expected: list[Expected]) -> None
     for row, want in zip(rows, expected, strict=True):
         decoded = tokenizer.decode(row["input_ids"])
         assert messages_of(decoded) == want.messages
-        checked = orjson.loads(row["meta"])["media_checked"]
-        kinds = [media["kind"] for media in row["media"]]
+        checked = orjson.loads(row["meta"]).get("media_checked", [])
+        kinds = [media["kind"] for media in row["media"] or []]
         assert len(checked) == len(kinds)
         for column, kind in COLUMNS.items():
             digests = want.media.get(column, [])
@@ -150,7 +168,8 @@ def assert_media_kept(out: Path, folder: Path, expected: list[Expected]) -> None
                 if token == token_id
             )
             cells = row.get(column) or []
-            assert [cell_sha256(cell, out, folder, listed) for cell in cells] == digests
+            sent = served or {}
+            assert [cell_sha256(cell, out, folder, listed, sent) for cell in cells] == digests
             of_kind = [
                 entry["sha256"] for entry, k in zip(checked, kinds, strict=True) if k == kind
             ]
@@ -246,3 +265,117 @@ def test_openai_image_url_parts_keep_their_images_in_order(tmp_path):
         ["photos/1.jpg", "photos/3.jpg", "photos/1.jpg"],
         [],
     )
+
+
+def xtuner_expected(name: str) -> list[Expected]:
+    """xtuner's rows: a content list's text parts as written, each image part its
+    placeholder; the images by their files' sha256."""
+    expected = []
+    for line in (XTUNER / name).read_text().splitlines():
+        record = json.loads(line)
+        messages, digests = [], []
+        for message in record["messages"]:
+            content = message["content"]
+            if isinstance(content, list):
+                pieces = []
+                for part in content:
+                    if part["type"] == "image":
+                        pieces.append("<|image|>")
+                        digests.append(sha256_of(XTUNER / part["image"]["url"]))
+                    else:
+                        pieces.append(part["text"])
+                content = "".join(pieces)
+            messages.append((message["role"], content))
+        expected.append(Expected(messages, {"images": digests}))
+    return expected
+
+
+def test_xtuner_fixtures_keep_their_real_photographs_in_order(tmp_path):
+    out = run(tmp_path, XTUNER)  # the folder: its two files, in name order
+    names = ["mllm_sft_multi_image_example_data_new.jsonl"]
+    names.append("mllm_sft_single_image_example_data_new.jsonl")
+    expected = [row for name in names for row in xtuner_expected(name)]
+    assert sum(len(e.media["images"]) for e in expected) > len(expected)  # several per row
+    assert_media_kept(out, XTUNER, expected)
+    counts = orjson.loads((out / "manifest.json").read_bytes())["counts"]
+    assert counts["records_quarantined"] == {} and counts["threads"] == len(expected)
+
+
+IMG = re.compile(r"<img>(.*?)</img>")
+"""Qwen-VL's inline image tag, as ms-swift's query/response rows hold it."""
+
+
+def swift_expected(name: str, served: dict[str, bytes]) -> list[Expected]:
+    """ms-swift's query/response/history rows: a turn per history pair and the query;
+    each `<img>URL</img>` its placeholder, or, without tags, the `images` before the
+    first query."""
+    expected = []
+    for line in (MS_SWIFT / name).read_text().splitlines():
+        record = json.loads(line)
+        turns = [*record.get("history", []), [record["query"], record["response"]]]
+        urls = [url for query, _ in turns for url in IMG.findall(query)]
+        messages = []
+        for query, response in turns:
+            messages += [("user", IMG.sub("<|image|>", query)), ("assistant", response)]
+        if not urls and record.get("images"):
+            urls = record["images"]
+            messages[0] = ("user", "<|image|>" * len(urls) + messages[0][1])
+        digests = [hashlib.sha256(served[url]).hexdigest() for url in urls]
+        expected.append(Expected(messages, {"images": digests}))
+    return expected
+
+
+def stand_in_jpeg() -> bytes:
+    from PIL import Image
+
+    data = io.BytesIO()
+    Image.new("RGB", (24, 16), (200, 120, 40)).save(data, "JPEG")
+    return data.getvalue()
+
+
+NO_DEDUP = "dedup: {enabled: false}"
+"""Every row kept: the files repeat rows (the same image and words) across them."""
+DEMO_URL = "https://qianwen-res.oss-cn-beijing.aliyuncs.com/Qwen-VL/assets/demo.jpeg"
+
+
+def test_ms_swift_fixtures_keep_their_image_urls_in_order_unfetched(tmp_path, monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("a run fetched a URL without --fetch-media")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    out = run(tmp_path, MS_SWIFT, NO_DEDUP)
+    names = ["multi_modal_1.jsonl", "multi_modal_2.jsonl", "multi_modal_3.jsonl"]
+    expected = [row for name in names for row in swift_expected(name, {DEMO_URL: b""})]
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(out / "tokenizer"))
+    rows = shard_rows(out)
+    assert len(rows) == len(expected) == 9
+    for row, want in zip(rows, expected, strict=True):
+        assert messages_of(tokenizer.decode(row["input_ids"])) == want.messages
+        count = len(want.media["images"])
+        assert row["input_ids"].count(tokenizer.image_token_id) == count
+        assert [cell["path"] for cell in row["images"] or []] == [DEMO_URL] * count
+        meta = orjson.loads(row["meta"])
+        assert meta.get("media_checked", []) == [None] * count
+
+
+def test_ms_swift_fixtures_fetched_keep_each_image_in_order(tmp_path, monkeypatch):
+    """With --fetch-media (config `media: {fetch: true}`), the URL answered by a stand-in
+    JPEG (the repository has none of its images): every image read and kept in order."""
+    served = {DEMO_URL: stand_in_jpeg()}
+    asked = []
+
+    class Response(io.BytesIO):
+        headers: dict[str, str] = {}  # noqa: RUF012
+
+    def fake(request, timeout):
+        asked.append(request.full_url)
+        return Response(served[request.full_url])
+
+    monkeypatch.setattr(urllib.request, "urlopen", fake)
+    out = run(tmp_path, MS_SWIFT, NO_DEDUP, "media: {fetch: true}", engine="{workers: 1}")
+    names = ["multi_modal_1.jsonl", "multi_modal_2.jsonl", "multi_modal_3.jsonl"]
+    expected = [row for name in names for row in swift_expected(name, served)]
+    assert_media_kept(out, MS_SWIFT, expected, served)
+    assert asked and set(asked) == {DEMO_URL}
