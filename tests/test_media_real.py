@@ -379,3 +379,133 @@ def test_ms_swift_fixtures_fetched_keep_each_image_in_order(tmp_path, monkeypatc
     expected = [row for name in names for row in swift_expected(name, served)]
     assert_media_kept(out, MS_SWIFT, expected, served)
     assert asked and set(asked) == {DEMO_URL}
+
+
+# copy mode on the Ray engine (tests/test_engine_ray.py) and into a stored output -----------
+
+COPY_INPUTS = (
+    LLAMA_FACTORY / "mllm_demo.json",
+    LLAMA_FACTORY / "mllm_video_audio_demo.json",
+    XTUNER,
+)
+"""Real media: LLaMA-Factory's images, video and audio, and xtuner's photographs."""
+
+
+def write_copy_config(
+    path: Path, output: str | Path, inputs: tuple[Path, ...] = COPY_INPUTS
+) -> Path:
+    """A copy-mode run (`stages.media.copy`) of `inputs`: two splits of small shards, so
+    several shard tasks publish the same media."""
+    lines = [
+        "name: media-copy",
+        "inputs:",
+        *(f"  - path: {item}" for item in inputs),
+        "stages:",
+        "  lint: {fail_on: never}",
+        "  media: {copy: true}",
+        f"  tokenize: {{tokenizer: {SAMPLE_TOKENIZER}}}",
+        "  shard: {splits: {train: 0.7, test: 0.3}, rows_per_shard: 4}",
+        f"output: {output}",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def copied_media() -> dict[str, bytes]:
+    """The media/ files a copy-mode run of COPY_INPUTS publishes: each distinct file once,
+    named by its sha256 and its kind's extension."""
+    files = [*DEMO_MEDIA.glob("*.jpg"), DEMO_MEDIA / "4.mp4", DEMO_MEDIA / "4.mp3"]
+    files += (XTUNER / "resource").glob("*.jpg")
+    return {f"media/{sha256_of(p)}{p.suffix}": p.read_bytes() for p in files}
+
+
+def assert_media_published(files: dict[str, bytes]) -> None:
+    """An output's files (by relative path) hold copied_media() under media/, each listed
+    in the manifest with its size and sha256, and every media cell of its shards names one
+    of them."""
+    expected = copied_media()
+    assert {name: data for name, data in files.items() if name.startswith("media/")} == expected
+    manifest = orjson.loads(files["manifest.json"])
+    listed = {e["path"]: e for e in manifest["files"] if e["path"].startswith("media/")}
+    assert set(listed) == set(expected)
+    for name, data in expected.items():
+        assert listed[name]["sha256"] == hashlib.sha256(data).hexdigest() == name[6:-4]
+        assert listed[name]["bytes"] == len(data)
+    cells = []
+    for name, data in files.items():
+        if name.startswith("data/"):
+            table = pq.read_table(io.BytesIO(data))
+            for column in COLUMNS:
+                if column in table.column_names:
+                    cells += [c for row in table[column].to_pylist() for c in row or []]
+    assert len(cells) > len(expected)  # media used more than once
+    for cell in cells:
+        if cell["bytes"] is not None:
+            assert f"media/{hashlib.sha256(cell['bytes']).hexdigest()}" in {
+                n[:-4] for n in expected
+            }
+        else:
+            assert cell["path"] in expected
+
+
+def test_copy_mode_into_a_stored_output_publishes_each_media_once(s3, tmp_path):
+    """The output on a local S3 server (tests/object_store.py): media/ lands in the bucket
+    once each, the manifest hashes it, and the stored output is the local one."""
+    local = tmp_path / "local" / "out"
+    (tmp_path / "local").mkdir()
+    config = write_copy_config(tmp_path / "local" / "run.yaml", local)
+    result = CliRunner().invoke(main, ["run", str(config), "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    local_files = {
+        p.relative_to(local).as_posix(): p.read_bytes()
+        for p in sorted(local.rglob("*"))
+        if p.is_file() and ".work" not in p.relative_to(local).parts
+    }
+    assert_media_published(local_files)
+    url = f"{s3.url}/runs/out"
+    (tmp_path / "stored").mkdir()
+    config = write_copy_config(tmp_path / "stored" / "run.yaml", url)
+    result = CliRunner().invoke(main, ["run", str(config), "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    stored = s3.files("runs/out")
+    assert not [path for path in stored if path.startswith(".work")]
+    assert_media_published(stored)
+
+    def comparable(files: dict[str, bytes]) -> dict[str, bytes]:
+        manifest = orjson.loads(files["manifest.json"])
+        manifest["config"]["output"] = manifest["config_sha256"] = None
+        rest = {k: v for k, v in files.items() if k not in ("manifest.json", "README.md")}
+        return {**rest, "manifest.json": orjson.dumps(manifest)}
+
+    assert comparable(stored) == comparable(local_files)
+    verified = CliRunner().invoke(main, ["verify", url])
+    assert verified.exit_code == 0, verified.output
+
+
+@pytest.mark.parametrize("place", ["local", "stored"])
+def test_a_copy_mode_output_published_again_holds_only_its_own_media(tmp_path, place, request):
+    """media/ is one of the output's places (pipeline/output/folder.py MANAGED_DIRS): a
+    run published again over an earlier copy-mode output with fewer media removes the
+    media the new manifest does not list, as it does any other file, locally and on the
+    store."""
+    if place == "stored":
+        bucket = request.getfixturevalue("s3")
+        out: str | Path = f"{bucket.url}/out"
+    else:
+        out = tmp_path / "out"
+    first = write_copy_config(tmp_path / "first.yaml", out)
+    assert CliRunner().invoke(main, ["run", str(first)]).exit_code == 0
+    demo = (LLAMA_FACTORY / "mllm_demo.json",)
+    again = write_copy_config(tmp_path / "again.yaml", out, demo)
+    result = CliRunner().invoke(main, ["run", str(again)])
+    assert result.exit_code == 0, result.output
+    if place == "stored":
+        files = bucket.files("out")
+    else:
+        files = {
+            p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()
+        }
+    media = sorted(name for name in files if name.startswith("media/"))
+    assert media == sorted(f"media/{sha256_of(p)}.jpg" for p in DEMO_MEDIA.glob("*.jpg"))
+    verified = CliRunner().invoke(main, ["verify", str(out)])
+    assert verified.exit_code == 0, verified.output
