@@ -18,6 +18,7 @@ import shutil
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import orjson
 import pyarrow.parquet as pq
@@ -367,7 +368,7 @@ def test_ms_swift_fixtures_fetched_keep_each_image_in_order(tmp_path, monkeypatc
     asked = []
 
     class Response(io.BytesIO):
-        headers: dict[str, str] = {}  # noqa: RUF012
+        headers: ClassVar[dict[str, str]] = {}
 
     def fake(request, timeout):
         asked.append(request.full_url)
