@@ -25,6 +25,7 @@ from tests.cluster_gate import add_gate, gate_of
 from tests.conftest import REPO
 from tests.engine_work import convert_part, note_prepared, numbered_task, tree_bytes
 from tests.realdata_mix import write_mix_config
+from tests.test_media_real import assert_media_published, write_copy_config
 from tests.test_run import QUICKSTART, output_files, run_cli
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install '.[ray]')")
@@ -377,4 +378,15 @@ def test_a_preference_run_writes_the_same_bytes_on_ray(tmp_path: Path, ray_addre
     )
     expected, on_ray = _on_both_engines(config, tmp_path)
     assert any(name.startswith("data/train-") for name in expected)
+    same_but_engine(expected, on_ray)
+
+
+def test_copy_mode_writes_the_same_media_on_ray(tmp_path: Path, ray_address: str) -> None:
+    """Issue 38: `stages.media.copy` on real media (LLaMA-Factory's images, video and
+    audio, xtuner's photographs), small shards in two splits: Ray's workers check and copy
+    them, its shard tasks publish media/ once each, and every file (shards, manifest,
+    media/) is the local engine's."""
+    config = write_copy_config(tmp_path / "copy.yaml", tmp_path / "unused")
+    expected, on_ray = _on_both_engines(config, tmp_path)
+    assert_media_published(expected)
     same_but_engine(expected, on_ray)

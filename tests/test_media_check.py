@@ -450,3 +450,82 @@ def test_mms_curate_checks_media_as_convert_does(media_folder, tmp_path, check):
         assert orjson.loads(line)["code"] == "media_missing"
     else:
         assert kept == ["good", "gone"] and not rejected.exists()
+
+
+@pytest.fixture
+def no_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every internet socket connection and name lookup refused, in this process and the
+    workers it forks: each attempt is noted in the file this gives (empty: none) and
+    raises. Local (Unix) sockets stay open: workers may talk through them."""
+    import socket
+
+    noted = tmp_path / "network-attempts.txt"
+    noted.touch()
+
+    def refuse(what: str) -> None:
+        with open(noted, "a") as out:
+            out.write(f"{what}\n")
+        raise OSError(f"no network in this test: {what}")
+
+    connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: object) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            refuse(f"connect {address}")
+        connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    monkeypatch.setattr(socket.socket, "connect_ex", lambda self, address: refuse(str(address)))
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: refuse(f"lookup {args}"))
+    return noted
+
+
+URLS = [
+    ("https_url", {"type": "image", "url": "https://example.com/cat.png"}),
+    ("s3_url", {"type": "image", "url": "s3://bucket/cat.png"}),
+]
+
+
+@pytest.mark.parametrize("command", ["convert", "run"])
+def test_the_commands_quarantine_bad_media_by_default_offline(
+    media_folder, tmp_path, no_network, command
+):
+    """`mms convert` and `mms run` with their default media options: each bad media's record
+    quarantined with its code (missing, wrong kind, truncated, too large, outside the
+    folder, bad data), the good ones kept, URLs kept unread, and nothing touches the
+    network."""
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    (tmp_path / "secret.png").write_bytes(png())
+    cases = [(name, part, code) for name, part, code in CASES] + [
+        (name, part, None) for name, part in URLS
+    ]
+    write_input(media_folder, [record(name, part) for name, part, _ in cases])
+    limit = len(png(size=(300, 300))) - 1
+    if command == "convert":
+        out = tmp_path / "out" / "t.jsonl"
+        args = ["convert", str(media_folder / "threads.jsonl"), "-o", str(out)]
+        result = CliRunner().invoke(main, [*args, "--max-media-bytes", str(limit)])
+        threads = [orjson.loads(x) for x in out.read_bytes().splitlines()]
+        rejected = out.with_suffix(".rejected.jsonl")
+    else:
+        media = f"media: {{max_bytes: {limit}}}"
+        stages = ("lint: {fail_on: never}", "dedup: {enabled: false}", media)  # `data` is `good`
+        config = write_config(tmp_path, "media", media_folder / "threads.jsonl", *stages)
+        out = tmp_path / "out"
+        result = run_cli(str(config), "-o", str(out), "--workers", "2")
+        threads = _rows(out)
+        for thread in threads:
+            thread["meta"] = orjson.loads(thread["meta"])
+        rejected = out / "quarantine" / "rejected.jsonl"
+    assert result.exit_code == 0, result.output
+    lines = [orjson.loads(x) for x in rejected.read_bytes().splitlines()]
+    kept = sorted(name for name, _, code in cases if code is None)
+    assert sorted(t["id"] for t in threads) == kept
+    codes = {line["locator"].rsplit(":", 1)[1]: line["code"] for line in lines}
+    assert codes == {str(i + 1): code for i, (_, _, code) in enumerate(cases) if code is not None}
+    unread = {t["id"]: t["meta"]["media_checked"] for t in threads if t["id"].endswith("_url")}
+    assert unread == {"https_url": [None], "s3_url": [None]}
+    assert no_network.read_text() == ""

@@ -24,8 +24,8 @@ from pipeline.tokenize import IGNORE, Renderer, load_tokenizer
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
 MLLM_DEMO = REPO / "tests" / "data" / "realdata" / "llamafactory" / "mllm_demo.json"
-"""LLaMA-Factory's data/mllm_demo.json, a byte-for-byte copy (PROVENANCE.txt beside it);
-its images (mllm_demo_data/*.jpg) are not copied: the tests draw stand-ins."""
+"""LLaMA-Factory's data/mllm_demo.json and the images it names (mllm_demo_data/*.jpg),
+byte-for-byte copies (PROVENANCE.txt beside them)."""
 
 
 def _thread() -> Thread:
@@ -95,17 +95,14 @@ def test_a_text_only_tokenizer_ships_no_placeholder(tmp_path):
 
 
 def _mllm_run(tmp_path: Path, *flags: str) -> tuple[Path, Path, list[dict]]:
-    """`mms run` on LLaMA-Factory's mllm demo, with small stand-in images (and `flags`)."""
-    from PIL import Image
-
+    """`mms run` on LLaMA-Factory's mllm demo and its real images (copied to `in/`), with
+    `flags`."""
     inputs = tmp_path / "in"
     (inputs / "mllm_demo_data").mkdir(parents=True)
     shutil.copy(MLLM_DEMO, inputs / MLLM_DEMO.name)
     records = json.loads(MLLM_DEMO.read_text())
-    names = sorted({path for record in records for path in record["images"]})
-    colours = ["red", "green", "blue", "yellow"]
-    for number, name in enumerate(names):
-        Image.new("RGB", (20 + number, 16), colours[number % 4]).save(inputs / name)
+    for name in sorted({path for record in records for path in record["images"]}):
+        shutil.copy(MLLM_DEMO.parent / name, inputs / name)
     config = tmp_path / "run.yaml"
     config.write_text(
         f"""name: mllm

@@ -298,6 +298,7 @@ IN_MANAGED_PLACES = {
     "tokenizer/my.json": b"{}\n",
     "quarantine/rejected.jsonl": b"user quarantine\n",
     "reports/mine.md": b"user report\n",
+    "media/mine.png": b"user media\n",
     "manifest.json": b'{"mine": 1}\n',
 }
 IN_MANAGED_PLACES_TOP = (
@@ -305,6 +306,7 @@ IN_MANAGED_PLACES_TOP = (
     "tokenizer",
     "quarantine",
     "reports",
+    "media",
     ".work",
     "README.md",
     "manifest.json",

@@ -51,9 +51,9 @@ overwrite_option: Decorator = click.option(
     is_flag=True,
     help="Write into a folder that holds files mms did not write (or that were changed "
     "since): mms then replaces and removes what is in its places there (data/, tokenizer/, "
-    "quarantine/, reports/, README.md, manifest.json) and says what; anything else in the "
-    "folder is kept. Without it, mms writes only into an empty folder or its own output, "
-    "and removes only files its earlier manifest lists, unchanged.",
+    "quarantine/, reports/, media/, README.md, manifest.json) and says what; anything else "
+    "in the folder is kept. Without it, mms writes only into an empty folder or its own "
+    "output, and removes only files its earlier manifest lists, unchanged.",
 )
 
 

@@ -2,10 +2,10 @@
 staging folder inside its work directory, and published at the end.
 
 Only the folder's managed places (`data/`, `tokenizer/`, `quarantine/`, `reports/`,
-`README.md`, `manifest.json`, and the work directory `.work/`) are ever written; anything
-else in it is never touched. A folder is ours when an earlier mms command left its
-manifest there (which lists every file it published, with its sha256) or its work
-directory. Claiming a folder refuses, before anything is written:
+`media/` (copy mode), `README.md`, `manifest.json`, and the work directory `.work/`) are
+ever written; anything else in it is never touched. A folder is ours when an earlier mms
+command left its manifest there (which lists every file it published, with its sha256) or
+its work directory. Claiming a folder refuses, before anything is written:
 - a symbolic link among the managed places or inside them (nothing is written or removed
   through a link);
 - a non-empty folder that is not ours, and files in the managed places that mms did not
@@ -41,7 +41,10 @@ STAGING_DIR = "publish"
 """The staging folder under the work directory: the output as it will be published."""
 WORK_MARKER = "MMS_WORK_DIR"
 """The file that says a work directory is ours (written when the folder is claimed)."""
-MANAGED_DIRS = ("data", "tokenizer", "quarantine", "reports")
+MANAGED_DIRS = ("data", "tokenizer", "quarantine", "reports", "media")
+"""The folders mms publishes into (`media/`: the media a copy-mode run copied, DESIGN §3),
+and so owns: what an earlier output listed there is replaced or removed, anything else
+there is refused unless --overwrite, and readers of a stored output fetch from them."""
 MANAGED_FILES = (CARD_FILE, MANIFEST_FILE)
 _REMOVING = re.compile(r"^\.work-removing-[0-9a-f]{32}$")
 """A work directory being removed: renamed first, so no half-removed one is ever read."""
