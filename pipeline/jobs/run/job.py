@@ -51,7 +51,7 @@ from pipeline.jobs.run.reduce import Progress, reduce_parts
 from pipeline.jobs.run.stages import Side, run_stages, shard_schema
 from pipeline.jobs.verify import Verification, verify_output
 from pipeline.lint import LintReport
-from pipeline.output.files import discard_if_none
+from pipeline.output.files import discard_if_none, remove_stale_temps
 from pipeline.output.folder import OutputFolder, Publication
 from pipeline.output.manifest import listed_files, versions
 from pipeline.output.shards import Shard
@@ -376,6 +376,7 @@ def _run(
             repeated=repeated,
         )
     counts, shards, report = reduced.counts, reduced.shards, reduced.report
+    remove_stale_temps(staging)  # a killed worker's half-written shard or media copy
     discard_if_none(staging / REJECTED_FILE, counts.quarantined_total)
     discard_if_none(staging / DROPPED_FILE, counts.dropped_total)
     reports = write_reports(staging, report)
