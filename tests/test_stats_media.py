@@ -1,7 +1,9 @@
 """Media in `mms stats` (issue 38): per kind the media, the threads holding one, per role,
-and their sizes where known, from the shards' `media` column; count tables that merge
-shard by shard; nothing at all for text-only shards (their figures stay the bytes they
-were: tests/test_output_bytes.py pins the quickstart's)."""
+and their sizes where known, from the shards' `media` column; without it (an objective's
+rows, packed sequences) per kind from the `images` / `audios` / `videos` columns, roles
+not known; count tables that merge shard by shard; nothing at all for text-only shards
+(their figures stay the bytes they were: tests/test_output_bytes.py pins the
+quickstart's)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,9 +23,15 @@ from jsonschema import Draft202012Validator
 from pipeline.cli import main
 from pipeline.jobs.stats.compute import compute_stats, shard_tables, split_figures
 from pipeline.mms import Media, Message, Thread, threads_to_arrow
+from pipeline.output.media_columns import MEDIA_CELL
 from pipeline.output.stats_html import write_stats_html
 from pipeline.output.stats_markdown import stats_markdown
 from tests.conftest import REPO
+from tests.test_media_rows import (
+    _rows,
+    _run,
+    inputs,  # noqa: F401 (fixture)
+)
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"x" * 92).decode()  # 100 bytes
 SCHEMA = Draft202012Validator(json.loads((REPO / "schemas" / "stats.schema.json").read_text()))
@@ -192,3 +201,94 @@ def test_figures_are_the_threads_media_counted_in_any_number_of_shards(tmp_path_
     )
     for figures in found["kinds"].values():
         assert sum(r["media"] for r in figures["roles"].values()) == figures["media"]
+
+
+def _kind_shard(path: Path, rows: list[dict[str, list[dict]]]) -> str:
+    """A shard of rows with kind columns alone (no `media` column), as an objective's or
+    a packed output's: `rows` maps each column (`images` ...) to its cells."""
+    columns = sorted({name for row in rows for name in row})
+    table = pa.table(
+        {
+            name: pa.array([row.get(name, []) for row in rows], pa.list_(MEDIA_CELL))
+            for name in columns
+        }
+        | {"id": [str(i) for i in range(len(rows))]}
+    )
+    pq.write_table(table, path)
+    return str(path)
+
+
+def test_media_of_rows_without_a_media_column_come_from_their_kind_columns(tmp_path):
+    """Per kind: the media, the rows holding one and the embedded bytes; roles are said
+    not to be known, and the figures merge shard by shard."""
+    image = {"bytes": b"x" * 10, "path": "media/a.png"}
+    rows = [
+        {"images": [image, {"bytes": None, "path": "b.png"}], "audios": [image]},
+        {"images": [], "audios": []},
+        {"images": [image]},
+    ]
+    shards = [_kind_shard(tmp_path / f"{i}.parquet", [row]) for i, row in enumerate(rows)]
+    found = split_figures([shard_tables(path) for path in shards])["media"]
+    assert found == {
+        "counted_from": "kind_columns",
+        "media": 4,
+        "rows": 2,
+        "sized": 3,
+        "bytes": 30,
+        "kinds": {
+            "audio": {"media": 1, "rows": 1, "sized": 1, "bytes": 10, "roles": None},
+            "image": {"media": 3, "rows": 2, "sized": 2, "bytes": 20, "roles": None},
+        },
+    }
+    stats = compute_stats({"all": [_kind_shard(tmp_path / "all.parquet", rows)]})
+    assert stats["splits"]["all"]["media"] == found
+    SCHEMA.validate(stats)
+    markdown = stats_markdown(stats)
+    assert "the role of the message holding each media is not known" in markdown
+    assert "| media | media | rows | known size |" in markdown
+    assert "| `image` | 3 | 2 | 20 bytes (2 of 3) |" in markdown
+    page = tmp_path / "stats.html"
+    with page.open("w") as out:
+        write_stats_html(stats, out)
+    html = page.read_text()
+    assert '<th class="n">rows</th>' in html and "is not known" in html
+    empty = compute_stats({"all": [_kind_shard(tmp_path / "none.parquet", [rows[1]])]})
+    assert "media" not in empty["splits"]["all"]
+
+
+@pytest.mark.parametrize(
+    ("tokenize", "stages"),
+    [
+        ("objective: preference", ""),  # a pair holds its prompt's and both answers' images
+        ("objective: unpaired_preference", ""),
+        ("objective: prompt", ""),
+        ("max_tokens: 128", "  pack: {seq_len: 128}\n"),
+    ],
+)
+def test_mms_stats_counts_an_objectives_or_a_packed_outputs_media(
+    inputs,  # noqa: F811 (the fixture)
+    tmp_path,
+    tokenize,
+    stages,
+):
+    """`mms stats` of `mms run` outputs without a `media` column: their rows' images,
+    counted per row, sized by their embedded bytes."""
+    out = _run(inputs, tmp_path / "out", tokenize, stages=stages)
+    shard_rows = _rows(out)
+    images = [cell for row in shard_rows for cell in row["images"]]
+    result = CliRunner().invoke(main, ["stats", str(out), "--output-format", "json"])
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.output)
+    SCHEMA.validate(stats)
+    figures = {
+        "media": len(images),
+        "rows": sum(1 for row in shard_rows if row["images"]),
+        "sized": len(images),
+        "bytes": sum(len(cell["bytes"]) for cell in images),
+    }
+    assert stats["splits"]["train"]["media"] == {
+        "counted_from": "kind_columns",
+        **figures,
+        "kinds": {"image": {**figures, "roles": None}},
+    }
+    assert figures["media"] > figures["rows"] > 0  # a row holding several counts once

@@ -19,8 +19,10 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.media.check import MEDIA_DIR
 from pipeline.mms import MEDIA_COLUMN
 from pipeline.objectives import objective_of
 from pipeline.output.card import CardStats, dataset_card, license_fields
@@ -44,7 +46,7 @@ from pipeline.output.manifest import (
     published_files,
     write_manifest,
 )
-from pipeline.output.media_columns import MEDIA_CELL, kind_columns
+from pipeline.output.media_columns import MEDIA_CELL, kind_columns, where_media_are
 from pipeline.output.overlap import refuse_inputs_in_managed_places, refuse_output_in_managed_place
 from pipeline.output.shards import Shard, ShardWriter, split_files
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, TOKENIZER_DIR, shipped_renderer
@@ -250,7 +252,15 @@ def _card(
         renderer=tokenizer_record["renderer"],
         tokens=stats["tokens"],
         trained_tokens=sum(s.trained for s in result.splits.values()),
-        training=training_facts(tokenizer_record, zero_weight_messages=0),
+        training=training_facts(
+            tokenizer_record,
+            zero_weight_messages=0,
+            media_cells=_media_cells(
+                [output / DATA_DIR / s.name for shards in result.shards.values() for s in shards],
+                source,
+            ),
+            packed=True,
+        ),
         packing=stats,
         formats={},
         capabilities={},
@@ -273,6 +283,37 @@ def _card(
     )
     with atomic_text_output(output / CARD_FILE) as handle:
         handle.write(card)
+
+
+def _media_cells(paths: list[Path], source: Path) -> str:
+    """The card's sentence on what the packed shards' media cells hold: the source's cells
+    as they are, read back (its manifest cannot tell a run that embedded its media from
+    one that read none). `mms pack` copies no `media/`: a path there is the source's."""
+    embedded = copied = True
+    for path in paths:
+        file = pq.ParquetFile(path)
+        columns = kind_columns(file.schema_arrow.names)
+        if not columns:
+            continue
+        for batch in file.iter_batches(columns=columns):
+            for column in batch.columns:
+                cells = pc.list_flatten(column)
+                without = pc.invert(pc.is_valid(pc.struct_field(cells, "bytes")))
+                paths_of = pc.filter(pc.struct_field(cells, "path"), without)
+                embedded = embedded and not pc.any(without).as_py()
+                copied = (
+                    copied
+                    and pc.all(pc.starts_with(paths_of, f"{MEDIA_DIR}/")).as_py() is not False
+                )
+    if embedded:
+        return where_media_are(embedded=True, copied=False, checked_meta=False)
+    if copied:
+        return (
+            f"Each cell holds its media's path, `{MEDIA_DIR}/<sha256>.<ext>`, relative to "
+            f"`{source.name}`, the output these rows were packed from: its `{MEDIA_DIR}/` "
+            "folder holds each media once (`mms pack` copies none)."
+        )
+    return where_media_are(embedded=False, copied=False)
 
 
 def _source_inputs(source: Path) -> list[dict[str, Any]]:

@@ -26,7 +26,14 @@ The rows of the other objectives (pipeline/objectives) come padded, with the sam
 guarantees (a row is a pair, a completion or a prompt): a preference batch holds each
 pair's `prompt + chosen` then each pair's `prompt + rejected` (2 x batch_size rows), an
 unpaired one `prompt + completion` with its `label`, a prompt one the prompts padded on
-the left with their `reference`."""
+the left with their `reference`.
+
+Media (DESIGN §7): every batch row carries, per media column of the shards (`images`,
+`audios`, `videos`), the media whose placeholders stand in its ids, in order: a row of
+threads or a packed sequence its list as the shard holds it; an objective's batch row
+the part of its row's list its id columns hold (a pair's chosen row the prompt's then the
+chosen answer's media, its rejected row the prompt's then the rejected answer's), cut at
+the placeholders of the tokenizer record's `media_tokens`."""
 
 from __future__ import annotations
 
@@ -39,6 +46,7 @@ from typing import Any, Literal
 
 import numpy as np
 import orjson
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -100,9 +108,9 @@ class OutputLoader:
     epoch: int = 0
     decode: bool = False
     """Rows with media (DESIGN §7): their batches carry `images` (`audios`, `videos`), a
-    list per row of its media in placeholder order, as the shards hold them (`{bytes,
-    path}` references); with `decode`, images as PIL images (audio and video stay
-    references: their decoding is the processor's)."""
+    list per batch row of the media whose placeholders its ids hold, in order, as the
+    shards hold them (`{bytes, path}` references); with `decode`, images as PIL images
+    (audio and video stay references: their decoding is the processor's)."""
     media_root: str | Path | None = None
     """The folder a relative media path resolves against, for `decode`: the output folder
     by default (where its `media/` is), the input's folder for paths as a source wrote
@@ -137,6 +145,11 @@ class OutputLoader:
             raise LoaderError(f"{folder} is packed: load it with mode='packed'")
         if self.pad_id is None:
             self.pad_id = shipped_pad_id(folder)
+        self._placeholders: dict[str, int] = {}
+        """Each media column's placeholder id, to cut an objective row's media per batch
+        row (rows of threads and packed sequences hold theirs as they are)."""
+        if self.objective != "sft" and self.media_columns:
+            self._placeholders = shipped_placeholders(folder, self.media_columns)
         self._skip = 0
         self._yielded = 0
         self.overlong_rows = 0
@@ -242,12 +255,21 @@ class OutputLoader:
     def _batches(self) -> Iterator[Batch]:
         assert self.pad_id is not None
         if self.objective != "sft":
+            width = len(OBJECTIVE_COLUMNS[self.objective])
             rows = self._shuffled(self._objective_rows())
             for chunk in _chunks(rows, self.batch_size):
-                yield {
-                    **_objective_batch(self.objective, chunk, self.pad_id),
-                    _THREADS: np.int64(0),
-                }
+                batch = _objective_batch(
+                    self.objective, [row[:width] for row in chunk], self.pad_id
+                )
+                sides = OBJECTIVE_SIDES[self.objective]
+                for number, name in enumerate(self.media_columns):
+                    media = [
+                        _sides_media(row, sides, row[width + number], self._placeholders[name])
+                        for row in chunk
+                    ]
+                    cells = [row_media[side] for side in range(len(sides)) for row_media in media]
+                    batch[name] = self._media_cells(cells, name)
+                yield {**batch, _THREADS: np.int64(0)}
             return
         rows = self._shuffled(self._rows())
         if self.mode == "padded":
@@ -303,11 +325,11 @@ class OutputLoader:
     def _objective_rows(self) -> Iterator[Any]:
         """This consumer's rows of another objective than sft, as `_objective_batch` takes
         them."""
-        columns = OBJECTIVE_COLUMNS[self.objective]
+        columns = [*OBJECTIVE_COLUMNS[self.objective], *self.media_columns]
         files: dict[Path, pq.ParquetFile] = {}
         for group, start, stop in self.share().slices:
             file = files.setdefault(group.path, pq.ParquetFile(group.path))
-            table = file.read_row_group(group.index, columns=list(columns))
+            table = file.read_row_group(group.index, columns=columns)
             yield from zip(*(_cells(table[name], start, stop) for name in columns), strict=True)
 
     def _shuffled(self, rows: Iterator[Any]) -> Iterator[Any]:
@@ -408,6 +430,16 @@ OBJECTIVE_COLUMNS = {
     "prompt": ("prompt_ids", "reference", "id"),
 }
 """The columns the loader reads for each objective's batches."""
+OBJECTIVE_SIDES: dict[str, tuple[tuple[int, ...], ...]] = {
+    "preference": ((0, 1), (0, 3)),
+    "unpaired_preference": ((0, 1),),
+    "prompt": ((0,),),
+}
+"""The batch rows an objective's row gives, in batch order, each as the positions (in
+OBJECTIVE_COLUMNS) of the id columns it joins: a pair's `prompt + chosen` rows come before
+its `prompt + rejected` rows (`preference_batch`). A row's media lists follow its id
+columns in position order (pipeline/objectives/media.py), each column's placeholders in
+turn."""
 
 
 def open_image(cell: dict[str, Any], root: Path) -> Any:
@@ -429,10 +461,10 @@ def open_image(cell: dict[str, Any], root: Path) -> Any:
 
 
 def _cells(column: Any, start: int, stop: int) -> Iterator[Any]:
-    """A column's values of rows [start, stop): int32 lists as numpy copies (a held view
-    would keep its row group in memory), other values as Python's."""
+    """A column's values of rows [start, stop): int lists as numpy copies (a held view
+    would keep its row group in memory), other values (media lists too) as Python's."""
     column = column.combine_chunks().slice(start, stop - start)
-    if not hasattr(column, "offsets"):
+    if not pa.types.is_list(column.type) or not pa.types.is_integer(column.type.value_type):
         yield from column.to_pylist()
         return
     offsets = column.offsets.to_numpy()
@@ -470,6 +502,25 @@ def _objective_batch(objective: str, rows: list[Any], pad_id: int) -> dict[str, 
     return {**batch, "label": np.array([row[3] for row in rows], dtype=bool)}
 
 
+def _sides_media(
+    row: tuple[Any, ...],
+    sides: tuple[tuple[int, ...], ...],
+    cells: list[Any] | None,
+    placeholder: int,
+) -> list[list[Any]]:
+    """The media of `cells` (an objective row's list of one kind) for each batch row of
+    `sides` (OBJECTIVE_SIDES): the list cut at each id column's placeholders, in position
+    order as the row holds them, and each side's parts joined."""
+    cells = cells or []
+    held: dict[int, list[Any]] = {}
+    first = 0
+    for position in sorted({position for side in sides for position in side}):
+        count = int(np.count_nonzero(row[position] == placeholder))
+        held[position] = cells[first : first + count]
+        first += count
+    return [[cell for position in side for cell in held[position]] for side in sides]
+
+
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
     chunk: list[Any] = []
     for item in items:
@@ -481,13 +532,34 @@ def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-def shipped_pad_id(folder: Path) -> int:
-    """The id of the pad token the output's tokenizer/ names (mms_special_tokens.json)."""
+def shipped_placeholders(folder: Path, columns: list[str]) -> dict[str, int]:
+    """The placeholder id of each media column of `columns`, from the output's tokenizer
+    record (`media_tokens`): what cuts an objective row's media per batch row."""
+    record_file, record = _tokenizer_record(folder)
+    media = record.get("media_tokens") or {}
+    placeholders = {}
+    for kind, column in MEDIA_SHARD_COLUMNS.items():
+        number = (media.get(kind) or {}).get("id")
+        if column in columns:
+            if not isinstance(number, int):
+                raise LoaderError(f"{record_file} names no {kind} placeholder for {column}")
+            placeholders[column] = number
+    return placeholders
+
+
+def _tokenizer_record(folder: Path) -> tuple[Path, dict[str, Any]]:
+    """The output's tokenizer/mms_special_tokens.json, its path and its record."""
     record_file = folder / "tokenizer" / "mms_special_tokens.json"
     try:
         record = orjson.loads(record_file.read_bytes())
     except (OSError, orjson.JSONDecodeError) as err:
         raise LoaderError(f"{record_file}: {err}") from None
+    return record_file, record
+
+
+def shipped_pad_id(folder: Path) -> int:
+    """The id of the pad token the output's tokenizer/ names (mms_special_tokens.json)."""
+    record_file, record = _tokenizer_record(folder)
     pad_id = record.get("pad_id")
     if not record.get("pad_token") or not isinstance(pad_id, int):
         raise LoaderError(f"{record_file} names no pad token (and id): give pad_id")

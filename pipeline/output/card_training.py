@@ -56,6 +56,8 @@ class TrainingFacts(TypedDict):
     """Each media kind's placeholder token and id, when the rows hold media."""
     media_cells: str
     """What a media cell holds (pipeline/output/media_columns.py `where_media_are`)."""
+    packed: bool
+    """The rows are packed sequences of threads (`mms pack`, a run's pack stage)."""
 
 
 def training_facts(
@@ -63,9 +65,11 @@ def training_facts(
     zero_weight_messages: int,
     objective: str = "sft",
     media_cells: str = where_media_are(embedded=False, copied=False),
+    *,
+    packed: bool = False,
 ) -> TrainingFacts:
-    """The card's training facts, from the manifest's record of the shipped tokenizer and
-    what the shards' media cells hold."""
+    """The card's training facts, from the manifest's record of the shipped tokenizer,
+    what the shards' media cells hold and whether the rows are packed."""
     vocabulary = tokenizer["vocabulary"]
     special = tokenizer["special_tokens"]
     return TrainingFacts(
@@ -78,6 +82,7 @@ def training_facts(
         objective=objective,
         media_tokens=tokenizer.get("media_tokens"),
         media_cells=media_cells,
+        packed=packed,
     )
 
 
@@ -183,25 +188,66 @@ from trl import {names}
 ```"""
 
 
+_MEDIA_ROWS = {
+    "sft": (
+        "`input_ids`",
+        "each in placeholder order",
+        "They also carry the threads' `media` column (each media's message, kind, source "
+        "and MIME type).",
+    ),
+    "packed": (
+        "`input_ids`",
+        "each its threads' media one thread after the other (in `ids` order), in placeholder order",
+        "A packed row holds no messages, so no threads' `media` column.",
+    ),
+    "preference": (
+        "token columns (`prompt_ids`, `chosen_ids`, `rejected_ids`)",
+        "each the prompt's media, then the chosen answer's, then the rejected answer's, in "
+        "placeholder order: the chosen side's media are the prompt's and the chosen "
+        "answer's, the rejected side's the prompt's and the rejected answer's",
+        "A pair is cut from two threads into `prompt`, `chosen` and `rejected` messages, "
+        "so it holds no threads' `media` column.",
+    ),
+    "unpaired_preference": (
+        "token columns (`prompt_ids`, `completion_ids`)",
+        "each the prompt's media, then the completion's, in placeholder order",
+        "A labelled completion is cut from its thread into `prompt` and `completion` "
+        "messages, so it holds no threads' `media` column.",
+    ),
+    "prompt": (
+        "`prompt_ids`",
+        "each the prompt's media in placeholder order",
+        "A prompt row is cut from its thread into `prompt` messages, so it holds no "
+        "threads' `media` column.",
+    ),
+}
+"""Per kind of row (an objective's, or `packed`): the columns its placeholders stand in,
+what its media lists hold, and the sentence on the threads' `media` column."""
+
+
 def _media_section(facts: TrainingFacts) -> str:
-    """What a VLM trainer needs of rows with media: the placeholders and the columns."""
+    """What a VLM trainer needs of rows with media: the placeholders and the columns, as
+    this output's kind of row (threads, an objective's rows, packed sequences) holds them."""
     media = facts.get("media_tokens")
     if not media:
         return ""
     tokens = ", ".join(
         f"`{entry['token']}` (id {entry['id']}) for {kind}" for kind, entry in media.items()
     )
-    return f"""## Media
-
-A row's media stand in its `input_ids` as one placeholder token each, in order, where
-they stand among the text: {tokens}. Placeholders are never trained (label -100). How
-many tokens a media becomes is the model's processor's business: it expands each
-placeholder into the media's tokens (its `image_token`, `audio_token` and `video_token`
-are the placeholders: `tokenizer/tokenizer_config.json` names them under
-`extra_special_tokens`, where transformers' processors look). The rows carry their media
-beside `input_ids`, one list per kind in placeholder order (`images`, `audios`,
-`videos`: `datasets` Image, Audio and Video features, each a `{{bytes, path}}` cell, as
-TRL's VLM trainers and LLaMA-Factory read them), and the threads' `media` column (each
-media's message, kind, source and MIME type). {facts["media_cells"]}
-
-"""
+    kind = "packed" if facts.get("packed") else facts.get("objective", "sft")
+    ids, lists, thread_column = _MEDIA_ROWS[kind]
+    sentences = [
+        f"A row's media stand in its {ids} as one placeholder token each, in order, where "
+        f"they stand among the text: {tokens}.",
+        "Placeholders are never trained (label -100).",
+        "How many tokens a media becomes is the model's processor's business: it expands "
+        "each placeholder into the media's tokens (its `image_token`, `audio_token` and "
+        "`video_token` are the placeholders: `tokenizer/tokenizer_config.json` names them "
+        "under `extra_special_tokens`, where transformers' processors look).",
+        "The rows carry their media in one list column per kind (`images`, `audios`, "
+        "`videos`: `datasets` Image, Audio and Video features, each a `{bytes, path}` cell, "
+        f"as TRL's VLM trainers and LLaMA-Factory read them), {lists}.",
+        thread_column,
+        facts["media_cells"],
+    ]
+    return "## Media\n\n" + "\n".join(sentences) + "\n\n"

@@ -26,9 +26,11 @@ FEATURE_TYPES: dict[str, str] = {"image": "Image", "audio": "Audio", "video": "V
 """Each kind's Hugging Face `datasets` feature type (the card declares a list of it)."""
 
 
-def where_media_are(embedded: bool, copied: bool) -> str:
+def where_media_are(embedded: bool, copied: bool, *, checked_meta: bool = True) -> str:
     """The card's sentence on what a media cell holds, for a run that embedded the media's
-    bytes in the shards and/or copied them into the output's media/ (neither: paths)."""
+    bytes in the shards and/or copied them into the output's media/ (neither: paths);
+    `checked_meta`: the rows keep their `meta` (packed sequences do not), whose
+    `media_checked` names the sources of embedded media."""
     if embedded:
         where = (
             "Each cell holds the media's bytes, so the rows load anywhere (`datasets`, "
@@ -36,6 +38,8 @@ def where_media_are(embedded: bool, copied: bool) -> str:
         )
         if copied:
             return where + ", a file of this output too."
+        if not checked_meta:
+            return where + "."
         return where + " (`meta.media_checked` names each media's source)."
     if copied:
         return (

@@ -274,6 +274,7 @@ def _split(number: int, name: str, figures: Mapping[str, Any]) -> dict[str, Any]
         "charts": shown,
         "groups": _groups(figures.get("by")),
         "media": _media_rows(figures.get("media")),
+        "media_from_kind_columns": bool((figures.get("media") or {}).get("counted_from")),
     }
 
 
@@ -284,16 +285,18 @@ def _media_rows(media: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
     rows = [_media_row("all", None, media)]
     for kind, found in media.get("kinds", {}).items():
         rows.append(_media_row(kind, None, found))
-        rows += [_media_row(kind, role, r) for role, r in found.get("roles", {}).items()]
+        rows += [_media_row(kind, role, r) for role, r in (found.get("roles") or {}).items()]
     return rows
 
 
 def _media_row(kind: str, role: str | None, found: Mapping[str, Any]) -> dict[str, Any]:
+    """One media table row; `holders` the threads holding one, or the rows (figures
+    counted from the kind columns)."""
     return {
         "kind": kind,
         "role": role,
         "media": _count(found.get("media")),
-        "threads": _count(found.get("threads")),
+        "holders": _count(found.get("threads", found.get("rows"))),
         "size": media_size(found),
     }
 

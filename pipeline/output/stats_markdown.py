@@ -70,6 +70,8 @@ def _table(first: str, rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
 def _media(media: dict[str, Any]) -> list[str]:
     """Per kind and role: media, threads holding one, known size (inline data's decoded
     bytes and recorded sizes; how many media it covers when not all)."""
+    if media.get("counted_from"):
+        return _kind_media(media)
     lines = ["| media | role | media | threads | known size |", "|---|---|---:|---:|---:|"]
     rows = [("all", "all", media)]
     for kind, found in media["kinds"].items():
@@ -80,6 +82,23 @@ def _media(media: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {shown} | {role} | {found['media']:,} | {found['threads']:,} | {_size(found)} |"
         )
+    return lines
+
+
+def _kind_media(media: dict[str, Any]) -> list[str]:
+    """Media counted from the rows' kind columns (no thread `media` column): per kind,
+    media, rows holding one, embedded bytes; no roles, which those columns do not tell."""
+    lines = [
+        "Counted from the rows' `images` / `audios` / `videos` columns: the role of the "
+        "message holding each media is not known; rows are the shards' rows (pairs, "
+        "completions, prompts or packed sequences); known size: embedded bytes.",
+        "",
+        "| media | media | rows | known size |",
+        "|---|---:|---:|---:|",
+    ]
+    rows = [("all", media), *((f"`{kind}`", found) for kind, found in media["kinds"].items())]
+    for kind, found in rows:
+        lines.append(f"| {kind} | {found['media']:,} | {found['rows']:,} | {_size(found)} |")
     return lines
 
 

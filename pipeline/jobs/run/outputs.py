@@ -245,7 +245,11 @@ def _card_stats(
         "trained_tokens": counts.trained_tokens if renderer else None,
         "training": (
             training_facts(
-                tokenizer, counts.zero_weight_messages, _objective(config), _media_cells(config)
+                tokenizer,
+                counts.zero_weight_messages,
+                _objective(config),
+                _media_cells(config, packed=packing is not None),
+                packed=packing is not None,
             )
             if tokenizer
             else None
@@ -296,12 +300,14 @@ def _losses(counts: Account) -> Losses:
     )
 
 
-def _media_cells(config: RunConfig) -> str:
-    """What the run's media cells hold (the card's sentence)."""
+def _media_cells(config: RunConfig, *, packed: bool) -> str:
+    """What the run's media cells hold (the card's sentence; `packed` rows keep no `meta`)."""
     media = config.stages.media
     if media is None:
         return where_media_are(embedded=False, copied=False)
-    return where_media_are(media.stages_copies and media.embed, media.reads and media.copy)
+    return where_media_are(
+        media.stages_copies and media.embed, media.reads and media.copy, checked_meta=not packed
+    )
 
 
 def _objective(config: RunConfig) -> str:

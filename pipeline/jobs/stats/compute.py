@@ -20,7 +20,12 @@ from pipeline.jobs.stats.capabilities import (
     shard_capabilities,
 )
 from pipeline.jobs.stats.files import StatsError, role_token_id, shard_files
-from pipeline.jobs.stats.media import media_figures, merge_media, shard_media
+from pipeline.jobs.stats.media import (
+    media_figures,
+    merge_media,
+    shard_kind_media,
+    shard_media,
+)
 from pipeline.jobs.stats.objectives import (
     merge_objective_counts,
     objective_figures,
@@ -62,7 +67,10 @@ class ShardTables:
     capabilities: pl.DataFrame | None
     objectives: dict[str, Any] | None
     media: pl.DataFrame | None = None
-    """Media per (kind, role), when the shard has a `media` column holding some."""
+    """Media per (kind, role), when the shard has a `media` column holding some; else per
+    kind, from its kind columns (`images` ...) when they hold some."""
+    media_from_kind_columns: bool = False
+    """`media` was counted from the kind columns (no `media` column: roles not known)."""
 
 
 def shard_tables(path: str, by: str | None = None, role_id: int | None = None) -> ShardTables:
@@ -74,6 +82,7 @@ def shard_tables(path: str, by: str | None = None, role_id: int | None = None) -
     objective: str | None = objective_of(columns)
     objective = None if objective == "sft" else objective
     with_roles = role_id is not None and shape.messages and shape.tokenized and not shape.packed
+    from_kind_columns = "media" not in columns
     return ShardTables(
         shape,
         objective,
@@ -81,7 +90,8 @@ def shard_tables(path: str, by: str | None = None, role_id: int | None = None) -
         shard_role_tokens(path, role_id) if with_roles and role_id is not None else None,
         shard_capabilities(path) if shape.messages else None,
         shard_objective_counts(path, objective) if objective is not None else None,
-        shard_media(path) if "media" in columns else None,
+        shard_kind_media(path) if from_kind_columns else shard_media(path),
+        from_kind_columns,
     )
 
 
@@ -93,6 +103,7 @@ def split_figures(tables: Sequence[ShardTables], by: str | None = None) -> dict[
     """The figures of a split from its shards' count tables (at least one)."""
     shape, objective = tables[0].shape, tables[0].objective
     counts = roles = capabilities = objectives = media = None
+    from_kind_columns = False
     for each in tables:
         counts = merge_counts(counts, each.counts)
         if each.roles is not None:
@@ -103,6 +114,7 @@ def split_figures(tables: Sequence[ShardTables], by: str | None = None) -> dict[
             objectives = merge_objective_counts(objectives, each.objectives)
         if each.media is not None:
             media = merge_media(media, each.media)
+            from_kind_columns = each.media_from_kind_columns
     assert counts is not None
     whole = ungrouped(counts) if by is not None else counts
     figures = next(iter(thread_figures(whole, shape).values()))
@@ -110,7 +122,9 @@ def split_figures(tables: Sequence[ShardTables], by: str | None = None) -> dict[
         figures["roles"] = role_figures(roles)
     if capabilities is not None:
         figures["capabilities"] = capability_figures(capabilities)
-    found_media = media_figures(media) if media is not None else None
+    found_media = (
+        media_figures(media, from_kind_columns=from_kind_columns) if media is not None else None
+    )
     if found_media is not None:
         figures["media"] = found_media
     if objective is not None:

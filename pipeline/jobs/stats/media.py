@@ -7,7 +7,14 @@ A size is known for inline data (its decoded bytes, from the length of its base6
 for a media whose struct records one in a `size` field (bytes; a later step that reads
 the files may write it); a path or URL without it counts as media of unknown size, so
 `sized` says how many media `bytes` covers. Shards without the column, or whose media
-column holds none, give no table: text-only figures stay as they were."""
+column holds none, give no table: text-only figures stay as they were.
+
+Shards without a `media` column but with the kind columns (`images`, `audios`, `videos`:
+an objective's rows and packed sequences, DESIGN §7) are counted from those instead: per
+kind, the media, the rows holding one and the sizes of embedded bytes. Their cells do not
+say which message held a media, so their figures say the roles are not known (`roles`
+null) and count rows (a pair, a completion, a prompt or a packed sequence), not threads
+(`counted_from`, `rows`)."""
 
 from __future__ import annotations
 
@@ -15,11 +22,15 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS
+
 MEDIA_COLUMN = "media"
 SIZE_FIELD = "size"
 """A media struct field that records its size in bytes, when a step knows it."""
 KEYS = ("kind", "role")
 SUMS = ("media", "sized", "bytes", "threads")
+FROM_KIND_COLUMNS = "kind_columns"
+"""`counted_from` of figures counted from the kind columns (no `media` column)."""
 
 
 def shard_media(path: str) -> pl.DataFrame | None:
@@ -68,6 +79,52 @@ def shard_media(path: str) -> pl.DataFrame | None:
     ).select(*KEYS, *SUMS)
 
 
+def shard_kind_media(path: str) -> pl.DataFrame | None:
+    """One shard's media counted from its kind columns (`images` ...), for shards without
+    a `media` column: rows (kind, role null) and (null, null) as `shard_media` gives, whose
+    `threads` counts the rows holding one and whose sizes are the embedded bytes' lengths.
+    None when the shard has no kind column or they hold no media."""
+    frame = pl.scan_parquet(path)
+    schema = frame.collect_schema()
+    kinds = {
+        kind: column
+        for kind, column in MEDIA_SHARD_COLUMNS.items()
+        if isinstance(schema.get(column), pl.List)
+    }
+    if not kinds:
+        return None
+    held = {
+        kind: pl.col(column).list.len().fill_null(0).cast(pl.Int64)
+        for kind, column in kinds.items()
+    }
+    selected = [pl.sum_horizontal(*held.values()).gt(0).sum().alias("rows")]
+    for kind, column in kinds.items():
+        data = pl.col(column).list.eval(pl.element().struct.field("bytes"))
+        embedded = data.list.eval(pl.element().is_not_null().cast(pl.Int64))
+        lengths = data.list.eval(pl.element().bin.size().cast(pl.Int64))
+        selected += [
+            held[kind].sum().alias(f"{kind}.media"),
+            held[kind].gt(0).sum().alias(f"{kind}.threads"),
+            embedded.list.sum().sum().alias(f"{kind}.sized"),
+            lengths.list.sum().sum().alias(f"{kind}.bytes"),
+        ]
+    found = frame.select(selected).collect(engine="streaming").row(0, named=True)
+    counts = {
+        kind: {name: int(found[f"{kind}.{name}"] or 0) for name in SUMS}
+        for kind in kinds
+        if found[f"{kind}.media"]
+    }
+    if not counts:
+        return None
+    total = {name: sum(each[name] for each in counts.values()) for name in SUMS}
+    total["threads"] = int(found["rows"])
+    table = pl.DataFrame(
+        [{"kind": kind, **each} for kind, each in counts.items()] + [{"kind": None, **total}],
+        schema={"kind": pl.String, **dict.fromkeys(SUMS, pl.Int64)},
+    )
+    return table.with_columns(pl.lit(None, pl.String).alias("role")).select(*KEYS, *SUMS)
+
+
 def _size(item: pl.Expr, fields: set[str]) -> pl.Expr:
     """A media's size in bytes when known: a recorded `size`, else inline data's decoded
     length (base64 digits x 3/4), else null."""
@@ -101,9 +158,12 @@ def merge_media(counts: pl.DataFrame | None, more: pl.DataFrame) -> pl.DataFrame
     return pl.concat([counts, more]).group_by(list(KEYS)).agg(pl.col(name).sum() for name in SUMS)
 
 
-def media_figures(counts: pl.DataFrame) -> dict[str, Any] | None:
+def media_figures(
+    counts: pl.DataFrame, *, from_kind_columns: bool = False
+) -> dict[str, Any] | None:
     """The split's media figures: totals, and per kind its totals and roles (None when
-    the counts hold no media)."""
+    the counts hold no media). Counted `from_kind_columns` (`shard_kind_media`): marked
+    so (`counted_from`), `rows` for `threads`, and per kind `roles` null (not known)."""
     rows = {(r["kind"], r["role"]): r for r in counts.iter_rows(named=True)}
     total = rows.get((None, None))
     if total is None or not total["media"]:
@@ -111,12 +171,18 @@ def media_figures(counts: pl.DataFrame) -> dict[str, Any] | None:
     kinds: dict[str, Any] = {}
     for kind in sorted({kind for kind, _ in rows if kind is not None}):
         roles = sorted(role for k, role in rows if k == kind and role is not None)
+        if from_kind_columns:
+            kinds[kind] = {**_figures(rows[(kind, None)], "rows"), "roles": None}
+            continue
         kinds[kind] = {
             **_figures(rows[(kind, None)]),
             "roles": {role: _figures(rows[(kind, role)]) for role in roles},
         }
+    if from_kind_columns:
+        return {"counted_from": FROM_KIND_COLUMNS, **_figures(total, "rows"), "kinds": kinds}
     return {**_figures(total), "kinds": kinds}
 
 
-def _figures(row: dict[str, Any]) -> dict[str, int]:
-    return {name: int(row[name] or 0) for name in SUMS}
+def _figures(row: dict[str, Any], holders: str = "threads") -> dict[str, int]:
+    """A count row's figures, its `threads` named `holders` (what holds the media)."""
+    return {(holders if name == "threads" else name): int(row[name] or 0) for name in SUMS}
