@@ -1,8 +1,8 @@
 """The card's "Media" section says what each kind of row holds (issue 38, DESIGN §7): rows
 of threads carry the threads' `media` column beside their kind columns; an objective's
 rows and packed sequences have no such column, and their placeholders stand in their own
-token columns; a packed output's cells are described as they are (its rows keep no `meta`,
-`mms pack` copies no media/)."""
+token columns; a packed output's cells are described as they are (its rows keep no `meta`;
+`mms pack` of a copy-mode output copies the media its rows name)."""
 
 from __future__ import annotations
 
@@ -110,3 +110,35 @@ def test_mms_pack_of_unembedded_threads_says_the_cells_hold_paths(
     section = _media_section(again)
     assert "Each cell holds its media's path as the source wrote it" in section
     assert EMBEDDED not in section
+
+
+def test_mms_pack_of_a_copy_mode_output_carries_the_media_its_rows_name(
+    inputs,  # noqa: F811 (the fixture)
+    tmp_path,
+):
+    """A copy-mode source without embedding: the packed output has its own media/ (each
+    file a packed cell names, listed in its manifest), so it stands alone and verifies."""
+    import orjson
+    import pyarrow.parquet as pq
+
+    threads = tmp_path / "threads"
+    _run(inputs, threads, "max_tokens: 128", stages="  media: {copy: true, embed: false}\n")
+    again = tmp_path / "again"
+    result = CliRunner().invoke(main, ["pack", str(threads), "--seq-len", "128", "-o", str(again)])
+    assert result.exit_code == 0, result.output
+    named = {
+        cell["path"]
+        for shard in (again / "data").glob("*.parquet")
+        for row in pq.read_table(shard, columns=["images"]).to_pylist()
+        for cell in row["images"]
+    }
+    assert named and all(cell.startswith("media/") for cell in named)
+    assert {f"media/{p.name}" for p in (again / "media").iterdir()} == named
+    for path in named:
+        assert (again / path).read_bytes() == (threads / path).read_bytes()
+    listed = {
+        entry["path"] for entry in orjson.loads((again / "manifest.json").read_bytes())["files"]
+    }
+    assert named <= listed
+    assert "relative to this output: its `media/` folder" in _media_section(again)
+    assert CliRunner().invoke(main, ["verify", str(again)]).exit_code == 0

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.media.check import MEDIA_DIR
+from pipeline.media.check import MEDIA_DIR, content_address
 from pipeline.mms import MEDIA_COLUMN
 from pipeline.objectives import objective_of
 from pipeline.output.card import CardStats, dataset_card, license_fields
@@ -187,6 +187,8 @@ def _ship(
     """The tokenizer of the source, the card and the manifest of the packed output,
     written into the staging folder (the manifest last); `name`: the output folder's."""
     shutil.copytree(source / TOKENIZER_DIR, staging / TOKENIZER_DIR)
+    packed = [staging / DATA_DIR / s.name for shards in result.shards.values() for s in shards]
+    _copy_media(packed, source, staging)
     source_manifest = source / MANIFEST_FILE
     inputs = [
         input_record(path, "parquet", recorded_as=f"{source.name}/data/{path.name}")
@@ -257,7 +259,7 @@ def _card(
             zero_weight_messages=0,
             media_cells=_media_cells(
                 [output / DATA_DIR / s.name for shards in result.shards.values() for s in shards],
-                source,
+                output,
             ),
             packed=True,
         ),
@@ -285,11 +287,8 @@ def _card(
         handle.write(card)
 
 
-def _media_cells(paths: list[Path], source: Path) -> str:
-    """The card's sentence on what the packed shards' media cells hold: the source's cells
-    as they are, read back (its manifest cannot tell a run that embedded its media from
-    one that read none). `mms pack` copies no `media/`: a path there is the source's."""
-    embedded = copied = True
+def _path_cells(paths: list[Path]) -> Iterator[pa.Array]:
+    """The paths of the packed shards' media cells that hold no bytes, a batch at a time."""
     for path in paths:
         file = pq.ParquetFile(path)
         columns = kind_columns(file.schema_arrow.names)
@@ -299,21 +298,40 @@ def _media_cells(paths: list[Path], source: Path) -> str:
             for column in batch.columns:
                 cells = pc.list_flatten(column)
                 without = pc.invert(pc.is_valid(pc.struct_field(cells, "bytes")))
-                paths_of = pc.filter(pc.struct_field(cells, "path"), without)
-                embedded = embedded and not pc.any(without).as_py()
-                copied = (
-                    copied
-                    and pc.all(pc.starts_with(paths_of, f"{MEDIA_DIR}/")).as_py() is not False
-                )
+                yield pc.filter(pc.struct_field(cells, "path"), without)
+
+
+def _copy_media(paths: list[Path], source: Path, staging: Path) -> None:
+    """Copy into the packed output's media/ each file of the source's media/ a packed cell
+    names by its content address without embedding it (a copy-mode source), so the packed
+    output stands alone; its manifest lists them as a run's."""
+    names = {
+        named[0]
+        for found in _path_cells(paths)
+        for path in found.drop_null().to_pylist()
+        if (named := content_address(path)) is not None
+    }
+    for name in sorted(names):
+        copy = source / MEDIA_DIR / name
+        if copy.is_file():
+            (staging / MEDIA_DIR).mkdir(exist_ok=True)
+            shutil.copyfile(copy, staging / MEDIA_DIR / name)
+
+
+def _media_cells(paths: list[Path], output: Path) -> str:
+    """The card's sentence on what the packed shards' media cells hold: the source's cells
+    as they are, read back (its manifest cannot tell a run that embedded its media from
+    one that read none), their copies in this output's media/ when it has them."""
+    embedded = copied = True
+    for found in _path_cells(paths):
+        embedded = embedded and len(found) == 0
+        names = [content_address(path) for path in found.to_pylist()]
+        copied = copied and all(
+            named is not None and (output / MEDIA_DIR / named[0]).is_file() for named in names
+        )
     if embedded:
         return where_media_are(embedded=True, copied=False, checked_meta=False)
-    if copied:
-        return (
-            f"Each cell holds its media's path, `{MEDIA_DIR}/<sha256>.<ext>`, relative to "
-            f"`{source.name}`, the output these rows were packed from: its `{MEDIA_DIR}/` "
-            "folder holds each media once (`mms pack` copies none)."
-        )
-    return where_media_are(embedded=False, copied=False)
+    return where_media_are(embedded=False, copied=copied)
 
 
 def _source_inputs(source: Path) -> list[dict[str, Any]]:
