@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from pipeline.loader import OutputLoader
-from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS
+from pipeline.mms.media_columns import MEDIA_SHARD_COLUMNS
 from tests.test_media_rows import (
     PROMPTS,
     _names,

@@ -283,7 +283,7 @@ def test_verify_finds_media_cells_that_disagree_with_the_ids_or_their_names(tmp_
     row holds fewer images than placeholders, fails `mms verify`, naming the row."""
     import pyarrow as pa
 
-    from pipeline.output.media_columns import MEDIA_CELL
+    from pipeline.mms.media_columns import MEDIA_CELL
 
     out, _, _ = _mllm_run(tmp_path)
     [shard] = sorted((out / "data").glob("*.parquet"))

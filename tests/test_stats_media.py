@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator
 from pipeline.cli import main
 from pipeline.jobs.stats.compute import compute_stats, shard_tables, split_figures
 from pipeline.mms import Media, Message, Thread, threads_to_arrow
-from pipeline.output.media_columns import MEDIA_CELL
+from pipeline.mms.media_columns import MEDIA_CELL
 from pipeline.output.stats_html import write_stats_html
 from pipeline.output.stats_markdown import stats_markdown
 from tests.conftest import REPO

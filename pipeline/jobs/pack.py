@@ -24,9 +24,10 @@ import pyarrow.parquet as pq
 
 from pipeline.media.check import MEDIA_DIR, content_address
 from pipeline.mms import MEDIA_COLUMN
+from pipeline.mms.media_columns import MEDIA_CELL, kind_columns
 from pipeline.objectives import objective_of
 from pipeline.output.card import CardStats, dataset_card, license_fields
-from pipeline.output.card_training import training_facts
+from pipeline.output.card_training import training_facts, where_media_are
 from pipeline.output.files import (
     atomic_output,
     atomic_text_output,
@@ -46,7 +47,6 @@ from pipeline.output.manifest import (
     published_files,
     write_manifest,
 )
-from pipeline.output.media_columns import MEDIA_CELL, kind_columns, where_media_are
 from pipeline.output.overlap import refuse_inputs_in_managed_places, refuse_output_in_managed_place
 from pipeline.output.shards import Shard, ShardWriter, split_files
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, TOKENIZER_DIR, shipped_renderer

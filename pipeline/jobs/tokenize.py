@@ -21,6 +21,13 @@ from pipeline.jobs.read import ReadSpec, files_to_read, read
 from pipeline.media.check import MEDIA_DIR, content_address
 from pipeline.mms import MEDIA_COLUMN, media_to_arrow
 from pipeline.mms.groups import GROUP_DROP
+from pipeline.mms.media_columns import (
+    MEDIA_SHARD_COLUMNS,
+    kind_fields,
+    media_fields,
+    with_embedded_bytes,
+    with_media_columns,
+)
 from pipeline.objectives import SCHEMAS
 from pipeline.output.files import atomic_output, discard_if_none
 from pipeline.output.folder import OutputFolder, Publication
@@ -33,13 +40,6 @@ from pipeline.output.manifest import (
     json_sha256,
     published_files,
     write_manifest,
-)
-from pipeline.output.media_columns import (
-    MEDIA_SHARD_COLUMNS,
-    kind_fields,
-    media_fields,
-    with_embedded_bytes,
-    with_media_columns,
 )
 from pipeline.output.overlap import refuse_inputs_in_managed_places, refuse_output_in_managed_place
 from pipeline.output.shards import ROW_GROUP_ROWS, SHARD_ROWS, Shard, ShardWriter

@@ -20,10 +20,10 @@ import yaml
 
 from pipeline.media.check import content_address
 from pipeline.mms import MEDIA_COLUMN, Thread, normalize_thread_dict
+from pipeline.mms.media_columns import MEDIA_SHARD_COLUMNS, kind_columns
 from pipeline.objectives.views import SftView, placed_media, sft_views
 from pipeline.output.files import file_sha256
 from pipeline.output.manifest import CARD_FILE
-from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS, kind_columns
 from pipeline.output.shards import split_files
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, shipped_renderer
 from pipeline.tokenize import IGNORE, TokenizerLoadError

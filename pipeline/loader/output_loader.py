@@ -59,9 +59,9 @@ from pipeline.loader.batches import (
     preference_batch,
     prompt_batch,
 )
+from pipeline.mms.media_columns import MEDIA_SHARD_COLUMNS
 from pipeline.objectives import objective_of
 from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
-from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS
 from pipeline.output.shards import split_files
 from pipeline.output.stored import fetch_stored_output
 from pipeline.packing.best_fit import WINDOW, BestFitPacker

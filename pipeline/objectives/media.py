@@ -2,7 +2,7 @@
 whose placeholders stand in its ids, in the order of its id columns (`prompt_ids`, then
 `chosen_ids` and `rejected_ids`, or `completion_ids`), as TRL's DPO, KTO and GRPO VLM
 datasets hold an `images` column per row. The media lists are cut from the SFT rows'
-(pipeline/output/media_columns.py `with_media_columns` made them, one per placeholder a
+(pipeline/mms/media_columns.py `with_media_columns` made them, one per placeholder a
 row kept), never made here: a prompt's media are those of the messages before its
 answer (`prompt_messages`)."""
 
@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.mms import MEDIA_COLUMN
+from pipeline.mms.media_columns import MEDIA_SHARD_COLUMNS, kind_columns
 from pipeline.objectives.lists import head, joined, tail, take_rows
-from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS, kind_columns
 from pipeline.tokenize.tables import PROMPT_MESSAGES
 
 _KIND_OF = {column: kind for kind, column in MEDIA_SHARD_COLUMNS.items()}

@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.output.media_columns import FEATURE_TYPES, MEDIA_CELL, MEDIA_SHARD_COLUMNS
+from pipeline.mms.media_columns import FEATURE_TYPES, MEDIA_CELL, MEDIA_SHARD_COLUMNS
 
 _MEDIA_KINDS = {column: kind for kind, column in MEDIA_SHARD_COLUMNS.items()}
 _DTYPES = {
@@ -42,7 +42,7 @@ def _fields(fields: list[pa.Field], where: str) -> list[dict[str, Any]]:
 
 
 def _media_or_feature(field: pa.Field, where: str) -> dict[str, Any]:
-    """A shard's media column (`images`, `audios`, `videos`: pipeline/output/media_columns.py)
+    """A shard's media column (`images`, `audios`, `videos`: pipeline/mms/media_columns.py)
     as a list of `datasets` Image, Audio or Video (decoded on access, as TRL reads them);
     any other column as its Arrow type."""
     kind = _MEDIA_KINDS.get(field.name) if not where else None

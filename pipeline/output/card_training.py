@@ -8,7 +8,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from pipeline.output.media_columns import where_media_are
 from pipeline.tokenize.renderer import STOP_TOKENS
 
 
@@ -35,6 +34,32 @@ _OBJECTIVE_TRAINING = {
 """What TRL trains each objective's rows with, as the card's snippet calls it."""
 
 
+def where_media_are(embedded: bool, copied: bool, *, checked_meta: bool = True) -> str:
+    """The card's sentence on what a media cell holds, for a run that embedded the media's
+    bytes in the shards and/or copied them into the output's media/ (neither: paths);
+    `checked_meta`: the rows keep their `meta` (packed sequences do not), whose
+    `media_checked` names the sources of embedded media."""
+    if embedded:
+        where = (
+            "Each cell holds the media's bytes, so the rows load anywhere (`datasets`, "
+            "TRL, the Hub), and its path: its content address, `media/<sha256>.<ext>`"
+        )
+        if copied:
+            return where + ", a file of this output too."
+        if not checked_meta:
+            return where + "."
+        return where + " (`meta.media_checked` names each media's source)."
+    if copied:
+        return (
+            "Each cell holds its media's path, `media/<sha256>.<ext>`, relative to this "
+            "output: its `media/` folder holds each media once."
+        )
+    return (
+        "Each cell holds its media's path as the source wrote it (relative to the folder "
+        "of its input file) or its URL; base64 media are embedded as bytes."
+    )
+
+
 class TrainingFacts(TypedDict):
     """What a trainer must know about the shipped tokenizer and the labels."""
 
@@ -55,7 +80,7 @@ class TrainingFacts(TypedDict):
     media_tokens: dict[str, dict[str, Any]] | None
     """Each media kind's placeholder token and id, when the rows hold media."""
     media_cells: str
-    """What a media cell holds (pipeline/output/media_columns.py `where_media_are`)."""
+    """What a media cell holds (pipeline/mms/media_columns.py `where_media_are`)."""
     packed: bool
     """The rows are packed sequences of threads (`mms pack`, a run's pack stage)."""
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.output.media_columns import kind_columns
+from pipeline.mms.media_columns import kind_columns
 
 PACKED_SCHEMA = pa.schema(
     [

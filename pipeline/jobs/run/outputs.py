@@ -24,7 +24,7 @@ from pipeline.output.card import (
     license_fields,
     lint_summary,
 )
-from pipeline.output.card_training import training_facts
+from pipeline.output.card_training import training_facts, where_media_are
 from pipeline.output.files import (
     atomic_output,
     atomic_text_output,
@@ -39,7 +39,6 @@ from pipeline.output.manifest import (
     published_files,
     write_manifest,
 )
-from pipeline.output.media_columns import where_media_are
 from pipeline.output.shards import Shard
 from pipeline.output.tokenizer import TOKENIZER_DIR, shipped_tokenizer_record
 from pipeline.sources.parts import InputPart

@@ -31,7 +31,7 @@ from pipeline.jobs.run.selection import Selections, SplitTotals, shard_count
 from pipeline.jobs.run.stages import reshaping_stages, row_schema, shard_schema
 from pipeline.media.check import MEDIA_DIR, content_address, write_once
 from pipeline.mms import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
-from pipeline.output.media_columns import with_embedded_bytes, with_media_columns
+from pipeline.mms.media_columns import with_embedded_bytes, with_media_columns
 from pipeline.output.shards import ROW_GROUP_ROWS, Shard, ShardWriter, shard_name
 from pipeline.packing import SEQUENCES_PER_SHARD, PackingStats
 from pipeline.stages.pack import Pack, PackSettings

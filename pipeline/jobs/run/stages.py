@@ -17,8 +17,8 @@ import pyarrow as pa
 from pipeline.lint import LintReport
 from pipeline.media import settings as media
 from pipeline.mms import MEDIA_COLUMN, THREAD_ARROW_SCHEMA, THREAD_MEDIA_ARROW_SCHEMA
+from pipeline.mms.media_columns import kind_fields, media_fields
 from pipeline.objectives import SCHEMAS
-from pipeline.output.media_columns import kind_fields, media_fields
 from pipeline.packing import PACKED_SCHEMA
 from pipeline.stages import dedup, filters, lint, normalize, pack, split, tokenize
 from pipeline.stages.contract import ConfigSlice, Stage
@@ -229,7 +229,7 @@ def row_schema(config: HasStages) -> pa.Schema:
 def shard_schema(config: HasStages, media: Sequence[str] = ()) -> pa.Schema:
     """The columns of the run's shards: its kept threads', its objective's rows or,
     packed, the sequences'. A run whose rows hold `media` (kinds) adds a list column per
-    kind (pipeline/output/media_columns.py), after the threads' media column on rows of
+    kind (pipeline/mms/media_columns.py), after the threads' media column on rows of
     threads (an objective's row and a packed sequence are no thread: DESIGN §7)."""
     tokenize = config.stages.tokenize
     if config.stages.pack:

@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.output.media_columns import MEDIA_SHARD_COLUMNS
+from pipeline.mms.media_columns import MEDIA_SHARD_COLUMNS
 
 MEDIA_COLUMN = "media"
 SIZE_FIELD = "size"

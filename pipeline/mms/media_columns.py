@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pyarrow as pa
 
-from pipeline.mms import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
+from pipeline.mms.arrow import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
 
 MEDIA_CELL = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 """A media as `datasets`' Image, Audio and Video features store one: its bytes (a run
@@ -24,32 +24,6 @@ MEDIA_SHARD_COLUMNS: dict[str, str] = {"image": "images", "audio": "audios", "vi
 """Each media kind's shard column, named as TRL and LLaMA-Factory name theirs."""
 FEATURE_TYPES: dict[str, str] = {"image": "Image", "audio": "Audio", "video": "Video"}
 """Each kind's Hugging Face `datasets` feature type (the card declares a list of it)."""
-
-
-def where_media_are(embedded: bool, copied: bool, *, checked_meta: bool = True) -> str:
-    """The card's sentence on what a media cell holds, for a run that embedded the media's
-    bytes in the shards and/or copied them into the output's media/ (neither: paths);
-    `checked_meta`: the rows keep their `meta` (packed sequences do not), whose
-    `media_checked` names the sources of embedded media."""
-    if embedded:
-        where = (
-            "Each cell holds the media's bytes, so the rows load anywhere (`datasets`, "
-            "TRL, the Hub), and its path: its content address, `media/<sha256>.<ext>`"
-        )
-        if copied:
-            return where + ", a file of this output too."
-        if not checked_meta:
-            return where + "."
-        return where + " (`meta.media_checked` names each media's source)."
-    if copied:
-        return (
-            "Each cell holds its media's path, `media/<sha256>.<ext>`, relative to this "
-            "output: its `media/` folder holds each media once."
-        )
-    return (
-        "Each cell holds its media's path as the source wrote it (relative to the folder "
-        "of its input file) or its URL; base64 media are embedded as bytes."
-    )
 
 
 def media_fields(kinds: Iterable[str]) -> list[pa.Field]:
