@@ -188,7 +188,7 @@ def _ship(
     written into the staging folder (the manifest last); `name`: the output folder's."""
     shutil.copytree(source / TOKENIZER_DIR, staging / TOKENIZER_DIR)
     packed = [staging / DATA_DIR / s.name for shards in result.shards.values() for s in shards]
-    _copy_media(packed, source, staging)
+    media_cells = _copy_media(packed, source, staging)
     source_manifest = source / MANIFEST_FILE
     inputs = [
         input_record(path, "parquet", recorded_as=f"{source.name}/data/{path.name}")
@@ -216,7 +216,7 @@ def _ship(
         else None,
     }
     tokenizer_record = orjson.loads((staging / TOKENIZER_DIR / SPECIAL_TOKENS_FILE).read_bytes())
-    _card(source, staging, name, result, stats, tokenizer_record)
+    _card(source, staging, name, result, stats, tokenizer_record, media_cells)
     manifest = build_manifest(
         inputs=inputs,
         config=config,
@@ -245,8 +245,10 @@ def _card(
     result: PackResult,
     stats: dict[str, Any],
     tokenizer_record: dict[str, Any],
+    media_cells: str,
 ) -> None:
-    """README.md: the dataset card of the packed output."""
+    """README.md: the dataset card of the packed output (`media_cells`: what its media
+    cells hold, `_copy_media`'s sentence)."""
     card_stats = CardStats(
         threads=stats["threads"],
         rows={split: sum(s.rows for s in shards) for split, shards in result.shards.items()},
@@ -257,10 +259,7 @@ def _card(
         training=training_facts(
             tokenizer_record,
             zero_weight_messages=0,
-            media_cells=_media_cells(
-                [output / DATA_DIR / s.name for shards in result.shards.values() for s in shards],
-                output,
-            ),
+            media_cells=media_cells,
             packed=True,
         ),
         packing=stats,
@@ -301,36 +300,24 @@ def _path_cells(paths: list[Path]) -> Iterator[pa.Array]:
                 yield pc.filter(pc.struct_field(cells, "path"), without)
 
 
-def _copy_media(paths: list[Path], source: Path, staging: Path) -> None:
+def _copy_media(paths: list[Path], source: Path, staging: Path) -> str:
     """Copy into the packed output's media/ each file of the source's media/ a packed cell
     names by its content address without embedding it (a copy-mode source), so the packed
-    output stands alone; its manifest lists them as a run's."""
-    names = {
-        named[0]
-        for found in _path_cells(paths)
-        for path in found.drop_null().to_pylist()
-        if (named := content_address(path)) is not None
-    }
-    for name in sorted(names):
+    output stands alone (its manifest lists them as a run's); returns the card's sentence
+    on what the cells hold, read back from them (the source's manifest cannot tell a run
+    that embedded its media from one that read none)."""
+    unembedded = [path for found in _path_cells(paths) for path in found.to_pylist()]
+    if not unembedded:
+        return where_media_are(embedded=True, copied=False, checked_meta=False)
+    named = [content_address(path) for path in unembedded]
+    for name in sorted({found[0] for found in named if found is not None}):
         copy = source / MEDIA_DIR / name
         if copy.is_file():
             (staging / MEDIA_DIR).mkdir(exist_ok=True)
             shutil.copyfile(copy, staging / MEDIA_DIR / name)
-
-
-def _media_cells(paths: list[Path], output: Path) -> str:
-    """The card's sentence on what the packed shards' media cells hold: the source's cells
-    as they are, read back (its manifest cannot tell a run that embedded its media from
-    one that read none), their copies in this output's media/ when it has them."""
-    embedded = copied = True
-    for found in _path_cells(paths):
-        embedded = embedded and len(found) == 0
-        names = [content_address(path) for path in found.to_pylist()]
-        copied = copied and all(
-            named is not None and (output / MEDIA_DIR / named[0]).is_file() for named in names
-        )
-    if embedded:
-        return where_media_are(embedded=True, copied=False, checked_meta=False)
+    copied = all(
+        found is not None and (staging / MEDIA_DIR / found[0]).is_file() for found in named
+    )
     return where_media_are(embedded=False, copied=copied)
 
 

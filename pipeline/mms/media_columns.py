@@ -88,19 +88,23 @@ def with_media_columns(
 def with_embedded_bytes(rows: pa.Table, read: Callable[[str], bytes | None]) -> pa.Table:
     """`rows` whose media cells without bytes carry `read(path)` (None: left a reference),
     each media column rebuilt; a table without media columns is returned as it is. Called
-    on a row group's rows at a time, so a shard's media are never all in memory."""
+    on a row group's rows at a time, so a shard's media are never all in memory; a media
+    many of them hold (the sides of a pair) is read once."""
+    read_once: dict[str, bytes | None] = {}
+
+    def embedded(cell: dict[str, bytes | str | None]) -> dict[str, bytes | str | None]:
+        path = cell["path"]
+        if cell["bytes"] is not None or not isinstance(path, str):
+            return cell
+        if path not in read_once:
+            read_once[path] = read(path)
+        return {"bytes": read_once[path], "path": path}
+
     for kind_column in MEDIA_SHARD_COLUMNS.values():
         if kind_column not in rows.column_names:
             continue
         cells = [
-            None
-            if row is None
-            else [
-                cell
-                if cell["bytes"] is not None or cell["path"] is None
-                else {"bytes": read(cell["path"]), "path": cell["path"]}
-                for cell in row
-            ]
+            None if row is None else [embedded(cell) for cell in row]
             for row in rows[kind_column].to_pylist()
         ]
         index = rows.schema.get_field_index(kind_column)
