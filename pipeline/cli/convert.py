@@ -14,6 +14,7 @@ from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
     media_options,
+    overwrite_file_option,
     read_spec,
     reading_media,
     split_option,
@@ -21,6 +22,7 @@ from pipeline.cli.options import (
     workers_option,
 )
 from pipeline.cli.output import (
+    Refusal,
     check_mark,
     exit_unbalanced,
     print_error,
@@ -30,6 +32,7 @@ from pipeline.cli.output import (
     safe,
     stderr,
 )
+from pipeline.cli.writes import writes
 from pipeline.engine import PartFailed
 from pipeline.formats import AUTO, ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
@@ -46,6 +49,7 @@ def _codes_help() -> str:
     return "\n".join(f"  {code:<16} {text}" for code, text in ERROR_CODES.items())
 
 
+@writes(output="file", quarantine="file")
 @click.command(
     "convert",
     epilog="\b\nExamples:\n"
@@ -64,7 +68,7 @@ def _codes_help() -> str:
     "-o",
     "--output",
     required=True,
-    type=click.Path(dir_okay=False),
+    metavar="FILE",
     help="MMS JSONL file to write (.gz or .zst to compress); `-` writes standard output "
     "(the summary goes to standard error, rejected records to --quarantine, default "
     "rejected.jsonl here).",
@@ -73,10 +77,11 @@ def _codes_help() -> str:
 @mapping_options
 @click.option(
     "--quarantine",
-    type=click.Path(dir_okay=False),
+    metavar="FILE",
     default=None,
     help="Where rejected records go (JSONL) [default: OUTPUT's name + .rejected.jsonl].",
 )
+@overwrite_file_option
 @click.option("--strict", is_flag=True, help="Exit 1 if any record was quarantined.")
 @click.option(
     "--max-record-bytes",
@@ -154,6 +159,7 @@ def convert_command(
     mapping_file: str | None,
     dataset_info: str | None,
     quarantine: str | None,
+    overwrite: bool,
     strict: bool,
     max_record_bytes: int,
     max_depth: int,
@@ -203,8 +209,11 @@ def convert_command(
                 quarantine=quarantine,
                 progress=update,
                 workers=worker_count(workers),
+                overwrite=overwrite,
             )
-    except (InputError, OutputPathError) as err:
+    except OutputPathError as err:
+        raise Refusal(str(err)) from None
+    except InputError as err:
         raise click.UsageError(str(err)) from None
     except PartFailed as err:
         print_error(err, "; nothing was written")

@@ -11,12 +11,14 @@ from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
     media_options,
+    overwrite_file_option,
     read_spec,
     reading_media,
     split_option,
 )
 from pipeline.cli.output import (
     ConfigProblem,
+    Refusal,
     check_mark,
     exit_unbalanced,
     print_error,
@@ -27,6 +29,7 @@ from pipeline.cli.output import (
     safe,
     stderr,
 )
+from pipeline.cli.writes import writes
 from pipeline.config_file import ConfigFileError
 from pipeline.jobs.curate import CurateResult, curate, load_curation_file
 from pipeline.output.files import OutputPathError
@@ -46,6 +49,7 @@ DROP_MEANINGS = {
 }
 
 
+@writes(output="file")
 @click.command(
     "curate",
     epilog="\b\nExamples:\n"
@@ -66,6 +70,7 @@ DROP_MEANINGS = {
     "Beside it: OUT.rejected.jsonl (records that are no thread) and OUT.dropped.jsonl "
     "(threads a stage left out, with the stage and the reason).",
 )
+@overwrite_file_option
 @click.option(
     "--config",
     "config_file",
@@ -115,6 +120,7 @@ DROP_MEANINGS = {
 def curate_command(
     inputs: tuple[str, ...],
     output: str,
+    overwrite: bool,
     config_file: str | None,
     redact_pii: bool,
     languages: str | None,
@@ -148,8 +154,10 @@ def curate_command(
     spec = reading_media(read_spec(inputs, input_format, split, hf_config), media_flags, output)
     try:
         with read_progress() as update:
-            result = curate(inputs, output, settings, spec, progress=update)
-    except (InputError, OutputPathError) as err:
+            result = curate(inputs, output, settings, spec, progress=update, overwrite=overwrite)
+    except OutputPathError as err:
+        raise Refusal(str(err)) from None
+    except InputError as err:
         raise click.UsageError(str(err)) from None
     except PluginError as err:
         print_error(err, "; nothing was written")

@@ -7,8 +7,9 @@ import sys
 
 import click
 
-from pipeline.cli.options import input_format_option
+from pipeline.cli.options import input_format_option, overwrite_file_option
 from pipeline.cli.output import (
+    Refusal,
     check_mark,
     exit_unbalanced,
     print_inputs,
@@ -16,6 +17,7 @@ from pipeline.cli.output import (
     safe,
     stderr,
 )
+from pipeline.cli.writes import writes
 from pipeline.jobs.convert import STDOUT
 from pipeline.jobs.export import TARGETS, ExportResult, export, writes_lines
 from pipeline.jobs.read import ReadSpec
@@ -27,6 +29,7 @@ SHOWN_LEFT_OUT = 10
 """Threads left out that the summary names one by one."""
 
 
+@writes(output="file-or-folder", quarantine="file")
 @click.command(
     "export",
     epilog="\b\nExamples:\n"
@@ -61,10 +64,11 @@ SHOWN_LEFT_OUT = 10
 @input_format_option("Input format; `auto` detects it per file (MMS JSONL is `mms`).")
 @click.option(
     "--quarantine",
-    type=click.Path(dir_okay=False),
+    metavar="FILE",
     default=None,
     help="Where records that cannot be read go (JSONL) [default: OUT's name + .rejected.jsonl].",
 )
+@overwrite_file_option
 @click.option(
     "--strict",
     is_flag=True,
@@ -76,6 +80,7 @@ def export_command(
     output: str,
     input_format: str,
     quarantine: str | None,
+    overwrite: bool,
     strict: bool,
 ) -> None:
     """Write the threads of INPUT files (MMS JSONL, or any format convert reads) as
@@ -90,13 +95,22 @@ def export_command(
     or another token that ends a message) is left out and named in the summary.
     """
     if output.lower().endswith(".txt"):
-        raise click.UsageError(
-            "-o names a .txt file, but one file holds one transcript: give a folder "
+        raise Refusal(
+            f"-o {output} names a .txt file, but one file holds one transcript: give a folder "
             "(one .txt per thread) or a .jsonl file"
         )
     try:
-        result = export(inputs, output, ReadSpec(input_format), to=target, quarantine=quarantine)
-    except (InputError, OutputPathError) as err:
+        result = export(
+            inputs,
+            output,
+            ReadSpec(input_format),
+            to=target,
+            quarantine=quarantine,
+            overwrite=overwrite,
+        )
+    except OutputPathError as err:
+        raise Refusal(str(err)) from None
+    except InputError as err:
         raise click.UsageError(str(err)) from None
     _print_summary(result, target)
     stats = result.account

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import click
 
+from pipeline.cli.writes import writes
 from pipeline.formats import AUTO, FORMATS
 from pipeline.formats.suggest import suggest_mapping
 from pipeline.jobs.read import detect_file, first_records
 from pipeline.wording import visible
 
 
+@writes()
 @click.command(
     "formats",
     epilog="\b\nExamples:\n  mms formats\n  mms formats --detect data/train.jsonl\n"

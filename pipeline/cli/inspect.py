@@ -14,6 +14,7 @@ from rich.console import Console
 from pipeline.accounting import Account
 from pipeline.cli.options import given, input_format_option, train_on_option
 from pipeline.cli.output import output_argument, stderr
+from pipeline.cli.writes import writes
 from pipeline.jobs.read import ReadSpec, read
 from pipeline.mms import Thread
 from pipeline.output.hub import is_hub_output
@@ -30,6 +31,7 @@ from pipeline.tokenize.inspect import (
 from pipeline.wording import visible
 
 
+@writes()
 @click.command(
     "inspect",
     epilog="\b\nExamples:\n"

@@ -13,6 +13,7 @@ from pipeline.cli.options import (
     input_format_option,
     media_options,
     media_settings,
+    overwrite_file_option,
     read_spec,
     split_option,
     worker_count,
@@ -20,14 +21,15 @@ from pipeline.cli.options import (
 )
 from pipeline.cli.output import (
     ConfigProblem,
+    Refusal,
     print_error,
     print_refused,
     read_progress,
     safe,
     stderr,
 )
+from pipeline.cli.writes import writes
 from pipeline.engine import PartFailed
-from pipeline.jobs.convert import check_output_file
 from pipeline.jobs.lint import lint
 from pipeline.lint import ConfigError, LintReport, UnknownRuleError, load_config, select_rules
 from pipeline.lint.baseline import Baseline
@@ -36,11 +38,13 @@ from pipeline.lint.report import gating_severities
 from pipeline.lint.reports import OUTPUT_FORMATS, write_report
 from pipeline.lint.reports.text import concise_line
 from pipeline.media import MediaSettings
-from pipeline.output.files import OutputPathError, atomic_text_output
+from pipeline.output.files import OutputPathError
+from pipeline.output.guard import OwnedFile, claim_file
 from pipeline.sources import InputError
 from pipeline.wording import plural
 
 
+@writes(output="file")
 @click.command(
     "lint",
     epilog="\b\nExamples:\n"
@@ -87,10 +91,11 @@ from pipeline.wording import plural
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False),
+    metavar="FILE",
     default=None,
     help="Write the report to this file instead of standard output.",
 )
+@overwrite_file_option
 @click.option(
     "--fail-on",
     type=click.Choice(FAIL_ON),
@@ -127,6 +132,7 @@ def lint_command(
     output_format: str,
     max_findings: int | None,
     output: str | None,
+    overwrite: bool,
     fail_on: str | None,
     statistics: bool,
     baseline_file: str | None,
@@ -164,8 +170,10 @@ def lint_command(
     except UnknownRuleError as err:
         raise click.UsageError(str(err)) from None
     try:
-        if output is not None:
-            check_output_file(output)
+        report_file = claim_file(output, overwrite=overwrite) if output is not None else None
+    except OutputPathError as err:
+        raise Refusal(f"-o: {err}") from None
+    try:
         with read_progress() as update:
             report = lint(
                 inputs,
@@ -175,13 +183,15 @@ def lint_command(
                 workers=worker_count(workers),
                 outputs=[output] if output is not None else [],
             )
-    except (InputError, OutputPathError) as err:
+    except OutputPathError as err:
+        raise Refusal(str(err)) from None
+    except InputError as err:
         raise click.UsageError(str(err)) from None
     except PartFailed as err:
         print_error(err, "; no report was written")
         sys.exit(1)
     print_refused(report.stats.refused_files)
-    _write_report(report, output_format, output, statistics, max_findings)
+    _write_report(report, output_format, report_file, statistics, max_findings)
     if baseline is not None:
         sys.exit(_gate_on_new(report, baseline, baseline_file or ""))
     if report.failed():
@@ -218,7 +228,7 @@ def _codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
 def _write_report(
     report: LintReport,
     output_format: str,
-    output: str | None,
+    output: OwnedFile | None,
     statistics: bool,
     max_findings: int | None,
 ) -> None:
@@ -233,11 +243,11 @@ def _write_report(
             max_findings=max_findings,
         )
         return
-    with atomic_text_output(output) as out:
+    with output.open_text() as out:
         write_report(report, output_format, out, statistics=statistics, max_findings=max_findings)
     summary = report.summary()
     stderr.print(
-        f"Wrote the {output_format} report to {safe(output)}: {summary['findings']:,} findings "
+        f"Wrote the {output_format} report to {safe(output.path)}: {summary['findings']:,} findings "
         f"({report.errors:,} errors, {report.warnings:,} warnings) in {summary['threads']:,} "
         f"threads from {summary['records']:,} records"
     )

@@ -56,6 +56,14 @@ overwrite_option: Decorator = click.option(
     "output, and removes only files its earlier manifest lists, unchanged.",
 )
 
+overwrite_file_option: Decorator = click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace a file mms did not write (or that was changed since). Without it, mms "
+    "replaces only a file it wrote itself (an earlier run of a command), and refuses "
+    "anything else.",
+)
+
 
 def worker_count(given: int | None) -> int:
     """The --workers a command runs with: the number given, else one per CPU."""

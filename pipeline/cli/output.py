@@ -147,14 +147,19 @@ def output_argument(name: str) -> Path:
     return folder
 
 
-class ConfigProblem(click.ClickException):
-    """A config file, or what it names, that cannot be used: `error: ...` and exit 2,
-    without click's usage lines (the command line itself was right)."""
+class Refusal(click.ClickException):
+    """What a command refuses before any work (a path it must not write, an unusable
+    setting): `error: ...` on one line and exit 2, without click's usage lines (the
+    command line itself parsed)."""
 
     exit_code = 2
 
     def show(self, file: object = None) -> None:
         print_error(self.message)
+
+
+class ConfigProblem(Refusal):
+    """A config file, or what it names, that cannot be used."""
 
 
 def print_error(message: object, after: str = "") -> None:

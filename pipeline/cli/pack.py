@@ -8,6 +8,7 @@ import click
 
 from pipeline.cli.options import overlong_option, overwrite_option
 from pipeline.cli.output import (
+    Refusal,
     check_mark,
     exit_unbalanced,
     print_error,
@@ -15,8 +16,10 @@ from pipeline.cli.output import (
     safe,
     stderr,
 )
+from pipeline.cli.writes import writes
 from pipeline.jobs.pack import PackResult, pack_output
-from pipeline.output.files import OutputPathError, check_writable
+from pipeline.output.files import OutputPathError
+from pipeline.output.guard import check_output_folder
 from pipeline.packing.best_fit import WINDOW
 from pipeline.stages.pack import PackError
 from pipeline.tokenize import TokenizerLoadError
@@ -26,6 +29,7 @@ PACK_DROP_CODES = drop_codes("--seq-len")
 """What each drop code means for `mms pack`, whose limit is --seq-len."""
 
 
+@writes(output="output-folder")
 @click.command(
     "pack",
     epilog="\b\nExamples:\n"
@@ -51,7 +55,7 @@ PACK_DROP_CODES = drop_codes("--seq-len")
     "-o",
     "--output",
     required=True,
-    type=click.Path(file_okay=False),
+    metavar="DIR",
     help="Folder for the packed output (not OUT itself).",
 )
 @overlong_option(
@@ -80,9 +84,9 @@ def pack_command(
     Exit status: 0 packed, 1 --overlong error hit, 2 usage error (e.g. OUT holds no tokens).
     """
     try:
-        check_writable(output, directory=True)
+        check_output_folder(output)
     except OutputPathError as err:
-        raise click.UsageError(f"-o: {err}") from None
+        raise Refusal(f"-o: {err}") from None
     try:
         with stderr.status("packing", spinner="dots") as status:
             result = pack_output(
@@ -95,7 +99,7 @@ def pack_command(
                 progress=lambda done: status.update(f"packing: {done:,} threads read"),
             )
     except OutputPathError as err:
-        raise click.UsageError(str(err)) from None
+        raise Refusal(str(err)) from None
     except PackError as err:
         if "more than --seq-len" in str(err):
             print_error(err, "; nothing was written")

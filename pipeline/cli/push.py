@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from pipeline.cli.output import output_argument, print_error, safe, stderr
+from pipeline.cli.writes import writes
 from pipeline.hub_ids import repo_id_problem
 from pipeline.jobs.push import PushError, PushResult, push_output
 from pipeline.storage import is_url
@@ -40,6 +41,7 @@ def _repo_id(_: click.Context, __: click.Parameter, value: str) -> str:
     return value
 
 
+@writes()
 @click.command(
     "push",
     epilog="\b\nExamples:\n"

@@ -5,10 +5,12 @@ from __future__ import annotations
 import click
 import orjson
 
+from pipeline.cli.writes import writes
 from pipeline.lint import RULES, UnknownRuleError, find_rule
 from pipeline.lint.docs import rule_dict, rule_page, rules_table
 
 
+@writes()
 @click.command(
     "rules", epilog="\b\nExamples:\n  mms rules\n  mms rules MMS201\n  mms rules invalid-json"
 )

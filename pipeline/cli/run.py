@@ -20,6 +20,7 @@ from pipeline.cli.options import (
 )
 from pipeline.cli.output import (
     ConfigProblem,
+    Refusal,
     check_mark,
     exit_unbalanced,
     input_table,
@@ -33,6 +34,7 @@ from pipeline.cli.output import (
     stderr,
 )
 from pipeline.cli.push import push_and_report
+from pipeline.cli.writes import writes
 from pipeline.config_file import ConfigFileError
 from pipeline.engine import PartFailed, WorkdirError
 from pipeline.engine.ray import RayUnavailable
@@ -47,8 +49,9 @@ from pipeline.jobs.run import (
     run_pipeline,
 )
 from pipeline.jobs.run.config import PushSettings, RunConfig, load_run_config
-from pipeline.output.files import OutputPathError, check_writable
+from pipeline.output.files import OutputPathError
 from pipeline.output.folder import OutputFolderError
+from pipeline.output.guard import check_output_folder
 from pipeline.quarantine import DROPPED_FILE
 from pipeline.sources import InputError
 from pipeline.storage import StorageError, StoredPath, is_url
@@ -56,6 +59,7 @@ from pipeline.tokenize.overlong import OverlongThreadError
 from pipeline.wording import plural, visible
 
 
+@writes(output="output-folder")
 @click.command(
     "run",
     epilog="\b\nExamples:\n"
@@ -69,7 +73,7 @@ from pipeline.wording import plural, visible
 @click.option(
     "-o",
     "--output",
-    type=click.Path(file_okay=False),
+    metavar="DIR",
     default=None,
     help="Output directory [default: the config's `output`].",
 )
@@ -194,9 +198,9 @@ def _config_and_output(
     if isinstance(out, StoredPath):
         return config, out  # a prefix of a store: claiming it checks it
     try:
-        check_writable(out, directory=True)
+        check_output_folder(out)
     except OutputPathError as err:
-        raise click.UsageError(f"{'-o' if output else 'output'}: {err}") from None
+        raise Refusal(f"{'-o' if output else 'output'}: {err}") from None
     return config, out
 
 

@@ -8,9 +8,12 @@ from typing import Any, TextIO
 import click
 
 from pipeline.accounting import most_first
-from pipeline.cli.output import input_table, output_argument
+from pipeline.cli.options import overwrite_file_option
+from pipeline.cli.output import Refusal, input_table, output_argument
+from pipeline.cli.writes import writes
 from pipeline.jobs.stats import StatsError, output_stats, stats_json
-from pipeline.output.files import atomic_text_output
+from pipeline.output.files import OutputPathError
+from pipeline.output.guard import claim_file
 from pipeline.output.objective_figures import NOUNS, objective_lines
 from pipeline.output.stats_html import write_stats_html
 from pipeline.output.stats_markdown import stats_markdown
@@ -19,6 +22,7 @@ from pipeline.wording import plural, visible
 FORMATS = ("text", "json", "markdown", "html")
 
 
+@writes(output="file")
 @click.command(
     "stats",
     epilog="\b\nExamples:\n"
@@ -46,12 +50,18 @@ FORMATS = ("text", "json", "markdown", "html")
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False),
+    metavar="FILE",
     default=None,
-    help="Write to this file instead of standard output.",
+    help="Write to this file instead of standard output (never over an input, nor into "
+    "an output folder's places: data/, reports/, manifest.json ...).",
 )
+@overwrite_file_option
 def stats_command(
-    targets: tuple[str, ...], by: str | None, output_format: str, output: str | None
+    targets: tuple[str, ...],
+    by: str | None,
+    output_format: str,
+    output: str | None,
+    overwrite: bool,
 ) -> None:
     """The figures of OUTPUT folders (mms run, tokenize, pack; hf:ORG/NAME too) or Parquet
     FILES: threads, messages, user turns and tool calls per thread, tokens and the
@@ -62,13 +72,17 @@ def stats_command(
     scans, one shard at a time: memory stays bounded whatever the dataset's size."""
     folders = [str(output_argument(t)) if t.startswith("hf:") else t for t in targets]
     try:
+        target = claim_file(output, inputs=folders, overwrite=overwrite) if output else None
+    except OutputPathError as err:
+        raise Refusal(f"-o: {err}") from None
+    try:
         stats = output_stats(folders, by)
     except StatsError as err:
-        raise click.UsageError(str(err)) from None
-    if output is None:
+        raise Refusal(str(err)) from None
+    if target is None:
         _write(stats, output_format, sys.stdout)
         return
-    with atomic_text_output(output) as out:
+    with target.open_text() as out:
         _write(stats, output_format, out)
 
 

@@ -22,6 +22,7 @@ from pipeline.cli.options import (
     train_on_option,
 )
 from pipeline.cli.output import (
+    Refusal,
     check_mark,
     exit_unbalanced,
     print_error,
@@ -33,11 +34,13 @@ from pipeline.cli.output import (
     safe,
     stderr,
 )
+from pipeline.cli.writes import writes
 from pipeline.jobs.tokenize import TokenizeResult, tokenize_dataset
 from pipeline.media import MediaSettings
 from pipeline.objectives import OBJECTIVES
 from pipeline.objectives.references import ReferenceError, load_references
-from pipeline.output.files import OutputPathError, check_writable
+from pipeline.output.files import OutputPathError
+from pipeline.output.guard import check_output_folder
 from pipeline.output.shards import SHARD_ROWS
 from pipeline.sources import InputError
 from pipeline.stages.objective import REASONS as OBJECTIVE_REASONS
@@ -49,6 +52,7 @@ ROW_NOUNS = {"preference": "pair", "unpaired_preference": "completion", "prompt"
 """What a row of each objective other than sft is, in the summary."""
 
 
+@writes(output="output-folder")
 @click.command(
     "tokenize",
     epilog="\b\nExamples:\n"
@@ -84,7 +88,7 @@ ROW_NOUNS = {"preference": "pair", "unpaired_preference": "completion", "prompt"
     "-o",
     "--output",
     required=True,
-    type=click.Path(file_okay=False),
+    metavar="DIR",
     help="Output directory; the train shards, tokenizer and quarantine files in it are "
     "replaced, only once the whole run succeeds.",
 )
@@ -212,9 +216,9 @@ def tokenize_command(
                 )
             overlong = "drop"
     try:
-        check_writable(output, directory=True)
+        check_output_folder(output)
     except OutputPathError as err:
-        raise click.UsageError(f"-o: {err}") from None
+        raise Refusal(f"-o: {err}") from None
     try:
         tokenizer = load_tokenizer(tokenizer_spec, allow_tiktoken=encoder == "auto")
     except TokenizerLoadError as err:
@@ -246,7 +250,9 @@ def tokenize_command(
             "; nothing was written. Raise --max-tokens, or use --overlong drop or truncate.",
         )
         sys.exit(1)
-    except (InputError, OutputPathError) as err:
+    except OutputPathError as err:
+        raise Refusal(str(err)) from None
+    except InputError as err:
         raise click.UsageError(str(err)) from None
     _print_summary(result, objective)
     print_publication(result.publication)

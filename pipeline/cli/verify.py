@@ -7,12 +7,14 @@ import sys
 import click
 
 from pipeline.cli.output import output_argument, safe, stderr
+from pipeline.cli.writes import writes
 from pipeline.jobs.verify import OutputError, verify_output
 from pipeline.wording import plural
 
 _SHOWN = 50  # problems listed one by one; the rest are counted
 
 
+@writes()
 @click.command(
     "verify",
     epilog="\b\nExamples:\n  mms verify out/quickstart\n  mms verify out/big --no-render\n"

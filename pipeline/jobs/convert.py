@@ -5,7 +5,6 @@ lines are appended in reading order (pipeline/jobs/parallel.py): the same bytes.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -20,13 +19,7 @@ from pipeline.accounting import Account
 from pipeline.jobs.batch_steps import StreamDriver
 from pipeline.jobs.parallel import add_counts, job_parts, parts_in_order, read_part, write_counts
 from pipeline.jobs.read import ReadSpec, read
-from pipeline.output.files import (
-    OutputPathError,
-    atomic_output,
-    check_writable,
-    discard_if_none,
-)
-from pipeline.output.overlap import refuse_output_in_managed_place
+from pipeline.output.guard import OwnedFile, claim_file, claim_files_folder
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.sources import InputError
 from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, InputPart
@@ -65,23 +58,6 @@ def default_quarantine_path(output: str | Path) -> Path:
     return path.with_name(f"{name}.rejected.jsonl")
 
 
-def check_output_file(path: str | Path) -> None:
-    """Make sure a file can be written at `path` before any work starts (as
-    check_writable), that it is not a device, pipe or socket (an output is written to a
-    temporary file renamed over it, which would replace `/dev/null` itself), nor a
-    symbolic link (it would be replaced, not written through), nor inside a folder
-    another mms output manages."""
-    if os.path.islink(path):
-        raise OutputPathError(
-            f"cannot write {path}: it is a symbolic link (to {os.readlink(path)}); name the "
-            "file itself"
-        )
-    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
-        raise OutputPathError(f"cannot write {path}: not a regular file (a device or pipe)")
-    refuse_output_in_managed_place(path)
-    check_writable(path)
-
-
 def convert(
     inputs: str | Sequence[str],
     output: str | Path,
@@ -91,6 +67,7 @@ def convert(
     progress: Callable[[Account], None] | None = None,
     workers: int = 1,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
+    overwrite: bool = False,
 ) -> ConvertResult:
     """Convert `inputs`, read as `spec` says, to MMS JSONL at `output`; rejected records go
     to `quarantine` (default: next to the output; not written when none is). Both files
@@ -98,22 +75,29 @@ def convert(
 
     With `workers` above 1 and more than one part to read (several files, or a big JSON
     Lines file of a named format cut into parts of about `split_bytes`), the parts are
-    converted in that many processes and written in reading order: the same bytes."""
+    converted in that many processes and written in reading order: the same bytes.
+    Both files are claimed first (pipeline/output/guard.py: `overwrite` lets them replace
+    files mms did not write)."""
     output = Path(output)
     quarantine = Path(quarantine) if quarantine is not None else default_quarantine_path(output)
     if quarantine.resolve() == output.resolve():
         raise InputError("the quarantine file must differ from the output file")
-    if str(output) != STDOUT:
-        check_output_file(output)
-    check_output_file(quarantine)
+    target = None if str(output) == STDOUT else claim_file(output, overwrite=overwrite)
+    rejected_file = claim_file(quarantine, overwrite=overwrite)
     spec = spec or ReadSpec()
+    if spec.media_store is not None:
+        claim_files_folder(spec.media_store, overwrite=overwrite)
     account = Account()
     outputs = (output, quarantine)
     parts = job_parts(inputs, spec, account, workers, split_bytes, outputs)
-    with output_stream(output) as out, atomic_output(quarantine) as rejected:
+    with output_stream(target) as out, rejected_file.open() as rejected:
         sink = _JsonlSink(out, rejected, account)
         if parts:
-            with parts_in_order(parts, ConvertPart(spec), workers, output.parent) as part_dirs:
+            scratch = (target or rejected_file).scratch()
+            with (
+                scratch as near,
+                parts_in_order(parts, ConvertPart(spec), workers, near) as part_dirs,
+            ):
                 for _, part_dir in part_dirs:
                     sink.take(part_dir)
                     if progress is not None:
@@ -128,21 +112,21 @@ def convert(
             )
             read_all = read(inputs, spec, on_reject=driver.rejected, stats=account, outputs=outputs)
             driver.run(read_all)
-    discard_if_none(quarantine, account.quarantined_total)
+    rejected_file.discard_if_none(account.quarantined_total)
     if progress is not None:
         progress(account)
     return ConvertResult(output, quarantine, account)
 
 
 @contextmanager
-def output_stream(output: Path) -> Iterator[BinaryIO]:
-    """Where the threads go: standard output for `-` (flushed at the end), else the file,
-    written atomically."""
-    if str(output) == STDOUT:
+def output_stream(target: OwnedFile | None) -> Iterator[BinaryIO]:
+    """Where the threads go: standard output for None (flushed at the end), else the
+    claimed file, written atomically."""
+    if target is None:
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
-    with atomic_output(output) as out:
+    with target.open() as out:
         yield out
 
 

@@ -16,9 +16,9 @@ import pyarrow as pa
 from pipeline.accounting import Account
 from pipeline.config_file import PathPart, check_schema, read_yaml_file
 from pipeline.jobs.batch_steps import Drop, StreamDriver
-from pipeline.jobs.convert import STDOUT, check_output_file, default_quarantine_path, output_stream
+from pipeline.jobs.convert import STDOUT, default_quarantine_path, output_stream
 from pipeline.jobs.read import ReadSpec, read
-from pipeline.output.files import atomic_output, discard_if_none
+from pipeline.output.guard import claim_file, claim_files_folder
 from pipeline.quarantine import Rejection, dropped_line, rejection_line
 from pipeline.schemas import definition_validator
 from pipeline.stages.contract import Batch
@@ -52,23 +52,27 @@ def curate(
     spec: ReadSpec | None = None,
     *,
     progress: Callable[[Account], None] | None = None,
+    overwrite: bool = False,
 ) -> CurateResult:
     """Read `inputs`, run the curation stages of `settings` on every thread and write the
     kept threads to `output` (MMS JSONL, `-` for standard output), the quarantine and the
     list of dropped threads beside it. Raises InputError and OutputPathError for unusable
-    paths, and PluginError (pipeline/stages/curate/plugins.py) for a plugin that fails."""
+    paths, and PluginError (pipeline/stages/curate/plugins.py) for a plugin that fails.
+    The files are claimed first (pipeline/output/guard.py; `overwrite` lets them replace
+    files mms did not write)."""
     output = Path(output)
     quarantine, dropped = default_quarantine_path(output), default_dropped_path(output)
-    if str(output) != STDOUT:
-        check_output_file(output)
-    check_output_file(quarantine)
-    check_output_file(dropped)
+    target = None if str(output) == STDOUT else claim_file(output, overwrite=overwrite)
+    rejected_file = claim_file(quarantine, overwrite=overwrite)
+    dropped_file = claim_file(dropped, overwrite=overwrite)
+    if spec is not None and spec.media_store is not None:
+        claim_files_folder(spec.media_store, overwrite=overwrite)
     stages = [*settings.redaction(), *settings.taggers()]
     account = Account()
     with (
-        output_stream(output) as out,
-        atomic_output(quarantine) as rejected_out,
-        atomic_output(dropped) as dropped_out,
+        output_stream(target) as out,
+        rejected_file.open() as rejected_out,
+        dropped_file.open() as dropped_out,
     ):
         sink = _CuratedSink(out, rejected_out, dropped_out, account)
         driver = StreamDriver(
@@ -88,8 +92,8 @@ def curate(
                 outputs=(output, quarantine, dropped),
             )
         )
-    discard_if_none(quarantine, account.quarantined_total)
-    discard_if_none(dropped, account.dropped_total)
+    rejected_file.discard_if_none(account.quarantined_total)
+    dropped_file.discard_if_none(account.dropped_total)
     return CurateResult(output, quarantine, dropped, account)
 
 

@@ -20,11 +20,10 @@ import orjson
 
 from pipeline.accounting import Account
 from pipeline.formats.harmony.render import HarmonyRenderError, thread_to_harmony
-from pipeline.jobs.convert import STDOUT, check_output_file, default_quarantine_path
+from pipeline.jobs.convert import STDOUT, default_quarantine_path
 from pipeline.jobs.read import ReadSpec, files_to_read, read
 from pipeline.mms import Thread
-from pipeline.output.files import atomic_output, check_writable, discard_if_none
-from pipeline.output.overlap import refuse_inputs_inside, refuse_output_in_managed_place
+from pipeline.output.guard import OwnedFilesFolder, claim_file, claim_files_folder
 from pipeline.quarantine import rejection_line
 
 TARGETS: dict[str, Callable[[Thread], str]] = {"harmony": thread_to_harmony}
@@ -34,6 +33,9 @@ JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd")
 DROPPED = "no {target} form"
 """The drop reason of a thread the export format cannot hold."""
 FILE_SUFFIX = ".txt"
+FOLDER_QUARANTINE = ".rejected.jsonl"
+"""A folder export's quarantine, inside the folder (hidden: reading the folder back with
+`mms convert DIR --from harmony` reads only the transcripts)."""
 MAX_NAME = 120
 """Longest file name made from a thread id (before the suffix and a counter)."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -80,14 +82,14 @@ class _LinesSink:
 
 
 class _FolderSink:
-    """Transcripts as one file each, written atomically."""
+    """Transcripts as one file each, written atomically into the claimed folder."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: OwnedFilesFolder):
         self.folder = folder
         self.taken: set[str] = set()
 
     def write(self, thread_id: str, text: str) -> None:
-        with atomic_output(self.folder / file_name(thread_id, self.taken)) as out:
+        with self.folder.file(file_name(thread_id, self.taken)).open() as out:
             out.write(text.encode())
 
 
@@ -98,29 +100,34 @@ def export(
     *,
     to: str = "harmony",
     quarantine: str | Path | None = None,
+    overwrite: bool = False,
 ) -> ExportResult:
     """Write the threads of `inputs` (read as `spec` says; default: detected) in format
     `to` at `output`: standard output (`-`) or a `.jsonl` file as JSON Lines, anything
-    else a folder of `.txt` files. Raises KeyError for an unknown format, InputError and
-    OutputPathError for unusable paths, before anything is read."""
+    else a folder of `.txt` files (its quarantine inside it). The places are claimed
+    first (pipeline/output/guard.py; `overwrite` lets them replace files mms did not
+    write). Raises KeyError for an unknown format, InputError and OutputPathError for
+    unusable paths, before anything is read."""
     render = TARGETS[to]
     spec = spec or ReadSpec()
     output = Path(output)
     lines = writes_lines(output)
-    quarantine = Path(quarantine) if quarantine is not None else default_quarantine_path(output)
+    if quarantine is not None:
+        quarantine = Path(quarantine)
+    else:
+        quarantine = default_quarantine_path(output) if lines else output / FOLDER_QUARANTINE
     # unusable inputs, and outputs over inputs, fail here, before anything is written
     found = files_to_read(inputs, spec, outputs=(output, quarantine))
+    folder = None
+    if not lines:
+        folder = claim_files_folder(output, inputs=found.files, overwrite=overwrite)
+    lines_file = None
     if lines and str(output) != STDOUT:
-        check_output_file(output)
-    elif not lines:
-        refuse_inputs_inside(output, found.files)
-        refuse_output_in_managed_place(output)
-        check_writable(output, directory=True)
-        output.mkdir(parents=True, exist_ok=True)
-    check_output_file(quarantine)
+        lines_file = claim_file(output, overwrite=overwrite)
+    rejected_file = claim_file(quarantine, overwrite=overwrite)
     account = Account()
     result = ExportResult(output, quarantine, account)
-    with atomic_output(quarantine) as rejected:
+    with rejected_file.open() as rejected:
         threads = read(
             inputs,
             spec,
@@ -128,15 +135,19 @@ def export(
             stats=account,
             outputs=(output, quarantine),
         )
-        if not lines:
-            _write_all(threads, render, _FolderSink(output), result, to)
-        elif str(output) == STDOUT:
+        if folder is not None:
+            _write_all(threads, render, _FolderSink(folder), result, to)
+        elif lines_file is None:
             _write_all(threads, render, _LinesSink(sys.stdout.buffer), result, to)
             sys.stdout.buffer.flush()
         else:
-            with atomic_output(output) as out:
+            with lines_file.open() as out:
                 _write_all(threads, render, _LinesSink(out), result, to)
-    discard_if_none(quarantine, account.quarantined_total)
+    if folder is not None:
+        if quarantine.parent == output:
+            folder.written.add(quarantine.name)
+        folder.finish()
+    rejected_file.discard_if_none(account.quarantined_total)
     return result
 
 

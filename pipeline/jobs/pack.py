@@ -47,7 +47,7 @@ from pipeline.output.manifest import (
     published_files,
     write_manifest,
 )
-from pipeline.output.overlap import refuse_inputs_in_managed_places, refuse_output_in_managed_place
+from pipeline.output.overlap import refuse_inputs_in_managed_places
 from pipeline.output.shards import Shard, ShardWriter, split_files
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, TOKENIZER_DIR, shipped_renderer
 from pipeline.packing import PACKED_SCHEMA, SEQUENCES_PER_SHARD, TOKEN_COLUMNS, WINDOW, PackingStats
@@ -113,7 +113,6 @@ def pack_output(
     source, output = Path(source), Path(output)
     if output.resolve() == source.resolve():
         raise PackError("the packed output must be another folder than the one packed")
-    refuse_output_in_managed_place(output)
     refuse_inputs_in_managed_places(output, [str(source)])
     splits = source_shards(source)
     renderer = shipped_renderer(source / TOKENIZER_DIR) if overlong == "truncate" else None

@@ -41,7 +41,7 @@ from pipeline.output.manifest import (
     published_files,
     write_manifest,
 )
-from pipeline.output.overlap import refuse_inputs_in_managed_places, refuse_output_in_managed_place
+from pipeline.output.overlap import refuse_inputs_in_managed_places
 from pipeline.output.shards import ROW_GROUP_ROWS, SHARD_ROWS, Shard, ShardWriter
 from pipeline.output.tokenizer import TOKENIZER_DIR, shipped_tokenizer_record, write_tokenizer
 from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE, Rejection, rejection_line
@@ -117,7 +117,6 @@ def tokenize_dataset(
     renderer.check_shipped_tokenizer()  # before any text is encoded: fail fast
     found = files_to_read(inputs, spec)
     refuse_inputs_in_managed_places(output, found.files)
-    refuse_output_in_managed_place(output)
     account = Account()
     with OutputFolder(output, overwrite=overwrite) as folder:
         staging = folder.staging

@@ -20,6 +20,7 @@ from pipeline.media.resolve import MediaProblem, NotRead, read_media, reference
 from pipeline.media.settings import MediaSettings
 from pipeline.media.sniff import HEAD_BYTES, sniff
 from pipeline.mms import Media, Thread
+from pipeline.output.files import mark_written
 
 CHECKED_META = "media_checked"
 """`meta.media_checked`: one entry per media of the thread, in order (message by message):
@@ -159,6 +160,7 @@ def write_once(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data)
+        mark_written(Path(temporary))
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -8,12 +8,32 @@ import gzip
 import hashlib
 import io
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
 import zstandard
+
+MARK = "user.mms-pipeline.written"
+"""The extended attribute on a file mms wrote: `SIZE:MTIME_NS` as it was published."""
+
+
+def mark_written(path: Path) -> None:
+    """Mark the file at `path` as written by mms, as it is now (no-op where unsupported)."""
+    with suppress(OSError, AttributeError):
+        status = os.stat(path)
+        os.setxattr(path, MARK, f"{status.st_size}:{status.st_mtime_ns}".encode())
+
+
+def written_by_mms(path: Path) -> bool:
+    """Whether the file at `path` is one mms wrote and nobody changed since."""
+    try:
+        mark = os.getxattr(path, MARK, follow_symlinks=False).decode()
+        status = os.stat(path, follow_symlinks=False)
+    except (OSError, AttributeError, UnicodeDecodeError):
+        return False
+    return mark == f"{status.st_size}:{status.st_mtime_ns}"
 
 
 class OutputPathError(ValueError):
@@ -44,8 +64,11 @@ def check_writable(path: str | Path, *, directory: bool = False) -> None:
 
 
 @contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """A binary stream to `path`; the file appears only if the block completes."""
+def atomic_output(
+    path: str | os.PathLike[str], before_publish: Callable[[Path], None] | None = None
+) -> Iterator[BinaryIO]:
+    """A binary stream to `path`; the file appears only if the block completes
+    (`before_publish` is called on the complete temporary file before it is renamed)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -61,6 +84,8 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         if stream is not raw:
             stream.close()
         raw.close()
+        if before_publish is not None:
+            before_publish(temp)
         os.replace(temp, target)
     except BaseException:
         raw.close()
@@ -69,9 +94,11 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
 
 
 @contextmanager
-def atomic_text_output(path: str | Path) -> Iterator[TextIO]:
+def atomic_text_output(
+    path: str | Path, before_publish: Callable[[Path], None] | None = None
+) -> Iterator[TextIO]:
     """A UTF-8 text stream to `path` (compressed by suffix), written atomically."""
-    with atomic_output(path) as binary:
+    with atomic_output(path, before_publish) as binary:
         text = io.TextIOWrapper(binary, encoding="utf-8", newline="\n", write_through=True)
         yield text
         text.flush()

@@ -46,6 +46,8 @@ MANAGED_DIRS = ("data", "tokenizer", "quarantine", "reports", "media")
 and so owns: what an earlier output listed there is replaced or removed, anything else
 there is refused unless --overwrite, and readers of a stored output fetch from them."""
 MANAGED_FILES = (CARD_FILE, MANIFEST_FILE)
+MANAGED_PLACES = (*MANAGED_DIRS, *MANAGED_FILES, WORK_DIR)
+"""What an output folder holds that mms writes and removes (everything else is left)."""
 _REMOVING = re.compile(r"^\.work-removing-[0-9a-f]{32}$")
 """A work directory being removed: renamed first, so no half-removed one is ever read."""
 SHOWN = 5
@@ -132,6 +134,7 @@ class OutputFolder:
         publication, and make an empty staging folder. Raises OutputFolderError."""
         if self.root.exists() and not self.root.is_dir():
             raise OutputFolderError(f"{self.root} is a file, not a folder")
+        refuse_output_in_managed_place(self.root)
         self._made_root = not self.root.exists()
         self.root.mkdir(parents=True, exist_ok=True)
         self._take_lock()
@@ -177,7 +180,7 @@ class OutputFolder:
 
     def _ours(self) -> bool:
         """Whether an earlier mms command wrote here: its manifest, or its work directory."""
-        return read_own_manifest(self.root) is not None or own_work_dir(self.work)
+        return is_output_folder(self.root)
 
     def _check_work_dir(self) -> None:
         if self.work.exists() and not own_work_dir(self.work):
@@ -256,6 +259,25 @@ class OutputFolder:
         doomed = self.root / f".work-removing-{uuid.uuid4().hex}"
         os.rename(self.work, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
+
+
+def refuse_output_in_managed_place(output: str | Path) -> None:
+    """Raise OutputPathError when `output` (a file or folder) lies in a place another mms
+    output folder manages (its data/, tokenizer/ ... or work directory): that output would
+    no longer match its manifest, and its next run would remove what was written there."""
+    path = Path(os.path.realpath(output))
+    for folder in path.parents:
+        place = path.relative_to(folder).parts[0]
+        if place in MANAGED_PLACES and is_output_folder(folder):
+            raise OutputPathError(
+                f"{output} is inside {folder / place}, which mms manages for the output "
+                f"folder {folder}: write elsewhere"
+            )
+
+
+def is_output_folder(folder: Path) -> bool:
+    """Whether an mms command wrote `folder`: its manifest, or its work directory."""
+    return read_own_manifest(folder) is not None or own_work_dir(folder / WORK_DIR)
 
 
 def own_work_dir(work: Path) -> bool:

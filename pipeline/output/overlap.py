@@ -9,13 +9,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pipeline.output.files import OutputPathError
-from pipeline.output.folder import MANAGED_DIRS, MANAGED_FILES, WORK_DIR, own_work_dir
-from pipeline.output.manifest import read_own_manifest
+from pipeline.output.folder import MANAGED_PLACES
 from pipeline.sources import is_hf_input
 from pipeline.sources.stdin import STDIN
-
-MANAGED_PLACES = (*MANAGED_DIRS, *MANAGED_FILES, WORK_DIR)
-"""What an output folder holds that mms writes and removes (everything else is left)."""
 
 
 def refuse_outputs_over_inputs(input_files: Iterable[str], outputs: Iterable[str | Path]) -> None:
@@ -28,22 +24,6 @@ def refuse_outputs_over_inputs(input_files: Iterable[str], outputs: Iterable[str
             raise OutputPathError(
                 f"{shown} is one of the inputs ({path}): mms never writes over an input; "
                 "write the output elsewhere"
-            )
-
-
-def refuse_output_in_managed_place(output: str | Path) -> None:
-    """Raise OutputPathError when `output` (a file or folder) lies in a place another mms
-    output folder manages (its data/, tokenizer/ ... or work directory): that output would
-    no longer match its manifest, and its next run would remove what was written there."""
-    if str(output) == STDIN:
-        return
-    path = Path(os.path.realpath(output))
-    for folder in path.parents:
-        place = path.relative_to(folder).parts[0]
-        if place in MANAGED_PLACES and _is_output_folder(folder):
-            raise OutputPathError(
-                f"{output} is inside {folder / place}, which mms manages for the output "
-                f"folder {folder}: write elsewhere"
             )
 
 
@@ -75,7 +55,3 @@ def refuse_inputs_inside(folder: str | Path, input_files: Iterable[str]) -> None
             raise OutputPathError(
                 f"the input {path} is inside the output folder {folder}: write the output elsewhere"
             )
-
-
-def _is_output_folder(folder: Path) -> bool:
-    return read_own_manifest(folder) is not None or own_work_dir(folder / WORK_DIR)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pipeline.output.manifest import DATA_DIR
 from pipeline.output.shards import SHARD_FILE
@@ -55,5 +56,20 @@ def role_token_id(targets: Sequence[str | Path]) -> int | None:
 def _role_id(path: Path) -> int | None:
     if not path.is_file():
         return None
-    value = json.loads(path.read_text(encoding="utf-8")).get("special_tokens", {}).get(ROLE)
+    tokens = read_json_object(path).get("special_tokens")
+    value = tokens.get(ROLE) if isinstance(tokens, dict) else None
     return value if isinstance(value, int) else None
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in the file at `path`; StatsError naming it when it holds none (a
+    damaged output: `mms verify` tells what else is wrong)."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise StatsError(
+            f"{path} cannot be read as JSON ({err}); `mms verify` checks the output"
+        ) from None
+    if not isinstance(found, dict):
+        raise StatsError(f"{path} holds no JSON object; `mms verify` checks the output")
+    return found

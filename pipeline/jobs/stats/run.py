@@ -4,9 +4,11 @@ accounting."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from pipeline.jobs.stats.files import StatsError, read_json_object
+from pipeline.schemas import MAX_MESSAGE_CHARS, definition_validator
 
 DUPLICATE_REASONS = (("exact", "duplicate"), ("near", "near_duplicate"))
 
@@ -17,11 +19,26 @@ def run_figures(folder: str | Path) -> dict[str, Any] | None:
     path = Path(folder) / "manifest.json"
     if not path.is_file():
         return None
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest = read_json_object(path)
     counts = manifest.get("counts", {})
-    if "records_read" not in counts or "inputs" not in counts:
+    if not isinstance(counts, dict) or "records_read" not in counts or "inputs" not in counts:
         return None
-    return figures_of_counts(counts, manifest.get("packing"))
+    try:
+        figures = figures_of_counts(counts, manifest.get("packing"))
+    except (AttributeError, TypeError, ValueError, ZeroDivisionError) as err:
+        raise _not_as_written(path, f"{type(err).__name__}: {err}") from None
+    problem = next(definition_validator("stats", "run").iter_errors(figures), None)
+    if problem is not None:
+        where = "/".join(map(str, problem.absolute_path)) or "counts"
+        raise _not_as_written(path, f"{where}: {problem.message[:MAX_MESSAGE_CHARS]}")
+    return figures
+
+
+def _not_as_written(path: Path, why: str) -> StatsError:
+    """A manifest whose counts are not the figures mms writes (a damaged or edited one)."""
+    return StatsError(
+        f"{path}: its counts are not as mms writes them ({why}); `mms verify` checks the output"
+    )
 
 
 def figures_of_counts(counts: dict[str, Any], packing: dict[str, Any] | None) -> dict[str, Any]:
