@@ -1,0 +1,156 @@
+"""Plugins isolated by contract: a curator's plugin that changes the thread it sees,
+exits, raises, returns what is not a reason or JSON tags, prints or never returns either
+fails with one clear line naming it (exit 1, never the exit 3 of a bug) or leaves the
+output exactly what it would be (every thread written valid MMS, the original plus
+`meta.plugins`, standard output's JSON Lines whole), through `mms curate` to a file and
+to standard output, and `mms run` on one and on two workers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner, Result
+
+from pipeline import read
+from pipeline.cli import main
+from pipeline.mms import validate_thread_dict
+
+MODULE = "hostile_filters"
+HOSTILE: list[tuple[str, str, str | None]] = [
+    # (name, body of `def NAME(thread):`, what the error says; None: the output is isolated)
+    ("clears_messages", "thread.messages.clear()", "read-only thread"),
+    ("sets_meta", "thread.meta['mine'] = 1", "read-only thread"),
+    ("assigns_meta", "thread.meta = {}", "read-only thread"),
+    ("edits_notes", "thread.meta.setdefault('notes', []).append('x')", "read-only thread"),
+    ("edits_content", "thread.messages[0].content = 'changed'", "FrozenInstanceError"),
+    ("swaps_message", "thread.messages[0] = thread.messages[-1]", "read-only thread"),
+    ("exits_0", "sys.exit(0)", "raised SystemExit: 0"),
+    ("exits_3", "sys.exit(3)", "raised SystemExit: 3"),
+    ("raises", "raise ValueError('boom')", "raised ValueError: boom"),
+    ("set_tags", "return {'seen': {1, 2}}", "tags that are not JSON"),
+    ("object_tags", "return {'seen': object()}", "tags that are not JSON"),
+    ("key_tags", "return {1: 'one'}", "tags that are not JSON"),
+    ("returns_int", "return 1", "returned int"),
+    ("returns_list", "return ['a']", "returned list"),
+    ("empty_reason", "return ''", "returned an empty reason"),
+    ("tags", "return {'turns': len(thread.messages), 'meta': thread.meta}", None),
+    ("copies_and_edits", "copy.deepcopy(thread).meta['x'] = dict(thread.meta)", None),
+]
+"""Each hostile plugin: adding one is one line."""
+
+
+def _module_text() -> str:
+    header = "import copy, os, sys, threading, time\n"
+    return header + "".join(f"\ndef {name}(thread):\n    {body}\n" for name, body, _ in HOSTILE)
+
+
+@pytest.fixture
+def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The hostile plugins' module in `tmp_path/plugins`, importable; the inputs (two files,
+    so two workers each run a part) in `tmp_path/in`; `tmp_path` the working folder."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / f"{MODULE}.py").write_text(_module_text())
+    monkeypatch.syspath_prepend(str(plugins))
+    monkeypatch.chdir(tmp_path)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for index in range(2):
+        records = [
+            {
+                "messages": [
+                    {"role": "user", "content": f"Question {index}.{n}?"},
+                    {"role": "assistant", "content": f"Answer {index}.{n}."},
+                ]
+            }
+            for n in range(3)
+        ]
+        (inputs / f"chats{index}.jsonl").write_bytes(
+            b"".join(orjson.dumps(record) + b"\n" for record in records)
+        )
+    yield tmp_path
+    sys.modules.pop(MODULE, None)
+
+
+def mms(*args: object) -> Result:
+    return CliRunner().invoke(main, [str(arg) for arg in args])
+
+
+def _originals(folder: Path) -> dict[str, dict]:
+    """The threads of the inputs as read, by id (what a written thread must be, its
+    `meta.plugins` aside)."""
+    return {thread.id: thread.to_dict() for thread in read(str(folder / "in"))}
+
+
+def _check_isolated(lines: list[bytes], folder: Path) -> None:
+    """Every line a valid MMS thread: an input's thread with at most `meta.plugins` added."""
+    originals = _originals(folder)
+    assert len(lines) == len(originals)
+    for line in lines:
+        written = orjson.loads(line)
+        assert validate_thread_dict(written) == []
+        written["meta"].pop("plugins", None)
+        assert written == originals[written["id"]]
+
+
+def _check_error(result: Result, name: str, says: str) -> None:
+    """Exit 1 with one error line naming the plugin, the thread and what went wrong."""
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.output
+    assert f"plugin {MODULE}:{name} " in errors[0] and says in errors[0], errors[0]
+    assert " on thread " in errors[0] or " for thread " in errors[0], errors[0]
+    assert "Traceback" not in result.output
+
+
+CASES = [pytest.param(name, says, id=name) for name, _, says in HOSTILE]
+
+
+@pytest.mark.parametrize(("name", "says"), CASES)
+def test_curate_to_a_file(hostile: Path, name: str, says: str | None) -> None:
+    out = hostile / "out.jsonl"
+    result = mms("curate", hostile / "in", "-o", out, "--plugin", f"{MODULE}:{name}")
+    if says is not None:
+        _check_error(result, name, says)
+        return
+    assert result.exit_code == 0, result.output
+    _check_isolated(out.read_bytes().splitlines(), hostile)
+
+
+@pytest.mark.parametrize(("name", "says"), CASES)
+def test_curate_to_standard_output(hostile: Path, name: str, says: str | None) -> None:
+    result = mms("curate", hostile / "in", "-o", "-", "--plugin", f"{MODULE}:{name}")
+    if says is not None:
+        _check_error(result, name, says)
+        return
+    assert result.exit_code == 0, result.output
+    _check_isolated(result.stdout_bytes.splitlines(), hostile)
+
+
+def _run_config(folder: Path, name: str, workers: int) -> Path:
+    config = folder / f"{name}-{workers}.yaml"
+    plugin = {"use": f"{MODULE}:{name}", "action": "tag"}
+    config.write_text(
+        f"name: hostile\ninputs:\n  - path: {folder / 'in'}\n"
+        f"output: {folder / f'out-{workers}'}\n"
+        f"stages:\n  lint: {{fail_on: never}}\n  plugins: [{orjson.dumps(plugin).decode()}]\n"
+        f"engine: {{workers: {workers}}}\n"
+    )
+    return config
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(("name", "says"), CASES)
+def test_run(hostile: Path, name: str, says: str | None, workers: int) -> None:
+    result = mms("run", _run_config(hostile, name, workers))
+    if says is not None:
+        _check_error(result, name, says)
+        return
+    assert result.exit_code == 0, result.output
+    shards = read(str(hostile / f"out-{workers}" / "data"))
+    # a shard read back keeps the thread's own meta under `upstream`
+    written = [{**thread.to_dict(), "meta": thread.meta["upstream"]} for thread in shards]
+    _check_isolated([orjson.dumps(thread) for thread in written], hostile)
