@@ -8,6 +8,8 @@ to standard output, and `mms run` on one and on two workers."""
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -17,34 +19,49 @@ from click.testing import CliRunner, Result
 from pipeline import read
 from pipeline.cli import main
 from pipeline.mms import validate_thread_dict
+from pipeline.stages.curate.plugins import PluginError, Plugins, PluginSpec
 
 MODULE = "hostile_filters"
-HOSTILE: list[tuple[str, str, str | None]] = [
-    # (name, body of `def NAME(thread):`, what the error says; None: the output is isolated)
-    ("clears_messages", "thread.messages.clear()", "read-only thread"),
-    ("sets_meta", "thread.meta['mine'] = 1", "read-only thread"),
-    ("assigns_meta", "thread.meta = {}", "read-only thread"),
-    ("edits_notes", "thread.meta.setdefault('notes', []).append('x')", "read-only thread"),
-    ("edits_content", "thread.messages[0].content = 'changed'", "FrozenInstanceError"),
-    ("swaps_message", "thread.messages[0] = thread.messages[-1]", "read-only thread"),
-    ("exits_0", "sys.exit(0)", "raised SystemExit: 0"),
-    ("exits_3", "sys.exit(3)", "raised SystemExit: 3"),
-    ("raises", "raise ValueError('boom')", "raised ValueError: boom"),
-    ("set_tags", "return {'seen': {1, 2}}", "tags that are not JSON"),
-    ("object_tags", "return {'seen': object()}", "tags that are not JSON"),
-    ("key_tags", "return {1: 'one'}", "tags that are not JSON"),
-    ("returns_int", "return 1", "returned int"),
-    ("returns_list", "return ['a']", "returned list"),
-    ("empty_reason", "return ''", "returned an empty reason"),
-    ("tags", "return {'turns': len(thread.messages), 'meta': thread.meta}", None),
-    ("copies_and_edits", "copy.deepcopy(thread).meta['x'] = dict(thread.meta)", None),
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """A plugin `def NAME(thread): BODY`, what the error it causes says (None: no error,
+    the output is isolated), and the seconds it may take."""
+
+    name: str
+    body: str
+    says: str | None = None
+    timeout: float = 60.0
+
+
+HOSTILE = [
+    Hostile("clears_messages", "thread.messages.clear()", "read-only thread"),
+    Hostile("sets_meta", "thread.meta['mine'] = 1", "read-only thread"),
+    Hostile("assigns_meta", "thread.meta = {}", "read-only thread"),
+    Hostile("edits_notes", "thread.meta.setdefault('notes', []).append('x')", "read-only thread"),
+    Hostile("edits_content", "thread.messages[0].content = 'changed'", "FrozenInstanceError"),
+    Hostile("swaps_message", "thread.messages[0] = thread.messages[-1]", "read-only thread"),
+    Hostile("exits_0", "sys.exit(0)", "raised SystemExit: 0"),
+    Hostile("exits_3", "sys.exit(3)", "raised SystemExit: 3"),
+    Hostile("blocks", "threading.Event().wait()", "within its timeout (0.2 s)", 0.2),
+    Hostile("sleeps", "time.sleep(3600)", "within its timeout (0.2 s)", 0.2),
+    Hostile("raises", "raise ValueError('boom')", "raised ValueError: boom"),
+    Hostile("set_tags", "return {'seen': {1, 2}}", "tags that are not JSON"),
+    Hostile("object_tags", "return {'seen': object()}", "tags that are not JSON"),
+    Hostile("key_tags", "return {1: 'one'}", "tags that are not JSON"),
+    Hostile("returns_int", "return 1", "returned int"),
+    Hostile("returns_list", "return ['a']", "returned list"),
+    Hostile("empty_reason", "return ''", "returned an empty reason"),
+    Hostile("tags", "return {'turns': len(thread.messages), 'meta': thread.meta}"),
+    Hostile("copies_and_edits", "copy.deepcopy(thread).meta['x'] = dict(thread.meta)"),
 ]
 """Each hostile plugin: adding one is one line."""
 
 
 def _module_text() -> str:
     header = "import copy, os, sys, threading, time\n"
-    return header + "".join(f"\ndef {name}(thread):\n    {body}\n" for name, body, _ in HOSTILE)
+    return header + "".join(f"\ndef {p.name}(thread):\n    {p.body}\n" for p in HOSTILE)
 
 
 @pytest.fixture
@@ -96,61 +113,93 @@ def _check_isolated(lines: list[bytes], folder: Path) -> None:
         assert written == originals[written["id"]]
 
 
-def _check_error(result: Result, name: str, says: str) -> None:
+def _check_error(result: Result, plugin: Hostile) -> None:
     """Exit 1 with one error line naming the plugin, the thread and what went wrong."""
+    assert plugin.says is not None
     assert result.exit_code == 1, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, result.output
-    assert f"plugin {MODULE}:{name} " in errors[0] and says in errors[0], errors[0]
+    assert f"plugin {MODULE}:{plugin.name} " in errors[0], errors[0]
+    assert plugin.says in errors[0], errors[0]
     assert " on thread " in errors[0] or " for thread " in errors[0], errors[0]
     assert "Traceback" not in result.output
 
 
-CASES = [pytest.param(name, says, id=name) for name, _, says in HOSTILE]
+def _curate(folder: Path, plugin: Hostile, output: Path | str) -> Result:
+    """`mms curate` of the inputs with the plugin and its timeout."""
+    return mms(
+        "curate",
+        folder / "in",
+        "-o",
+        output,
+        "--plugin",
+        f"{MODULE}:{plugin.name}",
+        "--plugin-timeout",
+        plugin.timeout,
+    )
 
 
-@pytest.mark.parametrize(("name", "says"), CASES)
-def test_curate_to_a_file(hostile: Path, name: str, says: str | None) -> None:
+CASES = [pytest.param(plugin, id=plugin.name) for plugin in HOSTILE]
+
+
+@pytest.mark.parametrize("plugin", CASES)
+def test_curate_to_a_file(hostile: Path, plugin: Hostile) -> None:
     out = hostile / "out.jsonl"
-    result = mms("curate", hostile / "in", "-o", out, "--plugin", f"{MODULE}:{name}")
-    if says is not None:
-        _check_error(result, name, says)
+    result = _curate(hostile, plugin, out)
+    if plugin.says is not None:
+        _check_error(result, plugin)
+        assert not out.exists()
         return
     assert result.exit_code == 0, result.output
     _check_isolated(out.read_bytes().splitlines(), hostile)
 
 
-@pytest.mark.parametrize(("name", "says"), CASES)
-def test_curate_to_standard_output(hostile: Path, name: str, says: str | None) -> None:
-    result = mms("curate", hostile / "in", "-o", "-", "--plugin", f"{MODULE}:{name}")
-    if says is not None:
-        _check_error(result, name, says)
+@pytest.mark.parametrize("plugin", CASES)
+def test_curate_to_standard_output(hostile: Path, plugin: Hostile) -> None:
+    result = _curate(hostile, plugin, "-")
+    if plugin.says is not None:
+        _check_error(result, plugin)
+        assert result.stdout_bytes == b""
         return
     assert result.exit_code == 0, result.output
     _check_isolated(result.stdout_bytes.splitlines(), hostile)
 
 
-def _run_config(folder: Path, name: str, workers: int) -> Path:
-    config = folder / f"{name}-{workers}.yaml"
-    plugin = {"use": f"{MODULE}:{name}", "action": "tag"}
+def _run_config(folder: Path, plugin: Hostile, workers: int) -> Path:
+    """A run of the inputs with the plugin (tagging) on `workers` workers, no shard gate."""
+    config = folder / f"{plugin.name}-{workers}.yaml"
+    use = {"use": f"{MODULE}:{plugin.name}", "action": "tag", "timeout": plugin.timeout}
     config.write_text(
         f"name: hostile\ninputs:\n  - path: {folder / 'in'}\n"
         f"output: {folder / f'out-{workers}'}\n"
-        f"stages:\n  lint: {{fail_on: never}}\n  plugins: [{orjson.dumps(plugin).decode()}]\n"
+        f"stages:\n  lint: {{fail_on: never}}\n  plugins: [{orjson.dumps(use).decode()}]\n"
         f"engine: {{workers: {workers}}}\n"
     )
     return config
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-@pytest.mark.parametrize(("name", "says"), CASES)
-def test_run(hostile: Path, name: str, says: str | None, workers: int) -> None:
-    result = mms("run", _run_config(hostile, name, workers))
-    if says is not None:
-        _check_error(result, name, says)
+@pytest.mark.parametrize("plugin", CASES)
+def test_run(hostile: Path, plugin: Hostile, workers: int) -> None:
+    result = mms("run", _run_config(hostile, plugin, workers))
+    if plugin.says is not None:
+        _check_error(result, plugin)
         return
     assert result.exit_code == 0, result.output
     shards = read(str(hostile / f"out-{workers}" / "data"))
     # a shard read back keeps the thread's own meta under `upstream`
     written = [{**thread.to_dict(), "meta": thread.meta["upstream"]} for thread in shards]
     _check_isolated([orjson.dumps(thread) for thread in written], hostile)
+
+
+def test_a_timeout_holds_off_the_main_thread_too(hostile: Path) -> None:
+    """Where no signal can be handled (a thread other than the process's main one), the
+    call runs on a thread of its own and the caller stops waiting when its time is up."""
+    stage = Plugins((PluginSpec(f"{MODULE}:blocks", timeout=0.2),))
+    thread = next(read(str(hostile / "in")))
+    with ThreadPoolExecutor(1) as pool, pytest.raises(PluginError, match=r"timeout \(0.2 s\)"):
+        pool.submit(stage.inspect, thread).result()
+    kept = Plugins((PluginSpec(f"{MODULE}:tags"),))
+    with ThreadPoolExecutor(1) as pool:
+        finding = pool.submit(kept.inspect, thread).result()
+    assert finding.thread.meta["plugins"]["tags"]["turns"] == 2

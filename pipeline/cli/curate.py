@@ -34,7 +34,7 @@ from pipeline.sources import InputError
 from pipeline.stages.curate.decontaminate import DecontaminateSettings
 from pipeline.stages.curate.language import LanguageSettings
 from pipeline.stages.curate.pii import PiiSettings
-from pipeline.stages.curate.plugins import PluginError, PluginSpec, load_plugin
+from pipeline.stages.curate.plugins import DEFAULT_TIMEOUT, PluginError, PluginSpec, load_plugin
 from pipeline.stages.curate.quality import QualityStageSettings
 from pipeline.stages.curate.settings import CurationSettings
 from pipeline.wording import plural
@@ -108,6 +108,13 @@ DROP_MEANINGS = {
     help="A filter of your own (repeat for more): called with each thread, it returns None "
     "to keep it or a reason to drop it.",
 )
+@click.option(
+    "--plugin-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help=f"The seconds each plugin may take on one thread (default {DEFAULT_TIMEOUT:g}; the "
+    "--config file's plugins too): one that takes longer stops the command with an error.",
+)
 @input_format_option("Input format of every input (default: detected per file).")
 @split_option
 @hf_config_option
@@ -121,6 +128,7 @@ def curate_command(
     quality: str | None,
     against: tuple[str, ...],
     plugins: tuple[str, ...],
+    plugin_timeout: float | None,
     input_format: str,
     split: str,
     hf_config: str | None,
@@ -140,6 +148,9 @@ def curate_command(
     except ConfigFileError as err:
         raise ConfigProblem(str(err)) from None
     settings = _with_options(settings, redact_pii, languages, quality, against, plugins)
+    if plugin_timeout is not None:
+        timed = tuple(dataclasses.replace(p, timeout=plugin_timeout) for p in settings.plugins)
+        settings = dataclasses.replace(settings, plugins=timed)
     if not settings.redaction() and not settings.taggers():
         raise click.UsageError(
             "no curation stage: pass --config, --redact-pii, --languages, --quality, "

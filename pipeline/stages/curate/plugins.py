@@ -15,8 +15,14 @@ keyword arguments.
 
 A plugin runs in the worker that read the thread, on either engine; it must be importable
 there: installed, on PYTHONPATH, or (on Ray, whose workers have the directory the run
-starts from on their path) a module in that directory. One that raises stops the run with an error naming
-it and the thread (finished parts are kept: fix it and run again to resume)."""
+starts from on their path) a module in that directory.
+
+The contract, kept whatever a plugin does: it sees a read-only view of the thread
+(read_only.py; the thread written is the one it was given, plus `meta.plugins`); what it
+returns is checked (None, a non-empty string, or a dict that JSON holds); and each call
+may take `timeout` seconds (DEFAULT_TIMEOUT). One that breaks it, raises or exits stops
+the run with a PluginError naming it and the thread (finished parts are kept: fix it
+and run again to resume)."""
 
 from __future__ import annotations
 
@@ -33,8 +39,11 @@ import orjson
 from pipeline.mms import Thread
 from pipeline.stages.curate.read_only import read_only
 from pipeline.stages.curate.tagging import Action, Finding, Tagger
+from pipeline.stages.curate.time_limit import TimedOut, call_within
 
 ENTRY_POINTS = "mms_pipeline.filters"
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a plugin may take on one thread (`timeout`), unless its config says."""
 
 
 class PluginError(RuntimeError):
@@ -43,11 +52,13 @@ class PluginError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class PluginSpec:
-    """One plugin: what to load, what its reason does, its keyword options."""
+    """One plugin: what to load, what its reason does, its keyword options, the seconds
+    it may take on one thread."""
 
     use: str
     action: Action = "drop"
     options: tuple[tuple[str, Any], ...] = ()
+    timeout: float = DEFAULT_TIMEOUT
 
     @property
     def name(self) -> str:
@@ -116,9 +127,16 @@ def _named(thread: Thread) -> str:
 
 def _called(spec: PluginSpec, function: Callable[..., Any], view: Thread) -> Any:
     """What the plugin returns for the thread `view`; whatever it raises (an exit too)
-    is a PluginError naming it and the thread. An interrupt (Ctrl-C) is not caught."""
+    is a PluginError naming it and the thread, and so is a call that takes longer than
+    its timeout. An interrupt (Ctrl-C) is not caught."""
+    options = dict(spec.options)
     try:
-        return function(view, **dict(spec.options))
+        return call_within(spec.timeout, lambda: function(view, **options))
+    except TimedOut:
+        raise PluginError(
+            f"plugin {spec.use} did not return within its timeout ({spec.timeout:g} s) on "
+            f"{_named(view)}"
+        ) from None
     except (KeyboardInterrupt, GeneratorExit):
         raise
     except BaseException as err:
