@@ -7,6 +7,8 @@ to standard output, and `mms run` on one and on two workers."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from pipeline import read
 from pipeline.cli import main
 from pipeline.mms import validate_thread_dict
 from pipeline.stages.curate.plugins import PluginError, Plugins, PluginSpec
+from tests.conftest import REPO
 
 MODULE = "hostile_filters"
 
@@ -53,10 +56,16 @@ HOSTILE = [
     Hostile("returns_int", "return 1", "returned int"),
     Hostile("returns_list", "return ['a']", "returned list"),
     Hostile("empty_reason", "return ''", "returned an empty reason"),
+    Hostile("prints", "print('noise')"),
+    Hostile("prints_to_stderr", "print('noise', file=sys.stderr)"),
+    Hostile("writes_fd_1", "os.write(1, b'noise\\n')"),
     Hostile("tags", "return {'turns': len(thread.messages), 'meta': thread.meta}"),
     Hostile("copies_and_edits", "copy.deepcopy(thread).meta['x'] = dict(thread.meta)"),
 ]
 """Each hostile plugin: adding one is one line."""
+PRINTING = [pytest.param(p, id=p.name) for p in HOSTILE if p.name.startswith(("prints", "writes"))]
+"""The plugins that print: run in a process of their own too, where standard output is a
+file descriptor."""
 
 
 def _module_text() -> str:
@@ -203,3 +212,31 @@ def test_a_timeout_holds_off_the_main_thread_too(hostile: Path) -> None:
     with ThreadPoolExecutor(1) as pool:
         finding = pool.submit(kept.inspect, thread).result()
     assert finding.thread.meta["plugins"]["tags"]["turns"] == 2
+
+
+def _cli(folder: Path, *args: object) -> subprocess.CompletedProcess[bytes]:
+    """`mms ARGS` in a process of its own, the plugins importable, in `folder`."""
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(folder / "plugins"), str(REPO)]),
+    }
+    command = [sys.executable, "-m", "pipeline.cli", *map(str, args)]
+    return subprocess.run(command, cwd=folder, env=environment, capture_output=True, timeout=300)
+
+
+@pytest.mark.parametrize("plugin", PRINTING)
+def test_what_a_plugin_prints_never_reaches_the_data(hostile: Path, plugin: Hostile) -> None:
+    """Standard output a file descriptor: `print`, `print(file=sys.stderr)` and writes to
+    file descriptor 1 all go to standard error; standard output holds the JSON Lines."""
+    done = _cli(hostile, "curate", "in", "-o", "-", "--plugin", f"{MODULE}:{plugin.name}")
+    assert done.returncode == 0, done.stderr.decode()
+    _check_isolated(done.stdout.splitlines(), hostile)
+    assert b"noise" in done.stderr
+
+
+def test_what_a_worker_prints_goes_to_standard_error(hostile: Path) -> None:
+    """A run's worker processes send what they print to standard error."""
+    plugin = next(p for p in HOSTILE if p.name == "writes_fd_1")
+    done = _cli(hostile, "run", _run_config(hostile, plugin, 2))
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"noise" not in done.stdout and b"noise" in done.stderr

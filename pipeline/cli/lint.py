@@ -37,6 +37,7 @@ from pipeline.lint.reports import OUTPUT_FORMATS, write_report
 from pipeline.lint.reports.text import concise_line
 from pipeline.media import MediaSettings
 from pipeline.output.files import OutputPathError, atomic_text_output
+from pipeline.output.stdout import standard_text_output
 from pipeline.sources import InputError
 from pipeline.wording import plural
 
@@ -224,14 +225,15 @@ def _write_report(
 ) -> None:
     if output is None:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        write_report(
-            report,
-            output_format,
-            sys.stdout,
-            color=color,
-            statistics=statistics,
-            max_findings=max_findings,
-        )
+        with standard_text_output() as out:
+            write_report(
+                report,
+                output_format,
+                out,
+                color=color,
+                statistics=statistics,
+                max_findings=max_findings,
+            )
         return
     with atomic_text_output(output) as out:
         write_report(report, output_format, out, statistics=statistics, max_findings=max_findings)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pipeline.output.files import (
     discard_if_none,
 )
 from pipeline.output.overlap import refuse_output_in_managed_place
+from pipeline.output.stdout import standard_output
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.sources import InputError
 from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, InputPart
@@ -136,11 +136,11 @@ def convert(
 
 @contextmanager
 def output_stream(output: Path) -> Iterator[BinaryIO]:
-    """Where the threads go: standard output for `-` (flushed at the end), else the file,
-    written atomically."""
+    """Where the threads go: standard output for `-` (the data alone: anything else
+    printed meanwhile goes to standard error), else the file, written atomically."""
     if str(output) == STDOUT:
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
+        with standard_output() as out:
+            yield out
         return
     with atomic_output(output) as out:
         yield out

@@ -10,7 +10,6 @@ listed in the result; records that do not read go to the quarantine file, as in 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,12 @@ import orjson
 
 from pipeline.accounting import Account
 from pipeline.formats.harmony.render import HarmonyRenderError, thread_to_harmony
-from pipeline.jobs.convert import STDOUT, check_output_file, default_quarantine_path
+from pipeline.jobs.convert import (
+    STDOUT,
+    check_output_file,
+    default_quarantine_path,
+    output_stream,
+)
 from pipeline.jobs.read import ReadSpec, files_to_read, read
 from pipeline.mms import Thread
 from pipeline.output.files import atomic_output, check_writable, discard_if_none
@@ -130,11 +134,8 @@ def export(
         )
         if not lines:
             _write_all(threads, render, _FolderSink(output), result, to)
-        elif str(output) == STDOUT:
-            _write_all(threads, render, _LinesSink(sys.stdout.buffer), result, to)
-            sys.stdout.buffer.flush()
         else:
-            with atomic_output(output) as out:
+            with output_stream(output) as out:
                 _write_all(threads, render, _LinesSink(out), result, to)
     discard_if_none(quarantine, account.quarantined_total)
     return result
