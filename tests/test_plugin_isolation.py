@@ -7,6 +7,7 @@ to standard output, and `mms run` on one and on two workers."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -20,7 +21,9 @@ from click.testing import CliRunner, Result
 
 from pipeline import read
 from pipeline.cli import main
+from pipeline.jobs.batch_steps import map_batch
 from pipeline.mms import validate_thread_dict
+from pipeline.stages.contract import Batch, Stage, StageError
 from pipeline.stages.curate.plugins import PluginError, Plugins, PluginSpec
 from tests.conftest import REPO
 
@@ -240,3 +243,28 @@ def test_what_a_worker_prints_goes_to_standard_error(hostile: Path) -> None:
     done = _cli(hostile, "run", _run_config(hostile, plugin, 2))
     assert done.returncode == 0, done.stderr.decode()
     assert b"noise" not in done.stdout and b"noise" in done.stderr
+
+
+class _Rewrites(Stage):
+    """A stage that rewrites every thread with `change` (its own map side)."""
+
+    name = "rewrites"
+
+    def __init__(self, change: dict[str, object]):
+        self.change = change
+
+    def map(self, batch: Batch) -> Batch:
+        batch.threads = [dataclasses.replace(t, **self.change) for t in batch.threads]
+        return batch
+
+
+def test_a_stage_that_makes_a_thread_invalid_is_an_error_naming_it(hostile: Path) -> None:
+    """Every thread a stage rewrote is checked before any job writes it: one that is no
+    longer MMS stops the job with an error naming the stage and the thread."""
+    threads = list(read(str(hostile / "in")))
+    with pytest.raises(StageError, match=r"stage rewrites made thread \w+ \(chats0.jsonl:1\)"):
+        map_batch(Batch(threads), [_Rewrites({"messages": []})])
+    with pytest.raises(StageError, match="meta is list"):
+        map_batch(Batch(threads), [_Rewrites({"meta": []})])
+    tagged = map_batch(Batch(threads), [_Rewrites({"meta": {"seen": 1}})])
+    assert [thread.meta for thread in tagged.threads] == [{"seen": 1}] * len(threads)

@@ -31,6 +31,7 @@ from pipeline.config_file import ConfigFileError
 from pipeline.jobs.curate import CurateResult, curate, load_curation_file
 from pipeline.output.files import OutputPathError
 from pipeline.sources import InputError
+from pipeline.stages.contract import StageError
 from pipeline.stages.curate.decontaminate import DecontaminateSettings
 from pipeline.stages.curate.language import LanguageSettings
 from pipeline.stages.curate.pii import PiiSettings
@@ -141,7 +142,7 @@ def curate_command(
     what each stage found is in the threads' meta (pii, language, quality, contamination,
     plugins). The summary counts what was tagged and dropped, and checks that records read
     = converted + quarantined and threads = written + dropped. Exit status: 0 done, 1 a
-    plugin failed, 2 usage or config error.
+    plugin (or a stage) failed, 2 usage or config error.
     """
     try:
         settings = load_curation_file(config_file) if config_file else CurationSettings()
@@ -162,7 +163,7 @@ def curate_command(
             result = curate(inputs, output, settings, spec, progress=update)
     except (InputError, OutputPathError) as err:
         raise click.UsageError(str(err)) from None
-    except PluginError as err:
+    except (PluginError, StageError) as err:
         print_error(err, "; nothing was written")
         sys.exit(1)
     _print_summary(result)
