@@ -14,6 +14,8 @@ POLL_SECONDS = 0.02
 HELD = ["toy_chat_fine_tuning", "weather_chat_fine_tuning", "evals_older_samples"]
 """The files whose threads wait in the real-files mix (tests/realdata_mix.py): its second
 input, read after the first one's parts."""
+HOLD_SECONDS = 3600
+"""How long the plugin may hold a thread (its `timeout`): as long as a test keeps the gate shut."""
 
 
 def hold_until_open(thread: Any, gate: str, held: list[str]) -> None:
@@ -29,7 +31,11 @@ def add_gate(config: Path) -> Path:
     the gate file's path (remove it to hold those parts, create it to let them go)."""
     gate = gate_of(config)
     gate.touch()
-    plugin = {"use": f"{__name__}:hold_until_open", "options": {"gate": str(gate), "held": HELD}}
+    plugin = {
+        "use": f"{__name__}:hold_until_open",
+        "options": {"gate": str(gate), "held": HELD},
+        "timeout": HOLD_SECONDS,
+    }
     text = config.read_text()
     config.write_text(text.replace("stages:\n", f"stages:\n  plugins: [{json.dumps(plugin)}]\n"))
     return gate

@@ -55,7 +55,7 @@ SAMPLES: dict[str, Any] = {
     },
     "pack": {"seq_len": 128, "strategy": "bfd", "window": 99},
     "decontaminate": {"against": ["evals.jsonl"], "ngram": 9, "action": "tag", "answers": False},
-    "plugins": [{"use": "json:dumps", "action": "tag", "options": {"indent": 1}}],
+    "plugins": [{"use": "json:dumps", "action": "tag", "options": {"indent": 1}, "timeout": 5}],
     "pii": {"region": "GB"},
     "language": {"languages": ["de", "fr"]},
 }

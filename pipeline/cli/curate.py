@@ -34,10 +34,11 @@ from pipeline.config_file import ConfigFileError
 from pipeline.jobs.curate import CurateResult, curate, load_curation_file
 from pipeline.output.files import OutputPathError
 from pipeline.sources import InputError
+from pipeline.stages.contract import StageError
 from pipeline.stages.curate.decontaminate import DecontaminateSettings
 from pipeline.stages.curate.language import LanguageSettings
 from pipeline.stages.curate.pii import PiiSettings
-from pipeline.stages.curate.plugins import PluginError, PluginSpec, load_plugin
+from pipeline.stages.curate.plugins import DEFAULT_TIMEOUT, PluginError, PluginSpec, load_plugin
 from pipeline.stages.curate.quality import QualityStageSettings
 from pipeline.stages.curate.settings import CurationSettings
 from pipeline.wording import plural
@@ -113,6 +114,13 @@ DROP_MEANINGS = {
     help="A filter of your own (repeat for more): called with each thread, it returns None "
     "to keep it or a reason to drop it.",
 )
+@click.option(
+    "--plugin-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help=f"The seconds each plugin may take on one thread (default {DEFAULT_TIMEOUT:g}; the "
+    "--config file's plugins too): one that takes longer stops the command with an error.",
+)
 @input_format_option("Input format of every input (default: detected per file).")
 @split_option
 @hf_config_option
@@ -127,6 +135,7 @@ def curate_command(
     quality: str | None,
     against: tuple[str, ...],
     plugins: tuple[str, ...],
+    plugin_timeout: float | None,
     input_format: str,
     split: str,
     hf_config: str | None,
@@ -139,13 +148,16 @@ def curate_command(
     what each stage found is in the threads' meta (pii, language, quality, contamination,
     plugins). The summary counts what was tagged and dropped, and checks that records read
     = converted + quarantined and threads = written + dropped. Exit status: 0 done, 1 a
-    plugin failed, 2 usage or config error.
+    plugin (or a stage) failed, 2 usage or config error.
     """
     try:
         settings = load_curation_file(config_file) if config_file else CurationSettings()
     except ConfigFileError as err:
         raise ConfigProblem(str(err)) from None
     settings = _with_options(settings, redact_pii, languages, quality, against, plugins)
+    if plugin_timeout is not None:
+        timed = tuple(dataclasses.replace(p, timeout=plugin_timeout) for p in settings.plugins)
+        settings = dataclasses.replace(settings, plugins=timed)
     if not settings.redaction() and not settings.taggers():
         raise click.UsageError(
             "no curation stage: pass --config, --redact-pii, --languages, --quality, "
@@ -159,7 +171,7 @@ def curate_command(
         raise Refusal(str(err)) from None
     except InputError as err:
         raise click.UsageError(str(err)) from None
-    except PluginError as err:
+    except (PluginError, StageError) as err:
         print_error(err, "; nothing was written")
         sys.exit(1)
     _print_summary(result)

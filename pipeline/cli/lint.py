@@ -40,6 +40,7 @@ from pipeline.lint.reports.text import concise_line
 from pipeline.media import MediaSettings
 from pipeline.output.files import OutputPathError
 from pipeline.output.guard import OwnedFile, claim_file
+from pipeline.output.stdout import standard_text_output
 from pipeline.sources import InputError
 from pipeline.wording import plural
 
@@ -234,14 +235,15 @@ def _write_report(
 ) -> None:
     if output is None:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        write_report(
-            report,
-            output_format,
-            sys.stdout,
-            color=color,
-            statistics=statistics,
-            max_findings=max_findings,
-        )
+        with standard_text_output() as out:
+            write_report(
+                report,
+                output_format,
+                out,
+                color=color,
+                statistics=statistics,
+                max_findings=max_findings,
+            )
         return
     with output.open_text() as out:
         write_report(report, output_format, out, statistics=statistics, max_findings=max_findings)

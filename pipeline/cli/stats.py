@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any, TextIO
 
 import click
@@ -17,6 +16,7 @@ from pipeline.output.guard import claim_file
 from pipeline.output.objective_figures import NOUNS, objective_lines
 from pipeline.output.stats_html import write_stats_html
 from pipeline.output.stats_markdown import stats_markdown
+from pipeline.output.stdout import standard_text_output
 from pipeline.wording import plural, visible
 
 FORMATS = ("text", "json", "markdown", "html")
@@ -80,7 +80,8 @@ def stats_command(
     except StatsError as err:
         raise Refusal(str(err)) from None
     if target is None:
-        _write(stats, output_format, sys.stdout)
+        with standard_text_output() as out:
+            _write(stats, output_format, out)
         return
     with target.open_text() as out:
         _write(stats, output_format, out)

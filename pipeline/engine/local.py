@@ -124,7 +124,7 @@ class LocalRunner:
         with ProcessPoolExecutor(
             workers,
             mp_context=context,
-            initializer=share_cores,
+            initializer=_start_task_worker,
             initargs=(worker_threads(workers),),
         ) as pool:
             futures = [pool.submit(task) for task in tasks]
@@ -143,11 +143,22 @@ def _task_start_method() -> str:
     return START_METHOD
 
 
+def _start_task_worker(threads: int) -> None:
+    """In each worker: its share of the cores in native thread pools, and what it prints
+    (a plugin's `print`, C code's writes to file descriptor 1) sent to standard error: a
+    worker never writes data to standard output, and the command's data or summary there
+    must stay whole."""
+    share_cores(threads)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+
 def _start_worker(parent: int, workdir: str, threads: int) -> None:
     """In each worker: die with the parent (a killed run must not leave workers that go
     on writing), hold the shared workers lock until exiting, and use its share of the
     cores in native thread pools."""
-    share_cores(threads)
+    _start_task_worker(threads)
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))

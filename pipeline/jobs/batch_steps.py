@@ -24,7 +24,7 @@ from pipeline.accounting import Account
 from pipeline.mms import Thread, threads_to_arrow
 from pipeline.mms.groups import GROUP_DROP, group_column, group_of, group_runs
 from pipeline.quarantine import Rejection
-from pipeline.stages.contract import Batch, Stage
+from pipeline.stages.contract import Batch, Stage, StageError
 
 BATCH = 1024
 """Threads per batch: one pass of every map stage (one tokenizer call) each."""
@@ -43,10 +43,38 @@ class Sink(Protocol):
 
 
 def map_batch(batch: Batch, stages: Sequence[Stage]) -> Batch:
-    """Every stage's map side on one batch, in list order."""
+    """Every stage's map side on one batch, in list order; each thread a stage rewrote is
+    checked (`check_rewritten`), so no job writes a thread that is not valid MMS."""
     for stage in stages:
+        earlier = list(batch.threads)  # a stage may change the list in place
         batch = stage.map(batch)
+        check_rewritten(stage.name, earlier, batch.threads)
     return batch
+
+
+def check_rewritten(stage: str, earlier: list[Thread], threads: list[Thread]) -> None:
+    """Raise StageError naming `stage` and the thread when a thread of `threads` that is
+    not one of `earlier` is invalid MMS. One that kept an earlier thread's messages and
+    settings (only its meta is new: a tagger's findings) needs only a meta object; any
+    other is validated whole."""
+    before = {id(thread) for thread in earlier}
+    kept_messages = {id(thread.messages) for thread in earlier}
+    kept_settings = {id(thread.settings) for thread in earlier}
+    for thread in threads:
+        if id(thread) in before:
+            continue
+        try:
+            if id(thread.messages) in kept_messages and id(thread.settings) in kept_settings:
+                if not isinstance(thread.meta, dict):
+                    raise ValueError(f"meta is {type(thread.meta).__name__}, not an object")
+            else:
+                thread.validate()
+        except ValueError as err:
+            where = thread.meta.get("locator") if isinstance(thread.meta, dict) else None
+            raise StageError(
+                f"stage {stage} made thread {thread.id} ({where or 'no locator'}) invalid "
+                f"MMS: {err}"
+            ) from None
 
 
 def map_batches(

@@ -6,7 +6,6 @@ lines are appended in reading order (pipeline/jobs/parallel.py): the same bytes.
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pipeline.jobs.batch_steps import StreamDriver
 from pipeline.jobs.parallel import add_counts, job_parts, parts_in_order, read_part, write_counts
 from pipeline.jobs.read import ReadSpec, read
 from pipeline.output.guard import OwnedFile, claim_file, claim_files_folder
+from pipeline.output.stdout import standard_output
 from pipeline.quarantine import Rejection, rejection_line
 from pipeline.sources import InputError
 from pipeline.sources.parts import DEFAULT_SPLIT_BYTES, InputPart
@@ -120,11 +120,11 @@ def convert(
 
 @contextmanager
 def output_stream(target: OwnedFile | None) -> Iterator[BinaryIO]:
-    """Where the threads go: standard output for None (flushed at the end), else the
-    claimed file, written atomically."""
+    """Where the threads go: standard output for None (the data alone: anything else
+    printed meanwhile goes to standard error), else the claimed file, written atomically."""
     if target is None:
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
+        with standard_output() as out:
+            yield out
         return
     with target.open() as out:
         yield out

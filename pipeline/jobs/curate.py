@@ -40,7 +40,10 @@ class CurateResult:
 
 
 def default_dropped_path(output: str | Path) -> Path:
-    """`out/threads.jsonl(.gz)` -> `out/threads.dropped.jsonl` (beside the quarantine)."""
+    """`out/threads.jsonl(.gz)` -> `out/threads.dropped.jsonl` (beside the quarantine);
+    standard output (`-`) -> `dropped.jsonl` in the current folder."""
+    if str(output) == STDOUT:
+        return Path("dropped.jsonl")
     quarantine = default_quarantine_path(output)
     return quarantine.with_name(quarantine.name.replace(".rejected.", ".dropped."))
 

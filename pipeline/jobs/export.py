@@ -10,7 +10,6 @@ listed in the result; records that do not read go to the quarantine file, as in 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ import orjson
 
 from pipeline.accounting import Account
 from pipeline.formats.harmony.render import HarmonyRenderError, thread_to_harmony
-from pipeline.jobs.convert import STDOUT, default_quarantine_path
+from pipeline.jobs.convert import STDOUT, default_quarantine_path, output_stream
 from pipeline.jobs.read import ReadSpec, files_to_read, read
 from pipeline.mms import Thread
 from pipeline.output.guard import OwnedFilesFolder, claim_file, claim_files_folder
@@ -137,11 +136,8 @@ def export(
         )
         if folder is not None:
             _write_all(threads, render, _FolderSink(folder), result, to)
-        elif lines_file is None:
-            _write_all(threads, render, _LinesSink(sys.stdout.buffer), result, to)
-            sys.stdout.buffer.flush()
         else:
-            with lines_file.open() as out:
+            with output_stream(lines_file) as out:
                 _write_all(threads, render, _LinesSink(out), result, to)
     if folder is not None:
         if quarantine.parent == output:

@@ -26,6 +26,11 @@ from pipeline.quarantine import Rejection
 S = TypeVar("S")
 
 
+class StageError(RuntimeError):
+    """A stage that made a thread invalid MMS (a bug of the stage; the message names the
+    stage and the thread)."""
+
+
 @dataclass
 class Batch:
     """Threads in flight through the map stages of one part: the threads, the Arrow rows a

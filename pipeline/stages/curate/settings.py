@@ -20,7 +20,13 @@ from pipeline.stages.contract import (
 from pipeline.stages.curate.decontaminate import Decontaminate, DecontaminateSettings
 from pipeline.stages.curate.language import Language, LanguageSettings
 from pipeline.stages.curate.pii import Pii, PiiSettings
-from pipeline.stages.curate.plugins import PluginError, Plugins, PluginSpec, load_plugin
+from pipeline.stages.curate.plugins import (
+    DEFAULT_TIMEOUT,
+    PluginError,
+    Plugins,
+    PluginSpec,
+    load_plugin,
+)
 from pipeline.stages.curate.quality import Quality, QualityStageSettings
 
 
@@ -44,6 +50,7 @@ def _read_plugins(raw: list[dict[str, Any]], reader: SliceReader) -> tuple[Plugi
             spec["use"],
             spec.get("action", "drop"),
             tuple(sorted((spec.get("options") or {}).items())),
+            float(spec.get("timeout", DEFAULT_TIMEOUT)),
         )
         for spec in raw
     )
@@ -81,7 +88,8 @@ PLUGINS: ConfigSlice[tuple[PluginSpec, ...]] = ConfigSlice(
     on_by_default=False,
     read=_read_plugins,
     plain=lambda specs, recorded: [
-        {"use": p.use, "action": p.action, "options": dict(p.options)} for p in specs
+        {"use": p.use, "action": p.action, "options": dict(p.options), "timeout": p.timeout}
+        for p in specs
     ],
 )
 """Its settings are the tuple of the plugins' specs (each as the config writes it)."""
