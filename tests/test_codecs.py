@@ -84,6 +84,23 @@ def test_an_intact_file_converts_whole(tmp_path_factory, suffix, texts):
 
 
 @pytest.mark.parametrize("suffix", COMPRESSION_SUFFIXES)
+@settings(max_examples=40)
+@given(texts=RECORDS, data=st.data())
+def test_a_corrupt_file_converts_whole_or_names_the_break(tmp_path_factory, suffix, texts, data):
+    compressed = bytearray(_compressed(suffix, texts))
+    offsets = st.integers(0, len(compressed) - 1)
+    for offset in data.draw(st.lists(offsets, min_size=1, max_size=3), label="offsets"):
+        compressed[offset] ^= data.draw(st.integers(1, 255), label="flip")
+    path = _write(tmp_path_factory.mktemp("flip"), suffix, bytes(compressed))
+    threads, rejected, stats = read_all(path, format="openai")
+    assert stats.read_balanced
+    if not rejected:  # only bytes the codec ignores changed (a gzip header's time)
+        assert [t.messages[0].content for t in threads] == texts
+    else:  # lines decoded before the check found the damage may be invalid_json
+        assert rejected[-1].code == "unreadable_file", [r.code for r in rejected]
+
+
+@pytest.mark.parametrize("suffix", COMPRESSION_SUFFIXES)
 @pytest.mark.parametrize("cut", ["empty", "header", "last byte"])
 def test_every_codec_raises_a_named_error_where_its_stream_is_cut(tmp_path, suffix, cut):
     compressed = _compressed(suffix, ["a"] * 50)
@@ -118,3 +135,49 @@ def test_a_zstd_file_cut_in_half_keeps_its_first_records_and_names_the_break(tmp
     assert f"after {broken['source']}:{converted}:" in broken["message"]
     assert 0 < converted < 5000
     assert f"{converted + 1:,} read = {converted:,} converted + 1 quarantined" in output, output
+
+
+def _cut_in_half(path: Path, data: bytes) -> Path:
+    """`data` written to `path` as a zstd file cut in half."""
+    compressed = COMPRESS["zstd"](data)
+    path.write_bytes(compressed[: len(compressed) // 2])
+    return path
+
+
+def test_a_cut_csv_keeps_the_rows_before_the_break(tmp_path):
+    rows = "".join(f"question {n},answer {n}\n" for n in range(30000))
+    path = _cut_in_half(tmp_path / "rows.csv.zst", f"instruction,output\n{rows}".encode())
+    threads, rejected, stats = read_all(path, format="alpaca")
+    assert stats.read_balanced and 0 < len(threads) < 30000
+    assert [t.messages[0].content for t in threads] == [
+        f"question {n}" for n in range(len(threads))
+    ]
+    (broken,) = rejected
+    assert (
+        broken.code == "unreadable_file" and f"after {path}:{len(threads) + 1}:" in broken.message
+    )
+
+
+@pytest.mark.parametrize("name", ["records.json.zst", "records.yaml.zst"])
+def test_a_cut_document_is_one_unreadable_file(tmp_path, name):
+    records = [_record(f"question {n}") for n in range(30000)]
+    path = _cut_in_half(tmp_path / name, orjson.dumps(records))  # JSON is YAML too
+    threads, rejected, stats = read_all(path, format="openai")
+    assert not threads and stats.read_balanced
+    assert [(r.code, r.locator) for r in rejected] == [("unreadable_file", str(path))]
+
+
+def test_parallel_parts_name_a_cut_file_as_one_process_does(tmp_path):
+    (tmp_path / "in").mkdir()
+    cut = _cut_in_half(tmp_path / "in" / "a.jsonl.zst", _jsonl([f"q {n}" for n in range(30000)]))
+    (tmp_path / "in" / "b.jsonl").write_bytes(_jsonl(["after"]))
+    outputs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}" / "out.jsonl"
+        command = ["convert", str(cut.parent), "-o", str(out), "--from", "openai"]
+        result = CliRunner().invoke(main, [*command, "--workers", workers])
+        assert result.exit_code == 0 and "quarantined ✓" in result.output, result.output
+        rejected = out.with_name("out.rejected.jsonl").read_bytes().splitlines()
+        assert [orjson.loads(line)["code"] for line in rejected] == ["unreadable_file"]
+        outputs.append((out.read_bytes(), rejected))
+    assert outputs[0] == outputs[1]
