@@ -181,3 +181,28 @@ def test_parallel_parts_name_a_cut_file_as_one_process_does(tmp_path):
         assert [orjson.loads(line)["code"] for line in rejected] == ["unreadable_file"]
         outputs.append((out.read_bytes(), rejected))
     assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "kept", "line"),
+    [
+        ('instruction,output\nq1,a1\nq2,"a2\n', ["q1"], 3),
+        ('instruction,output\nq1,a1\nq2,"a2', ["q1"], 3),
+        ('instruction,output\nq1,"a1\nstill a1",\nq2,"a2 ""never"" closed\n\n', ["q1"], 4),
+        ('instruction,"output\nq1,a1\n', [], 1),
+    ],
+)
+def test_a_csv_quote_never_closed_is_invalid_csv(tmp_path, text, kept, line):
+    path = tmp_path / "rows.csv"
+    path.write_text(text)
+    threads, rejected, stats = read_all(path, format="alpaca")
+    assert [t.messages[0].content for t in threads] == kept and stats.read_balanced
+    assert [(r.code, r.locator) for r in rejected] == [("invalid_csv", f"{path}:{line}")]
+    assert "never closed" in rejected[0].message
+
+
+def test_a_csv_whose_last_row_ends_without_a_newline_is_read(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_text('instruction,output\nq1,"a1"\nq2,a2')
+    threads, rejected, _ = read_all(path, format="alpaca")
+    assert [t.messages[0].content for t in threads] == ["q1", "q2"] and not rejected
