@@ -30,17 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from pipeline.output.files import OutputPathError, file_sha256
-from pipeline.output.manifest import CARD_FILE, MANIFEST_FILE, listed_files, read_own_manifest
+from pipeline.output.manifest import CARD_FILE, MANIFEST_FILE, listed_files
+from pipeline.output.marks import WORK_DIR as WORK_DIR
+from pipeline.output.marks import WORK_MARKER as WORK_MARKER
+from pipeline.output.marks import is_output_folder, own_work_dir, read_own_manifest
 
-WORK_DIR = ".work"
-"""The work directory inside an output folder: staging, and a run's parts."""
 STAGING_DIR = "publish"
 """The staging folder under the work directory: the output as it will be published."""
-WORK_MARKER = "MMS_WORK_DIR"
-"""The file that says a work directory is ours (written when the folder is claimed)."""
 MANAGED_DIRS = ("data", "tokenizer", "quarantine", "reports", "media")
 """The folders mms publishes into (`media/`: the media a copy-mode run copied, DESIGN §3),
 and so owns: what an earlier output listed there is replaced or removed, anything else
@@ -177,7 +174,7 @@ class OutputFolder:
 
     def _ours(self) -> bool:
         """Whether an earlier mms command wrote here: its manifest, or its work directory."""
-        return read_own_manifest(self.root) is not None or own_work_dir(self.work)
+        return is_output_folder(self.root)
 
     def _check_work_dir(self) -> None:
         if self.work.exists() and not own_work_dir(self.work):
@@ -256,19 +253,6 @@ class OutputFolder:
         doomed = self.root / f".work-removing-{uuid.uuid4().hex}"
         os.rename(self.work, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
-
-
-def own_work_dir(work: Path) -> bool:
-    """A work directory mms made: its marker, a run's plan, or nothing in it."""
-    if not work.is_dir() or work.is_symlink():
-        return False
-    if (work / WORK_MARKER).is_file():
-        return True
-    try:
-        plan = orjson.loads((work / "plan.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return not any(work.iterdir())
-    return isinstance(plan, dict) and str(plan.get("version", "")).startswith("mms-")
 
 
 def _unchanged(root: Path, manifest: dict[str, Any]) -> set[str]:

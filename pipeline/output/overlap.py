@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pipeline.output.files import OutputPathError
-from pipeline.output.folder import MANAGED_DIRS, MANAGED_FILES, WORK_DIR, own_work_dir
-from pipeline.output.manifest import read_own_manifest
+from pipeline.output.folder import MANAGED_DIRS, MANAGED_FILES, WORK_DIR
+from pipeline.output.marks import is_output_folder
 from pipeline.sources import is_hf_input
 from pipeline.sources.stdin import STDIN
 
@@ -40,7 +40,7 @@ def refuse_output_in_managed_place(output: str | Path) -> None:
     path = Path(os.path.realpath(output))
     for folder in path.parents:
         place = path.relative_to(folder).parts[0]
-        if place in MANAGED_PLACES and _is_output_folder(folder):
+        if place in MANAGED_PLACES and is_output_folder(folder):
             raise OutputPathError(
                 f"{output} is inside {folder / place}, which mms manages for the output "
                 f"folder {folder}: write elsewhere"
@@ -75,7 +75,3 @@ def refuse_inputs_inside(folder: str | Path, input_files: Iterable[str]) -> None
             raise OutputPathError(
                 f"the input {path} is inside the output folder {folder}: write the output elsewhere"
             )
-
-
-def _is_output_folder(folder: Path) -> bool:
-    return read_own_manifest(folder) is not None or own_work_dir(folder / WORK_DIR)
