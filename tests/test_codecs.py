@@ -1,7 +1,7 @@
 """Every codec of COMPRESSION_SUFFIXES keeps the reader contract: a compressed file that
 does not end cleanly (cut short, corrupt) keeps the records read before the break and ends
 in one `unreadable_file` line, never reads as a shorter valid file; an intact one converts
-whole."""
+whole. A CSV row whose quote is never closed is `invalid_csv`, not a thread."""
 
 from __future__ import annotations
 
