@@ -19,7 +19,7 @@ ERROR_CODES: dict[str, str] = {
     "invalid_utf8": "the bytes of the record are not valid UTF-8",
     "invalid_json": "the record is not valid JSON (position given)",
     "invalid_yaml": "the YAML document does not parse (line and column given)",
-    "invalid_csv": "the CSV row does not parse",
+    "invalid_csv": "the CSV row does not parse (a quote never closed, line given)",
     "oversize_record": "the record is larger than --max-record-bytes",
     "too_deep": "the record nests lists and objects deeper than --max-depth levels",
     "unreadable_file": "the file (or the rest of it) cannot be read or decompressed",

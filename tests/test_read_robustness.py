@@ -114,6 +114,33 @@ def test_an_explicitly_named_symlink_is_read_as_named_and_a_device_is_refused(tm
         expand_inputs(["/dev/zero"])
 
 
+def _run_config(path: Path, source: Path, output: Path) -> Path:
+    lines = ["name: nested", f"inputs: [{{path: {source}, format: openai}}]", f"output: {output}"]
+    path.write_text("\n".join([*lines, "stages:", "  lint: {fail_on: never}", ""]))
+    return path
+
+
+def test_convert_and_run_leave_out_an_mms_output_folder_inside_a_folder_input(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    _jsonl(folder / "chats.jsonl", *[{**GOOD, "id": str(n)} for n in range(3)])
+    first = _run_config(tmp_path / "first.yaml", folder, folder / "out")
+    assert CliRunner().invoke(main, ["run", str(first)]).exit_code == 0
+    assert (folder / "out" / "manifest.json").is_file()
+    out = tmp_path / "converted.jsonl"
+    converted = CliRunner().invoke(main, ["convert", str(folder), "-o", str(out)])
+    again = _run_config(tmp_path / "again.yaml", folder, tmp_path / "elsewhere")
+    ran = CliRunner().invoke(main, ["run", str(again)])
+    for result in (converted, ran):
+        assert result.exit_code == 0, result.output
+        assert "3 read = 3 converted + 0 quarantined" in result.output, result.output
+        assert f"{folder / 'out'}: an mms output folder" in " ".join(result.output.split())
+    assert len(out.read_bytes().splitlines()) == 3
+    assert expand_inputs([f"{folder}/*"]).files == [str(folder / "chats.jsonl")]
+    with pytest.raises(InputError, match="out: an mms output folder"):
+        expand_inputs([f"{folder}/**/*.parquet"])
+
+
 def test_a_decompression_bomb_is_stopped_with_one_line(tmp_path):
     bomb = tmp_path / "bomb.jsonl.gz"
     with gzip.open(bomb, "wb", compresslevel=9) as out:

@@ -16,6 +16,7 @@ from pipeline import convert
 from pipeline.cli import main
 from pipeline.formats.detect import detect
 from pipeline.formats.field_names import PROMPT_NAMES, SPEAKER_KEYS, TEXT_KEYS
+from pipeline.formats.suggest import SHOWN_KEYS
 
 SPEAKERS = [("customer", "agent"), ("human", "bot"), ("user", "assistant"), ("Q", "A")]
 
@@ -127,6 +128,20 @@ def test_suggest_mapping_of_a_file_without_objects_is_a_clear_error(tmp_path):
     source.write_text("1\n2\n")
     result = mms("formats", "--suggest-mapping", source)
     assert result.exit_code == 2 and "no object" in result.output
+
+
+def test_suggest_mapping_of_a_record_with_many_keys_lists_a_few(tmp_path):
+    source = tmp_path / "wide.jsonl"
+    source.write_bytes(orjson.dumps({f"field{n}": f"text {n}" for n in range(200_000)}) + b"\n")
+    result = mms("formats", "--suggest-mapping", source)
+    assert result.exit_code == 0, result.output[:500]
+    listed = [line for line in result.output.splitlines() if line.startswith("#   field")]
+    assert len(listed) == SHOWN_KEYS and f"and {200_000 - SHOWN_KEYS} more keys" in result.output
+    assert yaml.safe_load(result.output) == {
+        "shape": "alpaca",
+        "prompt": "field0",
+        "response": "field100000",  # the first of the longest texts
+    }
 
 
 def test_a_run_names_an_input_that_gives_no_row(tmp_path):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import yaml
@@ -25,6 +26,8 @@ from pipeline.formats.structural import infer_mapping
 
 SPEAKER_VALUES = 8
 """At most this many distinct values make a key a speaker (a role), not text."""
+SHOWN_KEYS = 40
+"""The suggestion's comments list this many of the keys seen, then how many more."""
 
 
 @dataclass
@@ -45,7 +48,9 @@ class Suggestion:
         """The mapping file's text: comments saying where it comes from and what to check,
         then the mapping."""
         lines = [f"# A field mapping for {path}, from the keys of its first records:"]
-        lines += [f"#   {key}: {kinds}" for key, kinds in self.keys.items()]
+        lines += [f"#   {key}: {kinds}" for key, kinds in islice(self.keys.items(), SHOWN_KEYS)]
+        if len(self.keys) > SHOWN_KEYS:
+            lines += [f"#   ... and {len(self.keys) - SHOWN_KEYS} more keys"]
         lines += [f"# mms convert {path} --mapping THIS_FILE -o threads.jsonl"]
         lines += ["# (or paste it under `mapping:` of the input in a pipeline config)"]
         if self.checks:
@@ -142,18 +147,15 @@ def _messages_guess(objects: list[dict[str, Any]], keys: dict[str, str]) -> Sugg
 
 def _pair_guess(objects: list[dict[str, Any]], keys: dict[str, str]) -> Suggestion | None:
     """String fields: the first as the prompt, the longest other as the answer."""
-    lengths: Counter[str] = Counter()
-    order: list[str] = []
+    lengths: Counter[str] = Counter()  # in the order the keys are first seen
     for record in objects:
         for key, value in record.items():
             if isinstance(value, str):
                 lengths[key] += len(value)
-                if key not in order:
-                    order.append(key)
-    if len(order) < 2:
+    if len(lengths) < 2:
         return None
-    prompt = order[0]
-    answer = max((key for key in order if key != prompt), key=lambda key: lengths[key])
+    prompt = next(iter(lengths))
+    answer = max((key for key in lengths if key != prompt), key=lambda key: lengths[key])
     checks = [
         f"`{prompt}` is guessed to be the prompt and `{answer}` the answer",
         "add `query` (a second prompt field), `system` or `history` if the records have them",

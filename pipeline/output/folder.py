@@ -30,17 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from pipeline.output.files import OutputPathError, file_sha256
-from pipeline.output.manifest import CARD_FILE, MANIFEST_FILE, listed_files, read_own_manifest
+from pipeline.output.manifest import CARD_FILE, MANIFEST_FILE, listed_files
+from pipeline.output.marks import WORK_DIR as WORK_DIR
+from pipeline.output.marks import WORK_MARKER as WORK_MARKER
+from pipeline.output.marks import is_output_folder, own_work_dir, read_own_manifest
 
-WORK_DIR = ".work"
-"""The work directory inside an output folder: staging, and a run's parts."""
 STAGING_DIR = "publish"
 """The staging folder under the work directory: the output as it will be published."""
-WORK_MARKER = "MMS_WORK_DIR"
-"""The file that says a work directory is ours (written when the folder is claimed)."""
 MANAGED_DIRS = ("data", "tokenizer", "quarantine", "reports", "media")
 """The folders mms publishes into (`media/`: the media a copy-mode run copied, DESIGN §3),
 and so owns: what an earlier output listed there is replaced or removed, anything else
@@ -273,24 +270,6 @@ def refuse_output_in_managed_place(output: str | Path) -> None:
                 f"{output} is inside {folder / place}, which mms manages for the output "
                 f"folder {folder}: write elsewhere"
             )
-
-
-def is_output_folder(folder: Path) -> bool:
-    """Whether an mms command wrote `folder`: its manifest, or its work directory."""
-    return read_own_manifest(folder) is not None or own_work_dir(folder / WORK_DIR)
-
-
-def own_work_dir(work: Path) -> bool:
-    """A work directory mms made: its marker, a run's plan, or nothing in it."""
-    if not work.is_dir() or work.is_symlink():
-        return False
-    if (work / WORK_MARKER).is_file():
-        return True
-    try:
-        plan = orjson.loads((work / "plan.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return not any(work.iterdir())
-    return isinstance(plan, dict) and str(plan.get("version", "")).startswith("mms-")
 
 
 def _unchanged(root: Path, manifest: dict[str, Any]) -> set[str]:

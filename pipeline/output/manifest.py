@@ -19,19 +19,17 @@ import orjson
 
 from pipeline import storage
 from pipeline.output.files import atomic_output, file_sha256
+from pipeline.output.marks import MANIFEST_FILE as MANIFEST_FILE
+from pipeline.output.marks import MANIFEST_FORMAT as MANIFEST_FORMAT
 from pipeline.output.shards import Shard
 from pipeline.sources import is_hf_input
 from pipeline.sources.stdin import STDIN
 from pipeline.version import __version__
 
-MANIFEST_FORMAT = "mms-pipeline-manifest/1"
-"""Names this layout, for readers that check what they were given."""
 DATA_DIR = "data"
 """Where the shards live, relative to the output directory."""
 CARD_FILE = "README.md"
 """The dataset card's name in an output folder."""
-MANIFEST_FILE = "manifest.json"
-"""The manifest's name in an output folder; published last, it commits the output."""
 _VERSIONED = ("tokenizers", "tiktoken", "pyarrow")
 
 
@@ -170,21 +168,6 @@ def write_manifest(path: str | os.PathLike[str], manifest: Mapping[str, Any]) ->
     text = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
     with atomic_output(path) as out:
         out.write(text)
-
-
-def read_own_manifest(folder: Path) -> dict[str, Any] | None:
-    """The manifest mms wrote in `folder` (its `format` says so), None when there is none
-    or the file there is not one of ours."""
-    path = folder / MANIFEST_FILE
-    if path.is_symlink() or not path.is_file():
-        return None
-    try:
-        manifest = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-        return None
-    return manifest
 
 
 def listed_files(manifest: Mapping[str, Any]) -> dict[str, str | None]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import storage
+from pipeline.output.marks import is_output_folder
 from pipeline.sources.batch_files import batch_companions
 from pipeline.sources.compression import split_compression
 from pipeline.sources.harmony_files import HARMONY_KIND, is_harmony_file
@@ -131,12 +132,27 @@ def _refused_folder(path: str, root: str, found: InputFiles) -> bool:
     return False
 
 
+OUTPUT_FOLDER = "an mms output folder (its manifest or work directory is there): never an input"
+"""Why a folder walk leaves out a folder an mms command wrote as its output."""
+
+
 def _walkable(path: str, root: str, found: InputFiles) -> bool:
-    """Whether a folder walk goes into the subfolder `path`: not hidden, and not a
-    symlink (one inside `root` is walked where it really is; one out is refused)."""
+    """Whether a folder walk goes into the subfolder `path`: not hidden, not a symlink
+    (one inside `root` is walked where it really is; one out is refused), and not an mms
+    output folder (refused: its shards and reports are an earlier output, not data)."""
     if Path(path).name.startswith("."):
         return False
-    return not (_refused_folder(path, root, found) or os.path.islink(path))
+    if _refused_folder(path, root, found) or os.path.islink(path):
+        return False
+    return not _output_folder(path, found)
+
+
+def _output_folder(path: str, found: InputFiles) -> bool:
+    """Whether a folder met in a walk or glob is an mms output folder (then refused)."""
+    if is_output_folder(Path(path)):
+        found.refused[path] = OUTPUT_FOLDER
+        return True
+    return False
 
 
 def _add_found(path: str, root: str, found: InputFiles) -> None:
@@ -393,7 +409,8 @@ def _expand(item: str, found: InputFiles) -> str | None:
             raise InputError(f"{item}: no files match this pattern")
         for match in matches:
             if os.path.isdir(match):
-                _walk(match, found, root)
+                if not _output_folder(match, found):
+                    _walk(match, found, root)
             else:
                 _add_found(Path(match).as_posix(), root, found)
         return root

@@ -43,15 +43,48 @@ def iter_parquet(source: str, limits: ReadLimits) -> Iterator[Record | Rejection
             stored.close()
 
 
+class _Lines:
+    """The lines of a text, noting when they run out: the csv reader ends a row at the end
+    of its line, so a row it ends only there has a quote that is never closed."""
+
+    def __init__(self, text: io.TextIOWrapper) -> None:
+        self._text = text
+        self.ended = False
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = self._text.readline()
+        if not line:
+            self.ended = True
+            raise StopIteration
+        return line
+
+
+def _unclosed(source: str, line: int) -> Rejection:
+    """The rejection of a row (or header) from `line` whose quote runs to the end of the file."""
+    return Rejection(
+        source,
+        f"{source}:{line}",
+        "invalid_csv",
+        f"invalid CSV: the row from line {line} opens a quote that is never closed",
+    )
+
+
 def iter_csv(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Record | Rejection]:
-    """One record (a dict keyed by the header) per row; the header is line 1."""
+    """One record (a dict keyed by the header) per row; the header is line 1. A row whose
+    quote is never closed (it runs to the end of the file) is `invalid_csv`."""
     csv.field_size_limit(min(limits.max_record_bytes, sys.maxsize))
-    text = io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
-    reader = csv.DictReader(text)
+    lines = _Lines(io.TextIOWrapper(stream, encoding="utf-8-sig", newline=""))
+    reader = csv.DictReader(lines)
     try:
         _ = reader.fieldnames  # reads the header, so line numbers below are exact
     except (UnicodeDecodeError, csv.Error) as err:
         yield Rejection(source, f"{source}:1", "invalid_csv", f"cannot read the CSV header: {err}")
+        return
+    if lines.ended and reader.fieldnames is not None:
+        yield _unclosed(source, 1)
         return
     while True:
         start = reader.line_num + 1
@@ -75,6 +108,9 @@ def iter_csv(source: str, stream: BinaryIO, limits: ReadLimits) -> Iterator[Reco
                 "invalid_csv",
                 f"invalid CSV: {err}; the rest of the file is skipped",
             )
+            return
+        if lines.ended:
+            yield _unclosed(source, start)
             return
         extra = row.pop(None, None)
         if extra is not None:
