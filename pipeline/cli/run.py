@@ -47,6 +47,7 @@ from pipeline.jobs.run import (
     run_pipeline,
 )
 from pipeline.jobs.run.config import PushSettings, RunConfig, load_run_config
+from pipeline.jobs.run.phases import RunFault
 from pipeline.output.files import OutputPathError, check_writable
 from pipeline.output.folder import OutputFolderError
 from pipeline.quarantine import DROPPED_FILE
@@ -171,6 +172,7 @@ _RUN_FAILURES: tuple[tuple[type[Exception], int, str], ...] = (
     (RayUnavailable, 2, ""),
     (PartFailed, 1, "; finished parts are kept: run again to resume"),
     (StorageError, 1, "; finished parts are kept: run again to resume"),
+    (RunFault, 1, "; finished parts are kept: run again to resume"),
     (OverlongThreadError, 1, "; nothing was written (overlong: error)"),
 )
 

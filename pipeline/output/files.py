@@ -62,10 +62,19 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
             stream.close()
         raw.close()
         os.replace(temp, target)
-    except BaseException:
+    except BaseException as err:
         raw.close()
         temp.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            name_file(err, target)
         raise
+
+
+def name_file(error: OSError, path: Path) -> None:
+    """Give `error` the file `path` when it names none (a full disk fails a write, which
+    knows no file name), so whoever tells it can say which file."""
+    if error.filename is None:
+        error.filename = str(path)
 
 
 @contextmanager
