@@ -1,6 +1,7 @@
 """Faults in every phase of `mms run`: a full disk at any write the run makes is one clear,
 resumable error (exit 1, never an internal error), and the run started again ends with the
-bytes of an uninterrupted run.
+bytes of an uninterrupted run; a finished part damaged since (here or on a store) is run
+again, named.
 
 The writes are enumerated, not guessed: a counting wrapper around every way the run opens a
 file for writing or moves one into place records them in a clean run, and each phase's
@@ -25,8 +26,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from pipeline.cli import main
+from pipeline.jobs.run import job
 from tests.conftest import REPO
 from tests.kill_points import tree
+from tests.object_store import Bucket
+from tests.test_storage_outputs import _comparable as comparable
 
 SAMPLES = REPO / "data_samples" / "openai"
 TOKENIZER = REPO / "configs" / "sample_tokenizer"
@@ -124,7 +128,7 @@ class CleanRun:
     writes: list[str]
 
 
-def run(config: Path, out: Path) -> Result:
+def run(config: Path, out: Path | str) -> Result:
     return CliRunner().invoke(main, ["run", str(config), "-o", str(out)])
 
 
@@ -200,3 +204,63 @@ def fail_and_resume(clean: CleanRun, number: int) -> None:
 def written_name(write: str) -> str:
     """The name a write's file has in every run (its temporary name's pid and uuid aside)."""
     return re.sub(r"^\.|\.\d+\.tmp$|\.?[0-9a-f]{32}(\.tmp)?", "", Path(write).name)
+
+
+def stopped_after_the_map_side(
+    config: Path, out: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run `config` into `out` until every part is finished, then fail it (ENOSPC writing
+    the lint reports): its parts stay, DONE."""
+
+    def full(staging: Path, *_: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(staging / "reports"))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(job, "write_reports", full)
+        failed = run(config, out)
+    assert failed.exit_code == 1 and "write the lint reports" in failed.output, failed.output
+
+
+DAMAGES: dict[str, Callable[[Path], None]] = {
+    "truncated": lambda path: path.write_bytes(path.read_bytes()[: path.stat().st_size // 2]),
+    "junk": lambda path: path.write_bytes(b"\x00junk" * (path.stat().st_size // 5 + 1)),
+    "same size": lambda path: path.write_bytes(bytes(path.stat().st_size)),
+    "deleted": lambda path: path.unlink(),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_damaged_finished_part_is_run_again(
+    clean: CleanRun, damage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished part's file damaged under its DONE marker: the part is run again, the
+    file named, and the output is the uninterrupted run's."""
+    shutil.rmtree(clean.out, ignore_errors=True)
+    stopped_after_the_map_side(clean.config, clean.out, monkeypatch)
+    part = clean.out / ".work" / "parts" / "000-00001-0000"
+    DAMAGES[damage](part / "threads.arrow")
+    resumed = run(clean.config, clean.out)
+    assert resumed.exit_code == 0, resumed.output
+    said = [line for line in resumed.output.splitlines() if line.startswith("Redone")]
+    assert len(said) == 1 and "part 000-00001-0000" in said[0], resumed.output
+    assert str(part / "threads.arrow") in said[0]
+    assert "Resumed: 1 of 2 parts" in resumed.output
+    assert tree(clean.out) == clean.files
+
+
+def test_a_damaged_part_on_the_store_is_run_again(
+    clean: CleanRun, s3: Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored work directory's part damaged on the store: fetched, found damaged, run
+    again and uploaded again; the output is the local run's."""
+    url = f"{s3.url}/runs/out"
+    stopped_after_the_map_side(clean.config, url, monkeypatch)
+    key = "runs/out/.work/parts/000-00000-0000/threads.arrow"
+    junk = clean.out.parent / "junk.arrow"
+    junk.write_bytes(b"not an arrow file")
+    s3.put(junk, key)
+    resumed = run(clean.config, url)
+    assert resumed.exit_code == 0, resumed.output
+    assert "Redone, damaged since it finished: part 000-00000-0000" in resumed.output
+    local = {path: (clean.out / path).read_bytes() for path in clean.files}
+    assert comparable(s3.files("runs/out")) == comparable(local)

@@ -400,6 +400,8 @@ def _print_reading(result: RunResult) -> None:
             f"Resumed: {result.resumed:,} of {plural(result.parts, 'part')} were done by "
             f"an earlier run of this config (kept in {safe(result.output / WORK_DIR)}), not redone"
         )
+    for damaged in result.redone:
+        stderr.print(f"Redone, damaged since it finished: {safe(damaged)}")
     stderr.print(
         f"Read {plural(counts.records_read, 'record')}: {counts.records_converted:,} converted "
         f"into {plural(counts.threads, 'thread')}, {counts.quarantined_total:,} quarantined"

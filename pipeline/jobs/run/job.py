@@ -14,7 +14,7 @@ import itertools
 import shutil
 from collections.abc import Iterable
 from contextlib import ExitStack, closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from pipeline.engine.stored_work import (
     upload_plan,
     worker_retries,
 )
-from pipeline.engine.workdir import Process
+from pipeline.engine.workdir import Part, Process
 from pipeline.formats import AUTO
 from pipeline.formats.detect import detect
 from pipeline.jobs.parallel import splits_by_record
@@ -130,6 +130,9 @@ class RunResult:
     storage_retries: int = 0
     """Object-store operations this run tried again after a transient error
     (pipeline/storage/retry.py), in its own process and in the workers that ran its parts."""
+    redone: list[str] = field(default_factory=list)
+    """Finished parts of an earlier run found damaged and run again: which part, which file
+    and how."""
 
 
 def plan(
@@ -374,6 +377,10 @@ def _run(
     enters its phase in `phases`, those that report progress through their reports."""
     staging = folder.staging
     resumed: list[int] = []  # the parts already done when the run starts (its first report)
+    redone: list[str] = []
+
+    def damaged(part: Part, what: str) -> None:
+        redone.append(f"part {part.id} ({part.describe()}): {what}")
 
     def parts_progress(done: int, total: int) -> None:
         if not resumed:
@@ -392,6 +399,7 @@ def _run(
         prepare_workers=lambda: prepare_workers(config),
         watched=_watched_files(parts, config),
         on_claimed=None if work_url is None else lambda: upload_plan(work_url, folder.work),
+        on_damaged=damaged,
     )
     named = phases.progress(progress)
     with closing(part_dirs):  # a failed reduce stops the workers and frees the work dir
@@ -459,6 +467,7 @@ def _run(
         parts=len(parts),
         resumed=resumed[0] if resumed else 0,
         storage_retries=worker_retries(reduced.part_dirs),
+        redone=redone,
     )
 
 
