@@ -1,7 +1,8 @@
 """Faults in every phase of `mms run`: a full disk at any write the run makes is one clear,
 resumable error (exit 1, never an internal error), and the run started again ends with the
 bytes of an uninterrupted run; a finished part damaged since (here or on a store) is run
-again, named.
+again, named; an input that changes during the run is refused, named, and nothing is
+published.
 
 The writes are enumerated, not guessed: a counting wrapper around every way the run opens a
 file for writing or moves one into place records them in a clean run, and each phase's
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import errno
+import hashlib
 import io
 import os
 import re
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner, Result
@@ -264,3 +267,35 @@ def test_a_damaged_part_on_the_store_is_run_again(
     assert "Redone, damaged since it finished: part 000-00000-0000" in resumed.output
     local = {path: (clean.out / path).read_bytes() for path in clean.files}
     assert comparable(s3.files("runs/out")) == comparable(local)
+
+
+def test_an_input_changed_during_the_run_publishes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An input appended to once its parts were read (and hashed): the run refuses,
+    naming the file, and publishes nothing; started over, it reads the new version."""
+    config, out = write_config(tmp_path), tmp_path / "out"
+    changed = tmp_path / "inputs" / "tool_calls.jsonl"
+    line = changed.read_text().splitlines()[0] + "\n"
+    reduce_parts = job.reduce_parts
+
+    def appending(*args: Any, **kwargs: Any) -> Any:
+        reduced = reduce_parts(*args, **kwargs)
+        with changed.open("a") as more:
+            more.write(line)
+        return reduced
+
+    with monkeypatch.context() as patch:
+        patch.setattr(job, "reduce_parts", appending)
+        failed = run(config, out)
+    assert failed.exit_code == 2, failed.output
+    assert f"error: {changed} changed while the run read it" in failed.output
+    assert "nothing was published" in failed.output
+    assert sorted(path for path in tree(out) if not path.startswith(".work/")) == []
+    refused = run(config, out)
+    assert refused.exit_code == 2 and "--fresh" in refused.output
+    again = CliRunner().invoke(main, ["run", str(config), "-o", str(out), "--fresh"])
+    assert again.exit_code == 0, again.output
+    inputs = orjson.loads((out / "manifest.json").read_bytes())["inputs"]
+    recorded = next(item for item in inputs if item["path"] == str(changed))
+    assert recorded["sha256"] == hashlib.sha256(changed.read_bytes()).hexdigest()

@@ -223,21 +223,39 @@ def plan_document(
     """What a work directory was planned for: the parts, the config digest, and the size
     and modification time (a stored file: its content tag) of every watched file (the job names the files its parts read
     and depend on)."""
-    files: dict[str, dict[str, Any]] = {}
-    for path in watched:
-        if path in files:
-            continue
-        if storage.is_url(path):
-            files[path] = storage.stamp(path)
-        else:
-            stat = os.stat(path)
-            files[path] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     return {
         "version": PLAN_VERSION,
         "config_digest": config_digest,
-        "files": files,
+        "files": {path: _stamp(path) for path in watched},
         "parts": [dataclasses.asdict(part) for part in parts],
     }
+
+
+def _stamp(path: str) -> dict[str, Any]:
+    """What tells a version of a watched file: its size and modification time (a stored
+    file: its content tag)."""
+    if storage.is_url(path):
+        return storage.stamp(path)
+    stat = os.stat(path)
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def check_unchanged(workdir: Path, watched: Sequence[str]) -> None:
+    """Refuse the work when a watched file changed since the work directory was planned
+    (an input appended to while its parts were read): the parts read one version of it,
+    and its sha256 might be of another."""
+    planned = json.loads((workdir / PLAN_FILE).read_text(encoding="utf-8"))["files"]
+    for path in dict.fromkeys(watched):
+        try:
+            now: dict[str, Any] | None = _stamp(path)
+        except FileNotFoundError:
+            now = None
+        if now != planned.get(path):
+            how = "removed" if now is None else "its size or modification time differs"
+            raise WorkdirError(
+                f"{path} changed while the run read it ({how}); nothing was published: "
+                "start over with --fresh once it no longer changes"
+            )
 
 
 def check_plan(workdir: Path, plan: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ from pipeline.engine.stored_work import (
     upload_plan,
     worker_retries,
 )
-from pipeline.engine.workdir import Part, Process
+from pipeline.engine.workdir import Part, Process, check_unchanged
 from pipeline.formats import AUTO
 from pipeline.formats.detect import detect
 from pipeline.jobs.parallel import splits_by_record
@@ -82,6 +82,7 @@ COUNT_HERE_BYTES = 1 << 30
 """Split files from which the planner counts their lines on the engine's workers."""
 CLAIM = "claim the output folder"
 PLAN = "plan the parts"
+CHECK_INPUTS = "check the inputs"
 REPORTS = "write the lint reports"
 TOKENIZER = "ship the tokenizer"
 STATS_AND_CARD = "write the stats and the card"
@@ -389,6 +390,7 @@ def _run(
             progress("read, lint, tokenize", done, total, None)
 
     job: Process = PartJob(config, ships_tokenizer=parts[0].id)
+    watched = _watched_files(parts, config)
     part_dirs = iter_parts(
         parts,
         MirroredProcess(job, work_url),
@@ -397,7 +399,7 @@ def _run(
         runner=runner,
         progress=parts_progress,
         prepare_workers=lambda: prepare_workers(config),
-        watched=_watched_files(parts, config),
+        watched=watched,
         on_claimed=None if work_url is None else lambda: upload_plan(work_url, folder.work),
         on_damaged=damaged,
     )
@@ -415,6 +417,8 @@ def _run(
             *passed_over(config, out),
             repeated=repeated,
         )
+    phases.enter(CHECK_INPUTS)
+    check_unchanged(folder.work, watched)  # the parts' reading and hashing are over
     counts, shards, report = reduced.counts, reduced.shards, reduced.report
     phases.enter(REPORTS)
     remove_stale_temps(staging)  # a killed worker's half-written shard or media copy
