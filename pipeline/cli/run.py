@@ -135,8 +135,8 @@ def run_command(
     Face dataset card (README.md). A run resumes part by part: one that is stopped and
     started again finishes with the same bytes. When the lint gate (stages.lint.fail_on,
     judged on the threads kept) fails, no shards, card or tokenizer are written and the
-    manifest says why. Exit status: 0 done, 1 the lint gate failed, 2 a usage or config
-    error.
+    manifest says why. Exit status: 0 done, 1 the lint gate failed or the run failed
+    part-way (run it again to resume), 2 a usage or config error.
     """
     config, out = _config_and_output(config_file, output, engine, ray_address)
     media = media_settings(config.stages.media, {**media_flags, "embed": embed_media})
