@@ -15,11 +15,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from pipeline.engine import PartFailed, run_parts
+from pipeline.jobs.run import reduce
 from pipeline.sources.parts import plan_parts
 from tests.cluster_gate import add_gate, gate_of
 from tests.conftest import REPO
@@ -27,6 +29,7 @@ from tests.engine_work import convert_part, note_prepared, numbered_task, tree_b
 from tests.realdata_mix import write_mix_config
 from tests.test_media_real import assert_media_published, write_copy_config
 from tests.test_run import QUICKSTART, output_files, run_cli
+from tests.test_run_faults import write_config as write_faults_config
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install '.[ray]')")
 
@@ -390,3 +393,35 @@ def test_copy_mode_writes_the_same_media_on_ray(tmp_path: Path, ray_address: str
     expected, on_ray = _on_both_engines(config, tmp_path)
     assert_media_published(expected)
     same_but_engine(expected, on_ray)
+
+
+@pytest.mark.slow
+def test_a_full_disk_in_a_shard_task_on_ray_is_the_resumable_error(
+    tmp_path: Path, ray_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard task that cannot write on a Ray worker: exit 1 naming the phase and the
+    file, as on the local engine; started again, the run ends with the local run's bytes."""
+    config = write_faults_config(tmp_path)
+    local = tmp_path / "local" / "out"  # the card names the output folder
+    assert run_cli(str(config), "-o", str(local)).exit_code == 0
+    plan_tasks = reduce.plan_shard_tasks
+
+    def blocked(*args: Any) -> Any:
+        tasks = plan_tasks(*args)
+        data: Path = args[-1]
+        if data.is_dir():
+            data.rmdir()
+        data.write_bytes(b"")  # a file where the tasks write their shards
+        return tasks
+
+    out = tmp_path / "ray" / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(reduce, "plan_shard_tasks", blocked)
+        failed = run_cli(str(config), "-o", str(out), "--engine", "ray")
+    assert failed.exit_code == 1, failed.output
+    assert f"error: phase 'write shards' failed on {out / '.work' / 'publish' / 'data'}" in (
+        failed.output
+    )
+    resumed = run_cli(str(config), "-o", str(out), "--engine", "ray")
+    assert resumed.exit_code == 0, resumed.output
+    same_but_engine(output_files(local), output_files(out))

@@ -49,6 +49,7 @@ from pipeline.jobs.run import (
     run_pipeline,
 )
 from pipeline.jobs.run.config import PushSettings, RunConfig, load_run_config
+from pipeline.jobs.run.phases import RunFault
 from pipeline.output.files import OutputPathError
 from pipeline.output.folder import OutputFolderError
 from pipeline.output.guard import check_output_folder
@@ -138,8 +139,8 @@ def run_command(
     Face dataset card (README.md). A run resumes part by part: one that is stopped and
     started again finishes with the same bytes. When the lint gate (stages.lint.fail_on,
     judged on the threads kept) fails, no shards, card or tokenizer are written and the
-    manifest says why. Exit status: 0 done, 1 the lint gate failed, 2 a usage or config
-    error.
+    manifest says why. Exit status: 0 done, 1 the lint gate failed or the run failed
+    part-way (run it again to resume), 2 a usage or config error.
     """
     config, out = _config_and_output(config_file, output, engine, ray_address)
     media = media_settings(config.stages.media, {**media_flags, "embed": embed_media})
@@ -175,6 +176,7 @@ _RUN_FAILURES: tuple[tuple[type[Exception], int, str], ...] = (
     (RayUnavailable, 2, ""),
     (PartFailed, 1, "; finished parts are kept: run again to resume"),
     (StorageError, 1, "; finished parts are kept: run again to resume"),
+    (RunFault, 1, "; finished parts are kept: run again to resume"),
     (OverlongThreadError, 1, "; nothing was written (overlong: error)"),
 )
 
@@ -402,6 +404,8 @@ def _print_reading(result: RunResult) -> None:
             f"Resumed: {result.resumed:,} of {plural(result.parts, 'part')} were done by "
             f"an earlier run of this config (kept in {safe(result.output / WORK_DIR)}), not redone"
         )
+    for damaged in result.redone:
+        stderr.print(f"Redone, damaged since it finished: {safe(damaged)}")
     stderr.print(
         f"Read {plural(counts.records_read, 'record')}: {counts.records_converted:,} converted "
         f"into {plural(counts.threads, 'thread')}, {counts.quarantined_total:,} quarantined"

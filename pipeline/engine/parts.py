@@ -13,6 +13,7 @@ from pipeline.engine.local import LocalRunner
 from pipeline.engine.workdir import (
     PARTIAL_DIR,
     PARTS_DIR,
+    CheckPart,
     Part,
     Process,
     check_plan,
@@ -70,6 +71,7 @@ def iter_parts(
     on_claimed: Callable[[], None] | None = None,
     prepare_workers: Callable[[], object] | None = None,
     watched: Sequence[str] = (),
+    on_damaged: Callable[[Part, str], None] | None = None,
 ) -> Generator[Path, None, None]:
     """Run `process` for every part not yet DONE in `workdir`, yielding the part
     directories in plan order, each as soon as it and every part before it are DONE (the
@@ -80,8 +82,10 @@ def iter_parts(
     finish; `on_claimed()` once this run holds the work directory, before any part runs;
     `prepare_workers()` where the runner starts workers, to load what every worker needs
     once. `watched` names the files the parts' output depends on (the inputs they read, a
-    tokenizer): a change to one refuses the work directory. A failing part raises
-    PartFailed once the parts already running have finished; finished parts stay DONE."""
+    tokenizer): a change to one refuses the work directory. A finished part whose files
+    are not as its DONE marker records them (damaged since) is run again, after
+    `on_damaged(part, what)` names the file. A failing part raises PartFailed once the
+    parts already running have finished; finished parts stay DONE."""
     ids = [part.id for part in parts]
     if len(set(ids)) != len(ids):
         raise ValueError("part ids are not unique")
@@ -93,12 +97,13 @@ def iter_parts(
         (workdir / PARTS_DIR).mkdir(exist_ok=True)
         wait_for_old_workers(workdir)
         shutil.rmtree(workdir / PARTIAL_DIR, ignore_errors=True)
+        chosen = runner or LocalRunner(workers)
         pending = pending_parts(parts, workdir)
+        pending += _damaged_parts(chosen, parts, pending, workdir, on_damaged)
         total = len(parts)
         ready = set(ids) - {part.id for part in pending}
         if progress is not None:
             progress(len(ready), total)
-        chosen = runner or LocalRunner(workers)
         finishing = chosen.run(pending, process, workdir, prepare_workers)
         try:
             for part_id in ids:
@@ -109,3 +114,25 @@ def iter_parts(
                 yield workdir / PARTS_DIR / part_id
         finally:
             finishing.close()
+
+
+def _damaged_parts(
+    runner: Runner,
+    parts: Sequence[Part],
+    pending: Sequence[Part],
+    workdir: Path,
+    on_damaged: Callable[[Part, str], None] | None,
+) -> list[Part]:
+    """The finished parts whose files are damaged (checked as tasks on `runner`: the check
+    reads them), their directories removed so that they run again."""
+    waiting = {part.id for part in pending}
+    finished = [part for part in parts if part.id not in waiting]
+    checks = [CheckPart(str(workdir / PARTS_DIR / part.id)) for part in finished]
+    damaged = []
+    for part, found in zip(finished, runner.map_tasks(checks), strict=True):
+        if found is not None:
+            shutil.rmtree(workdir / PARTS_DIR / part.id)
+            damaged.append(part)
+            if on_damaged is not None:
+                on_damaged(part, found)
+    return damaged

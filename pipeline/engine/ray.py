@@ -180,7 +180,7 @@ class RayRunner:
                     try:
                         results[number] = ray.get(ref)
                     except Exception as err:  # the task's own error (or its worker's loss)
-                        failures[number] = err
+                        failures[number] = _cause(err)
                     finished += 1
                     following = None if failures else next(numbered, None)
                     if following is not None:
@@ -266,6 +266,13 @@ def _cancel(ray: Any, unfinished: list[Any]) -> None:
         ray.cancel(task)
     if unfinished:
         ray.wait(unfinished, num_returns=len(unfinished))
+
+
+def _cause(error: Exception) -> BaseException:
+    """A task's own error as it raised it (Ray wraps it in a RayTaskError, whose message
+    is the remote traceback), so the job tells it as it would locally."""
+    cause = getattr(error, "cause", None)
+    return cause if isinstance(cause, BaseException) else error
 
 
 def _run_task(task: Callable[[], T]) -> T:

@@ -5,7 +5,8 @@ The run itself works in a local work directory (pipeline/engine/workdir.py: lock
 `parts/ID/` published by rename); the store holds its durable copy, in the same layout:
 - `plan.json`, uploaded once the run holds the work directory (its plan checked);
 - `parts/ID/...`, every file of a finished part, uploaded by the worker that ran it, then
-  `parts/ID/DONE` last: a part without its DONE on the store is not finished.
+  `parts/ID/DONE` last: a part without its DONE on the store is not finished, and one
+  whose files are not as its DONE records them (damaged on the store) is run again.
 A run starting on an empty local work directory first fetches the plan and every finished
 part from the store (`fetch_work`); the local plan check then refuses a store planned for
 other parts, config or inputs, as it does locally."""
@@ -19,7 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import storage
-from pipeline.engine.workdir import DONE_FILE, PARTS_DIR, PLAN_FILE, Part, Process
+from pipeline.engine.workdir import (
+    DONE_FILE,
+    PARTS_DIR,
+    PLAN_FILE,
+    Part,
+    Process,
+    done_record,
+)
 
 RETRIES_FILE = "storage_retries"
 """In a part's local directory: `PID COUNT`, the store operations the process that ran the
@@ -41,7 +49,8 @@ class MirroredProcess:
         if self.work_url is not None:
             target = storage.join(self.work_url, PARTS_DIR, part.id)
             storage.upload_tree(directory, target, last=lambda _: False)
-            storage.write_bytes(storage.join(target, DONE_FILE), f"{part.id}\n".encode())
+            marker = done_record(part.id, directory).encode()
+            storage.write_bytes(storage.join(target, DONE_FILE), marker)
         made = storage.retry_count() - before
         if made:
             (directory / RETRIES_FILE).write_text(f"{os.getpid()} {made}\n", encoding="utf-8")

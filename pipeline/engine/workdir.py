@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, TextIO
 
 from pipeline import storage
-from pipeline.output.files import atomic_text_output
+from pipeline.output.files import atomic_text_output, file_sha256
 
 PLAN_FILE = "plan.json"
 PARTS_DIR = "parts"
@@ -92,7 +92,7 @@ def run_part(process: Process, part: Part, workdir: Path) -> None:
         process(part, temp)
         _sync_tree(temp)
         with open(temp / DONE_FILE, "w", encoding="utf-8") as marker:
-            marker.write(f"{part.id}\n")
+            marker.write(done_record(part.id, temp))
             marker.flush()
             os.fsync(marker.fileno())
         _sync_path(temp)
@@ -121,6 +121,40 @@ def pending_parts(parts: Sequence[Part], workdir: Path) -> list[Part]:
             shutil.rmtree(target, ignore_errors=True)
             pending.append(part)
     return pending
+
+
+def done_record(part_id: str, directory: Path) -> str:
+    """A part's DONE marker: its id, then a line per file of the part (sha256, bytes, path),
+    so that a run resuming from it knows a file damaged since (`CheckPart`)."""
+    lines = [part_id]
+    for directory_name, subfolders, files in os.walk(directory):
+        subfolders.sort()
+        for name in sorted(files):
+            path = Path(directory_name, name)
+            if path != directory / DONE_FILE:
+                relative = path.relative_to(directory).as_posix()
+                lines.append(f"{file_sha256(path)} {path.stat().st_size} {relative}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckPart:
+    """A task: whether a finished part's files are as its DONE marker records them; the
+    first that is not, and how, else None (picklable: any runner runs it)."""
+
+    directory: str
+
+    def __call__(self) -> str | None:
+        folder = Path(self.directory)
+        recorded = (folder / DONE_FILE).read_text(encoding="utf-8").splitlines()[1:]
+        for line in recorded:
+            digest, size, relative = line.split(" ", 2)
+            path = folder / relative
+            if not path.is_file():
+                return f"{path} is missing"
+            if path.stat().st_size != int(size) or file_sha256(path) != digest:
+                return f"{path} is not as the part wrote it"
+        return None
 
 
 def _sync_tree(root: Path) -> None:
@@ -189,21 +223,39 @@ def plan_document(
     """What a work directory was planned for: the parts, the config digest, and the size
     and modification time (a stored file: its content tag) of every watched file (the job names the files its parts read
     and depend on)."""
-    files: dict[str, dict[str, Any]] = {}
-    for path in watched:
-        if path in files:
-            continue
-        if storage.is_url(path):
-            files[path] = storage.stamp(path)
-        else:
-            stat = os.stat(path)
-            files[path] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     return {
         "version": PLAN_VERSION,
         "config_digest": config_digest,
-        "files": files,
+        "files": {path: _stamp(path) for path in watched},
         "parts": [dataclasses.asdict(part) for part in parts],
     }
+
+
+def _stamp(path: str) -> dict[str, Any]:
+    """What tells a version of a watched file: its size and modification time (a stored
+    file: its content tag)."""
+    if storage.is_url(path):
+        return storage.stamp(path)
+    stat = os.stat(path)
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def check_unchanged(workdir: Path, watched: Sequence[str]) -> None:
+    """Refuse the work when a watched file changed since the work directory was planned
+    (an input appended to while its parts were read): the parts read one version of it,
+    and its sha256 might be of another."""
+    planned = json.loads((workdir / PLAN_FILE).read_text(encoding="utf-8"))["files"]
+    for path in dict.fromkeys(watched):
+        try:
+            now: dict[str, Any] | None = _stamp(path)
+        except FileNotFoundError:
+            now = None
+        if now != planned.get(path):
+            how = "removed" if now is None else "its size or modification time differs"
+            raise WorkdirError(
+                f"{path} changed while the run read it ({how}); nothing was published: "
+                "start over with --fresh once it no longer changes"
+            )
 
 
 def check_plan(workdir: Path, plan: dict[str, Any]) -> None:

@@ -87,10 +87,19 @@ def atomic_output(
         if before_publish is not None:
             before_publish(temp)
         os.replace(temp, target)
-    except BaseException:
+    except BaseException as err:
         raw.close()
         temp.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            name_file(err, target)
         raise
+
+
+def name_file(error: OSError, path: Path) -> None:
+    """Give `error` the file `path` when it names none (a full disk fails a write, which
+    knows no file name), so whoever tells it can say which file."""
+    if error.filename is None:
+        error.filename = str(path)
 
 
 @contextmanager

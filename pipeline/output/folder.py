@@ -148,9 +148,11 @@ class OutputFolder:
             self.foreign = self._foreign()
             if self.foreign and not self.overwrite:
                 raise OutputFolderError(_foreign_message(self.root, self.foreign, self.earlier))
-            shutil.rmtree(self.staging, ignore_errors=True)
-            self.staging.mkdir(parents=True)
+            # the marker first: a work directory holding anything else is ours only by it
+            self.work.mkdir(exist_ok=True)
             (self.work / WORK_MARKER).write_text("mms-pipeline work directory\n", encoding="utf-8")
+            shutil.rmtree(self.staging, ignore_errors=True)
+            self.staging.mkdir()
         except BaseException:
             self.release()
             raise

@@ -14,7 +14,7 @@ import itertools
 import shutil
 from collections.abc import Iterable
 from contextlib import ExitStack, closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from pipeline.engine.stored_work import (
     upload_plan,
     worker_retries,
 )
-from pipeline.engine.workdir import Process
+from pipeline.engine.workdir import Part, Process, check_unchanged
 from pipeline.formats import AUTO
 from pipeline.formats.detect import detect
 from pipeline.jobs.parallel import splits_by_record
@@ -47,6 +47,7 @@ from pipeline.jobs.run.outputs import (
 )
 from pipeline.jobs.run.part import PART_FORMAT, PART_TOKENIZER, PartJob
 from pipeline.jobs.run.partition import RepeatedRows, mark_repeated, partitioned
+from pipeline.jobs.run.phases import Phases
 from pipeline.jobs.run.reduce import Progress, reduce_parts
 from pipeline.jobs.run.stages import Side, run_stages, shard_schema
 from pipeline.jobs.verify import Verification, verify_output
@@ -79,6 +80,19 @@ PARTITION_BYTES = 1 << 30
 """Inputs from which the local engine partitions keys by default (`engine.partition: auto`)."""
 COUNT_HERE_BYTES = 1 << 30
 """Split files from which the planner counts their lines on the engine's workers."""
+CLAIM = "claim the output folder"
+PLAN = "plan the parts"
+CHECK_INPUTS = "check the inputs"
+REPORTS = "write the lint reports"
+TOKENIZER = "ship the tokenizer"
+STATS_AND_CARD = "write the stats and the card"
+MANIFEST = "write the manifest"
+PUBLISH = "publish the output"
+CLEAN_UP = "remove the work directory"
+VERIFY = "verify the output"
+"""The phases of a run named here (pipeline/jobs/run/phases.py); the partition pass and
+the dataset side are named by their progress reports, and the map side's faults by the
+part (PartFailed)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +131,9 @@ class RunResult:
     storage_retries: int = 0
     """Object-store operations this run tried again after a transient error
     (pipeline/storage/retry.py), in its own process and in the workers that ran its parts."""
+    redone: list[str] = field(default_factory=list)
+    """Finished parts of an earlier run found damaged and run again: which part, which file
+    and how."""
 
 
 def plan(
@@ -274,21 +291,27 @@ def run_pipeline(
         return _run_stored(config, str(target), workers, progress, fresh, overwrite)
     out = Path(target).resolve()
     retries_before = storage.retry_count()
-    with ExitStack() as engine:
+    phases = Phases(CLAIM)
+    with phases.guard(), ExitStack() as engine:
         with OutputFolder(out, overwrite=overwrite) as folder:
             runner = engine.enter_context(engine_runner(config, workers))
+            phases.enter(PLAN)
             parts = plan(config, out, runner)
             if fresh:
                 reset_workdir(folder.work)
             elif finished_before(config, folder, parts):
+                phases.enter(CLEAN_UP)
                 folder.finish()
                 return FinishedBefore(out)
-            result = _run(config, runner, folder, out, parts, progress)
+            result = _run(config, runner, folder, out, parts, progress, phases)
+            phases.enter(PUBLISH)
             publication = folder.publish()
+            phases.enter(CLEAN_UP)
             folder.finish()  # the output is complete: the parts' files are no longer needed
         result.publication = publication
         result.storage_retries += storage.retry_count() - retries_before
         if result.shards:
+            phases.enter(VERIFY)
             result.verification = verify_output(
                 out, render=False, template=False, hash_files=engine_hashes(runner)
             )
@@ -307,22 +330,32 @@ def _run_stored(
     scratch folder whose work directory the store's mirrors (a stopped run resumes from
     the store), and uploaded at the end, the manifest last."""
     retries_before = storage.retry_count()
-    with StoredOutput(url, overwrite=overwrite) as stored, engine_runner(config, workers) as runner:
+    phases = Phases(CLAIM)
+    with (
+        phases.guard(),
+        StoredOutput(url, overwrite=overwrite) as stored,
+        engine_runner(config, workers) as runner,
+    ):
         out = stored.root
+        phases.enter(PLAN)
         parts = plan(config, out, runner)
         if fresh:
             reset_stored_work(stored.work_url)
         elif finished_before(config, stored, parts):
+            phases.enter(CLEAN_UP)
             stored.finish()
             return FinishedBefore(out)
         folder = stored.local
         fetch_work(stored.work_url, folder.work, parts)
-        result = _run(config, runner, folder, out, parts, progress, stored.work_url)
+        result = _run(config, runner, folder, out, parts, progress, phases, stored.work_url)
+        phases.enter(PUBLISH)
         publication = stored.publish()
         if result.shards:  # the published bytes, as uploaded from here
+            phases.enter(VERIFY)
             result.verification = verify_output(
                 folder.root, render=False, template=False, hash_files=engine_hashes(runner)
             )
+        phases.enter(CLEAN_UP)
         stored.finish()
     result.publication = publication
     result.storage_retries += storage.retry_count() - retries_before
@@ -336,13 +369,19 @@ def _run(
     out: Path | storage.StoredPath,
     parts: list[InputPart],
     progress: Progress | None,
+    phases: Phases,
     work_url: str | None = None,
 ) -> RunResult:
     """The run's stages on `runner` into the claimed folder's staging folder, its manifest
     last; `out` is where the output is published (the folder, or a stored prefix whose
-    work directory `work_url` keeps every finished part)."""
+    work directory `work_url` keeps every finished part). Each stage after the map side
+    enters its phase in `phases`, those that report progress through their reports."""
     staging = folder.staging
     resumed: list[int] = []  # the parts already done when the run starts (its first report)
+    redone: list[str] = []
+
+    def damaged(part: Part, what: str) -> None:
+        redone.append(f"part {part.id} ({part.describe()}): {what}")
 
     def parts_progress(done: int, total: int) -> None:
         if not resumed:
@@ -351,6 +390,7 @@ def _run(
             progress("read, lint, tokenize", done, total, None)
 
     job: Process = PartJob(config, ships_tokenizer=parts[0].id)
+    watched = _watched_files(parts, config)
     part_dirs = iter_parts(
         parts,
         MirroredProcess(job, work_url),
@@ -359,11 +399,13 @@ def _run(
         runner=runner,
         progress=parts_progress,
         prepare_workers=lambda: prepare_workers(config),
-        watched=_watched_files(parts, config),
+        watched=watched,
         on_claimed=None if work_url is None else lambda: upload_plan(work_url, folder.work),
+        on_damaged=damaged,
     )
+    named = phases.progress(progress)
     with closing(part_dirs):  # a failed reduce stops the workers and frees the work dir
-        ready, repeated = _partition(config, runner, parts, part_dirs, folder.work, progress)
+        ready, repeated = _partition(config, runner, parts, part_dirs, folder.work, named)
         reduced = reduce_parts(
             config,
             staging,
@@ -371,11 +413,14 @@ def _run(
             ready,
             runner,
             folder.work,
-            progress,
+            named,
             *passed_over(config, out),
             repeated=repeated,
         )
+    phases.enter(CHECK_INPUTS)
+    check_unchanged(folder.work, watched)  # the parts' reading and hashing are over
     counts, shards, report = reduced.counts, reduced.shards, reduced.report
+    phases.enter(REPORTS)
     remove_stale_temps(staging)  # a killed worker's half-written shard or media copy
     discard_if_none(staging / REJECTED_FILE, counts.quarantined_total)
     discard_if_none(staging / DROPPED_FILE, counts.dropped_total)
@@ -383,10 +428,12 @@ def _run(
     shutil.rmtree(folder.work / FINDINGS_DIR, ignore_errors=True)  # the reports hold them
     tokenizer = None
     if config.stages.tokenize is not None and not reduced.gate_failed:
+        phases.enter(TOKENIZER)
         tokenizer = ship_tokenizer(
             reduced.part_dirs[0] / PART_TOKENIZER, staging, config if reduced.media else None
         )
     packing = reduced.packing
+    phases.enter(STATS_AND_CARD)
     figures = write_stats(staging, reduced.tables, counts, packing)
     if figures is not None:
         reports += STATS_REPORTS
@@ -394,6 +441,7 @@ def _run(
         write_card(
             staging, out.name, config, report, counts, shards, schema, tokenizer, packing, figures
         )
+    phases.enter(MANIFEST)
     write_run_manifest(
         staging,
         config,
@@ -423,6 +471,7 @@ def _run(
         parts=len(parts),
         resumed=resumed[0] if resumed else 0,
         storage_retries=worker_retries(reduced.part_dirs),
+        redone=redone,
     )
 
 
