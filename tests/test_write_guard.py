@@ -22,6 +22,7 @@ from pipeline.cli.writes import declared_writes
 from pipeline.output.files import written_by_mms
 from pipeline.output.guard import claim_file, remove_leftovers
 from tests.conftest import REPO
+from tests.test_output_folder import thread
 
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
 WRITING_NAMES = {"output", "quarantine", "dropped", "report", "out"}
@@ -33,16 +34,6 @@ def command(name: str) -> click.Command:
     found = main.get_command(click.Context(main), name)
     assert found is not None
     return found
-
-
-def thread(number: int) -> dict:
-    return {
-        "id": f"t-{number}",
-        "messages": [
-            {"role": "user", "content": f"What is {number} + {number}? Mail me at a{number}@b.org"},
-            {"role": "assistant", "content": f"It is {2 * number}.", "end_turn": True},
-        ],
-    }
 
 
 def mms(*args: object) -> tuple[int, str]:

@@ -91,11 +91,7 @@ def claim_file(
     """Check that a command may write the file at `path` (the module's rules), remove what
     a killed command left for it, and return it. Raises OutputPathError naming the path."""
     target = Path(path)
-    if os.path.islink(target):
-        raise OutputPathError(
-            f"cannot write {target}: it is a symbolic link (to {os.readlink(target)}); mms "
-            "never writes through a link: name the file itself"
-        )
+    _refuse_link(target, "file")
     if target.exists() and not target.is_file():
         kind = "a folder" if target.is_dir() else "not a regular file (a device or pipe)"
         raise OutputPathError(f"cannot write {target}: it is {kind}")
@@ -109,6 +105,16 @@ def claim_file(
     check_writable(target)
     remove_leftovers(target.parent, target.name)
     return OwnedFile(target)
+
+
+def _refuse_link(path: Path, kind: str) -> None:
+    """Refuse a `path` that is a symbolic link: mms writes only where it was told, never
+    where a link leads."""
+    if os.path.islink(path):
+        raise OutputPathError(
+            f"cannot write {path}: it is a symbolic link (to {os.readlink(path)}); mms never "
+            f"writes through a link: name the {kind} itself"
+        )
 
 
 def remove_leftovers(folder: Path, name: str | None = None) -> int:
@@ -174,11 +180,7 @@ def claim_files_folder(
     write among others' files, replacing those of the same names). Raises
     OutputPathError naming the path."""
     root = Path(path)
-    if os.path.islink(root):
-        raise OutputPathError(
-            f"cannot write into {root}: it is a symbolic link (to {os.readlink(root)}); mms "
-            "never writes through a link: name the folder itself"
-        )
+    _refuse_link(root, "folder")
     if root.exists() and not root.is_dir():
         raise OutputPathError(f"cannot write into {root}: it is a file, not a folder")
     refuse_output_in_managed_place(root)
