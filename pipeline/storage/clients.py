@@ -5,7 +5,7 @@ client's own). `filesystem` in pipeline/storage/remote.py applies them to every 
 it makes, so no store call goes without them.
 
 Only `s3://` has them (s3fs over aiobotocore and aiohttp); `gs://`, `az://` and `hf://`
-keep their clients' own timeouts. The run config's `storage_options` win over these."""
+keep their clients' own timeouts. Options set with `set_storage_options` win over these."""
 
 from __future__ import annotations
 
