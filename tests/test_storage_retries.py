@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import errno
 import socket
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 
 import pytest
 
@@ -117,6 +119,38 @@ def test_a_store_that_does_not_connect_ends_with_its_limits(
         "run the command again to resume"
     )
     assert storage.retry_count() == before + 1
+
+
+@pytest.fixture
+def deaf_listener() -> Iterator[str]:
+    """The URL of a listener that takes connections and never reads from them: what is
+    sent to it fills the sockets' buffers, then waits, as with a store that stopped."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    taken: list[socket.socket] = []
+
+    def take() -> None:
+        with suppress(OSError):
+            while True:
+                taken.append(listener.accept()[0])
+
+    threading.Thread(target=take, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+        for held in taken:
+            held.close()
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_USER_TIMEOUT"), reason="Linux's socket option")
+def test_an_upload_the_store_stops_taking_ends_with_its_limits(
+    s3: Bucket, endpoint: Callable[[str], None], tiny_limits, deaf_listener: str
+):
+    endpoint(deaf_listener)
+    body = b"x" * (64 * 1024 * 1024)  # more than loopback's socket buffers hold
+    with pytest.raises(StorageUnavailable) as raised:
+        storage.write_bytes(f"{s3.url}/big.bin", body)
+    assert str(raised.value).startswith(f"cannot write {s3.url}/big.bin: no answer within 0.5 s")
 
 
 def test_a_missing_bucket_is_not_retried(s3: Bucket):
