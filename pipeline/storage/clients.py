@@ -34,10 +34,10 @@ def client_options(scheme: str, settings: Limits) -> dict[str, Any]:
 
 def with_client_options(scheme: str, settings: Limits, options: dict[str, Any]) -> dict[str, Any]:
     """`options` (a user's) over `client_options`, `config_kwargs` merged key by key."""
-    merged = {**client_options(scheme, settings), **options}
-    ours = client_options(scheme, settings).get("config_kwargs")
-    if ours is not None and "config_kwargs" in options:
-        merged["config_kwargs"] = {**ours, **options["config_kwargs"]}
+    ours = client_options(scheme, settings)
+    merged = {**ours, **options}
+    if "config_kwargs" in ours and "config_kwargs" in options:
+        merged["config_kwargs"] = {**ours["config_kwargs"], **options["config_kwargs"]}
     return merged
 
 

@@ -2,9 +2,9 @@
 `SlowDown`), with exponential backoff, and count the retries; and how long a request may
 wait for the store (`limits`).
 
-Every request has a connect timeout and a read timeout (`MMS_STORAGE_CONNECT_TIMEOUT`,
-`MMS_STORAGE_READ_TIMEOUT`, seconds; pipeline/storage/clients.py hands them to the store's
-client, which tries each request once). An operation that fails transiently is tried
+Every `s3://` request has a connect timeout and a read timeout (seconds:
+`MMS_STORAGE_CONNECT_TIMEOUT`, `MMS_STORAGE_READ_TIMEOUT`; pipeline/storage/clients.py
+hands them to the store's client, which tries each request once). An operation that fails transiently is tried
 again here, `MMS_STORAGE_TRIES` times in all, and then raises StorageUnavailable, which
 stops the part or the publication (never quarantines data: a run stopped there resumes);
 a store that stops answering so costs at most tries x (timeout + backoff) per operation.
