@@ -239,9 +239,18 @@ def _run(
     except _CONFIG_ERRORS as err:
         raise ConfigProblem(str(err)) from None
     except tuple(kind for kind, _, _ in _RUN_FAILURES) as err:
-        status, after = next((s, a) for kind, s, a in _RUN_FAILURES if isinstance(err, kind))
-        print_error(err, after)
+        told = _told(err)
+        status, after = next((s, a) for kind, s, a in _RUN_FAILURES if isinstance(told, kind))
+        print_error(told, after)
         sys.exit(status)
+
+
+def _told(error: Exception) -> Exception:
+    """The error to tell: a part its store stopped is told as the store's error (naming
+    the object, as one that stops a publication is), any other as it is."""
+    if isinstance(error, PartFailed) and isinstance(error.__cause__, StorageError):
+        return error.__cause__
+    return error
 
 
 def _exit_if_failed(result: RunResult, config: RunConfig) -> None:

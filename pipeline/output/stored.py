@@ -140,11 +140,13 @@ class StoredOutput:
 
     def claim(self) -> None:
         """Check the prefix (see the module docstring) and mark its work directory ours.
-        Raises OutputFolderError."""
+        Raises OutputFolderError, or StorageUnavailable when the store keeps failing."""
         try:
             found = storage.find_sizes(self.url)
         except FileNotFoundError as err:  # the bucket itself: mms never creates one
             raise OutputFolderError(f"{self.url}: {err} (create it first)") from None
+        except storage.StorageUnavailable:
+            raise  # the store, not the prefix: the command stops and is run again
         except storage.StorageError as err:
             raise OutputFolderError(f"{self.url} cannot be used: {err}") from None
         sizes = {storage.relative(url, self.url): size for url, size in found.items()}

@@ -1,7 +1,10 @@
 """Files on object stores through fsspec (s3fs for `s3://`, gcsfs for `gs://`, adlfs for
 `az://`, huggingface_hub for `hf://`): open for reading, publish a local file, list a
-prefix, expand a glob. Every call is retried on transient errors (pipeline/storage/retry.py)
-and a failure becomes a StorageError naming the URL, never a client's own exception.
+prefix, expand a glob. Every call goes through `_on_store`: its filesystem made with the
+timeouts of pipeline/storage/retry.py (`filesystem`, pipeline/storage/clients.py), retried
+on transient errors, and a failure becomes a StorageError naming the URL and what happened
+(a store that stops answering: "no answer within N s, M tries"), never a client's own
+exception.
 
 Credentials are the clients' own: environment variables (`AWS_ACCESS_KEY_ID`,
 `AWS_ENDPOINT_URL`, `GOOGLE_APPLICATION_CREDENTIALS`, `HF_TOKEN` ...), profiles and
@@ -20,24 +23,18 @@ import hashlib
 import io
 import os
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import fsspec
 
-from pipeline.storage.retry import (
-    ATTEMPTS,
-    StorageError,
-    StorageUnavailable,
-    add_retries,
-    backoff,
-    retried,
-    transient,
-)
+from pipeline.storage.clients import try_once, with_client_options
+from pipeline.storage.retry import StorageError, limits, retried
 from pipeline.storage.urls import is_url, join, scheme
+
+T = TypeVar("T")
 
 MIB = 1024 * 1024
 BLOCK_BYTES = 4 * MIB
@@ -62,10 +59,12 @@ def storage_options(url: str) -> dict[str, Any]:
 
 
 def filesystem(url: str) -> tuple[Any, str]:
-    """The fsspec filesystem of `url` and the path it names there. Raises StorageError
-    when the scheme is unknown or its package is not installed."""
+    """The fsspec filesystem of `url` (its requests bounded by the storage limits, tried
+    once each: pipeline/storage/clients.py) and the path it names there. Raises
+    StorageError when the scheme is unknown or its package is not installed."""
     try:
-        fs, path = fsspec.core.url_to_fs(url, **storage_options(url))
+        options = with_client_options(scheme(url), limits(), storage_options(url))
+        fs, path = fsspec.core.url_to_fs(url, **options)
     except ImportError as err:
         package = PACKAGES.get(scheme(url), "the fsspec implementation of this scheme")
         raise StorageError(
@@ -74,7 +73,22 @@ def filesystem(url: str) -> tuple[Any, str]:
         ) from None
     except ValueError as err:
         raise StorageError(f"{url}: not a storage URL mms can open ({err})") from None
+    try_once(fs)
     return fs, str(path)
+
+
+def _on_store(what: str, url: str, action: Callable[[Any, str], T]) -> T:
+    """`action(filesystem, path)` for `url`, retried: the way every call reaches a store,
+    so that each has the timeouts, the tries and an error naming `url` (`what` it did)."""
+    fs, path = filesystem(url)
+    return retried(lambda: action(fs, path), f"{what} {url}")
+
+
+def _fresh(fs: Any, path: str | None = None) -> Any:
+    """`fs` with what it listed before forgotten (of `path`, or all): a listing must see
+    what other processes wrote since."""
+    fs.invalidate_cache(path)
+    return fs
 
 
 def _url_of(url: str, path: str) -> str:
@@ -87,36 +101,28 @@ def _url_of(url: str, path: str) -> str:
 
 def exists(url: str) -> bool:
     """Whether a file or a non-empty prefix is at `url`."""
-    fs, path = filesystem(url)
-    fs.invalidate_cache(path)
-    return bool(retried(lambda: fs.exists(path), f"cannot look up {url}"))
+    return bool(_on_store("cannot look up", url, lambda fs, path: _fresh(fs, path).exists(path)))
 
 
 def isfile(url: str) -> bool:
     """Whether a file (an object) is at `url`."""
-    fs, path = filesystem(url)
-    return bool(retried(lambda: fs.isfile(path), f"cannot look up {url}"))
+    return bool(_on_store("cannot look up", url, lambda fs, path: fs.isfile(path)))
 
 
 def isdir(url: str) -> bool:
     """Whether `url` is a folder (a prefix with objects under it, or a bucket)."""
-    fs, path = filesystem(url)
-    fs.invalidate_cache(path)
-    return bool(retried(lambda: fs.isdir(path), f"cannot look up {url}"))
+    return bool(_on_store("cannot look up", url, lambda fs, path: _fresh(fs, path).isdir(path)))
 
 
 def size(url: str) -> int:
     """The size of the file at `url`, in bytes."""
-    fs, path = filesystem(url)
-    return int(retried(lambda: fs.size(path), f"cannot look up {url}"))
+    return int(_on_store("cannot look up", url, lambda fs, path: fs.size(path)))
 
 
 def stamp(url: str) -> dict[str, Any]:
     """What tells a version of the file at `url` from another: its size and the store's
     tag of its content (an ETag, a generation, a checksum), else its modification time."""
-    fs, path = filesystem(url)
-    fs.invalidate_cache(path)
-    info = retried(lambda: fs.info(path), f"cannot look up {url}")
+    info = _on_store("cannot look up", url, lambda fs, path: _fresh(fs, path).info(path))
     for key in ("ETag", "etag", "generation", "md5Hash", "crc32c", "blob_id", "last_commit"):
         if info.get(key) is not None:
             return {"size": int(info["size"]), "tag": str(info[key])}
@@ -126,35 +132,27 @@ def stamp(url: str) -> dict[str, Any]:
 
 def find(url: str) -> list[str]:
     """The URLs of every file under the prefix `url`, sorted."""
-    fs, path = filesystem(url)
-    fs.invalidate_cache()
-    found = retried(lambda: fs.find(path), f"cannot list {url}")
+    found = _on_store("cannot list", url, lambda fs, path: _fresh(fs).find(path))
     return sorted(_url_of(url, p) for p in found)
 
 
 def find_sizes(url: str) -> dict[str, int]:
     """The size of every file under the prefix `url`, by URL, sorted by URL."""
-    fs, path = filesystem(url)
-    fs.invalidate_cache()
-    found = retried(lambda: fs.find(path, detail=True), f"cannot list {url}")
+    found = _on_store("cannot list", url, lambda fs, path: _fresh(fs).find(path, detail=True))
     sizes = {_url_of(url, p): int(info.get("size") or 0) for p, info in found.items()}
     return dict(sorted(sizes.items()))
 
 
 def listdir(url: str) -> list[str]:
     """The URLs of the files directly in the folder `url`, sorted."""
-    fs, path = filesystem(url)
-    fs.invalidate_cache(path)
-    entries = retried(lambda: fs.ls(path, detail=True), f"cannot list {url}")
+    entries = _on_store("cannot list", url, lambda fs, path: _fresh(fs, path).ls(path, detail=True))
     return sorted(_url_of(url, e["name"]) for e in entries if e.get("type") == "file")
 
 
 def glob(pattern: str) -> list[tuple[str, bool]]:
     """The (URL, is a folder) of every match of `pattern` (`*`, `?`, `[...]`, `**`
     recursing), sorted by URL."""
-    fs, path = filesystem(pattern)
-    fs.invalidate_cache()
-    found = retried(lambda: fs.glob(path, detail=True), f"cannot list {pattern}")
+    found = _on_store("cannot list", pattern, lambda fs, path: _fresh(fs).glob(path, detail=True))
     return sorted(
         (_url_of(pattern, name), info.get("type") == "directory") for name, info in found.items()
     )
@@ -170,26 +168,34 @@ class _RetryingReader(io.RawIOBase):
     def __init__(self, url: str, *, block_size: int = BLOCK_BYTES) -> None:
         super().__init__()
         self._url = url
-        self._fs, self._path = filesystem(url)
         self._block_size = block_size
         self._position = 0
         self._file: Any = None
         self._size: int | None = None
-        self._reopen()
+        _on_store("cannot open", url, self._opened)
 
-    def _reopen(self) -> None:
+    def _opened(self, fs: Any, path: str) -> Any:
+        """The file open at the current position (opened again after a failed read)."""
+        if self._file is None:
+            handle = fs.open(path, "rb", block_size=self._block_size, cache_type="readahead")
+            handle.seek(self._position)
+            self._file = handle
+        return self._file
+
+    def _read(self, fs: Any, path: str, count: int) -> bytes:
+        """Up to `count` bytes at the current position; a failed read closes the file."""
+        try:
+            return bytes(self._opened(fs, path).read(count))
+        except BaseException:
+            self._drop()
+            raise
+
+    def _drop(self) -> None:
+        """Close the open file, if any, so that the next read opens it again."""
         if self._file is not None:
             with suppress(Exception):
                 self._file.close()
-
-        def opened() -> Any:
-            handle = self._fs.open(
-                self._path, "rb", block_size=self._block_size, cache_type="readahead"
-            )
-            handle.seek(self._position)
-            return handle
-
-        self._file = retried(opened, f"cannot open {self._url}")
+            self._file = None
 
     def readable(self) -> bool:
         return True
@@ -205,41 +211,22 @@ class _RetryingReader(io.RawIOBase):
             offset += self._position
         elif whence == io.SEEK_END:
             if self._size is None:
-                self._size = int(retried(lambda: self._fs.size(self._path), self._url))
+                self._size = int(_on_store("cannot look up", self._url, lambda fs, p: fs.size(p)))
             offset += self._size
         self._position = max(0, offset)
-        self._file.seek(self._position)
+        if self._file is not None:
+            self._file.seek(self._position)
         return self._position
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         view = memoryview(buffer).cast("B")
-        attempt = 0
-        while True:
-            try:
-                data = self._file.read(len(view))
-                break
-            except FileNotFoundError:
-                raise
-            except Exception as err:
-                if not transient(err):
-                    raise StorageError(f"cannot read {self._url}: {err}") from err
-                if attempt + 1 >= ATTEMPTS:
-                    raise StorageUnavailable(
-                        f"cannot read {self._url}: the store kept failing ({err}) after "
-                        f"{ATTEMPTS} tries; run the command again to resume"
-                    ) from err
-                add_retries(1)
-                time.sleep(backoff(attempt))
-                attempt += 1
-                self._reopen()
+        data = _on_store("cannot read", self._url, lambda fs, p: self._read(fs, p, len(view)))
         view[: len(data)] = data
         self._position += len(data)
         return len(data)
 
     def close(self) -> None:
-        if self._file is not None:
-            with suppress(Exception):
-                self._file.close()
+        self._drop()
         super().close()
 
 
@@ -256,8 +243,7 @@ def open_read(url: str, buffer_bytes: int = MIB) -> BinaryIO:
 
 def read_bytes(url: str) -> bytes:
     """The whole file at `url`."""
-    fs, path = filesystem(url)
-    return bytes(retried(lambda: fs.cat_file(path), f"cannot read {url}"))
+    return bytes(_on_store("cannot read", url, lambda fs, path: fs.cat_file(path)))
 
 
 def sha256(url: str) -> str:
@@ -274,10 +260,9 @@ def download(url: str, local: str | os.PathLike[str]) -> None:
     local file appears only once whole."""
     target = Path(local)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fs, path = filesystem(url)
     temp = target.with_name(f".{target.name}.{os.getpid()}.download.tmp")
     try:
-        retried(lambda: fs.get_file(path, str(temp)), f"cannot download {url}")
+        _on_store("cannot download", url, lambda fs, path: fs.get_file(path, str(temp)))
         os.replace(temp, target)
     finally:
         temp.unlink(missing_ok=True)
@@ -288,14 +273,12 @@ def download(url: str, local: str | os.PathLike[str]) -> None:
 
 def upload(local: str | os.PathLike[str], url: str) -> None:
     """Publish the local file `local` at `url`: one object, whole or not at all."""
-    fs, path = filesystem(url)
-    retried(lambda: fs.put_file(str(local), path), f"cannot upload {local} to {url}")
+    _on_store(f"cannot upload {local} to", url, lambda fs, path: fs.put_file(str(local), path))
 
 
 def write_bytes(url: str, data: bytes) -> None:
     """Write `data` as the file at `url` (one object, whole or not at all)."""
-    fs, path = filesystem(url)
-    retried(lambda: fs.pipe_file(path, data), f"cannot write {url}")
+    _on_store("cannot write", url, lambda fs, path: fs.pipe_file(path, data))
 
 
 @contextmanager
@@ -311,13 +294,12 @@ def open_write(url: str) -> Iterator[BinaryIO]:
 
 def remove(url: str) -> None:
     """Remove the file at `url`; a missing one is no error."""
-    fs, path = filesystem(url)
 
-    def removed() -> None:
+    def removed(fs: Any, path: str) -> None:
         with suppress(FileNotFoundError):
             fs.rm_file(path)
 
-    retried(removed, f"cannot remove {url}")
+    _on_store("cannot remove", url, removed)
 
 
 def remove_tree(url: str) -> None:
