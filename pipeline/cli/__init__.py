@@ -11,6 +11,7 @@ import click
 from rich.markup import escape
 
 from pipeline.cli.output import stderr
+from pipeline.storage import StorageError
 from pipeline.version import __version__
 from pipeline.wording import visible
 
@@ -36,7 +37,8 @@ only when it runs (or help lists it), so `mms run` does not load what `mms push`
 
 class _Group(click.Group):
     """The `mms` group: commands loaded from COMMANDS when asked for; an error's message is
-    shown on one line with control characters escaped (it often names an input); an
+    shown on one line with control characters escaped (it often names an input); an object
+    store that refused or stopped answering (after the retries) is one error line, exit 1; an
     unexpected failure (a bug) prints one line saying so, never a traceback; MMS_DEBUG=1
     shows the traceback for a bug report."""
 
@@ -61,6 +63,9 @@ class _Group(click.Group):
             raise
         except (click.exceptions.Exit, click.Abort, SystemExit):
             raise
+        except StorageError as err:  # an object store that refused or stopped answering
+            stderr.print(f"[red]error:[/] {escape(visible(str(err)))}")
+            sys.exit(1)
         except BrokenPipeError:  # the reader went away (`mms lint ... | head`): stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(141)

@@ -175,7 +175,7 @@ _CONFIG_ERRORS = (InputError, WorkdirError, OutputFolderError, ValueError)
 _RUN_FAILURES: tuple[tuple[type[Exception], int, str], ...] = (
     (RayUnavailable, 2, ""),
     (PartFailed, 1, "; finished parts are kept: run again to resume"),
-    (StorageError, 1, "; finished parts are kept: run again to resume"),
+    (StorageError, 1, "; finished parts are kept"),
     (RunFault, 1, "; finished parts are kept: run again to resume"),
     (OverlongThreadError, 1, "; nothing was written (overlong: error)"),
 )

@@ -32,9 +32,9 @@ from typing import Any
 
 from pipeline.output.files import OutputPathError, file_sha256
 from pipeline.output.manifest import CARD_FILE, MANIFEST_FILE, listed_files
-from pipeline.output.marks import WORK_DIR as WORK_DIR
-from pipeline.output.marks import WORK_MARKER as WORK_MARKER
-from pipeline.output.marks import is_output_folder, own_work_dir, read_own_manifest
+from pipeline.own_outputs import WORK_DIR as WORK_DIR
+from pipeline.own_outputs import WORK_MARKER as WORK_MARKER
+from pipeline.own_outputs import is_output_folder, own_work_dir, read_own_manifest
 
 STAGING_DIR = "publish"
 """The staging folder under the work directory: the output as it will be published."""

@@ -19,9 +19,9 @@ import orjson
 
 from pipeline import storage
 from pipeline.output.files import atomic_output, file_sha256
-from pipeline.output.marks import MANIFEST_FILE as MANIFEST_FILE
-from pipeline.output.marks import MANIFEST_FORMAT as MANIFEST_FORMAT
 from pipeline.output.shards import Shard
+from pipeline.own_outputs import MANIFEST_FILE as MANIFEST_FILE
+from pipeline.own_outputs import MANIFEST_FORMAT as MANIFEST_FORMAT
 from pipeline.sources import is_hf_input
 from pipeline.sources.stdin import STDIN
 from pipeline.version import __version__

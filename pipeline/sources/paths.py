@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import storage
-from pipeline.output.marks import is_output_folder
+from pipeline.own_outputs import is_output_folder
 from pipeline.sources.batch_files import batch_companions
 from pipeline.sources.compression import split_compression
 from pipeline.sources.harmony_files import HARMONY_KIND, is_harmony_file
