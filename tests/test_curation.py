@@ -440,6 +440,103 @@ def test_quality_rules_flag_what_they_name(tmp_path):
     assert len(threads_of(out)) == 1
 
 
+def test_each_quality_finding_names_its_answer_measure_value_and_limit(tmp_path):
+    """`meta.quality` lists, per rule and answer, the message, the measure, its value and
+    its limit (or the text matched); the list of dropped threads shows the first."""
+    records = [
+        chat("Hi", " "),
+        {"messages": [
+            {"role": "user", "content": "Tell me a joke"},
+            {"role": "assistant", "content": "As an AI language model, I cannot tell jokes."},
+            {"role": "user", "content": "Write a poem"},
+            {"role": "assistant", "content": "the sea is blue. " * 40},
+        ]},
+    ]  # fmt: skip
+    out = tmp_path / "out.jsonl"
+    result = mms("curate", write(tmp_path / "in.jsonl", records), "-o", out, "--quality", "tag")
+    assert result.exit_code == 0, result.output
+    empty, two = (thread["meta"]["quality"] for thread in threads_of(out))
+    assert empty == [
+        {"rule": "empty_answer", "message": 1, "measure": "visible_chars", "value": 0, "limit": 2}
+    ]
+    assert two[0] == {
+        "rule": "repetition", "message": 3, "measure": "top_2gram_share",
+        "value": two[0]["value"], "limit": 0.4,
+    }  # fmt: skip
+    assert two[0]["value"] > 0.4
+    assert two[1] == {
+        "rule": "refusal", "message": 1, "measure": "phrase",
+        "value": "as an ai language model", "limit": None,
+    }  # fmt: skip
+    dropped = tmp_path / "dropped.jsonl"
+    assert mms("curate", tmp_path / "in.jsonl", "-o", dropped, "--quality", "drop").exit_code == 0
+    listed = dropped_of(dropped)
+    assert [d["code"] for d in listed] == ["quality:empty_answer", "quality:repetition"]
+    assert {key: listed[0][key] for key in empty[0]} == empty[0]
+
+
+PROSE = (
+    "First you open the box and take out the parts, then you lay them on a clean table. "
+    "Next you read the manual twice, check every screw against the list, and sort the "
+    "panels by size. "
+)
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n#### 72",
+        "So the total is 2 + 3 + 7 = 12\nThe answer is 12",
+        "Things to pack:\n1. A torch\n2. Two spare batteries\n- a warm coat",
+        "```python\nfor part in parts:\n    print(part)\n```\nRun it\n    print(parts)",
+        "| part | count |\n|---|---|\n| screw | 12 |\n| panel | 4",
+        "Send it to us #diy #tables",
+    ],
+)
+def test_answers_that_end_without_a_period_by_nature_are_not_cut_off(ending):
+    """A final-answer line, a list, code, a table or hashtags end a sound answer."""
+    assert quality_flags([Turn(PROSE + ending, "Explain", True)], QualitySettings()) == []
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"name": "box", "parts": [' + '{"kind": "screw", "size": 4}, ' * 30 + "{}]}",
+        "name: box\nparts: many\nsize: large\ncolour: blue\nweight: heavy\nprice: low\n" * 8,
+    ],
+)
+def test_json_and_yaml_answers_neither_repeat_nor_stop(answer):
+    assert quality_flags([Turn(answer, "Describe the box as data", True)], QualitySettings()) == []
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        "After that you join the two side panels with the long bolts and",
+        "3. Be clear about your intentions: if you want to see them again, say so and",
+        "接着把两块侧板用长螺栓连接起来，拧紧每一颗螺丝，然后把",
+    ],
+)
+def test_prose_and_sentences_in_list_items_that_stop_are_cut_off(ending):
+    found = quality_flags([Turn(PROSE + ending, "Explain", True)], QualitySettings())
+    assert found == ["cut_off"]
+
+
+@pytest.mark.parametrize(
+    ("user", "answer", "flagged"),
+    [
+        ("Classify the review as 1 (positive) or 0 (negative).\n\nGreat phone!", "1", False),
+        ("这句话是否正确？回答是或否。\n\n太阳从西边升起。", "否", False),
+        ("Pick one:\nA. red\nB. blue", "B", False),
+        ("Write a poem about the sea.", "1", True),
+        ("Is this a question?", ".", True),
+    ],
+)
+def test_a_one_token_label_to_a_closed_prompt_is_not_empty(user, answer, flagged):
+    found = quality_flags([Turn(answer, user, True)], QualitySettings())
+    assert found == (["empty_answer"] if flagged else [])
+
+
 SENTENCES = (
     "the sea is blue.",
     "As an AI language model, I cannot do that.",

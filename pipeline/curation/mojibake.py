@@ -136,3 +136,12 @@ def _class(items: Any) -> str:
 
 def _char(code: int) -> str:
     return f"\\x{{{code:x}}}"
+
+
+def bad_sequence(text: str) -> str:
+    """The first characters of `text` that ftfy's badness expression finds ("" for none):
+    what a finding shows of the mojibake."""
+    import ftfy.badness
+
+    found = ftfy.badness.BADNESS_RE.search(text)
+    return found.group() if found else ""

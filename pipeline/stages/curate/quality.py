@@ -1,6 +1,8 @@
 """The `quality` stage: the quality heuristics for chat (pipeline/curation/quality.py) on
-every assistant answer in its context; the rules a thread breaks go to `meta.quality`, and
-with `action: drop` the thread is dropped under the first (`quality:RULE`)."""
+every assistant answer in its context; what a thread breaks goes to `meta.quality`, one
+entry per rule and answer (`rule`, `message`, `measure`, `value`, `limit`), and with
+`action: drop` the thread is dropped under the first rule (`quality:RULE`), that entry
+beside it in the list of dropped threads."""
 
 from __future__ import annotations
 
@@ -8,7 +10,12 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from pipeline.curation import mojibake
-from pipeline.curation.quality import QualitySettings, Turn, quality_flags_many
+from pipeline.curation.quality import (
+    QualityFinding,
+    QualitySettings,
+    Turn,
+    quality_findings_many,
+)
 from pipeline.mms import Thread
 from pipeline.stages.curate.tagging import Action, Finding, Tagger
 
@@ -26,11 +33,11 @@ def answers(thread: Thread) -> list[Turn]:
     turn before it; the last one marked."""
     turns: list[Turn] = []
     user = ""
-    for message in thread.messages:
+    for index, message in enumerate(thread.messages):
         if message.role == "user":
             user = message.content
         elif message.role == "assistant" and (message.format or "markdown") == "markdown":
-            turns.append(Turn(message.content, user, False))
+            turns.append(Turn(message.content, user, False, index))
     if turns:
         turns[-1] = dataclasses.replace(turns[-1], last=True)
     return turns
@@ -53,12 +60,15 @@ class Quality(Tagger):
 
     def inspect_all(self, threads: list[Thread]) -> list[Finding]:
         """The answers of the whole batch judged at once."""
-        every = quality_flags_many([answers(thread) for thread in threads], self.settings.rules)
-        return [self._finding(thread, flags) for thread, flags in zip(threads, every, strict=True)]
+        every = quality_findings_many([answers(thread) for thread in threads], self.settings.rules)
+        return [self._finding(thread, found) for thread, found in zip(threads, every, strict=True)]
 
-    def _finding(self, thread: Thread, flags: list[str]) -> Finding:
-        if not flags:
+    def _finding(self, thread: Thread, found: list[QualityFinding]) -> Finding:
+        """The thread with its findings in `meta.quality`, counted once per rule."""
+        if not found:
             return Finding(thread)
-        changed = dataclasses.replace(thread, meta={**thread.meta, "quality": flags})
-        reason = f"quality:{flags[0]}" if self.settings.action == "drop" else None
-        return Finding(changed, reason, dict.fromkeys(flags, 1))
+        listed = [finding.to_dict() for finding in found]
+        changed = dataclasses.replace(thread, meta={**thread.meta, "quality": listed})
+        reason = f"quality:{found[0].rule}" if self.settings.action == "drop" else None
+        counts = dict.fromkeys((finding.rule for finding in found), 1)
+        return Finding(changed, reason, counts, listed[0])
