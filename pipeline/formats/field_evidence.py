@@ -48,7 +48,9 @@ ASSERTION_TEXT = re.compile(rf"\s*{ASSERTION_TYPES}\s*(?::|$)", re.IGNORECASE)
 ASSERTION_TYPE = re.compile(rf"{ASSERTION_TYPES}$", re.IGNORECASE)
 ASSERTION_KEYS = ("assert", "asserts", "assertion", "assertions", "__expected")
 """Keys holding a test's assertions (promptfoo's `assert` and CSV `__expected` columns)."""
-ID_NAME = re.compile(r"(?:^|[_.\-\s])(?:id|uid|uuid|idx|key)$|Id$|^id[_\-]", re.IGNORECASE)
+ID_NAME = re.compile(
+    r"(?:^|[_.\-\s])(?:id|uid|uuid|idx|key)$|(?-i:[a-z]Id)$|^id[_\-]", re.IGNORECASE
+)
 LINK = re.compile(r"\s*(?:https?|ftp)://\S+\s*")
 """A value that is one link (a source URL)."""
 ID_TEXT = re.compile(r"[\w.:/#-]*\d[\w.:/#-]*")
