@@ -19,8 +19,7 @@ that reads it.
 
 Example: a prompt and the prompt-only thread it becomes.
 
->>> from pipeline.formats import mt_bench
-from pipeline.formats.base import ConvertOptions
+>>> from pipeline.formats.base import ConvertOptions
 >>> from pipeline.sources import Record
 >>> prompt = "How do I decline a meeting politely?"
 >>> [thread] = to_threads(Record("lines.jsonl", "lines.jsonl:1", prompt), ConvertOptions())
