@@ -160,3 +160,31 @@ def test_any_prompt_string_is_one_user_message_as_written(text):
     (thread,) = FORMAT.to_threads(Record("p.jsonl", "p.jsonl:1", text), ConvertOptions())
     assert [(m.role, m.content) for m in thread.messages] == [("user", text)]
     assert thread.meta["prompt_only"] is True
+
+
+def test_vicuna_questions_are_prompts_with_their_category(data):
+    """Vicuna-80's question file ({question_id, text, category}) is detected as prompts:
+    beside a question_id, `text` is the question; the category stays in meta."""
+    path = data / "curation" / "mapping" / "vicuna_questions_en.jsonl"
+    assert detect_file(str(path)).label == "prompts"
+    threads, rejected, _ = read_all(path)
+    assert rejected == [] and len(threads) == len(path.read_text().splitlines())
+    first = threads[0]
+    assert first.id == "1" and first.meta["prompt_only"]
+    assert [(m.role, m.content) for m in first.messages] == [
+        ("user", "How can I improve my time management skills?")
+    ]
+    assert first.meta["extra_fields"] == {"question_id": 1, "category": "generic"}
+
+
+def test_from_prompts_reads_mt_bench_questions_as_mt_bench_does(tmp_path):
+    question = {"question_id": 81, "category": "writing", "turns": ["Write a haiku.", "Again."]}
+    threads, rejected, _ = read_records(tmp_path, question, format="prompts")
+    assert rejected == [] and [(m.role, m.content) for m in threads[0].messages] == [
+        ("user", "Write a haiku.")
+    ]
+    assert threads[0].meta["category"] == "writing" and threads[0].meta["follow_ups"]
+
+
+def test_text_without_a_question_id_is_still_no_prompt():
+    assert FORMAT.sniff({"text": "A document.", "category": "news"}).score == 0

@@ -45,7 +45,7 @@ def test_selection_by_code_family_name_and_all_with_the_more_specific_winning():
     assert codes(("MMS201",)) == ["MMS201"]
     assert codes(("MMS3",)) == ["MMS301", "MMS303"]
     assert codes(("invalid-json",)) == ["MMS401"]
-    assert codes(("ALL",)) == sorted(rule.code for rule in RULES) and len(RULES) == 29
+    assert codes(("ALL",)) == sorted(rule.code for rule in RULES) and len(RULES) == 30
     assert codes(("MMS2",), ("MMS207", "MMS206")) == ["MMS201", "MMS202", "MMS203", "MMS204"]
     assert codes(("MMS201",), ("MMS2",)) == ["MMS201"]
     assert codes(("MMS201",), ("MMS201",)) == []

@@ -7,8 +7,11 @@ import orjson
 import pytest
 
 from pipeline.jobs.read import ReadSpec
-from pipeline.lint import RULES, Linter
+from pipeline.lint import RULES, LintConfig, Linter
+from pipeline.lint.diagnostic import ThreadRef
 from pipeline.lint.rule import Finding, Rule
+from pipeline.lint.rules import RULES_BY_CODE
+from pipeline.lint.rules.dataset import LabelAnswers
 from pipeline.lint.rules.examples import (
     assistant,
     context,
@@ -491,3 +494,48 @@ def test_a_duplicate_in_a_json_array_names_the_index_of_its_first_copy(tmp_path)
         f"duplicate of {path}#0 (same messages and settings)",
     ]
     assert [d.locator for d in found] == [f"{path}#1", f"{path}#2"]
+
+
+# --------------------------------------------------------------------------- MMS508
+
+
+def _tickets(answers: list[str]) -> list[dict]:
+    return [
+        thread(user(f"Ticket {i}: my invoice is wrong."), assistant(answer), id=f"t{i}")
+        for i, answer in enumerate(answers)
+    ]
+
+
+def test_label_answers_name_the_values_and_point_at_the_most_frequent(tmp_path):
+    answers = ["Billing Inquiries"] * 7 + ["Sales"] * 3 + ["A long and helpful answer " * 3]
+    (d,) = fired(tmp_path, _tickets(answers), "MMS508")
+    assert d.thread_id == "t0" and "10 of 11 answers (91%) are one of 2 short values" in d.message
+    assert "'Billing Inquiries' (7), 'Sales' (3)" in d.message
+
+
+def test_label_answers_need_enough_answered_threads_and_a_large_share(tmp_path):
+    assert fired(tmp_path, _tickets(["yes", "no"] * 4), "MMS508") == []
+    assert fired(tmp_path, _tickets(["yes", "no"] * 5), "MMS508", dataset_min_threads=20) == []
+    varied = ["yes", "no"] * 4 + [
+        f"It depends on your plan ({n}): see the pricing page." for n in (1, 2)
+    ]
+    assert fired(tmp_path, _tickets(varied), "MMS508") == []
+    prompts = [thread(user(f"Question {i}?"), id=f"p{i}") for i in range(20)]
+    assert fired(tmp_path, prompts + _tickets(["Sales"] * 9), "MMS508") == []
+
+
+def test_label_answers_over_parts_find_what_one_pass_finds():
+    rule, config = RULES_BY_CODE["MMS508"], LintConfig()
+    labels: list[tuple[bool, str | None]] = [(True, ["Sales", "Billing"][i % 2]) for i in range(27)]
+    facts = [*labels[:10], (True, None), (False, None), *labels[10:], (True, None)]
+    refs = [ThreadRef(f"t{i}", "a.jsonl", f"a.jsonl:{i + 1}") for i in range(30)]
+    whole = LabelAnswers(config, rule)
+    for fact, ref in zip(facts, refs, strict=True):
+        list(whole.observe(fact, ref))
+    first, second = LabelAnswers(config, rule), LabelAnswers(config, rule)
+    for fact, ref in zip(facts[:13], refs[:13], strict=True):
+        list(first.observe(fact, ref))
+    for fact, ref in zip(facts[13:], refs[13:], strict=True):
+        list(second.observe(fact, ref))
+    list(first.merge(second.state()))
+    assert list(first.finish()) == list(whole.finish())

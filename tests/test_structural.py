@@ -16,7 +16,7 @@ from pipeline import convert
 from pipeline.cli import main
 from pipeline.formats.detect import detect
 from pipeline.formats.field_names import PROMPT_NAMES, SPEAKER_KEYS, TEXT_KEYS
-from pipeline.formats.suggest import SHOWN_KEYS
+from pipeline.formats.suggest import SHOWN_KEYS, Suggestion, suggest_mapping
 
 SPEAKERS = [("customer", "agent"), ("human", "bot"), ("user", "assistant"), ("Q", "A")]
 
@@ -163,3 +163,35 @@ def test_a_run_names_an_input_that_gives_no_row(tmp_path):
     assert "1 quarantined as unknown_format" in result.output
     card = (tmp_path / "out" / "README.md").read_text()
     assert f"`{odd}` gave no row" in card and "1 quarantined as unknown_format" in card
+
+
+def test_a_named_answer_that_is_a_label_is_left_out_with_its_evidence():
+    """{question, answer: yes/no}: the reading by structure would take the label as the
+    answer; the suggestion makes prompt-only threads and says why."""
+    rows = [{"question": f"Is {n} even?", "answer": ["yes", "no"][n % 2]} for n in range(10)]
+    found = suggest_mapping(rows)
+    assert found is not None and found.mapping == {"shape": "alpaca", "prompt": "question"}
+    assert found.evidence == [
+        "answer: 2 distinct values over 10 records, mean 2 chars: a label, not an answer"
+    ]
+
+
+def test_an_assertion_list_is_not_read_as_a_chat():
+    tests = [
+        {"vars": {"q": f"Route ticket {n}"}, "assert": [{"type": "contains", "value": "Sales"}]}
+        for n in range(4)
+    ]
+    found = suggest_mapping(tests)
+    assert found is not None and found.mapping == {"shape": "alpaca", "prompt": "vars.q"}
+    assert any(line.startswith("assert: ") for line in found.evidence)
+
+
+def test_an_unnamed_answer_is_the_longest_text_longer_than_the_prompt():
+    rows = [
+        {"ask": f"Explain {n}", "said": f"A long explanation of {n}, step by step."}
+        for n in range(5)
+    ]
+    found = suggest_mapping(rows)
+    assert found is not None and found.mapping["response"] == "said"
+    short = [{"ask": f"Explain topic number {n} in depth", "note": f"n{n} ok"} for n in range(5)]
+    assert "response" not in (suggest_mapping(short) or Suggestion({})).mapping

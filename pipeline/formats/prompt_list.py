@@ -3,8 +3,12 @@ hold only a `prompt`, `question` or `query` string (with ids, an optional `syste
 and a few metadata fields). Each prompt becomes a prompt-only thread: its user message
 (after the system prompt as a developer message), the answer to be generated.
 
-Detection is conservative so it never takes another format's records: `text` is not a
-prompt key (it is how pretraining corpora hold documents), nor is `instruction` (Alpaca's);
+Vicuna-80's question file (FastChat, `{question_id, text, category}`) is a prompt list too:
+beside a `question_id`, `text` is the prompt. `--from prompts` also reads MT-Bench's
+`{question_id, category, turns}` as the `mt-bench` format does (which detection picks).
+
+Detection is conservative so it never takes another format's records: `text` alone is not
+a prompt key (it is how pretraining corpora hold documents), nor is `instruction` (Alpaca's);
 an object with any key beyond the prompt, ids, `system` and metadata is declined (an answer
 field makes it another format's); a string that reads as a chat transcript (ChatML
 `<|im_start|>`, `User:`/`Human:`/`ASSISTANT:` lines) is declined. `--from prompts` reads
@@ -28,6 +32,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pipeline.formats import mt_bench
 from pipeline.formats.base import ConvertOptions, InputFormat, Sniff
 from pipeline.formats.builder import ThreadBuilder, a_json_kind, json_kind, source_thread_id
 from pipeline.formats.field_names import answer_fields
@@ -37,6 +42,8 @@ from pipeline.sources import Record
 
 NAME = "prompts"
 PROMPT_KEYS = ("prompt", "question", "query")
+QUESTION_TEXT = ("text", "question_id")
+"""A `text` string is the prompt beside a `question_id` (Vicuna-80's questions), never alone."""
 ID_KEYS = ("id", "prompt_id", "question_id", "query_id", "uid", "idx")
 """Keys that name the prompt; the first present that is a string or integer is the id."""
 SYSTEM = "system"
@@ -53,8 +60,20 @@ ANSWER_KEYS = ("completion", "response", "chosen", "rejected", "completions", "o
 
 
 def _prompt_key(value: dict[str, Any]) -> str | None:
-    """The first prompt key the object has, whatever its value."""
-    return next((key for key in PROMPT_KEYS if key in value), None)
+    """The first prompt key the object has, whatever its value (`text` beside a
+    `question_id` when it has none)."""
+    text, question_id = QUESTION_TEXT
+    fallback = text if text in value and question_id in value else None
+    return next((key for key in PROMPT_KEYS if key in value), fallback)
+
+
+def _prompt_strings(value: dict[str, Any]) -> list[str]:
+    """The prompt keys holding a string (`text` beside a `question_id` when none does)."""
+    found = [key for key in PROMPT_KEYS if isinstance(value.get(key), str)]
+    text, question_id = QUESTION_TEXT
+    if not found and question_id in value and isinstance(value.get(text), str):
+        return [text]
+    return found
 
 
 def sniff(value: object) -> Sniff:
@@ -66,7 +85,7 @@ def sniff(value: object) -> Sniff:
         return Sniff(0.5, "a bare string: one prompt")
     if not isinstance(value, dict):
         return Sniff(0.0, "not a string or an object")
-    prompts = [key for key in PROMPT_KEYS if isinstance(value.get(key), str)]
+    prompts = _prompt_strings(value)
     if len(prompts) != 1:
         return Sniff(0.0, "no single prompt, question or query string")
     others = sorted(set(value) - ALLOWED_KEYS - {prompts[0]})
@@ -74,6 +93,8 @@ def sniff(value: object) -> Sniff:
         return Sniff(0.0, f"a {prompts[0]} string with other fields ({', '.join(others[:4])})")
     if not isinstance(value.get(SYSTEM, ""), str):
         return Sniff(0.0, "a prompt with a system field that is not a string")
+    if prompts[0] == QUESTION_TEXT[0]:
+        return Sniff(0.8, "a text string with a question_id (a Vicuna question): one prompt")
     return Sniff(0.8, f"only a {prompts[0]} string (with ids or metadata): one prompt")
 
 
@@ -129,6 +150,8 @@ def to_threads(record: Record, options: ConvertOptions) -> list[Thread]:
     if isinstance(value, str):
         builder = ThreadBuilder(record, NAME, options, thread_id=source_thread_id(record))
         builder.user(_text(value, "the prompt"))
+    elif isinstance(value, dict) and _prompt_key(value) is None and "turns" in value:
+        return mt_bench.to_threads(record, options)
     elif isinstance(value, dict):
         builder = _from_object(record, options, value)
     else:

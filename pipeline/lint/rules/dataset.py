@@ -236,6 +236,104 @@ class FewPhrasings(DatasetCheck):
                 )
 
 
+LABEL_SHARE = 0.9
+"""MMS508: the share of the answers a handful of short values must hold."""
+LABEL_VALUES = 12
+"""MMS508: at most this many distinct values make a handful ..."""
+LABEL_CHARS = 40
+"""... each at most this long (stripped)."""
+LABEL_KEPT = 1024
+"""MMS508 keeps counts of this many distinct short answers, the later ones counted apart."""
+SHOWN_LABELS = 6
+"""MMS508 names this many of the values, the most frequent first."""
+
+
+class _ShortAnswers:
+    """How many threads were answered, and how often each short final answer was given
+    (up to LABEL_KEPT distinct ones, the first thread of each kept to point at)."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+        self.counts: Counter[str] = Counter()
+        self.first: dict[str, ThreadRef] = {}
+
+    def add(self, answer: str | None, ref: ThreadRef, times: int = 1) -> None:
+        """Count one answered thread's final answer (None: not a short one)."""
+        self.answered += times
+        if answer is not None and (answer in self.counts or len(self.counts) < LABEL_KEPT):
+            self.counts[answer] += times
+            self.first.setdefault(answer, ref)
+
+    def merge(self, other: _ShortAnswers) -> None:
+        """Add the counts of the threads after these."""
+        self.answered += other.answered - sum(other.counts.values())
+        for answer, times in other.counts.items():
+            self.add(answer, other.first[answer], times)
+
+
+class LabelAnswers(DatasetCheck):
+    """MMS508: the assistant's answers are a handful of short repeated values (labels)."""
+
+    def __init__(self, config: LintConfig, rule: Rule):
+        self.rule = rule
+        self.min_threads = config.dataset_min_threads
+        self.answers = _ShortAnswers()
+
+    def facts(self, view: ThreadView) -> tuple[bool, str | None]:
+        """Whether the thread has an answer, and its final answer when it is short."""
+        answers = [m for m in view.thread.messages if m.role == "assistant"]
+        if not answers:
+            return False, None
+        text = answers[-1].content.strip()
+        return True, text if len(text) <= LABEL_CHARS else None
+
+    def observe(self, facts: tuple[bool, str | None], ref: ThreadRef) -> Iterator[Diagnostic]:
+        answered, text = facts
+        if answered:
+            self.answers.add(text, ref)
+        return iter(())
+
+    def state(self) -> _ShortAnswers:
+        return self.answers
+
+    def merge(self, state: _ShortAnswers) -> Iterator[Diagnostic]:
+        self.answers.merge(state)
+        return iter(())
+
+    def finish(self) -> Iterator[Diagnostic]:
+        answered = self.answers.answered
+        top = self.answers.counts.most_common(LABEL_VALUES)
+        held = sum(times for _, times in top)
+        if answered < self.min_threads or not top or held < LABEL_SHARE * answered:
+            return
+        named = ", ".join(f"{value!r} ({times})" for value, times in top[:SHOWN_LABELS])
+        more = f" and {len(top) - SHOWN_LABELS} more" if len(top) > SHOWN_LABELS else ""
+        ref = self.answers.first[top[0][0]]
+        yield Diagnostic(
+            self.rule.code,
+            self.rule.severity,
+            f"{held} of {answered} answers ({held / answered:.0%}) are one of {len(top)} short "
+            f"values: {named}{more}; labels, not answers (was a category or label field "
+            "mapped as the answer?)",
+            ref.id,
+            None,
+            ref.source,
+            ref.locator,
+        )
+
+
+def _labelled(answers: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Ten support tickets answered in turn with `answers`."""
+    return [
+        thread(
+            user(f"Ticket {i}: I was charged twice this month."),
+            assistant(answers[i % len(answers)]),
+            id=f"t{i}",
+        )
+        for i in range(10)
+    ]
+
+
 def _json_dataset(wordings: tuple[str, ...], mixed: bool = True) -> list[dict[str, Any]]:
     """Ten threads whose developer messages enable `json` (worded in turn as `wordings`):
     every other one answers in json when `mixed`, all of them otherwise."""
@@ -319,5 +417,30 @@ RULES = [
         good=_json_dataset(_WORDINGS),
         dataset=FewPhrasings,
         options=("min-phrasings", "dataset-min-threads"),
+    ),
+    Rule(
+        code="MMS508",
+        name="label-answers",
+        severity="warning",
+        scope="dataset",
+        summary="The assistant's answers are a handful of short repeated values (labels).",
+        rationale=(
+            "When at least 90% of the threads' final answers are one of at most 12 distinct "
+            "values of at most 40 characters, the answers are most likely a classification "
+            "dataset's labels or a benchmark's categories, taken as the answer by a field "
+            "mapping: the model would learn to reply with a category. Map the label to meta "
+            "(or leave the answer out: prompt-only threads), or keep the data for a "
+            "classifier. Judged over at least `dataset-min-threads` answered threads; the "
+            "finding names the values and points at the first thread of the most frequent."
+        ),
+        bad=_labelled(("Billing Inquiries", "Technical Support")),
+        good=_labelled(
+            tuple(
+                f"Sorry about that: I have refunded charge {n}; it shows in 3 to 5 days."
+                for n in range(10)
+            )
+        ),
+        dataset=LabelAnswers,
+        options=("dataset-min-threads",),
     ),
 ]
