@@ -1,0 +1,101 @@
+"""What of a text is code, math or markup (no language), by cheap line heuristics: fenced
+blocks, then each line scored on keywords, operators, calls, assignments, identifiers,
+symbol density, indentation, braces and semicolons, tags, JSON and YAML keys, LaTeX
+commands and formulas. A line scoring CODE_SCORE or more is code; a comment or indented
+line that scores less is code when a code line is its neighbour. From the prose lines
+the words that are code (`np.array()`, `x=1`, `snake_case`, `$x^2$`) are left out too.
+
+    >>> split_code("Sort it:\\nitems.sort(key=len)\\nreturn items[0]")
+    ('Sort it:', True)
+"""
+
+from __future__ import annotations
+
+import re
+
+CODE_SCORE = 2
+"""Signals a line needs to be code (one signal alone is an accident of prose)."""
+FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_HINT = re.compile(r"[{}()\[\];=<>\\_$|^]|^[ \t]", re.MULTILINE)
+"""A character without which a text holds no code line (most prose: returned as it is)."""
+_KEYWORD = re.compile(
+    r"^(?:def|class|import|from\s+[\w.]+\s+import|return|elif|else|try|except|finally|raise"
+    r"|lambda|yield|async|await|function|var|let|const|public|private|protected|static|void"
+    r"|int|float|double|char|bool|struct|enum|impl|fn|func|package|using|namespace|new"
+    r"|#include|#define|#!|echo|print|printf|console\.|System\.|std::|foreach|sudo|pip|npm"
+    r"|git|SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|WHERE|FROM|\$)\b[^\n]*[^\w\s,.!?'\"]"
+)
+"""A line opening with a keyword of a programming language, SQL or a shell, a symbol in it."""
+_OPERATOR = re.compile(r"==|!=|<=|>=|=>|->|:=|\+=|-=|&&|\|\||::|\+\+|/\*|\*/|</|/>")
+_CALL = re.compile(r"\w\(|\w\.\w+\(|\w\[")
+_ASSIGNMENT = re.compile(r"^[\w.\[\]'\"]+\s*=[^=]")
+_IDENTIFIER = re.compile(r"\b[a-z]+_\w|\b[a-z]+[A-Z][a-z]")
+_TAG = re.compile(r"^</?[A-Za-z][\w:-]*(?:\s[^>]*)?/?>")
+_JSON = re.compile(r"^[\[{]|^\"[^\"]*\"\s*:")
+_YAML = re.compile(r"^-?\s*[\w.-]+:(?:\s+\S+)?$")
+_LATEX = re.compile(r"\\[A-Za-z]+")
+_ENDS_CODE = (";", "{", "}", "):", "],", "),", "};", ");")
+_SYMBOLS = frozenset("{}[]()<>=;/\\|&*+^%$#@~_")
+_FORMULA = frozenset("=+*/^<>")
+_COMMENT = ("#", "//", "/*", "*/", "--", "<!--", "%")
+_BULLET = re.compile(r"^(?:[-*+>]|\d+[.)])\s")
+_CODE_WORD = re.compile(r"\S*(?:[_{};=<>\\|$^]|\w\()\S*")
+
+
+def split_code(text: str) -> tuple[str, bool]:
+    """`text` without its fenced blocks and code lines, and whether it held any."""
+    prose = FENCE.sub("\n", text)
+    fenced = len(prose) != len(text)
+    if not _HINT.search(prose):
+        return prose, fenced
+    lines = prose.split("\n")
+    code = _code_lines(lines)
+    kept = [
+        _CODE_WORD.sub(" ", line) for line, is_code in zip(lines, code, strict=True) if not is_code
+    ]
+    return "\n".join(kept), fenced or any(code)
+
+
+def _code_lines(lines: list[str]) -> list[bool]:
+    """Which lines are code: their own score, or a weak one next to a code line."""
+    scores = [_score(line) for line in lines]
+    code = [score >= CODE_SCORE for score in scores]
+    weak = [
+        0 < score < CODE_SCORE or line.lstrip().startswith(_COMMENT)
+        for line, score in zip(lines, scores, strict=True)
+    ]
+    for order in (range(len(lines)), range(len(lines) - 1, -1, -1)):
+        previous = False
+        for row in order:
+            if not lines[row].strip():
+                continue
+            if weak[row] and previous:
+                code[row] = True
+            previous = code[row]
+    return code
+
+
+def _score(line: str) -> int:
+    """How many signs of code, math or markup `line` shows (CODE_SCORE make it code)."""
+    stripped = line.strip()
+    if not stripped:
+        return 0
+    score = 1 if line[0] in " \t" and not _BULLET.match(stripped) else 0
+    score += 2 * sum(
+        bool(pattern.search(stripped)) for pattern in (_KEYWORD, _ASSIGNMENT, _TAG, _JSON)
+    )
+    score += bool(_OPERATOR.search(stripped)) + bool(_CALL.search(stripped))
+    score += bool(_IDENTIFIER.search(stripped)) + bool(_YAML.match(stripped))
+    score += bool(_LATEX.search(stripped))
+    score += 2 * stripped.endswith(_ENDS_CODE)
+    return score + 2 * _dense(stripped)
+
+
+def _dense(stripped: str) -> bool:
+    """Whether a line is dense with symbols (code) or with operators among few letters (a
+    formula)."""
+    letters = sum(map(str.isalpha, stripped))
+    symbols = sum(map(_SYMBOLS.__contains__, stripped))
+    if symbols >= 0.15 * len(stripped.replace(" ", "")):
+        return True
+    return 2 * letters < len(stripped) and not _FORMULA.isdisjoint(stripped)
