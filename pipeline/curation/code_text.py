@@ -39,7 +39,12 @@ _SYMBOLS = frozenset("{}[]()<>=;/\\|&*+^%$#@~_")
 _FORMULA = frozenset("=+*/^<>")
 _COMMENT = ("#", "//", "/*", "*/", "--", "<!--", "%")
 _BULLET = re.compile(r"^(?:[-*+>]|\d+[.)])\s")
-_CODE_WORD = re.compile(r"\S*(?:[_{};=<>\\|$^]|\w\()\S*")
+_CODE_WORD = re.compile(r"[!-~]*(?:[_{};=<>\\|$^]|[A-Za-z0-9]\()[!-~]*")
+"""An ASCII word of a prose line that is code (`np.array()`, `x=1`, `snake_case`, `$x^2$`)."""
+_WORD = re.compile(r"[^\W\d_]{4}")
+"""A word of four letters: a line holding one is prose with a formula, not a formula."""
+_EAST_ASIAN_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]{3}")
+"""Three East Asian characters in a row: prose (in code they are comments and strings)."""
 
 
 def split_code(text: str) -> tuple[str, bool]:
@@ -57,13 +62,14 @@ def split_code(text: str) -> tuple[str, bool]:
 
 
 def _code_lines(lines: list[str]) -> list[bool]:
-    """Which lines are code: their own score, or a weak one next to a code line."""
+    """Which lines are code: by their own score, or weak ones (`_weak`) next to code."""
     scores = [_score(line) for line in lines]
     code = [score >= CODE_SCORE for score in scores]
-    weak = [
-        0 < score < CODE_SCORE or line.lstrip().startswith(_COMMENT)
-        for line, score in zip(lines, scores, strict=True)
-    ]
+    weak = [_weak(line) for line in lines]
+    keys = [bool(_YAML.match(line.strip())) for line in lines]
+    for row in range(len(lines) - 1):
+        if keys[row] and keys[row + 1]:
+            code[row] = code[row + 1] = True
     for order in (range(len(lines)), range(len(lines) - 1, -1, -1)):
         previous = False
         for row in order:
@@ -73,6 +79,15 @@ def _code_lines(lines: list[str]) -> list[bool]:
                 code[row] = True
             previous = code[row]
     return code
+
+
+def _weak(line: str) -> bool:
+    """Whether a line is code when its neighbour is: indented (not a list item), a comment
+    or a YAML key."""
+    stripped = line.strip()
+    if stripped.startswith(_COMMENT) or _YAML.match(stripped):
+        return True
+    return line[:1] in (" ", "\t") and not _BULLET.match(stripped)
 
 
 def _score(line: str) -> int:
@@ -92,10 +107,12 @@ def _score(line: str) -> int:
 
 
 def _dense(stripped: str) -> bool:
-    """Whether a line is dense with symbols (code) or with operators among few letters (a
-    formula)."""
-    letters = sum(map(str.isalpha, stripped))
-    symbols = sum(map(_SYMBOLS.__contains__, stripped))
-    if symbols >= 0.15 * len(stripped.replace(" ", "")):
+    """Whether a line is dense with symbols (code) or is operators among few letters and
+    no word (a formula); never one holding East Asian prose, which is dense with neither."""
+    if _EAST_ASIAN_WORD.search(stripped):
+        return False
+    solid = len(stripped) - stripped.count(" ")
+    if sum(map(_SYMBOLS.__contains__, stripped)) >= 0.15 * solid:
         return True
-    return 2 * letters < len(stripped) and not _FORMULA.isdisjoint(stripped)
+    letters = sum(map(str.isalpha, stripped))
+    return 2 * letters < solid and not _FORMULA.isdisjoint(stripped) and not _WORD.search(stripped)

@@ -184,6 +184,10 @@ _SCRIPTS = {language: re.compile(f"[{chars}]") for language, chars in SCRIPTS.it
 _SHORT_SCRIPTS = {language: re.compile(f"[{chars}]") for language, chars in SHORT_SCRIPTS.items()}
 KANA_SHARE = 0.1
 """Text in East Asian scripts is Japanese when this share of its characters is kana."""
+EAST_ASIAN_WEIGHT = 3
+"""Letters an East Asian character weighs as in telling a text's script (one says about as
+much as a short word): Chinese quoting a French sentence is Chinese."""
+"""Text in East Asian scripts is Japanese when this share of its characters is kana."""
 _ADDRESS = re.compile(r"[^\s@]+@\S+")
 
 
@@ -266,14 +270,16 @@ def _plainly_english(sample: str) -> bool:
 
 def _written_in(sample: str, letters: int) -> str | None:
     """The language a sample's script names, when at least half its letters are in one
-    script that names one (module docstring), else None (the model is asked)."""
+    script that names one (East Asian characters weighing EAST_ASIAN_WEIGHT letters; module
+    docstring), else None (the model is asked)."""
     if sample.isascii() or not letters:
         return None
     han, kana, hangul = (len(script.findall(sample)) for script in (_HAN, _KANA, _HANGUL))
-    if 2 * (han + kana + hangul) >= letters:
-        if 2 * hangul >= han + kana + hangul:
+    east_asian = han + kana + hangul
+    if (EAST_ASIAN_WEIGHT + 1) * east_asian >= letters:
+        if 2 * hangul >= east_asian:
             return "ko"
-        return "ja" if kana >= KANA_SHARE * (han + kana + hangul) else "zh"
+        return "ja" if kana >= KANA_SHARE * east_asian else "zh"
     scripts = _SCRIPTS if letters >= MIN_LETTERS else _SCRIPTS | _SHORT_SCRIPTS
     for language, script in scripts.items():
         if 2 * len(script.findall(sample)) >= letters:
