@@ -16,25 +16,52 @@ import re
 CODE_SCORE = 2
 """Signals a line needs to be code (one signal alone is an accident of prose)."""
 FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-_HINT = re.compile(r"[{}()\[\];=<>\\_$|^]|^[ \t]", re.MULTILINE)
-"""A character without which a text holds no code line (most prose: returned as it is)."""
+_HINT = re.compile(
+    r"[{}()\[\];=<>\\_$|^]|^(?:[ \t]|[a-z]+\s|[A-Z]{2,}\b|[A-Z][a-z]+-)", re.MULTILINE
+)
+"""A symbol, or a line opening indented, in lower case or in capitals, without which a text
+holds no code line (most prose: returned as it is)."""
 _KEYWORD = re.compile(
-    r"^(?:def|class|import|from\s+[\w.]+\s+import|return|elif|else|try|except|finally|raise"
+    r"^(?:def|class|import|if|elsif|unless|when|require|include|puts|val|from\s+[\w.]+\s+import|return|elif|else|try|except|finally|raise"
     r"|lambda|yield|async|await|function|var|let|const|public|private|protected|static|void"
     r"|int|float|double|char|bool|struct|enum|impl|fn|func|package|using|namespace|new"
     r"|#include|#define|#!|echo|print|printf|console\.|System\.|std::|foreach|sudo|pip|npm"
     r"|git|SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|WHERE|FROM|\$)\b[^\n]*[^\w\s,.!?'\"]"
 )
 """A line opening with a keyword of a programming language, SQL or a shell, a symbol in it."""
+_STATEMENT = re.compile(
+    r"(?:from\s+[\w.]+\s+)?import\s+[\w.*, ]+(?:\s+as\s+\w+)?"
+    r"|(?:(?:public|private|internal|static|abstract|final|export)\s+)*"
+    r"(?:class|interface|struct|enum|namespace|module|package|using)\s+[\w.]+"
+    r"|(?:SELECT|FROM|WHERE|(?:LEFT |RIGHT |INNER |OUTER |FULL |CROSS )?JOIN|GROUP BY|ORDER BY"
+    r"|HAVING|LIMIT|UNION(?: ALL)?|INSERT INTO|VALUES|DELETE FROM|CREATE TABLE|ALTER TABLE"
+    r"|AND|OR|ON|CASE|WHEN|THEN|ELSE|END)(?:\s.*)?"
+    r"|(?:python3?|node|npm|npx|pip3?|git|curl|wget|sudo|apt-get|docker|cargo|mkdir|cd|ls"
+    r"|chmod|export)(?:\s+\S+){1,5}"
+    r"|[A-Z][a-z]+-[A-Z][A-Za-z]+\s+-\w.*"
+    r"|(?:for|while|if|elif|with|case|WITH)\s.*[:(]|end|fi|done|esac"
+    r"|[A-Z]\w*(?:Error|Exception):.*"
+)
+"""A whole line that is a statement without symbols: an import, a declaration, a line of
+SQL (its keywords in capitals), a shell command, a PowerShell cmdlet, a loop or condition
+opening a block, an error a program printed."""
+_TRAILING_COMMENT = re.compile(r"\S\s+(?:#|//)\s")
 _OPERATOR = re.compile(r"==|!=|<=|>=|=>|->|:=|\+=|-=|&&|\|\||::|\+\+|/\*|\*/|</|/>")
 _CALL = re.compile(r"\w\(|\w\.\w+\(|\w\[")
+_OPENING_CALL = re.compile(r"^[A-Za-z_][\w.]*\(", re.ASCII)
+"""A line opening with a call (`print(x)`, `app.run(`): code, as prose never writes one."""
 _ASSIGNMENT = re.compile(r"^[\w.\[\]'\"]+\s*=[^=]")
 _IDENTIFIER = re.compile(r"\b[a-z]+_\w|\b[a-z]+[A-Z][a-z]")
 _TAG = re.compile(r"^</?[A-Za-z][\w:-]*(?:\s[^>]*)?/?>")
 _JSON = re.compile(r"^[\[{]|^\"[^\"]*\"\s*:")
 _YAML = re.compile(r"^-?\s*[\w.-]+:(?:\s+\S+)?$")
+_TABLE_RULE = re.compile(r"^[|+][-+|:= ]*$")
+"""The rule of a text table (`+----+`, `|---|:--|`); its rows are weak (`_weak`)."""
+_TABLE_ROW = re.compile(r"^\|.*\|$")
+_YAML_ITEM = re.compile(r"^\s*- [\w.@/-]+$")
+"""A YAML list item of one value: markup next to a key."""
 _LATEX = re.compile(r"\\[A-Za-z]+")
-_ENDS_CODE = (";", "{", "}", "):", "],", "),", "};", ");")
+_ENDS_CODE = (";", "{", "}", "(", "[", "):", "],", "),", "};", ");")
 _SYMBOLS = frozenset("{}[]()<>=;/\\|&*+^%$#@~_")
 _FORMULA = frozenset("=+*/^<>")
 _COMMENT = ("#", "//", "/*", "*/", "--", "<!--", "%")
@@ -66,7 +93,7 @@ def _code_lines(lines: list[str]) -> list[bool]:
     scores = [_score(line) for line in lines]
     code = [score >= CODE_SCORE for score in scores]
     weak = [_weak(line) for line in lines]
-    keys = [bool(_YAML.match(line.strip())) for line in lines]
+    keys = [bool(_YAML.match(line.strip()) or _YAML_ITEM.match(line)) for line in lines]
     for row in range(len(lines) - 1):
         if keys[row] and keys[row + 1]:
             code[row] = code[row + 1] = True
@@ -82,10 +109,10 @@ def _code_lines(lines: list[str]) -> list[bool]:
 
 
 def _weak(line: str) -> bool:
-    """Whether a line is code when its neighbour is: indented (not a list item), a comment
-    or a YAML key."""
+    """Whether a line is code when its neighbour is: indented (not a list item), a comment,
+    a YAML key or a table row."""
     stripped = line.strip()
-    if stripped.startswith(_COMMENT) or _YAML.match(stripped):
+    if stripped.startswith(_COMMENT) or _YAML.match(stripped) or _TABLE_ROW.match(stripped):
         return True
     return line[:1] in (" ", "\t") and not _BULLET.match(stripped)
 
@@ -97,12 +124,14 @@ def _score(line: str) -> int:
         return 0
     score = 1 if line[0] in " \t" and not _BULLET.match(stripped) else 0
     score += 2 * sum(
-        bool(pattern.search(stripped)) for pattern in (_KEYWORD, _ASSIGNMENT, _TAG, _JSON)
+        bool(pattern.search(stripped))
+        for pattern in (_KEYWORD, _ASSIGNMENT, _TAG, _JSON, _OPENING_CALL, _TABLE_RULE)
     )
     score += bool(_OPERATOR.search(stripped)) + bool(_CALL.search(stripped))
     score += bool(_IDENTIFIER.search(stripped)) + bool(_YAML.match(stripped))
     score += bool(_LATEX.search(stripped))
-    score += 2 * stripped.endswith(_ENDS_CODE)
+    score += 2 * stripped.endswith(_ENDS_CODE) + 2 * bool(_STATEMENT.fullmatch(stripped))
+    score += bool(_TRAILING_COMMENT.search(stripped))
     return score + 2 * _dense(stripped)
 
 
