@@ -5,7 +5,7 @@ commands and formulas. A line scoring CODE_SCORE or more is code; a comment or i
 line that scores less is code when a code line is its neighbour. From the prose lines
 the words that are code (`np.array()`, `x=1`, `snake_case`, `$x^2$`) are left out too.
 
-    >>> split_code("Sort it:\\nitems.sort(key=len)\\nreturn items[0]")
+    >>> split_code("Sort it:\\nitems.sort(key=len)\\nreturn items[0]", 400)
     ('Sort it:', True)
 """
 
@@ -62,6 +62,8 @@ _YAML_ITEM = re.compile(r"^\s*- [\w.@/-]+$")
 """A YAML list item of one value: markup next to a key."""
 _LATEX = re.compile(r"\\[A-Za-z]+")
 _ENDS_CODE = (";", "{", "}", "(", "[", "):", "],", "),", "};", ");")
+_CODE_CHAR = re.compile(r"[{}()\[\];=<>\\_$|^&*+/@~%#`]")
+"""A symbol of code: a line without one (nor indentation) is scored by `_plain_score`."""
 _SYMBOLS = frozenset("{}[]()<>=;/\\|&*+^%$#@~_")
 _FORMULA = frozenset("=+*/^<>")
 _COMMENT = ("#", "//", "/*", "*/", "--", "<!--", "%")
@@ -74,23 +76,40 @@ _EAST_ASIAN_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]{3}")
 """Three East Asian characters in a row: prose (in code they are comments and strings)."""
 
 
-def split_code(text: str) -> tuple[str, bool]:
-    """`text` without its fenced blocks and code lines, and whether it held any."""
-    prose = FENCE.sub("\n", text)
+def split_code(text: str, limit: int) -> tuple[str, bool]:
+    """`text` without its fenced blocks and code lines, and whether it held any; its lines
+    read until `limit` characters of prose lines are found (the rest is not returned)."""
+    prose = FENCE.sub("\n", text) if "```" in text else text
     fenced = len(prose) != len(text)
     if not _HINT.search(prose):
         return prose, fenced
-    lines = prose.split("\n")
-    code = _code_lines(lines)
+    lines, scores = _scored(prose.split("\n"), limit)
+    code = _code_lines(lines, scores)
     kept = [
-        _CODE_WORD.sub(" ", line) for line, is_code in zip(lines, code, strict=True) if not is_code
+        _CODE_WORD.sub(" ", line) if _CODE_CHAR.search(line) else line
+        for line, is_code in zip(lines, code, strict=True)
+        if not is_code
     ]
     return "\n".join(kept), fenced or any(code)
 
 
-def _code_lines(lines: list[str]) -> list[bool]:
+def _scored(lines: list[str], limit: int) -> tuple[list[str], list[int]]:
+    """The lines up to the one where `limit` characters of prose lines are reached, and
+    their scores. Cut after a line that is neither code nor weak, the lines kept are
+    judged as they would be with all the others."""
+    scores = []
+    prose = 0
+    for line in lines:
+        scores.append(_score(line))
+        if scores[-1] < CODE_SCORE and not _weak(line):
+            prose += len(line)
+            if prose >= limit:
+                break
+    return lines[: len(scores)], scores
+
+
+def _code_lines(lines: list[str], scores: list[int]) -> list[bool]:
     """Which lines are code: by their own score, or weak ones (`_weak`) next to code."""
-    scores = [_score(line) for line in lines]
     code = [score >= CODE_SCORE for score in scores]
     weak = [_weak(line) for line in lines]
     keys = [bool(_YAML.match(line.strip()) or _YAML_ITEM.match(line)) for line in lines]
@@ -122,8 +141,10 @@ def _score(line: str) -> int:
     stripped = line.strip()
     if not stripped:
         return 0
-    score = 1 if line[0] in " \t" and not _BULLET.match(stripped) else 0
-    score += 2 * sum(
+    indented = line[0] in " \t" and not _BULLET.match(stripped)
+    if not indented and not _CODE_CHAR.search(stripped):
+        return _plain_score(stripped)
+    score = int(indented) + 2 * sum(
         bool(pattern.search(stripped))
         for pattern in (_KEYWORD, _ASSIGNMENT, _TAG, _JSON, _OPENING_CALL, _TABLE_RULE)
     )
@@ -133,6 +154,13 @@ def _score(line: str) -> int:
     score += 2 * stripped.endswith(_ENDS_CODE) + 2 * bool(_STATEMENT.fullmatch(stripped))
     score += bool(_TRAILING_COMMENT.search(stripped))
     return score + 2 * _dense(stripped)
+
+
+def _plain_score(stripped: str) -> int:
+    """`_score` of a line neither indented nor holding a symbol of code: only a keyword, a
+    statement, a YAML key or an identifier can show it is code."""
+    score = 2 * (bool(_KEYWORD.match(stripped)) + bool(_STATEMENT.fullmatch(stripped)))
+    return score + bool(_YAML.match(stripped)) + bool(_IDENTIFIER.search(stripped))
 
 
 def _dense(stripped: str) -> bool:

@@ -152,6 +152,9 @@ ENGLISH_MIN_WORDS, ENGLISH_SHARE = 5, 0.25
 _WITHOUT_PUNCTUATION = str.maketrans("", "", ".,!?;:\"'()[]")
 READ_CHARS = SAMPLE_CHARS * 16
 """How much of a message is read for its prose (code and links left out)."""
+PROSE_LINES_READ = SAMPLE_CHARS * 8
+"""The characters of prose lines after which a message's lines are no longer read for code
+(twice what is judged: the code words in them are left out too)."""
 _CODE = re.compile(r"`[^`\n]*`|https?://\S+|<[A-Z][A-Z_]*_\d+>")
 """What says nothing of a language: inline code, links and redaction placeholders."""
 MACROLANGUAGES = {"wuu": "zh", "yue": "zh", "arz": "ar", "azb": "az", "ckb": "ku", "nn": "no"}
@@ -291,7 +294,7 @@ def _prose(text: str) -> tuple[str, bool]:
     """`text` without its code, math, markup, links and addresses (as much as will be
     judged: the prose of its first READ_CHARS characters, so a long turn costs no more
     than a short one), and whether it held code, math or markup."""
-    prose, coded = split_code(text[:READ_CHARS])
+    prose, coded = split_code(text[:READ_CHARS], PROSE_LINES_READ)
     if "`" in prose or "://" in prose or "<" in prose:
         prose = _CODE.sub(" ", prose)
     if "@" in prose:
