@@ -68,4 +68,6 @@ def figures() -> list[dict[str, Any]]:
 
 if __name__ == "__main__":
     for figure in figures():
-        print(f"{figure['name']:10} {figure['measure']:13} {figure['value']:>8} {figure['count']:>5}")
+        print(
+            f"{figure['name']:10} {figure['measure']:13} {figure['value']:>8} {figure['count']:>5}"
+        )
