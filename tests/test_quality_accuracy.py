@@ -11,7 +11,7 @@ from tests.curation_accuracy_quality import figures
 RECALL_FLOORS = {
     "empty_answer": 0.95,
     "repetition": 0.78,
-    "refusal": 0.64,
+    "refusal": 0.88,
     "copies_user": 0.84,
     "mojibake": 0.95,
     "cut_off": 0.82,
