@@ -15,6 +15,8 @@ from pipeline.cli.options import (
     read_spec,
     reading_media,
     split_option,
+    worker_count,
+    workers_option,
 )
 from pipeline.cli.output import (
     ConfigProblem,
@@ -31,6 +33,7 @@ from pipeline.cli.output import (
 )
 from pipeline.cli.writes import writes
 from pipeline.config_file import ConfigFileError
+from pipeline.engine import PartFailed
 from pipeline.jobs.curate import CurateResult, curate, load_curation_file
 from pipeline.output.files import OutputPathError
 from pipeline.sources import InputError
@@ -58,6 +61,7 @@ DROP_MEANINGS = {
     "  mms curate chats.jsonl -o clean.jsonl --against evals/mt_bench_question.jsonl\n"
     "  mms curate chats.jsonl -o clean.jsonl --quality drop --plugin my_filters:no_urls\n"
     "  mms curate chats.jsonl -o clean.jsonl --config curation.yaml\n"
+    "  mms curate big.jsonl --from sharegpt -o clean.jsonl --redact-pii --workers 4\n"
     "\b\ncuration.yaml holds the same slices as a pipeline config's `stages:` (pii,\n"
     "language, quality, decontaminate, plugins), at its top level or under `stages:`.",
 )
@@ -124,6 +128,7 @@ DROP_MEANINGS = {
 @input_format_option("Input format of every input (default: detected per file).")
 @split_option
 @hf_config_option
+@workers_option
 @media_options
 def curate_command(
     inputs: tuple[str, ...],
@@ -139,6 +144,7 @@ def curate_command(
     input_format: str,
     split: str,
     hf_config: str | None,
+    workers: int | None,
     media_flags: dict[str, object],
 ) -> None:
     """Curate INPUT threads: redact personal data, keep chosen languages, flag or drop poor
@@ -147,8 +153,9 @@ def curate_command(
     Reads anything `mms convert` reads and writes the kept threads (redacted) as MMS JSONL;
     what each stage found is in the threads' meta (pii, language, quality, contamination,
     plugins). The summary counts what was tagged and dropped, and checks that records read
-    = converted + quarantined and threads = written + dropped. Exit status: 0 done, 1 a
-    plugin (or a stage) failed, 2 usage or config error.
+    = converted + quarantined and threads = written + dropped. With --workers, the parts
+    are curated side by side and written in reading order: the same bytes for any N.
+    Exit status: 0 done, 1 a plugin (or a stage) failed, 2 usage or config error.
     """
     try:
         settings = load_curation_file(config_file) if config_file else CurationSettings()
@@ -166,12 +173,20 @@ def curate_command(
     spec = reading_media(read_spec(inputs, input_format, split, hf_config), media_flags, output)
     try:
         with read_progress() as update:
-            result = curate(inputs, output, settings, spec, progress=update, overwrite=overwrite)
+            result = curate(
+                inputs,
+                output,
+                settings,
+                spec,
+                progress=update,
+                overwrite=overwrite,
+                workers=worker_count(workers),
+            )
     except OutputPathError as err:
         raise Refusal(str(err)) from None
     except InputError as err:
         raise click.UsageError(str(err)) from None
-    except (PluginError, StageError) as err:
+    except (PluginError, StageError, PartFailed) as err:
         print_error(err, "; nothing was written")
         sys.exit(1)
     _print_summary(result)

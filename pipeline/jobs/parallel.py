@@ -1,4 +1,4 @@
-"""Convert and lint on several cores: their inputs planned into parts as `mms run` plans
+"""Convert, lint and curate on several cores: their inputs planned into parts as `mms run` plans
 them (pipeline/sources/parts.py), each part read and normalized in a worker process of
 the local engine (pipeline/engine/), and the parts handed back in plan order, so that the
 job's ordered side sees what one process reading every file in turn would have seen."""
@@ -116,16 +116,24 @@ def add_counts(account: Account, part_dir: Path) -> dict[str, Any]:
 
 @contextmanager
 def parts_in_order(
-    parts: list[InputPart], process: Process, workers: int, near: Path | None = None
+    parts: list[InputPart],
+    process: Process,
+    workers: int,
+    near: Path | None = None,
+    prepare_workers: Callable[[], object] | None = None,
 ) -> Iterator[Iterator[tuple[InputPart, Path]]]:
     """Run `process` on every part in `workers` processes and give each part with its
     directory, in plan order, as soon as it and the parts before it are done (the later
     ones go on meanwhile). The work directory is a temporary folder (in `near`, else the
     system's temporary folder): a part's directory is removed once the next is asked for,
-    and the folder at the end. A failing part raises PartFailed, naming its file."""
+    and the folder at the end. `prepare_workers()` runs here before the workers start
+    (forked workers inherit what it loads). A failing part raises PartFailed, naming its
+    file."""
     workdir = Path(tempfile.mkdtemp(prefix=".mms-parts-", dir=near))
     try:
-        part_dirs = iter_parts(parts, process, workdir, workers=workers)
+        part_dirs = iter_parts(
+            parts, process, workdir, workers=workers, prepare_workers=prepare_workers
+        )
         with closing(part_dirs):
             yield _taken(parts, part_dirs)
     finally:
