@@ -40,7 +40,7 @@ KINDS = (EMAIL, PHONE, IP, CREDIT_CARD, SECRET)
 _EMAIL = re.compile(
     r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}(?![\w-])"
 )
-_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]|\.\d)")
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\w|\.\w)")
 _IPV6 = re.compile(r"(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:%\w+)?(?![\w:])")
 _CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
 MIN_PHONE_DIGITS = 7
@@ -48,7 +48,7 @@ MIN_PHONE_DIGITS = 7
 Helena, Tokelau: 3 + 4)."""
 _PHONE = re.compile(
     r"(?<![A-Za-z_.+#/\\-])(?<!\d)(?<!\d:)(?P<phone>(?:\+|00)?\(?\d[\d().\- \t\u00a0\u2009\u202f\u3000]{6,}\d)"
-    r"(?![A-Za-z_/]|\d|[.,:\-]\d)"
+    r"(?![A-Za-z_/]|\d|[.,:]\d|-\w)"
 )
 """A candidate phone number: seven or more digits with a phone's separators, not part of a
 word, a path, a decimal or a longer run (the fast screen libphonenumber is asked after)."""
@@ -124,7 +124,7 @@ SECRET_FAMILIES = (
     Family("jwt", r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]+", r"A-Za-z0-9_\-="),
     Family(
         "connection",
-        r"(?<![\w+.\-])[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/@'\"<>]+:[^\s@/'\"<>]+@[^\s'\"<>]+",
+        r"(?<![\w+.\-])[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:/@'\"<>]*:[^\s@/'\"<>]+@[^\s'\"<>]+",
         "",
     ),
 )
@@ -140,12 +140,12 @@ _URL_TAIL = ".,;:!?)]}"
 
 _SECRET_NAME = (
     r"(?:password|passwd|passphrase|pwd|secret|token|credentials?|api[_\-]?key|apikey"
-    r"|access[_\-]?key(?:[_\-]?id)?|private[_\-]?key|signing[_\-]?key)"
+    r"|access[_\-]?key(?:[_\-]?id)?|(?:secret|private|signing|encryption|master|auth)[_\-]?key)"
 )
 _ASSIGNMENT = re.compile(
     rf"(?<![A-Za-z0-9])[A-Za-z0-9_.\-]*?{_SECRET_NAME}[\"']?\s*(?:=>|:=|=|:)\s*"
     r"(?:\"(?P<dq>[^\"\s]{4,})\"|'(?P<sq>[^'\s]{4,})'"
-    r"|(?P<bare>[^\s\"',;{}()\[\]<>]{6,})(?=[\s\"',;})\]]|$))",
+    r"|(?P<bare>[^\s\"',;{}()\[\]<>]{6,}))",
     re.IGNORECASE,
 )
 """A secret's name (`aws_secret_access_key`, `password`, `api_key`, `token` ...) given a
@@ -161,7 +161,7 @@ _SECRET_MARKERS = (
     "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-", "glft-", "glsoat-", "glrt-",
     "GR1348941", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-", "eyJ", "-us", "sk-",
     "k_live_", "k_test_", "pypi-", "SG.", "xox", "xapp-", "hooks.slack.com", "sq0csp-",
-    "hf_", "AIza", "GOCSPX-", "://",
+    "hf_", "AIza", "GOCSPX-", "://", "PRIVATE KEY",
 )  # fmt: skip
 """Literal parts of the secrets' shapes: a text holding none of them (nor a shape below,
 nor a secret's name) holds no secret, and the full expressions are not run on it."""
@@ -296,7 +296,7 @@ def _secret_spans(text: str, digits: int) -> list[Span]:
     spans: list[Span] = []
     if "PuTTY" in text:
         spans += _putty_spans(text)
-    if _MARKERS.search(text):
+    if _MARKERS.search(text) or (("AC" in text or "SK" in text) and _TWILIO.search(text)):
         spans += _family_spans(text)
     if _NAME_HINT.search(text):
         spans += _assignment_spans(text)
@@ -341,10 +341,22 @@ def _assignment_spans(text: str) -> list[Span]:
     for match in _ASSIGNMENT.finditer(text):
         group = next(name for name in ("dq", "sq", "bare") if match.group(name) is not None)
         value = match.group(group)
-        if _NOT_A_VALUE.match(value) or (group == "bare" and not _looks_secret(value)):
+        if _NOT_A_VALUE.match(value) or (group == "bare" and not _bare_secret(text, match)):
             continue
         spans.append(Span(match.start(group), match.end(group), SECRET, "assignment"))
     return spans
+
+
+def _bare_secret(text: str, match: re.Match[str]) -> bool:
+    """Whether an unquoted value is a secret: not code (a name called or indexed,
+    `response.json()`), and more than a word."""
+    value, end = match.group("bare"), match.end("bare")
+    if text[end : end + 1] in ("(", "[") and _IDENTIFIER.fullmatch(value):
+        return False
+    return _looks_secret(value)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*")
 
 
 def _looks_secret(value: str) -> bool:
@@ -413,38 +425,52 @@ def _not_a_phone(candidate: str, before: str) -> bool:
 
 
 def phone_number(candidate: str, regions: tuple[str, ...]) -> str | None:
-    """The E.164 form of `candidate` when it is a phone number: a valid one, or one
-    written as a phone (a `+`, `00` or the region's trunk prefix) of a possible length."""
+    """The E.164 form of `candidate` when it is a phone number: with its country code
+    (`+`, `00`), a valid or possible one; else a valid one of the first region, or one
+    written with a region's trunk prefix (`0`), valid or spaced as a phone of a possible
+    length (a bare run of digits is read in a guessed region only so written)."""
     import phonenumbers  # imported here: only a run with the pii stage needs it
 
-    international = candidate.startswith(("+", "00"))
-    text = "+" + candidate[2:] if candidate.startswith("00") else candidate
-    for region in (None,) if international else regions:
-        try:
-            number = phonenumbers.parse(text, region)
-        except phonenumbers.NumberParseException:
+    if candidate.startswith(("+", "00")):
+        number = _parsed("+" + candidate.lstrip("+")[2 if candidate[0] == "0" else 0 :], None)
+        return _e164(number) if number and phonenumbers.is_possible_number(number) else None
+    spaced = not candidate.isdigit()
+    for index, region in enumerate(regions):
+        number = _parsed(candidate, region)
+        if number is None:
             continue
-        if phonenumbers.is_valid_number(number) or (
-            phonenumbers.is_possible_number(number)
-            and (international or _has_trunk_prefix(text, region))
+        trunk = _has_trunk_prefix(candidate, region)
+        valid = phonenumbers.is_valid_number(number)
+        if (valid and (index == 0 or trunk)) or (
+            trunk and spaced and phonenumbers.is_possible_number(number)
         ):
-            return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+            return _e164(number)
     return None
 
 
-def _has_trunk_prefix(text: str, region: str | None) -> bool:
-    """Whether a national number is written with its region's trunk prefix and spaced."""
+def _parsed(text: str, region: str | None) -> Any:
+    """libphonenumber's reading of `text` in `region`, None when it reads no number."""
     import phonenumbers
 
-    metadata = phonenumbers.PhoneMetadata.metadata_for_region(region or "")
+    try:
+        return phonenumbers.parse(text, region)
+    except phonenumbers.NumberParseException:
+        return None
+
+
+def _e164(number: Any) -> str:
+    import phonenumbers
+
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+
+def _has_trunk_prefix(text: str, region: str) -> bool:
+    """Whether a national number is written with its region's trunk prefix."""
+    import phonenumbers
+
+    metadata = phonenumbers.PhoneMetadata.metadata_for_region(region)
     prefix = getattr(metadata, "national_prefix", None)
-    digits = text.lstrip("(")
-    return (
-        isinstance(prefix, str)
-        and bool(prefix)
-        and digits.startswith(prefix)
-        and not digits.isdigit()
-    )
+    return isinstance(prefix, str) and bool(prefix) and text.lstrip("(").startswith(prefix)
 
 
 def _spans(pattern: re.Pattern[str], text: str, kind: str) -> list[Span]:

@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
+from pipeline.curation.language import thread_language
 from pipeline.curation.pii import (
     KINDS,
     LANGUAGE_REGIONS,
@@ -112,13 +113,15 @@ class Pii(Tagger):
 
     def regions(self, thread: Thread) -> tuple[str, ...]:
         """Where the thread's phone numbers without a country code are read as from: the
-        configured regions, or the configured region and its language's (`meta.language`)."""
-        if self.settings.regions:
-            return self.settings.regions
+        configured regions, or the configured region and the regions of the thread's
+        language (`meta.language`, or else its user turns' as fastText tells it)."""
+        if self.settings.regions or PHONE not in self.settings.kinds:
+            return self.settings.regions or (self.settings.region,)
         language = thread.meta.get("language")
-        more = LANGUAGE_REGIONS.get(language, ()) if isinstance(language, str) else ()
-        if PHONE not in self.settings.kinds:
-            return (self.settings.region,)
+        if not isinstance(language, str):
+            prose = [m.content for m in thread.messages if m.role == "user"]
+            language = thread_language(prose).language if prose else None
+        more = LANGUAGE_REGIONS.get(language or "", ())
         return tuple(dict.fromkeys((self.settings.region, *more)))
 
 
