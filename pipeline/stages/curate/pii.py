@@ -139,6 +139,8 @@ def _redacted(message: Message, redactor: Redactor) -> Message:
     """`message` with every value the thread redacts replaced (inside JSON string values
     only for JSON content; never across a media marker)."""
     text = message.content
+    if not redactor.holds_known(text):
+        return message
     if message.media:
         content = MEDIA_MARKER.join(redactor.redact(p, False) for p in text.split(MEDIA_MARKER))
     else:
