@@ -56,7 +56,7 @@ SAMPLES: dict[str, Any] = {
     "pack": {"seq_len": 128, "strategy": "bfd", "window": 99},
     "decontaminate": {"against": ["evals.jsonl"], "ngram": 9, "action": "tag", "answers": False},
     "plugins": [{"use": "json:dumps", "action": "tag", "options": {"indent": 1}, "timeout": 5}],
-    "pii": {"region": "GB"},
+    "pii": {"region": "GB", "regions": ["GB", "FR"]},
     "language": {"languages": ["de", "fr"]},
 }
 """Values for the keys the schema alone cannot give a valid value other than the default

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from pipeline import read
 from pipeline.cli import main
+from pipeline.curation import pii as pii_module
 from pipeline.curation.contamination import NgramIndex, words
 from pipeline.curation.language import message_language, thread_language, thread_languages
 from pipeline.curation.mojibake import bad_texts, re2_syntax
@@ -161,6 +162,70 @@ def test_pii_in_answers_is_tagged_or_drops_the_thread(tmp_path):
     assert dropped.exit_code == 0, dropped.output
     assert len(threads_of(tmp_path / "d.jsonl")) == 1
     assert [d["code"] for d in dropped_of(tmp_path / "d.jsonl")] == ["pii"]
+
+
+def test_a_value_redacted_in_a_tool_result_is_redacted_in_the_answer(tmp_path):
+    """With the defaults (answers tagged), an address and a phone number a tool result
+    holds are redacted in the answer quoting them too, with the same placeholders."""
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    result = '{"mail": "ann@example.com", "tel": "+1 415 555 2671", "score": 4155552671}'
+    record = {
+        "messages": [
+            {"role": "user", "content": "Who is the contact?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": result},
+            {"role": "assistant", "content": "Write to ann@example.com or call +1 415 555 2671."},
+        ],
+        "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {}}}],
+    }
+    source = write(tmp_path / "in.jsonl", [record])
+    run = mms("curate", source, "-o", tmp_path / "out.jsonl", "--redact-pii")
+    assert run.exit_code == 0, run.output
+    (thread,) = threads_of(tmp_path / "out.jsonl")
+    context = next(m for m in thread["messages"] if m["role"] == "context")
+    assert json.loads(context["content"]) == {
+        "mail": "<EMAIL_1>",
+        "tel": "<PHONE_1>",
+        "score": 4155552671,
+    }
+    assert thread["messages"][-1]["content"] == "Write to <EMAIL_1> or call <PHONE_1>."
+    assert thread["meta"]["pii"] == {"redacted": {"EMAIL": 2, "PHONE": 2}, "found": {}}
+
+
+@pytest.mark.parametrize(
+    ("text", "regions", "phones"),
+    [
+        ("Ring 07700 900461 tonight", ("US", "GB"), ["07700 900461"]),
+        ("Appelez le 01 42 68 53 00", ("FR",), ["01 42 68 53 00"]),
+        ("Dial 0044 20 7946 0958", ("US",), ["0044 20 7946 0958"]),
+        ("ran at 2022-01-01 08:30:00 on 10.0.19041.1288, took 1234567.891", ("US", "GB"), []),
+        ("order #100234567, ref 91518698-c057-fbd8-0644-1136d53019ec", ("US", "GB"), []),
+    ],
+)
+def test_phones_by_region_and_what_is_no_phone(text, regions, phones):
+    found = [text[s.start : s.end] for s in find_pii(text, regions) if s.kind == "PHONE"]
+    assert found == phones
+
+
+def test_only_the_kinds_asked_for_are_looked_for(monkeypatch):
+    """`kinds: [EMAIL, IP]` never asks libphonenumber nor the secrets' expressions."""
+
+    def unexpected(*args: object) -> None:
+        raise AssertionError("not asked for")
+
+    monkeypatch.setattr(pii_module, "phone_number", unexpected)
+    monkeypatch.setattr(pii_module, "_secret_spans", unexpected)
+    text = "ann@example.com at 8.8.8.8, +1 415 555 2671, ghp_" + "a1" * 18
+    assert [s.kind for s in find_pii(text, kinds=("EMAIL", "IP"))] == ["EMAIL", "IP"]
+
+
+def test_regions_are_read_from_the_config(tmp_path):
+    source = write(tmp_path / "in.jsonl", [chat("Ring me on 07700 900461", "OK")])
+    (tmp_path / "pii.yaml").write_text("pii: {regions: [GB, FR]}\n")
+    out = tmp_path / "out.jsonl"
+    result = mms("curate", source, "-o", out, "--config", tmp_path / "pii.yaml")
+    assert result.exit_code == 0, result.output
+    assert threads_of(out)[0]["messages"][0]["content"] == "Ring me on <PHONE_1>"
 
 
 PII_ALPHABET = st.sampled_from(

@@ -2,12 +2,15 @@
 platform, developer, user and context text they are redacted by default, with typed
 placeholders that stay the same within the thread (`<EMAIL_1>` for one address
 throughout); in assistant text they are tagged by default, or redacted, or the thread is
-dropped (`pii`), as the curator chooses. JSON content (a tool call's arguments, a tool's
-JSON result) is redacted inside its string values only: its keys and its JSON stay whole,
-so the thread still validates and every tool call still parses.
+dropped (`pii`), as the curator chooses. A value redacted in one message is redacted in
+every message of the thread, whatever its role's action: no thread redacts a context and
+trains on its contents. JSON content (a tool call's arguments, a tool's JSON result) is
+searched and redacted inside its string values only: its keys, numbers and JSON stay
+whole, so the thread still validates and every tool call still parses.
 
 What was found goes to `meta.pii`: `{"redacted": {KIND: n}, "found": {KIND: n}}` (found:
-in assistant text that was not redacted)."""
+in assistant text that was not redacted), and `"secrets": {FAMILY: n}` when secrets were
+redacted."""
 
 from __future__ import annotations
 
@@ -16,10 +19,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
+from pipeline.curation.language import thread_language
 from pipeline.curation.pii import (
     KINDS,
+    LANGUAGE_REGIONS,
+    PHONE,
     Redactor,
-    find_pii,
+    json_strings,
+    json_value,
     load_detectors,
     may_hold_pii,
     redact_json_text,
@@ -33,7 +40,9 @@ REASON = "pii"
 
 @dataclass(frozen=True, slots=True)
 class PiiSettings:
-    """What to do with what is found, per role; which kinds; the phone numbers' region."""
+    """What to do with what is found, per role; which kinds; where phone numbers written
+    without their country code are from (`regions`, or else `region` and the regions of
+    the thread's language)."""
 
     user: RoleAction = "redact"
     developer: RoleAction = "redact"
@@ -41,6 +50,7 @@ class PiiSettings:
     assistant: RoleAction = "tag"
     kinds: tuple[str, ...] = KINDS
     region: str = "US"
+    regions: tuple[str, ...] = ()
 
     def action(self, role: str) -> RoleAction:
         if role == "platform":
@@ -57,7 +67,7 @@ class Pii(Tagger):
         self.settings = settings
 
     def prepare(self) -> None:
-        load_detectors(self.settings.region)
+        load_detectors(self.settings.regions or self.settings.region)
 
     def inspect_all(self, threads: list[Thread]) -> list[Finding]:
         signs = iter(may_hold_pii([m.content for t in threads for m in t.messages]))
@@ -68,45 +78,72 @@ class Pii(Tagger):
 
     def _inspect(self, thread: Thread, signs: list[bool]) -> Finding:
         """What is found in `thread`; `signs` (per message, as `may_hold_pii` gives them)
-        spares the messages that hold nothing to find."""
+        spares the messages that hold nothing to find. Every message is searched first,
+        the values of the redacted ones remembered, then every message is rewritten with
+        all of them: the thread is redacted alike throughout."""
         if not any(signs):
             return Finding(thread)
-        redactor = Redactor(self.settings.region, self.settings.kinds)
-        found: Counter[str] = Counter()
-        messages: list[Message] = []
-        drop = False
+        redactor = Redactor(self.regions(thread), self.settings.kinds)
+        tagged: list[tuple[RoleAction, str, str]] = []  # (action, kind, value)
         for message, sign in zip(thread.messages, signs, strict=True):
             action = self.settings.action(message.role)
-            if action == "ignore" or not sign:
-                messages.append(message)
-            elif action == "redact":
-                messages.append(self._redacted(message, redactor))
-            else:
-                kinds = Counter(
-                    span.kind
-                    for span in find_pii(message.content, self.settings.region)
-                    if span.kind in self.settings.kinds
-                )
-                found.update(kinds)
-                drop = drop or (action == "drop" and bool(kinds))
-                messages.append(message)
+            if not sign or action == "ignore":
+                continue
+            for piece in _pieces(message):
+                for span in redactor.find(piece):
+                    if action == "redact":
+                        redactor.remember(piece, span)
+                    else:
+                        tagged.append((action, span.kind, piece[span.start : span.end]))
+        messages = [_redacted(message, redactor) for message in thread.messages]
+        left = [(action, kind) for action, kind, value in tagged if not redactor.known(value)]
+        found = Counter(kind for _, kind in left)
+        drop = any(action == "drop" for action, _ in left)
         redacted = redactor.counts
         if not redacted and not found:
             return Finding(thread)
-        meta = {**thread.meta, "pii": {"redacted": dict(redacted), "found": dict(found)}}
+        pii: dict[str, dict[str, int]] = {"redacted": dict(redacted), "found": dict(found)}
+        if redactor.families:
+            pii["secrets"] = dict(redactor.families)
+        meta = {**thread.meta, "pii": pii}
         changed = dataclasses.replace(thread, messages=messages, meta=meta)
         counts = Counter({f"redacted:{k}": n for k, n in redacted.items()})
         counts.update({f"found:{k}": n for k, n in found.items()})
         return Finding(changed, REASON if drop else None, counts)
 
-    def _redacted(self, message: Message, redactor: Redactor) -> Message:
-        text = message.content
-        if message.media:  # each text between media on its own: no span takes a marker
-            pieces = text.split(MEDIA_MARKER)
-            redacted = MEDIA_MARKER.join(redactor.redact(piece) for piece in pieces)
-            return message if redacted == text else dataclasses.replace(message, content=redacted)
-        json_like = text.lstrip()[:1] in ("{", "[")
-        content = redact_json_text(text, redactor) if json_like else None
-        if content is None:
-            content = redactor.redact(text)
-        return message if content == text else dataclasses.replace(message, content=content)
+    def regions(self, thread: Thread) -> tuple[str, ...]:
+        """Where the thread's phone numbers without a country code are read as from: the
+        configured regions, or the configured region and the regions of the thread's
+        language (`meta.language`, or else its user turns' as fastText tells it)."""
+        if self.settings.regions or PHONE not in self.settings.kinds:
+            return self.settings.regions or (self.settings.region,)
+        language = thread.meta.get("language")
+        if not isinstance(language, str):
+            prose = [m.content for m in thread.messages if m.role == "user"]
+            language = thread_language(prose).language if prose else None
+        more = LANGUAGE_REGIONS.get(language or "", ())
+        return tuple(dict.fromkeys((self.settings.region, *more)))
+
+
+def _pieces(message: Message) -> list[str]:
+    """The texts of a message searched: each text between its media, or the string values
+    of its JSON, or its text."""
+    text = message.content
+    if message.media:
+        return text.split(MEDIA_MARKER)
+    value = json_value(text)
+    return [text] if value is None else json_strings(value)
+
+
+def _redacted(message: Message, redactor: Redactor) -> Message:
+    """`message` with every value the thread redacts replaced (inside JSON string values
+    only for JSON content; never across a media marker)."""
+    text = message.content
+    if not redactor.holds_known(text):
+        return message
+    if message.media:
+        content = MEDIA_MARKER.join(redactor.redact(p, False) for p in text.split(MEDIA_MARKER))
+    else:
+        redacted = redact_json_text(text, redactor, False)
+        content = redactor.redact(text, False) if redacted is None else redacted
+    return message if content == text else dataclasses.replace(message, content=content)
