@@ -38,7 +38,7 @@ ERROR_CODES: dict[str, str] = {
     "differ in number (media kept: some would be lost or have no place)",
     "media_missing": "a media the record refers to does not exist (path, object or URL)",
     "media_outside_input": "a media path leads outside the folder of the record's input file "
-    "(`..`, an absolute path elsewhere, or a symlink out)",
+    "and of every media root (`..`, an absolute path elsewhere, or a symlink out)",
     "media_kind": "a media's bytes are not the kind it claims (magic bytes), or no known "
     "image, audio or video file",
     "media_corrupt": "a media cannot be decoded: a truncated or broken image (Pillow), a bad "

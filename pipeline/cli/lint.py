@@ -12,6 +12,7 @@ from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
     media_options,
+    media_roots,
     media_settings,
     overwrite_file_option,
     read_spec,
@@ -157,7 +158,8 @@ def lint_command(
     media = media_settings(MediaSettings(), media_flags)
     if media.copy:
         raise click.UsageError("mms lint writes no data: --copy-media is for convert and run")
-    spec = dataclasses.replace(spec, media=media)  # as a run reads them: lint agrees
+    # as a run reads them: lint agrees
+    spec = dataclasses.replace(spec, media=media, media_roots=media_roots(media_flags))
     try:
         config = load_config(config_file).replace(
             select=_codes(select), ignore=_codes(ignore), fail_on=fail_on

@@ -12,7 +12,7 @@ import click
 
 from pipeline.formats import AUTO, FORMATS, ConvertOptions
 from pipeline.jobs.read import ReadSpec
-from pipeline.media import MEDIA_DIR, MediaSettings
+from pipeline.media import MEDIA_DIR, MediaRoot, MediaSettings
 from pipeline.sources import DEFAULT_SPLIT, ReadLimits, is_hf_input
 from pipeline.tokenize import LABEL_POLICIES
 from pipeline.tokenize.overlong import OVERLONG_POLICIES
@@ -142,6 +142,10 @@ def read_spec(
     )
 
 
+ROOTS_FLAG = "roots"
+"""The media flag that holds the `--media-root` folders (a tuple, empty when none)."""
+
+
 def media_options(command: Callable[..., None]) -> Callable[..., None]:
     """The media options (issue 38, DESIGN §3) of `mms convert` and `mms run`, given to the
     command as `media_flags` (a dict of the flags given: None for a flag left out)."""
@@ -192,6 +196,18 @@ def media_options(command: Callable[..., None]) -> Callable[..., None]:
             help="How long fetching one media may take, whole (with --fetch-media; an object "
             "store's stalled request ends at its client's own timeout) [default: 30].",
         ),
+        click.option(
+            "--media-root",
+            "media_roots",
+            multiple=True,
+            type=click.Path(exists=True, file_okay=False),
+            metavar="DIR",
+            help="A folder a media path not found beside its input file is looked for in "
+            "(repeatable: in order; images kept apart from the JSON, like COCO's train2017/). "
+            "The file must stay inside the folder it is found in (no .. or symlink out); "
+            "the folder is recorded in its meta.media_checked entry (root) [a run: also each "
+            "input's media_root].",
+        ),
     ]
 
     def wrapped(**kwargs: object) -> None:
@@ -201,6 +217,7 @@ def media_options(command: Callable[..., None]) -> Callable[..., None]:
             "fetch": kwargs.pop("fetch_media"),
             "max_bytes": kwargs.pop("max_media_bytes"),
             "timeout": kwargs.pop("media_timeout"),
+            ROOTS_FLAG: kwargs.pop("media_roots"),
         }
         command(media_flags=flags, **kwargs)
 
@@ -235,10 +252,20 @@ def reading_media(spec: ReadSpec, flags: Mapping[str, object], output: str) -> R
     if media.copy and output == "-":
         raise click.UsageError("--copy-media writes media/ beside the output: name a file (-o)")
     store = os.path.join(os.path.dirname(output), MEDIA_DIR) if media.copy else None
-    return dataclasses.replace(spec, media=media, media_store=store)
+    return dataclasses.replace(spec, media=media, media_store=store, media_roots=media_roots(flags))
 
 
 def media_settings(base: MediaSettings, flags: Mapping[str, object]) -> MediaSettings:
-    """`base` with the media flags given on the command line."""
-    given: dict[str, Any] = {name: value for name, value in flags.items() if value is not None}
+    """`base` with the media flags given on the command line (`--media-root` aside:
+    `media_roots`)."""
+    given: dict[str, Any] = {
+        name: value for name, value in flags.items() if value is not None and name != ROOTS_FLAG
+    }
     return dataclasses.replace(base, **given) if given else base
+
+
+def media_roots(flags: Mapping[str, object]) -> tuple[MediaRoot, ...]:
+    """The `--media-root` folders, in order, recorded as written."""
+    given = flags.get(ROOTS_FLAG) or ()
+    assert isinstance(given, tuple)
+    return tuple(MediaRoot.given(str(path)) for path in given)

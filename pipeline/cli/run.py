@@ -15,6 +15,7 @@ from pipeline.arrow_pandas import skip_pandas_probe
 from pipeline.cli.options import (
     embed_media_option,
     media_options,
+    media_roots,
     media_settings,
     overwrite_option,
 )
@@ -146,6 +147,12 @@ def run_command(
     media = media_settings(config.stages.media, {**media_flags, "embed": embed_media})
     if media != config.stages.media:  # the flags are the config's stages.media, recorded so
         config = dataclasses.replace(config, stages=config.stages.replace(media=media))
+    roots = tuple(os.path.abspath(root.path) for root in media_roots(media_flags))
+    if roots:  # each input's media_root, then these; recorded in the manifest's inputs
+        inputs = tuple(
+            dataclasses.replace(spec, media_root=spec.media_root + roots) for spec in config.inputs
+        )
+        config = dataclasses.replace(config, inputs=inputs)
     if dry_run:
         _print_dry_run(config, out, workers)
         return

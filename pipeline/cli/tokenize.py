@@ -14,6 +14,7 @@ from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
     media_options,
+    media_roots,
     media_settings,
     overlong_option,
     overwrite_option,
@@ -190,7 +191,7 @@ def tokenize_command(
     """
     spec = read_spec(inputs, input_format, split, hf_config)
     media = media_settings(MediaSettings(), {**media_flags, "embed": embed_media})
-    spec = dataclasses.replace(spec, media=media)
+    spec = dataclasses.replace(spec, media=media, media_roots=media_roots(media_flags))
     if max_tokens is None and given("overlong"):
         raise click.UsageError("--overlong applies only with --max-tokens N")
     references = None

@@ -13,7 +13,7 @@ from pathlib import Path
 from pipeline.accounting import Account
 from pipeline.formats import AUTO, ConvertOptions, get_format
 from pipeline.formats.detect import Detection, detect
-from pipeline.media import MediaChecker, MediaSettings
+from pipeline.media import MediaChecker, MediaRoot, MediaSettings
 from pipeline.mms import Thread
 from pipeline.output.overlap import refuse_outputs_over_inputs
 from pipeline.quarantine import Rejection
@@ -36,7 +36,8 @@ class ReadSpec:
     limits that guard against hostile files, and which `split` (and config `hf_config`)
     an `hf:` dataset input streams. `media`: how the media of kept threads are checked
     (pipeline/media; None: not read, as the library reads by default; `mms convert` and
-    `mms run` check them), and `media_store` the folder copies go to in copy mode."""
+    `mms run` check them), `media_store` the folder copies go to in copy mode, and
+    `media_roots` the folders a media path not beside its input file is looked for in."""
 
     format: str = AUTO
     options: ConvertOptions = field(default_factory=ConvertOptions)
@@ -45,21 +46,27 @@ class ReadSpec:
     hf_config: str | None = None
     media: MediaSettings | None = None
     media_store: str | None = None
+    media_roots: tuple[MediaRoot, ...] = ()
 
     def media_checker(self) -> MediaChecker | None:
         """The checker of the media kept threads hold (None: media are not read)."""
-        return media_checker(self.media, self.options.multimodal, self.media_store)
+        return media_checker(
+            self.media, self.options.multimodal, self.media_store, self.media_roots
+        )
 
 
 def media_checker(
-    settings: MediaSettings | None, multimodal: str, store: str | os.PathLike[str] | None
+    settings: MediaSettings | None,
+    multimodal: str,
+    store: str | os.PathLike[str] | None,
+    roots: tuple[MediaRoot, ...] = (),
 ) -> MediaChecker | None:
     """The checker `settings` ask for, when media are kept (`multimodal: keep`)."""
     if settings is None or multimodal != "keep" or not settings.reads:
         return None
     if settings.copy and store is None:
         raise ValueError("copying media needs a folder to copy them to")
-    return MediaChecker(settings, Path(store) if store is not None else None)
+    return MediaChecker(settings, Path(store) if store is not None else None, roots)
 
 
 def read(

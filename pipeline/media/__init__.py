@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pipeline.media.check import CHECKED_META, MEDIA_DIR, Checked, MediaChecker, media_meta_sha
 from pipeline.media.resolve import MediaProblem, NotRead
-from pipeline.media.settings import MediaSettings
+from pipeline.media.settings import MediaRoot, MediaSettings
 
 __all__ = [
     "CHECKED_META",
@@ -15,6 +15,7 @@ __all__ = [
     "Checked",
     "MediaChecker",
     "MediaProblem",
+    "MediaRoot",
     "MediaSettings",
     "NotRead",
     "media_meta_sha",

@@ -17,15 +17,16 @@ from typing import Any
 
 from pipeline.media.decode import Corrupt, TooManyPixels, check_decodes
 from pipeline.media.resolve import MediaProblem, NotRead, read_media, reference
-from pipeline.media.settings import MediaSettings
+from pipeline.media.settings import MediaRoot, MediaSettings
 from pipeline.media.sniff import HEAD_BYTES, sniff
 from pipeline.mms import Media, Thread
 from pipeline.output.files import mark_written
 
 CHECKED_META = "media_checked"
 """`meta.media_checked`: one entry per media of the thread, in order (message by message):
-`{"sha256", "bytes", "mime"}` (the MIME its bytes show; `source`, the reference as the
-source wrote it, when the copy mode rewrote it), or null for a media left unread."""
+`{"sha256", "bytes", "mime"}` (the MIME its bytes show; `root`, the media root its path
+was found under when not beside its input file; `source`, the reference as the source
+wrote it, when the copy mode rewrote it), or null for a media left unread."""
 MEDIA_DIR = "media"
 """Where copied media live, relative to the output: `media/<sha256>.<ext>`."""
 CONTENT_ADDRESS = re.compile(rf"{MEDIA_DIR}/(?P<sha256>[0-9a-f]{{64}})\.[a-z0-9]{{1,8}}")
@@ -37,12 +38,14 @@ a part share (the sides of a pair) is read once."""
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """A media that passed: its sha256, size, the MIME its bytes show, its file extension."""
+    """A media that passed: its sha256, size, the MIME its bytes show, its file extension,
+    the media root it was found under (None: beside its input file, or not a path)."""
 
     sha256: str
     bytes: int
     mime: str
     ext: str
+    root: str | None = None
 
     @property
     def copy_name(self) -> str:
@@ -53,10 +56,17 @@ class Checked:
 class MediaChecker:
     """Checks the media of each record's threads as they are read; `store` (copy mode): the
     folder the media are written to (each under its content address, atomically: any
-    number of workers may write the same name)."""
+    number of workers may write the same name); `roots`: the media roots a path not beside
+    its input file is looked for under, in order."""
 
-    def __init__(self, settings: MediaSettings, store: Path | None = None):
+    def __init__(
+        self,
+        settings: MediaSettings,
+        store: Path | None = None,
+        roots: tuple[MediaRoot, ...] = (),
+    ):
         self.settings = settings
+        self.roots = roots
         self.store = store if settings.stages_copies else None
         self._seen: OrderedDict[tuple[str, Media], Checked | NotRead | MediaProblem] = OrderedDict()
         self.copied: dict[str, int] = {}
@@ -94,6 +104,8 @@ class MediaChecker:
                     "bytes": outcome.bytes,
                     "mime": outcome.mime,
                 }
+                if outcome.root is not None:
+                    entry["root"] = outcome.root
                 if self.store is not None:
                     entry["source"] = media.to_part()
                     media = Media(media.kind, path=f"{MEDIA_DIR}/{outcome.copy_name}")
@@ -123,9 +135,10 @@ class MediaChecker:
         return found
 
     def _read(self, media: Media, input_path: str) -> Checked | NotRead:
-        data = read_media(media, input_path, self.settings)
-        if isinstance(data, NotRead):
-            return data
+        read = read_media(media, input_path, self.settings, self.roots)
+        if isinstance(read, NotRead):
+            return read
+        data = read.data
         limit = self.settings.max_bytes
         if len(data) > limit:
             raise MediaProblem("media_too_large", f"more than {limit:,} bytes")
@@ -143,7 +156,9 @@ class MediaChecker:
             raise MediaProblem("media_too_large", str(err)) from None
         except Corrupt as err:
             raise MediaProblem("media_corrupt", str(err)) from None
-        checked = Checked(hashlib.sha256(data).hexdigest(), len(data), sniffed.mime, sniffed.ext)
+        root = read.root.name if read.root is not None else None
+        digest = hashlib.sha256(data).hexdigest()
+        checked = Checked(digest, len(data), sniffed.mime, sniffed.ext, root)
         if self.store is not None:
             write_once(self.store / checked.copy_name, data)
             self.copied[checked.copy_name] = checked.bytes

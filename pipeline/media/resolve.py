@@ -1,5 +1,7 @@
 """Where a media's bytes are and how they are read: a `path` inside the folder of the input
-file its record came from (the symlink rules of folder inputs, pipeline/sources/paths.py),
+file its record came from or, not there, inside one of the media roots in order (the
+symlink rules of folder inputs, pipeline/sources/paths.py, within the folder it was found
+in),
 `data` decoded from base64, a `url` only when fetching is on (http(s) through urllib with a
 timeout, object stores through pipeline.storage), each read no further than the size
 limit. A media that cannot be read raises MediaProblem with its quarantine code; one that
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline import storage
-from pipeline.media.settings import MediaSettings
+from pipeline.media.settings import MediaRoot, MediaSettings
 from pipeline.mms import Media
 from pipeline.sources.paths import is_hf_input, leads_outside, refusal
 from pipeline.sources.stdin import STDIN
@@ -47,6 +49,15 @@ class NotRead:
     why: str
 
 
+@dataclass(frozen=True, slots=True)
+class Read:
+    """A media's bytes, and the media root its path was found under (None: beside its
+    input file, or not a path)."""
+
+    data: bytes
+    root: MediaRoot | None = None
+
+
 def reference(media: Media) -> str:
     """How a message names the media: `path 'a.png'`, `url '...'`, `data (N base64 chars)`."""
     if media.path is not None:
@@ -56,15 +67,18 @@ def reference(media: Media) -> str:
     return f"data ({len(media.data or ''):,} base64 characters)"
 
 
-def read_media(media: Media, input_path: str, settings: MediaSettings) -> bytes | NotRead:
+def read_media(
+    media: Media, input_path: str, settings: MediaSettings, roots: tuple[MediaRoot, ...] = ()
+) -> Read | NotRead:
     """The bytes of `media`, a record of the input file `input_path` (as it is read: a
-    local path, a store URL, an `hf:` dataset), or NotRead; raises MediaProblem."""
+    local path, a store URL, an `hf:` dataset), or NotRead; raises MediaProblem. A local
+    path not beside the input file is looked for under each of `roots` in order."""
     if media.data is not None:
-        return _decoded(media.data, settings.max_bytes)
+        return Read(_decoded(media.data, settings.max_bytes))
     if media.path is not None:
-        return _from_path(media.path, input_path, settings)
+        return _from_path(media.path, input_path, settings, roots)
     assert media.url is not None
-    return _from_url(media.url, input_path, settings)
+    return _from_url(media.url, input_path, settings, roots)
 
 
 def _decoded(data: str, limit: int) -> bytes:
@@ -83,13 +97,43 @@ def _decoded(data: str, limit: int) -> bytes:
     return decoded
 
 
-def _from_path(path: str, input_path: str, settings: MediaSettings) -> bytes | NotRead:
-    if input_path == STDIN or is_hf_input(input_path):
-        return NotRead("a path in a record of standard input or a Hub dataset has no folder")
+def _from_path(
+    path: str, input_path: str, settings: MediaSettings, roots: tuple[MediaRoot, ...]
+) -> Read | NotRead:
     if storage.is_url(input_path):
-        return _from_store_folder(path, input_path, settings)
-    folder = os.path.dirname(input_path) or "."
-    return _local(os.path.join(folder, path), folder, settings.max_bytes)
+        return Read(_from_store_folder(path, input_path, settings))
+    if input_path == STDIN or is_hf_input(input_path):
+        if not roots:
+            return NotRead("a path in a record of standard input or a Hub dataset has no folder")
+        return _searched(path, None, roots, settings.max_bytes)
+    return _searched(path, os.path.dirname(input_path) or ".", roots, settings.max_bytes)
+
+
+def _searched(path: str, folder: str | None, roots: tuple[MediaRoot, ...], limit: int) -> Read:
+    """A local file beside the input (`folder`) or, not there, under the first of `roots`
+    that holds it; each place by its own containment rule, so a path that leads out of a
+    folder (`..`, a symlink) is never taken from that folder."""
+    if not roots:
+        assert folder is not None
+        return Read(_local(os.path.join(folder, path), folder, limit))
+    places: list[tuple[str, MediaRoot | None]] = [] if folder is None else [(folder, None)]
+    places += [(root.path, root) for root in roots]
+    looked: list[str] = []
+    escaped: list[str] = []
+    for place, root in places:
+        found = os.path.join(place, path)
+        if leads_outside(found, place):
+            if os.path.exists(found):
+                escaped.append(found)
+            continue
+        looked.append(found)
+        if os.path.lexists(found):
+            return Read(_local(found, place, limit), root)
+    if escaped or not looked:
+        where = "the input's folder and every media root" if folder else "every media root"
+        shown = escaped[0] if escaped else path
+        raise MediaProblem("media_outside_input", f"{shown} lies outside {where}")
+    raise MediaProblem("media_missing", "no file " + ", ".join(looked))
 
 
 def _local(found: str, folder: str, limit: int) -> bytes:
@@ -155,21 +199,24 @@ def _read_within(
     return b"".join(chunks)
 
 
-def _from_url(url: str, input_path: str, settings: MediaSettings) -> bytes | NotRead:
+def _from_url(
+    url: str, input_path: str, settings: MediaSettings, roots: tuple[MediaRoot, ...]
+) -> Read | NotRead:
     scheme = urllib.parse.urlsplit(url).scheme.lower()
     if scheme == "file":
         local = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
         if storage.is_url(input_path) or is_hf_input(input_path) or input_path == STDIN:
-            raise MediaProblem("media_outside_input", f"{url} is not beside the input")
-        folder = os.path.dirname(input_path) or "."
-        return _local(local, folder, settings.max_bytes)
+            if not roots or storage.is_url(input_path):
+                raise MediaProblem("media_outside_input", f"{url} is not beside the input")
+            return _searched(local, None, roots, settings.max_bytes)
+        return _searched(local, os.path.dirname(input_path) or ".", roots, settings.max_bytes)
     if scheme not in WEB_SCHEMES + STORE_SCHEMES:
         return NotRead(f"a {scheme or 'schemeless'} URL is never fetched")
     if not settings.fetch:
         return NotRead("a URL, and fetching is off (--fetch-media)")
     if scheme in STORE_SCHEMES:
-        return _stored(url, settings)
-    return _fetched(url, settings)
+        return Read(_stored(url, settings))
+    return Read(_fetched(url, settings))
 
 
 def _fetched(url: str, settings: MediaSettings) -> bytes:

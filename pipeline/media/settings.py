@@ -58,4 +58,19 @@ def _plain(settings: MediaSettings, _recorded: Any) -> Any:
     return plain_settings(settings)
 
 
+@dataclass(frozen=True, slots=True)
+class MediaRoot:
+    """A folder a relative media path is also looked for in, after its input file's folder
+    (`--media-root`, an input's `media_root`): `path` where it is read, `name` how outputs
+    record it (as the command line or the config writes it)."""
+
+    path: str
+    name: str
+
+    @classmethod
+    def given(cls, path: str) -> MediaRoot:
+        """A root as written, read from where it names (relative: the working folder)."""
+        return cls(path, path)
+
+
 CONFIG = ConfigSlice("media", MediaSettings, plain=_plain)

@@ -4,6 +4,7 @@ where they pointed remembered), reasoning parts and `tool_call` parts."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -19,6 +20,11 @@ TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 MEDIA_PARTS = {**PART_KINDS, "file": "file", "input_file": "file"}
 """Content part type -> the media kind it is kept, dropped or placeholdered as (files are
 never kept: MMS media are images, audio and video)."""
+IMG_CONTEXT = re.compile(r"<IMG_CONTEXT>\n?")
+"""xtuner's older image marker (its InternVL token, then a newline): in a message with
+image parts, each marker is where the next image part stands, as `<image>` is in LLaVA's
+text (xtuner's own conversion to its current format moves the images there and drops the
+markers)."""
 
 
 def _media_ref(part: dict[str, Any]) -> str | None:
@@ -71,7 +77,7 @@ class ContentReader:
             return [self._text_piece([self._tagged(self.b.text(content, where))])]
         pieces: list[tuple[Any, ...]] = []
         run: list[list[str | Media]] = []
-        for index, part in enumerate(content):
+        for index, part in _at_markers(self.b, content, where):
             piece = self._part(part, f"{where}[{index}]")
             if piece is None:
                 continue
@@ -133,6 +139,60 @@ class ContentReader:
             self.media_refs.append(ref)
         media = self.b.media(media_kind)
         return None if media is None else ("content", [media])
+
+
+def _text_of(part: Any) -> str | None:
+    """A text part's text (None for any other part)."""
+    if not isinstance(part, dict):
+        return None
+    kind = part.get("type")
+    if kind in TEXT_PARTS or (kind is None and "text" in part):
+        text = part.get("text", part.get("value"))
+        return text if isinstance(text, str) else None
+    return None
+
+
+def _at_markers(builder: ThreadBuilder, content: list[Any], where: str) -> list[tuple[int, Any]]:
+    """A content list's parts with their indexes, each image part moved to the place of
+    its `<IMG_CONTEXT>` marker (the k-th marker of the text parts takes the k-th image
+    part) and the markers taken out; as written when no text part holds one. Markers and
+    image parts that differ in number quarantine the record when media are kept
+    (`media_mismatch`), and are noted otherwise (the markers then taken out, as with
+    media dropped there is nothing for them to mark)."""
+    indexed = list(enumerate(content))
+    markers = sum(len(IMG_CONTEXT.findall(_text_of(part) or "")) for part in content)
+    if not markers:
+        return indexed
+    images = [
+        (index, part)
+        for index, part in indexed
+        if isinstance(part, dict) and PART_KINDS.get(str(part.get("type"))) == "image"
+    ]
+    if len(images) != markers:
+        message = f"{where} holds {len(images)} image part(s) but {markers} <IMG_CONTEXT> marker(s)"
+        if builder.keeps_media:
+            raise RecordRejected("media_mismatch", message)
+        builder.note(message)
+    placed: list[tuple[int, Any]] = []
+    moved = images if len(images) == markers else []
+    taken, moved_indexes = iter(moved), {index for index, _ in moved}
+    for index, part in indexed:
+        text = _text_of(part)
+        if text is None:
+            if index not in moved_indexes:
+                placed.append((index, part))
+            continue
+        last = 0
+        for match in IMG_CONTEXT.finditer(text):
+            if match.start() > last:
+                placed.append((index, {**part, "text": text[last : match.start()]}))
+            image = next(taken, None)
+            if image is not None:
+                placed.append(image)
+            last = match.end()
+        if last < len(text):
+            placed.append((index, {**part, "text": text[last:]}))
+    return placed
 
 
 def _bare(part: dict[str, Any]) -> bool:

@@ -32,6 +32,7 @@ from pipeline.formats import AUTO, FORMATS
 from pipeline.formats.field_mapping import FieldMapping, MappingError, mapping_from_data
 from pipeline.formats.mapped import NAME as MAPPED
 from pipeline.jobs.run.stages import CONFIG_SLICES, Stages
+from pipeline.media import MediaRoot
 from pipeline.schemas import validator
 from pipeline.sources.paths import HF_PREFIX, is_hf_input
 from pipeline.stages.contract import OMITTED
@@ -75,6 +76,9 @@ class InputSpec:
     tags: tuple[str, ...] = ()
     language: tuple[str, ...] = ()
     """The languages of the input's text (ISO 639 codes), for the card; none: not known."""
+    media_root: tuple[str, ...] = ()
+    """Folders (absolute) a media path not beside its input file is looked for in, in
+    order; recorded only when there are some, so other manifests keep their bytes."""
 
     @property
     def is_hf(self) -> bool:
@@ -137,15 +141,22 @@ class RunConfig:
         where the checkout lives)."""
         return {
             "name": self.name,
-            "inputs": [
-                {**_input_plain(spec), "path": self.recorded_path(spec.path)}
-                for spec in self.inputs
-            ],
+            "inputs": [self._input_resolved(spec) for spec in self.inputs],
             "stages": self._stages_resolved(),
             "output": self.recorded_path(self.output),
             "engine": self.engine.to_plain(),
             **({"push_to_hub": self.push.to_plain()} if self.push else {}),
         }
+
+    def _input_resolved(self, spec: InputSpec) -> dict[str, Any]:
+        plain = {**_input_plain(spec), "path": self.recorded_path(spec.path)}
+        if spec.media_root:
+            plain["media_root"] = [self.recorded_path(root) for root in spec.media_root]
+        return plain
+
+    def media_roots(self, spec: InputSpec) -> tuple[MediaRoot, ...]:
+        """An input's media roots, each recorded as the config writes it."""
+        return tuple(MediaRoot(root, self.recorded_path(root)) for root in spec.media_root)
 
     def _stages_resolved(self) -> dict[str, Any]:
         """Each stage's slice as its declaration (pipeline/stages/) records it, in the order
@@ -226,7 +237,7 @@ def _plain(part: Any) -> dict[str, Any]:
 def _input_plain(spec: InputSpec) -> dict[str, Any]:
     """An input's settings; its mapping (only when it has one) as the keys it sets."""
     plain = _plain(dataclasses.replace(spec, mapping=None))
-    del plain["mapping"]
+    del plain["mapping"], plain["media_root"]  # media_root: recorded when set
     if spec.mapping is not None:
         plain["mapping"] = spec.mapping.to_plain()
     return plain
@@ -419,7 +430,12 @@ class _Builder:
             license=raw.get("license"),
             tags=tuple(raw.get("tags", ())),
             language=tuple(raw.get("language", ())),
+            media_root=self._media_root(raw.get("media_root", ())),
         )
+
+    def _media_root(self, raw: str | list[str]) -> tuple[str, ...]:
+        """An input's `media_root`: one folder or a list, each made absolute."""
+        return tuple(self._local(root) for root in ([raw] if isinstance(raw, str) else raw))
 
 
 class _SliceReader:

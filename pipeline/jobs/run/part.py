@@ -151,7 +151,10 @@ class _PartWriter:
                 stats=stats,
                 options=options,
                 media=media_checker(
-                    self.config.stages.media, options.multimodal, self.out / PART_MEDIA
+                    self.config.stages.media,
+                    options.multimodal,
+                    self.out / PART_MEDIA,
+                    self.config.media_roots(spec),
                 ),
             )
             with pa.ipc.new_file(self.out / PART_THREADS, self.schema) as writer:
