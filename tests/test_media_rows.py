@@ -20,7 +20,6 @@ from pipeline.packing import PACKED_SCHEMA
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
-MARKER = "\ufffc"
 MEDIA_COLUMNS = ("images", "audios", "videos")
 
 PAIRS = [  # LLaMA-Factory's preference layout (ranking: a prompt, chosen and rejected)
@@ -140,8 +139,8 @@ def _names(cells: list[dict], inputs: Path) -> list[str]:
 
 def _prompt_text(row: dict) -> str:
     """The user text of a row's prompt (one of PROMPTS)."""
-    text = "".join(m["content"] for m in row["prompt"] if m["role"] == "user")
-    return text.replace(MARKER, "")
+    parts = [part for m in row["prompt"] if m["role"] == "user" for part in m["content"]]
+    return "".join(part["text"] for part in parts if part["type"] == "text")
 
 
 def _placeholders(row: dict, image_id: int, *columns: str) -> int:
@@ -149,8 +148,11 @@ def _placeholders(row: dict, image_id: int, *columns: str) -> int:
 
 
 def test_preference_rows_hold_the_prompts_images_then_each_answers(inputs, tmp_path):
+    from transformers import AutoTokenizer
+
     out = _run(inputs, tmp_path / "pairs", "objective: preference")
     rows, image_id = _rows(out), _image_id(out)
+    tokenizer = AutoTokenizer.from_pretrained(str(out / "tokenizer"))
     assert len(rows) == len(PROMPTS)
     for row in rows:
         prompt, chosen, rejected = PROMPTS[_prompt_text(row)]
@@ -158,6 +160,10 @@ def test_preference_rows_hold_the_prompts_images_then_each_answers(inputs, tmp_p
         ids = ("prompt_ids", "chosen_ids", "rejected_ids")
         assert _placeholders(row, image_id, *ids) == len(row["images"])
         assert row["prompt_ids"].count(image_id) == len(prompt)
+        for side in ("chosen", "rejected"):  # each side through the chat template, as stored
+            messages = row["prompt"] + row[side]
+            rendered = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)
+            assert rendered["input_ids"] == row["prompt_ids"] + row[f"{side}_ids"]
     names = pq.read_schema(sorted((out / "data").glob("*.parquet"))[0]).names
     assert names == [*SCHEMAS["preference"].names, "images"]  # no thread, no `media` column
     card = (out / "README.md").read_text()

@@ -25,6 +25,8 @@ from pipeline.mms.media_columns import (
     MEDIA_SHARD_COLUMNS,
     kind_fields,
     media_fields,
+    parts_schema,
+    with_content_parts,
     with_embedded_bytes,
     with_media_columns,
 )
@@ -292,7 +294,7 @@ class _TokenizedSink:
         self.carried.close()
         kinds = [kind for kind in MEDIA_SHARD_COLUMNS if kind in self.kinds]
         fields = media_fields(kinds) if "messages" in schema.names else kind_fields(kinds)
-        wide = pa.schema([*schema, *fields])
+        wide = parts_schema(pa.schema([*schema, *fields]))
         path = self._carried_path()
         with pa.memory_map(str(path)) as mapped:
             carried = pa.ipc.open_file(mapped).read_all()
@@ -306,7 +308,7 @@ class _TokenizedSink:
                             [*blank.chunks, *carried[field.name].chunks], field.type
                         )
                         table = table.append_column(field, column.slice(start, table.num_rows))
-                    self._write_embedded(writer, table)
+                    self._write_embedded(writer, with_content_parts(table, self.placeholders))
                     start += table.num_rows
         path.unlink()
         return writer.shards

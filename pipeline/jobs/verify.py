@@ -475,7 +475,8 @@ def _packed_problem(row: dict[str, Any], earlier: set[str]) -> str | None:
 
 def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verification) -> None:
     """apply_chat_template of the shipped tokenizer on every row's stored messages, against
-    its input_ids and labels; rows whose text spells an added token cannot match (the
+    its input_ids and labels (a row with media: its messages as stored, media as content
+    parts, so every such row renders its placeholders exactly where its ids hold them); rows whose text spells an added token cannot match (the
     template's string is tokenized with special-token matching on) and are counted apart."""
     try:
         from transformers import AutoTokenizer
@@ -489,7 +490,7 @@ def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verificat
     added = re.compile("|".join(map(re.escape, tokenizer.get_added_vocab())))
     placeholders = _placeholders(out)
     for split, rows in _rows(shards, placeholders):
-        for view in (view for row in rows for view in sft_views(row, placeholders)):
+        for view in (view for row in rows for view in _template_views(row, placeholders)):
             texts = [_text(m.get("content")) for m in view.messages] + [
                 m.get("name") or "" for m in view.messages
             ]
@@ -502,6 +503,25 @@ def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verificat
                     Problem(f"{split} row {view.name}", f"the chat template gives other {what}")
                 )
             result.count("rows against the chat template")
+            if any(
+                part.get("type") != "text"
+                for m in view.messages
+                if isinstance(m.get("content"), list)
+                for part in m["content"]
+            ):
+                result.count("rows with media against the chat template")
+
+
+def _template_views(row: dict[str, Any], placeholders: dict[int, str] | None) -> list[SftView]:
+    """The views the chat template is applied to: a row whose messages hold their media as
+    content parts (DESIGN §7) as it stores them, which is what a trainer reads; an older
+    row (markers, and its media in the `media` column) with its media placed back."""
+    stored = any(
+        isinstance(message.get("content"), list)
+        for name in ("messages", "prompt", "chosen", "rejected", "completion")
+        for message in row.get(name) or ()
+    )
+    return sft_views(row, None if stored else placeholders, stored=stored)
 
 
 def _text(content: Any) -> str:

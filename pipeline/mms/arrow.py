@@ -156,13 +156,18 @@ def normalize_thread_dict(data: Mapping[str, Any]) -> dict[str, Any]:
     Arrow structs carry every message field, so a null field that the role does not
     have means "absent"; `meta` and custom samplers stored as JSON text are parsed; a
     row's `media` go into their messages' content as parts, each at its marker (raises
-    ThreadValidationError when the media and the markers do not match).
+    ThreadValidationError when the media and the markers do not match); a row with a
+    `media` column whose contents are lists of parts as a shard stores them
+    (`marked_content`) has them read back to their markers first.
     """
     data = dict(data)
-    media = data.pop(MEDIA_COLUMN) if _is_media_column(data.get(MEDIA_COLUMN, ())) else None
+    stored = MEDIA_COLUMN in data and _is_media_column(data[MEDIA_COLUMN])
+    media = data.pop(MEDIA_COLUMN) if stored else None
     messages = data.get("messages")
     if isinstance(messages, list):
         data["messages"] = [without_foreign_nulls(m) for m in messages]
+        if stored:  # a shard's row: its content may be its list of parts (DESIGN §7)
+            data["messages"] = [_marked(m) for m in data["messages"]]
     if media:
         data["messages"] = _with_media(data.get("messages"), media)
     settings = data.get("settings")
@@ -174,6 +179,26 @@ def normalize_thread_dict(data: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(data.get("meta"), str):
         data["meta"] = _json_object_or_text(data["meta"])
     return data
+
+
+def marked_content(content: object) -> object:
+    """A stored message's content as the model holds it: a list of parts as a shard with
+    media stores it (`PART_ARROW_TYPE`: every part exactly `type` and `text`) becomes its
+    text with a U+FFFC marker for each media part; any other content is returned as is."""
+    if not isinstance(content, list) or not all(
+        isinstance(part, dict) and set(part) == {"type", "text"} for part in content
+    ):
+        return content
+    return "".join(
+        (part["text"] or "") if part["type"] == "text" else MEDIA_MARKER for part in content
+    )
+
+
+def _marked(message: Any) -> Any:
+    """A message whose content is a shard's list of parts, with its content marked."""
+    if isinstance(message, dict) and isinstance(message.get("content"), list):
+        return {**message, "content": marked_content(message["content"])}
+    return message
 
 
 def _is_media_column(value: Any) -> bool:

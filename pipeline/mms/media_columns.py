@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pyarrow as pa
 
-from pipeline.mms.arrow import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
+from pipeline.mms.arrow import MEDIA_COLUMN, MESSAGE_ARROW_TYPE, THREAD_MEDIA_ARROW_SCHEMA
+from pipeline.mms.validation import MEDIA_MARKER
 
 MEDIA_CELL = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 """A media as `datasets`' Image, Audio and Video features store one: its bytes (a run
@@ -110,3 +111,116 @@ def with_embedded_bytes(rows: pa.Table, read: Callable[[str], bytes | None]) -> 
         index = rows.schema.get_field_index(kind_column)
         rows = rows.set_column(index, kind_column, pa.array(cells, pa.list_(MEDIA_CELL)))
     return rows
+
+
+PART_ARROW_TYPE = pa.struct([("type", pa.string()), ("text", pa.string())])
+"""A content part as a shard holding media stores it: `{"type": "text", "text"}` or a
+media part `{"type": KIND, "text": null}` (its source is in the row's media columns)."""
+PARTS_MESSAGE_ARROW_TYPE = pa.struct(
+    [
+        (field.name, pa.list_(PART_ARROW_TYPE)) if field.name == "content" else field
+        for field in MESSAGE_ARROW_TYPE
+    ]
+)
+"""A message of a shard whose rows hold media: its content always a list of parts."""
+MESSAGE_COLUMNS = ("messages", "prompt", "chosen", "rejected", "completion")
+"""The message columns of the rows of any kind, in the order of their token columns."""
+_TOKEN_COLUMNS = ("input_ids", "prompt_ids", "chosen_ids", "rejected_ids", "completion_ids")
+
+
+def parts_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` with each message column's content as a list of parts (DESIGN §7)."""
+    for name in MESSAGE_COLUMNS:
+        if name in schema.names:
+            index = schema.get_field_index(name)
+            schema = schema.set(index, pa.field(name, pa.list_(PARTS_MESSAGE_ARROW_TYPE)))
+    return schema
+
+
+def with_content_parts(rows: pa.Table, placeholder_ids: dict[str, int]) -> pa.Table:
+    """`rows` with every message column's content as its list of parts, as chat templates
+    and processors read a message (DESIGN §7): text parts, and a media part (its kind) at
+    each U+FFFC marker of a message that holds media. Which messages hold which kinds: the
+    row's `media` column (rows of threads), else its token columns' placeholders in order
+    (an objective's rows, whose message columns follow its token columns). A message
+    without media, and a row whose markers and media differ in number, keeps its text as
+    one text part (U+FFFC included)."""
+    columns = [name for name in MESSAGE_COLUMNS if name in rows.column_names]
+    if not columns:
+        return rows
+    kind_of = {number: kind for kind, number in placeholder_ids.items()}
+    tokens = [name for name in _TOKEN_COLUMNS if name in rows.column_names]
+    media = rows[MEDIA_COLUMN].to_pylist() if MEDIA_COLUMN in rows.column_names else None
+    values = {name: rows[name].to_pylist() for name in columns}
+    ids = {name: rows[name].to_pylist() for name in tokens}
+    out: dict[str, list[list[dict[str, object]] | None]] = {name: [] for name in columns}
+    for row in range(rows.num_rows):
+        held = [values[name][row] or [] for name in columns]
+        messages = [message for column in held for message in column]
+        if media is not None:
+            kinds = _kinds_from_media(media[row] or [], len(messages))
+        else:
+            placed = [kind_of[i] for name in tokens for i in ids[name][row] or [] if i in kind_of]
+            kinds = _kinds_from_markers(messages, placed)
+        start = 0
+        for name, column in zip(columns, held, strict=True):
+            if values[name][row] is None:
+                out[name].append(None)
+            else:
+                out[name].append(
+                    [
+                        _with_parts(message, kinds[start + index])
+                        for index, message in enumerate(column)
+                    ]
+                )
+            start += len(column)
+    for name in columns:
+        index = rows.schema.get_field_index(name)
+        array = pa.array(out[name], pa.list_(PARTS_MESSAGE_ARROW_TYPE))
+        rows = rows.set_column(index, name, array)
+    return rows
+
+
+def _kinds_from_media(entries: list[dict[str, object]], count: int) -> list[list[str]]:
+    """Each message's media kinds in order, from a `media` column's entries."""
+    kinds: list[list[str]] = [[] for _ in range(count)]
+    for entry in entries:
+        index = entry["message"]
+        if isinstance(index, int) and 0 <= index < count:
+            kinds[index].append(str(entry["kind"]))
+    return kinds
+
+
+def _kinds_from_markers(messages: list[dict[str, object]], placed: list[str]) -> list[list[str]]:
+    """Each message's media kinds, the `placed` kinds dealt out to the markers in order
+    (none when markers and placeholders differ in number)."""
+    counts = [_text(message).count(MEDIA_MARKER) for message in messages]
+    if sum(counts) != len(placed):
+        return [[] for _ in messages]
+    kinds: list[list[str]] = []
+    for count in counts:
+        kinds.append(placed[:count])
+        placed = placed[count:]
+    return kinds
+
+
+def _text(message: dict[str, object]) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _with_parts(message: dict[str, object], kinds: list[str]) -> dict[str, object]:
+    """`message` with its content as parts: one per media kind at its markers (when they
+    match in number), text between them; else its text as one part."""
+    text = _text(message)
+    if not kinds or text.count(MEDIA_MARKER) != len(kinds):
+        return {**message, "content": [{"type": "text", "text": text}]}
+    pieces = text.split(MEDIA_MARKER)
+    parts: list[dict[str, str | None]] = []
+    for piece, kind in zip(pieces[:-1], kinds, strict=True):
+        if piece:
+            parts.append({"type": "text", "text": piece})
+        parts.append({"type": kind, "text": None})
+    if pieces[-1]:
+        parts.append({"type": "text", "text": pieces[-1]})
+    return {**message, "content": parts}

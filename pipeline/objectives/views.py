@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.mms import MEDIA_COLUMN, MEDIA_MARKER, normalize_thread_dict
+from pipeline.mms.arrow import marked_content
 from pipeline.tokenize.renderer import IGNORE
 
 
@@ -28,14 +29,18 @@ class SftView:
     generation_prompt: bool = False
 
 
-def sft_views(row: dict[str, Any], placeholders: dict[int, str] | None = None) -> list[SftView]:
+def sft_views(
+    row: dict[str, Any], placeholders: dict[int, str] | None = None, *, stored: bool = False
+) -> list[SftView]:
     """The SFT views of a shard row of any objective (an SFT row is its own); with
     `placeholders` (id to media kind, of an output whose tokenizer ships them), the
     messages of an objective's row get their media back from their markers and the
-    view's ids (`placed_media`: such a row holds no thread `media` column)."""
+    view's ids (`placed_media`: such a row holds no thread `media` column). `stored`:
+    the messages exactly as the row stores them (what a trainer reads), media unplaced."""
     name = str(row["id"])
     if "messages" in row:
-        return [SftView(name, _messages(row), row["input_ids"], row["labels"])]
+        messages = list(row["messages"]) if stored else _messages(row)
+        return [SftView(name, messages, row["input_ids"], row["labels"])]
     prompt, prompt_ids = row["prompt"], row["prompt_ids"]
     untrained = [IGNORE] * len(prompt_ids)
     if "chosen_ids" in row:
@@ -61,6 +66,9 @@ def sft_views(row: dict[str, Any], placeholders: dict[int, str] | None = None) -
         ]
     else:
         views = [SftView(name, prompt, prompt_ids, None, len(prompt_ids), generation_prompt=True)]
+    if stored:
+        return views
+    views = [dataclasses.replace(view, messages=_marked(view.messages)) for view in views]
     return [_with_media(view, placeholders) for view in views] if placeholders else views
 
 
@@ -74,13 +82,29 @@ def placed_media(
     markers = [
         index
         for index, message in enumerate(messages)
-        for _ in range((message.get("content") or "").count(MEDIA_MARKER))
+        for _ in range(_marked_text(message.get("content")).count(MEDIA_MARKER))
     ]
     if not kinds or len(kinds) != len(markers):
         return None
     return [
         {"message": index, "kind": kind, "path": "?", "url": None, "data": None, "mime": None}
         for index, kind in zip(markers, kinds, strict=True)
+    ]
+
+
+def _marked_text(content: Any) -> str:
+    """A stored content's text with its media at their markers (`marked_content`)."""
+    marked = marked_content(content)
+    return marked if isinstance(marked, str) else ""
+
+
+def _marked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages, a content stored as a list of parts read back to its markers."""
+    return [
+        {**message, "content": marked_content(message["content"])}
+        if isinstance(message.get("content"), list)
+        else message
+        for message in messages
     ]
 
 
@@ -98,7 +122,7 @@ def _messages(row: dict[str, Any]) -> list[dict[str, Any]]:
     some as its list of parts, media at their markers: the form the chat template renders
     the placeholders of and the renderer reads back to the thread."""
     if not row.get(MEDIA_COLUMN):
-        return list(row["messages"])
+        return _marked(row["messages"])
     data = {"messages": row["messages"], MEDIA_COLUMN: row[MEDIA_COLUMN]}
     messages: list[dict[str, Any]] = normalize_thread_dict(data)["messages"]
     return messages

@@ -31,7 +31,11 @@ from pipeline.jobs.run.selection import Selections, SplitTotals, shard_count
 from pipeline.jobs.run.stages import reshaping_stages, row_schema, shard_schema
 from pipeline.media.check import MEDIA_DIR, content_address, write_once
 from pipeline.mms import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
-from pipeline.mms.media_columns import with_embedded_bytes, with_media_columns
+from pipeline.mms.media_columns import (
+    with_content_parts,
+    with_embedded_bytes,
+    with_media_columns,
+)
 from pipeline.output.shards import ROW_GROUP_ROWS, Shard, ShardWriter, shard_name
 from pipeline.packing import SEQUENCES_PER_SHARD, PackingStats
 from pipeline.stages.pack import Pack, PackSettings
@@ -96,6 +100,9 @@ class ShardTask:
         for stage in stages:
             tables = [out for table in tables for out in stage.reshape(self.split, table)]
             tables += stage.flush(self.split)
+        if self.media:  # messages as chat templates read media (DESIGN §7)
+            placeholders = _placeholder_ids(self.config)
+            tables = [with_content_parts(table, placeholders) for table in tables]
         shard = self.config.stages.shard
         assert shard is not None
         writer = ShardWriter(

@@ -17,7 +17,7 @@ import pyarrow as pa
 from pipeline.lint import LintReport
 from pipeline.media import settings as media
 from pipeline.mms import MEDIA_COLUMN, THREAD_ARROW_SCHEMA, THREAD_MEDIA_ARROW_SCHEMA
-from pipeline.mms.media_columns import kind_fields, media_fields
+from pipeline.mms.media_columns import kind_fields, media_fields, parts_schema
 from pipeline.objectives import SCHEMAS
 from pipeline.packing import PACKED_SCHEMA
 from pipeline.stages import dedup, filters, lint, normalize, pack, split, tokenize
@@ -230,7 +230,8 @@ def shard_schema(config: HasStages, media: Sequence[str] = ()) -> pa.Schema:
     """The columns of the run's shards: its kept threads', its objective's rows or,
     packed, the sequences'. A run whose rows hold `media` (kinds) adds a list column per
     kind (pipeline/mms/media_columns.py), after the threads' media column on rows of
-    threads (an objective's row and a packed sequence are no thread: DESIGN §7)."""
+    threads (an objective's row and a packed sequence are no thread: DESIGN §7), and its
+    message columns hold each content as its list of parts (`parts_schema`)."""
     tokenize = config.stages.tokenize
     if config.stages.pack:
         schema, added = PACKED_SCHEMA, kind_fields(media)
@@ -240,7 +241,7 @@ def shard_schema(config: HasStages, media: Sequence[str] = ()) -> pa.Schema:
         schema, added = row_schema(config), media_fields(media) if media else []
     for column in added:
         schema = schema.append(column)
-    return schema
+    return parts_schema(schema) if media else schema
 
 
 def part_schema(config: HasStages, stages: list[Stage]) -> pa.Schema:

@@ -34,6 +34,14 @@ def shard_capabilities(path: str) -> pl.DataFrame:
     )
     used = rows.select(ROW, pl.col("used").alias("format")).explode("format").drop_nulls()
     texts = rows.select(ROW, pl.col("enabling").alias("text")).explode("text").drop_nulls()
+    if isinstance(texts.schema["text"], pl.List):  # a shard holding media: content parts
+        part = pl.element().struct
+        texts = texts.with_columns(
+            pl.col("text")
+            .list.eval(pl.when(part.field("type") == "text").then(part.field("text")))
+            .list.drop_nulls()
+            .list.join("")
+        )
     distinct = texts["text"].unique()
     formats = pl.DataFrame(
         {
