@@ -93,10 +93,23 @@ class TorchBatches(IterableDataset[dict[str, Any]]):
         self._state = dict(state)
         self.epoch = state["epoch"]
 
-    def batches_per_epoch(self) -> int:
-        """The batches each DataLoader worker (or the main process) of each rank yields this
-        epoch, the same for all with `even` (OutputLoader.batches_per_epoch)."""
-        return self._new_loader(0, 1).batches_per_epoch()
+    def batches_per_epoch(self, num_workers: int = 0) -> int:
+        """The batches this rank yields this epoch through a DataLoader with `num_workers`
+        workers (0: in the main process, the DataLoader default): what its workers yield
+        together, the same for every rank with `even` (OutputLoader.batches_per_epoch), what
+        sizes `max_steps` or a learning-rate schedule. Without `even`, packed on the fly, the
+        fewest it may yield."""
+        if num_workers < 0:
+            raise LoaderError(f"num_workers must be 0 or more, not {num_workers}")
+        workers = max(num_workers, 1)
+        loader = self._new_loader(0, workers)
+        if loader.even:  # every worker of every rank yields the same
+            return workers * loader.batches_per_epoch()
+        total = 0
+        for worker in range(workers):  # one loader: the shards' metadata read once
+            loader.worker = worker
+            total += loader.batches_per_epoch()
+        return total
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()
