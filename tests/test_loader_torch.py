@@ -260,3 +260,25 @@ def test_a_packed_batch_the_model_would_not_keep_apart_is_refused(output):  # no
         assert guarded(**batch).loss.item() == pytest.approx(alone, abs=1e-5)
         padded = next(iter(TorchBatches(output, batch_size=2)))  # rows, not packed: let through
         guarded(**{k: v for k, v in padded.items() if k != "use_cache"})
+
+
+def test_keep_threads_apart_leaves_the_model_taking_padded_batches(output):  # noqa: F811
+    model = _model(output).train()
+    model.config._attn_implementation = "sdpa"
+    guarded = keep_threads_apart(model)
+    assert guarded is not model and not model._forward_pre_hooks
+    assert all(a is b for a, b in zip(guarded.parameters(), model.parameters(), strict=True))
+    padded = next(iter(TorchBatches(output, batch_size=2)))
+    collated = {key: padded[key] for key in ("input_ids", "attention_mask", "labels")}
+    packed = next(iter(TorchBatches(output, batch_size=2, mode="packed", seq_len=256)))
+    without_positions = {key: value for key, value in packed.items() if key != "position_ids"}
+    with torch.no_grad():
+        model(**collated)  # rows as a padding collator gives them, no position_ids
+        for inputs in (collated, without_positions):
+            with pytest.raises(PackedAttentionError, match="without position_ids"):
+                guarded(**inputs)
+        model.eval()  # the shared layers: the copy is out of training too
+        guarded(**without_positions)
+        model.train()
+        with pytest.raises(PackedAttentionError):
+            guarded(**without_positions)

@@ -739,3 +739,43 @@ def test_a_thread_waiting_for_an_answer_is_all_prompt(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert dropped_codes(tmp_path / "p") == ["pair_side_untrained"] * 2
+
+
+def test_the_readme_grpo_snippet_stops_at_the_shipped_ids_and_rewards_its_references(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("trl")
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path / "prompts"
+    inputs = [SAMPLES / "mt-bench" / "question.jsonl", SAMPLES / "alpaca" / "alpaca.json"]
+    result = tokenize(*inputs, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "prompt")
+    assert result.exit_code == 0, result.output
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = next(
+        part.split("```")[0] for part in text.split("```python\n")[1:] if "GRPOTrainer(" in part
+    )
+    head, grpo = block.split("prompts = load_dataset", 1)
+    imports = head.split("tokenizer = ")[0]
+    small = (
+        f"GRPOConfig(output_dir={str(tmp_path / 'run')!r}, per_device_train_batch_size=2, "
+        "num_generations=2, max_completion_length=4, max_steps=1, report_to=[], use_cpu=True, "
+        "bf16=False, save_strategy='no')"
+    )
+    code = imports + "prompts = load_dataset" + grpo
+    code = code.replace('GRPOConfig(output_dir="grpo")', small).replace("PROMPTS", str(out))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out / "tokenizer")
+    namespace = {"model": _tiny_model(tokenizer), "tokenizer": tokenizer}
+    exec(compile(code, "README.md#grpo", "exec"), namespace)
+    shipped = transformers.GenerationConfig.from_pretrained(out / "tokenizer")
+    assert namespace["model"].generation_config.eos_token_id == shipped.eos_token_id
+    end_turn = tokenizer.convert_tokens_to_ids("<|end_turn|>")
+    assert end_turn in shipped.eos_token_id
+    references = [row["reference"] for row in rows_of(out) if row["reference"] is not None]
+    listed = [r for r in references if r.startswith("[")]
+    assert listed and len(listed) < len(references)  # MT-Bench's JSON lists, alpaca's text
+    exact = namespace["exact"]
+    for reference in references:
+        answer = json.loads(reference)[-1] if reference in listed else reference
+        said = [[{"role": "assistant", "content": f"so: {answer}."}]]
+        assert exact(said, [reference]) == [1.0]
+        assert exact([[{"role": "assistant", "content": ""}]], [reference]) == [0.0]
+    assert exact([[{"role": "assistant", "content": "null"}]], [None]) == [0.0]

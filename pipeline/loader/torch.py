@@ -16,11 +16,12 @@ epoch).
 
 Packed batches keep their threads apart whatever the model's config: they carry
 `use_cache=False` (with a cache, transformers does not look for packed sequences in
-`position_ids`), and `keep_threads_apart(model)` refuses a packed batch that reaches a model
-that would let its threads attend to each other."""
+`position_ids`), and `keep_threads_apart(model)` gives a copy of the model (sharing its
+weights) that refuses a packed batch that would let its threads attend to each other."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -93,10 +94,23 @@ class TorchBatches(IterableDataset[dict[str, Any]]):
         self._state = dict(state)
         self.epoch = state["epoch"]
 
-    def batches_per_epoch(self) -> int:
-        """The batches each DataLoader worker (or the main process) of each rank yields this
-        epoch, the same for all with `even` (OutputLoader.batches_per_epoch)."""
-        return self._new_loader(0, 1).batches_per_epoch()
+    def batches_per_epoch(self, num_workers: int = 0) -> int:
+        """The batches this rank yields this epoch through a DataLoader with `num_workers`
+        workers (0: in the main process, the DataLoader default): what its workers yield
+        together, the same for every rank with `even` (OutputLoader.batches_per_epoch), what
+        sizes `max_steps` or a learning-rate schedule. Without `even`, packed on the fly, the
+        fewest it may yield."""
+        if num_workers < 0:
+            raise LoaderError(f"num_workers must be 0 or more, not {num_workers}")
+        workers = max(num_workers, 1)
+        loader = self._new_loader(0, workers)
+        if loader.even:  # every worker of every rank yields the same
+            return workers * loader.batches_per_epoch()
+        total = 0
+        for worker in range(workers):  # one loader: the shards' metadata read once
+            loader.worker = worker
+            total += loader.batches_per_epoch()
+        return total
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = get_worker_info()
@@ -141,20 +155,35 @@ class TorchBatches(IterableDataset[dict[str, Any]]):
 
 
 def keep_threads_apart(model: torch.nn.Module) -> torch.nn.Module:
-    """`model`, checked before every forward pass in training mode: a batch must reach it
+    """`model` checked before every forward pass in training mode: a batch must reach it
     with `position_ids` and, when they show it is packed, with what keeps its threads apart,
     else PackedAttentionError (see `packed_attention_problem`). For a model trained on
-    packed batches: a batch without `position_ids` is refused."""
+    packed batches: a batch without `position_ids` is refused.
+
+    The checked model is a copy that shares `model`'s weights, layers and config (training
+    one trains the other; save either); `model` itself is left as it was, so it still
+    takes batches of rows padded by any collator, with or without `position_ids`."""
+    guarded = copy.copy(model)
+    for name, hooks in vars(model).items():  # its own hooks: the check stays on the copy
+        if "hook" in name and isinstance(hooks, dict):
+            setattr(guarded, name, type(hooks)(hooks))
 
     def check(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if not module.training:
+        if not _training(module):
             return
         problem = packed_attention_problem(module, kwargs)
         if problem is not None:
             raise PackedAttentionError(problem)
 
-    model.register_forward_pre_hook(check, with_kwargs=True)
-    return model
+    guarded.register_forward_pre_hook(check, with_kwargs=True)
+    return guarded
+
+
+def _training(module: torch.nn.Module) -> bool:
+    """Whether `module` is in training mode as its layers are: `train()` and `eval()` on
+    the model a copy was made from set the shared layers, not the copy's own flag."""
+    layers = list(module.children())
+    return any(layer.training for layer in layers) if layers else module.training
 
 
 class PackedAttentionError(ValueError):
