@@ -26,19 +26,30 @@ _PARTS = (
 )
 
 
+_TAIL = "{%- set mms_tail = namespace(text='') -%}"
+
+
 def _media_content(media: dict[str, str], trained: bool) -> str:
     """What renders a message's content in a template for media: its text, or each of its
     parts in order, a media part as its kind's placeholder, outside the generation block
-    (`trained`: the content stands inside one) since a placeholder is never trained."""
+    (`trained`: the content stands inside one) since a placeholder is never trained. A
+    trained message's last part, when it is text, renders after the parts in the block
+    that goes on to its end token, so that block ends on a special token (the template's
+    header says why); a text part before a placeholder has a block of its own."""
     tokens = "{" + ", ".join(f"'{kind}': '{token}'" for kind, token in media.items()) + "}"
     text = "{{ part.text }}"
     if trained:
-        text = "{%- generation -%}" + text + "{%- endgeneration -%}"
+        text = (
+            "{%- if loop.last -%}{%- set mms_tail.text = part.text -%}{%- else -%}"
+            "{%- generation -%}" + text + "{%- endgeneration -%}{%- endif -%}"
+        )
     parts = (
         f"{_PARTS}{{%- if part.type == 'text' -%}}{text}"
         f"{{%- else -%}}{{{{ {tokens}[part.type] }}}}{{%- endif -%}}{{%- endfor -%}}"
     )
-    return "{%- endgeneration -%}" + parts + "{%- generation -%}" if trained else parts
+    if not trained:
+        return parts
+    return "{%- endgeneration -%}" + _TAIL + parts + "{%- generation -%}{{ mms_tail.text }}"
 
 
 def chat_template(
