@@ -421,15 +421,17 @@ def test_text_only_inputs_convert_to_the_same_bytes_whatever_the_mode(tmp_path):
 
 
 def test_a_run_over_media_lints_tokenizes_shards_and_verifies(tmp_path):
-    """Until the renderer and shard steps of issue 38, media threads go through a run as
-    their text with its markers (DESIGN §3, §4): no traceback, and `mms verify` agrees."""
+    """Media threads go through a run, their shards' messages holding each media as a
+    content part where its marker stood (DESIGN §7): no traceback, and `mms verify`
+    agrees."""
     tokenize = f"tokenize: {{tokenizer: {SAMPLE_TOKENIZER}, max_tokens: 512}}"
     config = write_config(tmp_path, "media", LLAMA_FACTORY / "mllm_demo.json", tokenize)
     out = tmp_path / "out"
     result = run_cli(str(config), "-o", str(out), NO_MEDIA_FILES)
     assert result.exit_code == 0, result.output
     rows = pq.read_table(out / "data" / "train-00000-of-00001.parquet").to_pylist()
-    assert rows and any("\ufffc" in m["content"] for row in rows for m in row["messages"])
+    parts = [part for row in rows for m in row["messages"] for part in m["content"]]
+    assert rows and {"type": "image", "text": None} in parts
     verified = CliRunner().invoke(main, ["verify", str(out)])
     assert verified.exit_code == 0, verified.output
 

@@ -61,17 +61,27 @@ def _literal_special_text(tokenizer, rows: list[dict]) -> set[int]:
         index
         for index, row in enumerate(rows)
         if any(
-            added.search(m["content"] or "") or added.search(m["name"] or "")
+            added.search(_text(m["content"])) or added.search(m["name"] or "")
             for m in row["messages"]
         )
     }
 
 
+def _text(content: str | list | None) -> str:
+    """A stored message's text: its string, or the text of its parts (a shard with media
+    stores every content as a list of parts)."""
+    if isinstance(content, list):
+        return "".join(part["text"] or "" for part in content)
+    return content or ""
+
+
 def _with_parts(out: Path, row: dict) -> list[dict]:
-    """The row's messages as the template takes them: a message whose content holds media
-    markers gets its list of parts, each marker's kind the kind of the placeholder id at
-    its place among the row's placeholder ids (`mms tokenize` rows do not carry the media
-    column; none of these samples has a literal U+FFFC)."""
+    """The row's messages as the template takes them: as stored when the shard holds them
+    as lists of parts; else a message whose content holds media markers gets its list of
+    parts, each marker's kind the kind of the placeholder id at its place among the row's
+    placeholder ids (none of these samples has a literal U+FFFC)."""
+    if any(isinstance(message["content"], list) for message in row["messages"]):
+        return row["messages"]
     record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
     kinds = {entry["id"]: kind for kind, entry in record.get("media_tokens", {}).items()}
     found = iter([kinds[i] for i in row["input_ids"] if i in kinds])

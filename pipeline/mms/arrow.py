@@ -156,18 +156,18 @@ def normalize_thread_dict(data: Mapping[str, Any]) -> dict[str, Any]:
     Arrow structs carry every message field, so a null field that the role does not
     have means "absent"; `meta` and custom samplers stored as JSON text are parsed; a
     row's `media` go into their messages' content as parts, each at its marker (raises
-    ThreadValidationError when the media and the markers do not match); a row with a
-    `media` column whose contents are lists of parts as a shard stores them
-    (`marked_content`) has them read back to their markers first.
+    ThreadValidationError when the media and the markers do not match); contents that are
+    lists of parts as a shard stores them (`marked_content`) are read back to their
+    markers first.
     """
     data = dict(data)
     stored = MEDIA_COLUMN in data and _is_media_column(data[MEDIA_COLUMN])
     media = data.pop(MEDIA_COLUMN) if stored else None
     messages = data.get("messages")
     if isinstance(messages, list):
-        data["messages"] = [without_foreign_nulls(m) for m in messages]
-        if stored:  # a shard's row: its content may be its list of parts (DESIGN §7)
-            data["messages"] = [_marked(m) for m in data["messages"]]
+        # a shard's row may hold its content as a list of parts (DESIGN §7), with or
+        # without its `media` column: read back to markers (other content is kept as is)
+        data["messages"] = [_marked(without_foreign_nulls(m)) for m in messages]
     if media:
         data["messages"] = _with_media(data.get("messages"), media)
     settings = data.get("settings")

@@ -146,7 +146,7 @@ def _text_of(part: Any) -> str | None:
     if not isinstance(part, dict):
         return None
     kind = part.get("type")
-    if kind in TEXT_PARTS or (kind is None and "text" in part):
+    if (isinstance(kind, str) and kind in TEXT_PARTS) or (kind is None and "text" in part):
         text = part.get("text", part.get("value"))
         return text if isinstance(text, str) else None
     return None
