@@ -66,6 +66,10 @@ _COLUMNS = {
     "num_chosen_tokens": "length of `chosen_ids`",
     "num_rejected_tokens": "length of `rejected_ids`",
     "num_completion_tokens": "length of `completion_ids`",
+    "media": "each media of the thread: its message, kind, source and mime, in order",
+    "images": "the row's images in placeholder order: `{bytes, path}` (datasets' Image)",
+    "audios": "the row's audio in placeholder order: `{bytes, path}` (datasets' Audio)",
+    "videos": "the row's videos in placeholder order: `{bytes, path}` (datasets' Video)",
 }
 _OBJECTIVE_ROWS = {
     "preference": "one row per preference pair, its prompt once",

@@ -200,7 +200,11 @@ rows = rows.select_columns(["input_ids", "labels"])
         if objective != "prompt"
         else "TRL's GRPO trainer, whose reward function receives each row's `reference`"
     )
-    helper = "from pipeline.loader.trl import pretokenized\n" if objective != "prompt" else ""
+    helper = (
+        "from pipeline.loader.trl import pretokenized  # pip install mms-pipeline\n"
+        if objective != "prompt"
+        else ""
+    )
     return f"""{policy} Train with {how}:
 
 ```python
