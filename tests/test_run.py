@@ -202,7 +202,7 @@ def test_a_finished_run_says_what_to_do_next(tmp_path, monkeypatch):
     commands = [line.split("  ")[1] for line in steps]
     assert commands[0] == "open out/reports/lint.html" and (tmp_path / commands[0][5:]).is_file()
     assert commands[1] == "open out/reports/stats.html" and (tmp_path / commands[1][5:]).is_file()
-    assert commands[2] == 'datasets.load_dataset("out")'
+    assert commands[2] == 'datasets.load_dataset("./out")'
     shard = commands[3].removeprefix("mms inspect ")
     assert shard.startswith("out/data/") and (tmp_path / shard).is_file()
     assert commands[4:] == ["mms verify out", "mms push out ORG/NAME"]
@@ -483,3 +483,26 @@ def _read_pty(fd: int) -> bytes:
         return os.read(fd, 65536)
     except OSError:  # the child closed the terminal
         return b""
+
+
+def test_the_cards_load_lines_name_the_folder_as_a_local_path(tmp_path, monkeypatch):
+    """A card names its output `./NAME` to `load_dataset` and `from_pretrained`: run beside
+    the folder they load it; run anywhere else they fail, rather than load a Hub
+    repository or an older cached dataset that happens to share the folder's name."""
+    import datasets
+
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(str(QUICKSTART), "-o", "out")
+    assert result.exit_code == 0, result.output
+    card = (tmp_path / "out" / "README.md").read_text()
+    targets = re.findall(r'load_dataset\("([^"]+)"', card)
+    assert targets and set(targets) == {"./out"}
+    assert 'from_pretrained("./out/tokenizer")' in card
+    loaded = datasets.load_dataset(targets[0], cache_dir=str(tmp_path / "cache"))
+    assert sum(split.num_rows for split in loaded.values()) > 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(Exception) as raised:
+        datasets.load_dataset(targets[0], cache_dir=str(tmp_path / "cache"))
+    assert "./out" in str(raised.value)

@@ -51,6 +51,7 @@ from pipeline.jobs.run import (
 )
 from pipeline.jobs.run.config import PushSettings, RunConfig, load_run_config
 from pipeline.jobs.run.phases import RunFault
+from pipeline.output.card import local_dataset_path
 from pipeline.output.files import OutputPathError
 from pipeline.output.folder import OutputFolderError
 from pipeline.output.guard import check_output_folder
@@ -318,7 +319,7 @@ def _local_steps(shown: Path, first: str) -> list[tuple[str, str]]:
     return [
         (f"open {shown / 'reports' / 'lint.html'}", "the lint report, thread by thread"),
         (f"open {shown / 'reports' / 'stats.html'}", "lengths, tokens per role, drops, sources"),
-        (f'datasets.load_dataset("{shown}")', "the splits, in Python"),
+        (f'datasets.load_dataset("{local_dataset_path(str(shown))}")', "the splits, in Python"),
         (f"mms inspect {shown / 'data' / first}", "threads as the MMS spec draws them"),
         (f"mms verify {shown}", "every row rendered again and checked"),
     ]

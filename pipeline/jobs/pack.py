@@ -26,7 +26,7 @@ from pipeline.media.check import MEDIA_DIR, content_address
 from pipeline.mms import MEDIA_COLUMN
 from pipeline.mms.media_columns import MEDIA_CELL, kind_columns
 from pipeline.objectives import objective_of
-from pipeline.output.card import CardStats, dataset_card, license_fields
+from pipeline.output.card import CardStats, dataset_card, license_fields, local_dataset_path
 from pipeline.output.card_training import training_facts, where_media_are
 from pipeline.output.files import (
     atomic_output,
@@ -279,7 +279,7 @@ def _card(
         },
         features=result.schema,
         stats=card_stats,
-        how_to_load=name,
+        how_to_load=local_dataset_path(name),
     )
     with atomic_text_output(output / CARD_FILE) as handle:
         handle.write(card)

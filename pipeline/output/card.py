@@ -233,7 +233,7 @@ def dataset_card(
     name (ISO 639 codes; none: the card names none); `splits` maps each split to its data
     files relative to the output directory (`data/train-00000-of-00002.parquet`);
     `how_to_load` is what to pass to `datasets.load_dataset` (a Hub repo id or the output
-    directory)."""
+    directory, given as `local_dataset_path` names it)."""
     if set(splits) != set(stats["rows"]):
         raise ValueError(
             f"the card's splits {sorted(splits)} differ from the split rows counted "
@@ -286,11 +286,22 @@ def dataset_card(
     return f"---\n{front_text}---\n\n{body}\n"
 
 
+def local_dataset_path(folder: str) -> str:
+    """How a card or a hint names the local output `folder` to a loader: `./NAME` for a
+    bare relative name, so that `load_dataset` and `from_pretrained`, run where no such
+    folder exists, fail instead of resolving a Hub repository or a cached dataset of that
+    name."""
+    if folder.startswith(("/", "./", "../")) or PurePosixPath(folder).is_absolute():
+        return folder
+    return f"./{folder}"
+
+
 def card_for_repository(text: str, folder: str, repo_id: str) -> str:
     """The card of the output folder named `folder` as published in the Hub repository
     `repo_id`: its code loads the data, and the tokenizer and its generation config (its
     `tokenizer` subfolder), from the repository. A card written for `repo_id` already is
     returned unchanged."""
+    folder = local_dataset_path(folder)
     for loader in ("AutoTokenizer", "GenerationConfig"):
         local = f"{loader}.from_pretrained({python_literal(folder + '/tokenizer')})"
         on_hub = f'{loader}.from_pretrained({python_literal(repo_id)}, subfolder="tokenizer")'

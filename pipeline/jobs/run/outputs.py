@@ -23,6 +23,7 @@ from pipeline.output.card import (
     dataset_card,
     license_fields,
     lint_summary,
+    local_dataset_path,
 )
 from pipeline.output.card_training import training_facts, where_media_are
 from pipeline.output.files import (
@@ -217,7 +218,7 @@ def write_card(
         splits={name: [f"data/{s.name}" for s in split] for name, split in shards.items()},
         features=schema,
         stats=stats,
-        how_to_load=name,
+        how_to_load=local_dataset_path(name),
     )
     with atomic_text_output(out / CARD_FILE) as handle:
         handle.write(card)
