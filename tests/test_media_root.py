@@ -24,7 +24,9 @@ from click.testing import CliRunner
 from pipeline.cli import main
 from pipeline.media import MediaChecker, MediaProblem, MediaRoot, MediaSettings
 from pipeline.mms import Media, Message, Thread
-from tests.test_run import run_cli, write_config
+from pipeline.tokenize import IGNORE
+from tests.test_run import SAMPLE_TOKENIZER, run_cli, write_config
+from tests.tiny_vlm import IMAGE_TOKENS, llava_batch, tiny_llava
 
 XTUNER = Path(__file__).parent / "data" / "formats" / "multimodal" / "xtuner"
 COCO_NAMES = {
@@ -209,3 +211,41 @@ def test_run_media_root_option_adds_a_root_to_every_input(apart):
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["counts"]["records_quarantined"] == {}
     assert manifest["config"]["inputs"][0]["media_root"] == ["coco/train2017"]
+
+
+def test_a_tiny_llava_trains_on_a_run_whose_images_are_in_another_folder(apart):
+    """LLaVA-Instruct beside COCO's train2017/, run with `--media-root` and tokenized: every
+    record becomes a row whose image is embedded, and a tiny LLaVA takes a training step on
+    a batch of them, the loss finite and the weights moved."""
+    torch = pytest.importorskip("torch")
+    datasets = pytest.importorskip("datasets")
+    transformers = pytest.importorskip("transformers")
+    source = apart / "llava" / "llava_instruct.json"
+    config = write_config(
+        apart,
+        "apart",
+        source,
+        "lint: {fail_on: never}",
+        "dedup: {enabled: false}",
+        f"tokenize: {{tokenizer: {SAMPLE_TOKENIZER}}}",
+        "shard: {splits: {train: 1.0}}",
+    )
+    out = apart / "run"
+    root = apart / "coco" / "train2017"
+    result = run_cli(str(config), "-o", str(out), "--media-root", str(root))
+    assert result.exit_code == 0, result.output
+    assert CliRunner().invoke(main, ["verify", str(out)]).exit_code == 0
+    rows = datasets.load_dataset(str(out), split="train", cache_dir=str(apart / "cache"))
+    assert len(rows) == len(json.loads(source.read_text()))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(out / "tokenizer"))
+    processor, model = tiny_llava(tokenizer)
+    batch = llava_batch(processor, tokenizer, rows.select(range(4)), IGNORE)
+    assert (batch["input_ids"] == tokenizer.image_token_id).sum().item() == 4 * IMAGE_TOKENS
+    before = [parameter.detach().clone() for parameter in model.parameters()]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(**batch).loss
+    loss.backward()
+    optimizer.step()
+    assert torch.isfinite(loss)
+    moved = [not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True)]
+    assert sum(moved) > len(moved) // 2

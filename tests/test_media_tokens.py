@@ -20,6 +20,7 @@ from pipeline.cli import main
 from pipeline.mms import Thread
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import IGNORE, Renderer, load_tokenizer
+from tests.tiny_vlm import IMAGE_TOKENS, llava_batch, tiny_llava
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
@@ -203,51 +204,12 @@ def test_a_small_vlm_takes_a_batch_of_the_output_with_its_images(tmp_path, monke
     monkeypatch.chdir(tmp_path.parent)  # the images load from the shards, from anywhere
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(out / "tokenizer"))
     rows = datasets.load_dataset(str(out), split="train").select(range(3))
-    processor = transformers.LlavaProcessor(
-        image_processor=transformers.CLIPImageProcessor(
-            size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}
-        ),
-        tokenizer=tokenizer,
-        patch_size=14,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,
-    )
+    processor, model = tiny_llava(tokenizer)
     assert processor.image_token == "<|image|>"  # read from the shipped tokenizer
-    batch = processor(
-        text=[tokenizer.decode(row["input_ids"]) for row in rows],
-        images=[row["images"] for row in rows],
-        return_tensors="pt",
-        padding=True,
-    )
-    per_image = 4  # (28 / 14) ** 2 patches
+    batch = llava_batch(processor, tokenizer, rows, IGNORE)
     counts = (batch["input_ids"] == tokenizer.image_token_id).sum(1).tolist()
-    assert counts == [per_image * len(row["images"]) for row in rows]
-    config = transformers.LlavaConfig(
-        vision_config=transformers.CLIPVisionConfig(
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            image_size=28,
-            patch_size=14,
-        ),
-        text_config=transformers.LlamaConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-        ),
-        image_token_index=tokenizer.image_token_id,
-        vision_feature_select_strategy="default",
-        vision_feature_layer=-1,
-    )
-    torch.manual_seed(0)
-    model = transformers.LlavaForConditionalGeneration(config)
-    labels = batch["input_ids"].clone()
-    labels[(labels == tokenizer.image_token_id) | (batch["attention_mask"] == 0)] = IGNORE
-    loss = model(**batch, labels=labels).loss
+    assert counts == [IMAGE_TOKENS * len(row["images"]) for row in rows]
+    loss = model(**batch).loss
     assert torch.isfinite(loss)
 
 
