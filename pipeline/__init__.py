@@ -1,7 +1,8 @@
 """mms-pipeline: turn conversation datasets into Modular Model Spec training data.
 
-The public API: `read` (inputs -> threads), `convert` (inputs -> MMS JSONL + quarantine),
-the thread model (`Thread`, `Message`, `Media`, `Format`, `SystemSettings`) and its Arrow form, and
+The public API: every command as a function (`pipeline.api`: `run`, `curate`, `pack`,
+`stats`, `verify`, `push` and `export` are here too), `read` (inputs -> threads),
+`convert` (inputs -> MMS JSONL + quarantine), the thread model (`Thread`, `Message`, `Media`, `Format`, `SystemSettings`) and its Arrow form, and
 the linter (`from pipeline.lint import lint`; `LintConfig`, `LintReport`, `lint_threads`
 here: the function is not re-exported as `pipeline.lint`, which names the package). Each
 is imported when first used.
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pipeline.accounting import Account
+    from pipeline.api import Stats, curate, export, pack, push, run, stats, verify
     from pipeline.formats import FORMATS
     from pipeline.jobs.convert import ConvertResult, convert
     from pipeline.jobs.lint import lint_threads
@@ -39,6 +41,9 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "Account": "pipeline.accounting",
+    **dict.fromkeys(
+        ("Stats", "curate", "export", "pack", "push", "run", "stats", "verify"), "pipeline.api"
+    ),
     "FORMATS": "pipeline.formats",
     "ConvertResult": "pipeline.jobs.convert",
     "convert": "pipeline.jobs.convert",
@@ -104,14 +109,22 @@ __all__ = [
     "ReadLimits",
     "ReadSpec",
     "Rejection",
+    "Stats",
     "SystemSettings",
     "Thread",
     "ThreadValidationError",
     "__version__",
     "convert",
+    "curate",
+    "export",
     "lint_threads",
+    "pack",
+    "push",
     "read",
+    "run",
+    "stats",
     "threads_from_arrow",
     "threads_to_arrow",
     "validate_thread_dict",
+    "verify",
 ]

@@ -190,7 +190,7 @@ def test_a_bug_is_one_line_saying_so_never_a_traceback(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom in [/tmp/x.parquet]")  # brackets are text, not markup
 
-    monkeypatch.setattr("pipeline.cli.convert.convert", broken)
+    monkeypatch.setattr("pipeline.jobs.convert.convert", broken)
     monkeypatch.delenv("MMS_DEBUG", raising=False)
     result = CliRunner().invoke(main, ["convert", "x", "-o", str(tmp_path / "o.jsonl")])
     assert result.exit_code == 3
@@ -358,7 +358,7 @@ def test_a_bug_while_tokenizing_is_never_called_a_usage_error(tmp_path, monkeypa
     def broken(*args, **kwargs):
         raise ValueError("boom")
 
-    monkeypatch.setattr("pipeline.cli.tokenize.tokenize_dataset", broken)
+    monkeypatch.setattr("pipeline.jobs.tokenize.tokenize_dataset", broken)
     monkeypatch.delenv("MMS_DEBUG", raising=False)
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
     args = ["tokenize", "data_samples/mms", "--tokenizer", "configs/sample_tokenizer"]

@@ -8,6 +8,7 @@ from typing import NoReturn
 
 import click
 
+from pipeline import api
 from pipeline.accounting import Account, most_first
 from pipeline.cli.mapping_inputs import mapped_inputs, mapping_options
 from pipeline.cli.options import (
@@ -37,7 +38,7 @@ from pipeline.engine import PartFailed
 from pipeline.formats import AUTO, ConvertOptions
 from pipeline.formats.base import MULTIMODAL, OASST_PATHS, PARALLEL_CALLS, REASONING
 from pipeline.formats.detect import UNKNOWN
-from pipeline.jobs.convert import STDOUT, ConvertResult, convert
+from pipeline.jobs.convert import STDOUT, ConvertResult
 from pipeline.jobs.read import detect_file
 from pipeline.output.files import OutputPathError
 from pipeline.quarantine import ERROR_CODES
@@ -202,10 +203,10 @@ def convert_command(
     spec = reading_media(spec, media_flags, output)
     try:
         with read_progress() as update:
-            result = convert(
+            result = api.convert(
                 inputs,
                 output,
-                spec,
+                spec=spec,
                 quarantine=quarantine,
                 progress=update,
                 workers=worker_count(workers),

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from pipeline import api
 from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
@@ -34,7 +35,7 @@ from pipeline.cli.output import (
 from pipeline.cli.writes import writes
 from pipeline.config_file import ConfigFileError
 from pipeline.engine import PartFailed
-from pipeline.jobs.curate import CurateResult, curate, load_curation_file
+from pipeline.jobs.curate import CurateResult, load_curation_file
 from pipeline.output.files import OutputPathError
 from pipeline.sources import InputError
 from pipeline.stages.contract import StageError
@@ -173,11 +174,11 @@ def curate_command(
     spec = reading_media(read_spec(inputs, input_format, split, hf_config), media_flags, output)
     try:
         with read_progress() as update:
-            result = curate(
+            result = api.curate(
                 inputs,
                 output,
                 settings,
-                spec,
+                spec=spec,
                 progress=update,
                 overwrite=overwrite,
                 workers=worker_count(workers),

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from pipeline import api
 from pipeline.cli.options import input_format_option, overwrite_file_option
 from pipeline.cli.output import (
     Refusal,
@@ -19,8 +20,7 @@ from pipeline.cli.output import (
 )
 from pipeline.cli.writes import writes
 from pipeline.jobs.convert import STDOUT
-from pipeline.jobs.export import TARGETS, ExportResult, export, writes_lines
-from pipeline.jobs.read import ReadSpec
+from pipeline.jobs.export import TARGETS, ExportResult, writes_lines
 from pipeline.output.files import OutputPathError
 from pipeline.sources import InputError
 from pipeline.wording import plural
@@ -100,10 +100,10 @@ def export_command(
             "(one .txt per thread) or a .jsonl file"
         )
     try:
-        result = export(
+        result = api.export(
             inputs,
             output,
-            ReadSpec(input_format),
+            input_format=input_format,
             to=target,
             quarantine=quarantine,
             overwrite=overwrite,

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from pipeline import api
 from pipeline.cli.options import (
     hf_config_option,
     input_format_option,
@@ -31,7 +32,6 @@ from pipeline.cli.output import (
 )
 from pipeline.cli.writes import writes
 from pipeline.engine import PartFailed
-from pipeline.jobs.lint import lint
 from pipeline.lint import ConfigError, LintReport, UnknownRuleError, load_config, select_rules
 from pipeline.lint.baseline import Baseline
 from pipeline.lint.config import FAIL_ON
@@ -178,13 +178,13 @@ def lint_command(
         raise Refusal(f"-o: {err}") from None
     try:
         with read_progress() as update:
-            report = lint(
+            report = api.lint(
                 inputs,
-                spec,
+                spec=spec,
                 config=config,
                 progress=(lambda stats, _report: update(stats)) if update else None,
                 workers=worker_count(workers),
-                outputs=[output] if output is not None else [],
+                report_file=output,
             )
     except OutputPathError as err:
         raise Refusal(str(err)) from None

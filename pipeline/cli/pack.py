@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from pipeline import api
 from pipeline.cli.options import overlong_option, overwrite_option
 from pipeline.cli.output import (
     Refusal,
@@ -17,7 +18,7 @@ from pipeline.cli.output import (
     stderr,
 )
 from pipeline.cli.writes import writes
-from pipeline.jobs.pack import PackResult, pack_output
+from pipeline.jobs.pack import PackResult
 from pipeline.output.files import OutputPathError
 from pipeline.output.guard import check_output_folder
 from pipeline.packing.best_fit import WINDOW
@@ -89,7 +90,7 @@ def pack_command(
         raise Refusal(f"-o: {err}") from None
     try:
         with stderr.status("packing", spinner="dots") as status:
-            result = pack_output(
+            result = api.pack(
                 source,
                 output,
                 seq_len=seq_len,

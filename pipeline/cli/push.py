@@ -13,10 +13,11 @@ from typing import Any
 
 import click
 
+from pipeline import api
 from pipeline.cli.output import output_argument, print_error, safe, stderr
 from pipeline.cli.writes import writes
 from pipeline.hub_ids import repo_id_problem
-from pipeline.jobs.push import PushError, PushResult, push_output
+from pipeline.jobs.push import PushError, PushResult
 from pipeline.storage import is_url
 from pipeline.wording import visible
 
@@ -98,7 +99,7 @@ def push_command(
 
 
 def push_and_report(output: Path, repo_id: str, **options: Any) -> None:
-    """Push (as `push_output`, with its keyword `options`) under a status line, then print
+    """Push (as `api.push`, with its keyword `options`) under a status line, then print
     what was sent; a refusal or a failure prints why and exits 1."""
     from huggingface_hub.utils.tqdm import disable_progress_bars
 
@@ -108,7 +109,7 @@ def push_and_report(output: Path, repo_id: str, **options: Any) -> None:
             _client_quiet(),
             stderr.status("checking the output and the repository", spinner="dots") as status,
         ):
-            result = push_output(
+            result = api.push(
                 output,
                 repo_id,
                 progress=lambda done, total: status.update(f"committing: {done}/{total}"),

@@ -6,10 +6,10 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
+from pipeline import api
 from pipeline.accounting import Account, InputAccount, most_first
 from pipeline.arrow_pandas import skip_pandas_probe
 from pipeline.cli.options import (
@@ -47,9 +47,8 @@ from pipeline.jobs.run import (
     RunResult,
     detected_format,
     plan,
-    run_pipeline,
 )
-from pipeline.jobs.run.config import PushSettings, RunConfig, load_run_config
+from pipeline.jobs.run.config import PushSettings, RunConfig
 from pipeline.jobs.run.phases import RunFault
 from pipeline.output.card import local_dataset_path
 from pipeline.output.files import OutputPathError
@@ -148,12 +147,8 @@ def run_command(
     media = media_settings(config.stages.media, {**media_flags, "embed": embed_media})
     if media != config.stages.media:  # the flags are the config's stages.media, recorded so
         config = dataclasses.replace(config, stages=config.stages.replace(media=media))
-    roots = tuple(os.path.abspath(root.path) for root in media_roots(media_flags))
-    if roots:  # each input's media_root, then these; recorded in the manifest's inputs
-        inputs = tuple(
-            dataclasses.replace(spec, media_root=spec.media_root + roots) for spec in config.inputs
-        )
-        config = dataclasses.replace(config, inputs=inputs)
+    # each input's media_root, then these; recorded in the manifest's inputs
+    config = api.run_config(config, media_roots=[root.path for root in media_roots(media_flags)])
     if dry_run:
         _print_dry_run(config, out, workers)
         return
@@ -194,10 +189,11 @@ def _config_and_output(
 ) -> tuple[RunConfig, Path | StoredPath]:
     """The run config with the command line's engine, and the output folder (checked)."""
     try:
-        config = load_run_config(config_file)
+        config = api.run_config(config_file, engine=engine, ray_address=ray_address)  # type: ignore[arg-type]
     except ConfigFileError as err:
         raise ConfigProblem(str(err)) from None
-    config = _with_engine(config, engine, ray_address)
+    except ValueError:  # the one setting run_config refuses beyond the file's
+        raise click.UsageError("--ray-address applies only with --engine ray") from None
     if _hands_pyarrow_no_pandas(config):
         skip_pandas_probe()  # pyarrow would import pandas on its first array (0.2 s)
     out: Path | StoredPath = (
@@ -236,7 +232,7 @@ def _run(
     """The run, with progress; a failure is told (`_CONFIG_ERRORS`, `_RUN_FAILURES`)."""
     try:
         with stage_progress({SHARD_WRITES: "shard"}) as update:
-            return run_pipeline(
+            return api.run(
                 config,
                 output=out,
                 workers=workers,
@@ -334,22 +330,6 @@ def _hands_pyarrow_no_pandas(config: RunConfig) -> bool:
         and not config.stages.plugins
         and not any(spec.is_hf for spec in config.inputs)
     )
-
-
-def _with_engine(config: RunConfig, engine: str | None, address: str | None) -> RunConfig:
-    """The config with the engine the command line names."""
-    if address is not None and (engine or config.engine.kind) != "ray":
-        raise click.UsageError("--ray-address applies only with --engine ray")
-    changes: dict[str, Any] = {}
-    if engine is not None:
-        changes["kind"] = engine
-    if address is not None:
-        changes["address"] = address
-    if engine == "local":
-        changes.update(address=None, num_cpus=None)
-    if not changes:
-        return config
-    return dataclasses.replace(config, engine=dataclasses.replace(config.engine, **changes))
 
 
 def _describe_engine(config: RunConfig, workers: int | None) -> str:

@@ -6,11 +6,12 @@ from typing import Any, TextIO
 
 import click
 
+from pipeline import api
 from pipeline.accounting import most_first
 from pipeline.cli.options import overwrite_file_option
 from pipeline.cli.output import Refusal, input_table, output_argument
 from pipeline.cli.writes import writes
-from pipeline.jobs.stats import StatsError, output_stats, stats_json
+from pipeline.jobs.stats import StatsError, stats_json
 from pipeline.output.files import OutputPathError
 from pipeline.output.guard import claim_file
 from pipeline.output.objective_figures import NOUNS, objective_lines
@@ -76,7 +77,7 @@ def stats_command(
     except OutputPathError as err:
         raise Refusal(f"-o: {err}") from None
     try:
-        stats = output_stats(folders, by)
+        stats = api.stats(*folders, by=by).figures
     except StatsError as err:
         raise Refusal(str(err)) from None
     if target is None:

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from pipeline import api
 from pipeline.cli.options import (
     embed_media_option,
     given,
@@ -36,16 +37,16 @@ from pipeline.cli.output import (
     stderr,
 )
 from pipeline.cli.writes import writes
-from pipeline.jobs.tokenize import TokenizeResult, tokenize_dataset
+from pipeline.jobs.tokenize import TokenizeResult
 from pipeline.media import MediaSettings
 from pipeline.objectives import OBJECTIVES
-from pipeline.objectives.references import ReferenceError, load_references
+from pipeline.objectives.references import ReferenceError
 from pipeline.output.files import OutputPathError
 from pipeline.output.guard import check_output_folder
 from pipeline.output.shards import SHARD_ROWS
 from pipeline.sources import InputError
 from pipeline.stages.objective import REASONS as OBJECTIVE_REASONS
-from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
+from pipeline.tokenize import TokenizerLoadError
 from pipeline.tokenize.overlong import DROP_CODES, OverlongThreadError
 from pipeline.tokenize.text_encoding import TEXT_ENCODERS
 
@@ -194,57 +195,45 @@ def tokenize_command(
     spec = dataclasses.replace(spec, media=media, media_roots=media_roots(media_flags))
     if max_tokens is None and given("overlong"):
         raise click.UsageError("--overlong applies only with --max-tokens N")
-    references = None
-    if reference_files:
-        if objective != "prompt":
-            raise click.UsageError("--references goes with --objective prompt")
-        try:
-            references = load_references(reference_files)
-        except ReferenceError as err:
-            raise click.UsageError(f"--references: {err}") from None
+    if reference_files and objective != "prompt":
+        raise click.UsageError("--references goes with --objective prompt")
     if objective != "sft":
         if given("policy") and policy != "last_assistant":
             raise click.UsageError(
                 f"--objective {objective} trains the final turn only: --train-on "
                 "last_assistant (the default with it)"
             )
-        policy = "last_assistant"
         if max_tokens is not None and overlong == "truncate":
-            if given("overlong"):
-                raise click.UsageError(
-                    f"--overlong truncate cuts the final turn a {objective} row is made of: "
-                    "use drop or error"
-                )
-            overlong = "drop"
+            raise click.UsageError(
+                f"--overlong truncate cuts the final turn a {objective} row is made of: "
+                "use drop or error"
+            )
     try:
         check_output_folder(output)
     except OutputPathError as err:
         raise Refusal(f"-o: {err}") from None
     try:
-        tokenizer = load_tokenizer(tokenizer_spec, allow_tiktoken=encoder == "auto")
-    except TokenizerLoadError as err:
-        raise click.UsageError(f"--tokenizer: {err}") from None
-    try:  # the tokenizer suits MMS, has the BOS asked for, and ships as a file trainers load
-        Renderer(tokenizer, bos=bos, policy=policy).check_shipped_tokenizer()  # type: ignore[arg-type]
-    except ValueError as err:
-        raise click.UsageError(f"--tokenizer: {err}") from None
-    try:
         with read_progress() as update:
-            result = tokenize_dataset(
-                inputs,
+            result = api.tokenize(
+                list(inputs),
                 output,
-                tokenizer,
-                spec,
+                tokenizer_spec,
+                spec=spec,
+                objective=objective,  # type: ignore[arg-type]
+                train_on=policy if given("policy") else None,  # type: ignore[arg-type]
                 bos=bos,
-                policy=policy,  # type: ignore[arg-type]
-                objective=objective,
-                references=references,
                 max_tokens=max_tokens,
                 overlong=overlong,  # type: ignore[arg-type]
+                references=reference_files,
+                encoder=encoder,  # type: ignore[arg-type]
                 shard_rows=shard_rows,
                 progress=update,
                 overwrite=overwrite,
             )
+    except TokenizerLoadError as err:
+        raise click.UsageError(f"--tokenizer: {err}") from None
+    except ReferenceError as err:
+        raise click.UsageError(f"--references: {err}") from None
     except OverlongThreadError as err:
         print_error(
             f"{err} (--max-tokens {err.max_tokens})",

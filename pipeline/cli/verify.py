@@ -6,9 +6,10 @@ import sys
 
 import click
 
+from pipeline import api
 from pipeline.cli.output import output_argument, safe, stderr
 from pipeline.cli.writes import writes
-from pipeline.jobs.verify import OutputError, verify_output
+from pipeline.jobs.verify import OutputError
 from pipeline.wording import plural
 
 _SHOWN = 50  # problems listed one by one; the rest are counted
@@ -42,7 +43,7 @@ def verify_command(output: str, no_render: bool, no_template: bool) -> None:
     folder = output_argument(output)
     try:
         with stderr.status("verifying", spinner="dots") as status:
-            result = verify_output(
+            result = api.verify(
                 folder,
                 render=not no_render,
                 template=not no_template,

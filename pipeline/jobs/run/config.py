@@ -20,10 +20,12 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import yaml
 
 from pipeline import storage
 from pipeline.config_file import ConfigFileError as RunConfigError
@@ -254,6 +256,20 @@ def load_run_config(path: str | os.PathLike[str]) -> RunConfig:
     data, doc = parse_yaml(file, text, "the config", "name, inputs, ...")
     _check_schema(doc, data)
     return _Builder(doc, data, file.resolve().parent).config()
+
+
+def run_config_from_data(data: Mapping[str, Any], base: str | os.PathLike[str] = ".") -> RunConfig:
+    """The pipeline config of `data` (what a config file holds, as Python values), checked
+    as a file is; relative paths in it are resolved against `base`. Raises RunConfigError
+    naming the key that is wrong."""
+    folder = Path(base).resolve()
+    try:
+        text = yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True)
+    except yaml.YAMLError as err:
+        raise RunConfigError(folder / "<config>", f"not plain data: {err}") from None
+    parsed, doc = parse_yaml(folder / "<config>", text, "the config", "name, inputs, ...")
+    _check_schema(doc, parsed)
+    return _Builder(doc, parsed, folder).config()
 
 
 def _check_schema(doc: YamlDocument, data: Any) -> None:
