@@ -93,10 +93,6 @@ class Media:
             frames=tuple(cls.from_part({"type": "image", **frame}) for frame in frames),
         )
 
-    def sources(self) -> tuple[Media, ...]:
-        """What is read for it: its frames (each an image), else the media itself."""
-        return self.frames or (self,)
-
 
 def content_parts(content: str, media: Sequence[Media]) -> list[dict[str, Any]]:
     r"""The JSON content list of a message with media: its text between the markers and a
