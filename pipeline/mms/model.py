@@ -398,6 +398,9 @@ def shown_content(message: Message) -> str:
     '[image: 1.jpg]Who?'
     >>> shown_content(Message.user("￼", [Media("audio", data="UklGRg==", mime="audio/wav")]))
     '[audio: 8 characters of base64, audio/wav]'
+    >>> frames = [Media("image", path=f"f/{n}.jpg") for n in range(3)]
+    >>> shown_content(Message.user("￼", [Media.video_frames(frames)]))
+    '[video: 3 frames, f/0.jpg ... f/2.jpg]'
     """
     if not message.media:
         return message.content
@@ -409,8 +412,17 @@ def shown_content(message: Message) -> str:
 
 
 def _media_label(media: Media) -> str:
-    where = media.path or media.url or f"{len(media.data or '')} characters of base64"
+    if media.frames:
+        first, last = (_where(frame) for frame in (media.frames[0], media.frames[-1]))
+        shown = first if len(media.frames) == 1 else f"{first} ... {last}"
+        where = f"{len(media.frames)} frame{'s' if len(media.frames) > 1 else ''}, {shown}"
+    else:
+        where = _where(media)
     return f"[{media.kind}: {where}{f', {media.mime}' if media.mime else ''}]"
+
+
+def _where(media: Media) -> str:
+    return media.path or media.url or f"{len(media.data or '')} characters of base64"
 
 
 def canonical_weight(weight: Any) -> Any:
