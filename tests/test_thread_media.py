@@ -233,11 +233,11 @@ def test_text_only_tables_keep_todays_schema_and_media_tables_add_one_column():
         None,
         [
             {"message": 1, "kind": "image", "path": "mllm_demo_data/1.jpg", "url": None}
-            | {"data": None, "mime": None},
+            | {"data": None, "mime": None, "frames": None},
             {"message": 1, "kind": "audio", "path": None, "url": None}
-            | {"data": "UklGRiQAAABXQVZF", "mime": "audio/wav"},
+            | {"data": "UklGRiQAAABXQVZF", "mime": "audio/wav", "frames": None},
             {"message": 3, "kind": "video", "path": None, "url": "https://example.com/clip.mp4"}
-            | {"data": None, "mime": "video/mp4"},
+            | {"data": None, "mime": "video/mp4", "frames": None},
         ],
     ]
     assert (

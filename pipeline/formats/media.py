@@ -38,9 +38,16 @@ def media_kind(kind: str) -> bool:
     return kind in MEDIA_KINDS
 
 
-def _media(kind: str, mime: str | None, **source: str) -> Media:
+def _media(
+    kind: str,
+    mime: str | None,
+    *,
+    path: str | None = None,
+    url: str | None = None,
+    data: str | None = None,
+) -> Media:
     """A Media of a kind already checked to be one MMS holds."""
-    return Media(cast(MediaKind, kind), **source, mime=mime)
+    return Media(cast(MediaKind, kind), path=path, url=url, data=data, mime=mime)
 
 
 def from_reference(kind: str, value: Any, mime: str | None = None) -> Media | None:
@@ -55,9 +62,19 @@ def from_reference(kind: str, value: Any, mime: str | None = None) -> Media | No
     'https://x.org/v.mp4'
     >>> from_reference("audio", b"RIFF").data, from_reference("image", 7)
     ('UklGRg==', None)
+
+    A video may be a list of its frames (qwen-vl-utils, LLaMA-Factory), each a reference
+    to an image; one that names none makes the video None:
+
+    >>> from_reference("video", ["f/1.jpg", "file:///f/2.jpg"]).to_part()
+    {'type': 'video', 'frames': [{'path': 'f/1.jpg'}, {'url': 'file:///f/2.jpg'}]}
+    >>> from_reference("video", ["f/1.jpg", 7]) is None, from_reference("image", ["a.jpg"])
+    (True, None)
     """
     if not media_kind(kind):
         return None
+    if isinstance(value, (list, tuple)):
+        return _from_frames(kind, value, mime)
     if isinstance(value, (bytes, bytearray)):
         if not value:
             return None
@@ -73,9 +90,22 @@ def from_reference(kind: str, value: Any, mime: str | None = None) -> Media | No
     return _media(kind, mime, path=value)
 
 
+def _from_frames(kind: str, frames: list[Any] | tuple[Any, ...], mime: str | None) -> Media | None:
+    """A video given as a non-empty list of frame images, each a reference to an image;
+    None for another kind, an empty list, or a frame that names nothing usable."""
+    if kind != "video" or not frames:
+        return None
+    found = [from_reference("image", frame) for frame in frames]
+    if any(frame is None or frame.frames for frame in found):
+        return None
+    return Media.video_frames([frame for frame in found if frame is not None], mime)
+
+
 def _from_dict(kind: str, value: dict[str, Any], mime: str | None) -> Media | None:
     stated = value.get("mime") or value.get("mime_type") or value.get("media_type")
     mime = stated if isinstance(stated, str) and stated else mime
+    if isinstance(value.get("frames"), list):
+        return _from_frames(kind, value["frames"], mime)
     for key in ("bytes", "data"):
         payload = value.get(key)
         if isinstance(payload, (bytes, bytearray)) and payload:
@@ -127,7 +157,9 @@ def openai_part(part: dict[str, Any], kind: str) -> Media | None:
         return _media(kind, mime, path=part["path"])
     if isinstance(part.get("data"), str) and part["data"]:
         return from_reference(kind, {"data": part["data"]}, mime)
+    frames = ("frames",) if kind == "video" else ()
     keys = (part.get("type"), "image_url", "video_url", "audio_url", kind, "url", "path", "value")
+    keys = (*keys, *frames)
     for key in keys:
         if not isinstance(key, str) or key == "type":
             continue

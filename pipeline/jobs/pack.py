@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from pipeline.media.check import MEDIA_DIR, content_address
 from pipeline.mms import MEDIA_COLUMN
-from pipeline.mms.media_columns import MEDIA_CELL, kind_columns
+from pipeline.mms.media_columns import FRAMES_COLUMN, column_type, kind_columns
 from pipeline.objectives import objective_of
 from pipeline.output.card import CardStats, dataset_card, license_fields, local_dataset_path
 from pipeline.output.card_training import training_facts, where_media_are
@@ -126,7 +126,7 @@ def pack_output(
     media = kind_columns(names)  # the threads' media lists: each sequence gets its threads'
     rendered = ["messages", *([MEDIA_COLUMN] if MEDIA_COLUMN in names else [])]
     columns = [*TOKEN_COLUMNS, *media, *(rendered if overlong == "truncate" else [])]
-    schema = pa.schema([*PACKED_SCHEMA, *(pa.field(name, pa.list_(MEDIA_CELL)) for name in media)])
+    schema = pa.schema([*PACKED_SCHEMA, *(pa.field(name, column_type(name)) for name in media)])
     shards: dict[str, list[Shard]] = {}
     with OutputFolder(output, overwrite=overwrite) as folder:
         staging = folder.staging
@@ -293,8 +293,10 @@ def _path_cells(paths: list[Path]) -> Iterator[pa.Array]:
         if not columns:
             continue
         for batch in file.iter_batches(columns=columns):
-            for column in batch.columns:
+            for name, column in zip(batch.schema.names, batch.columns, strict=True):
                 cells = pc.list_flatten(column)
+                if name == FRAMES_COLUMN:  # each cell a video's frames
+                    cells = pc.list_flatten(cells)
                 without = pc.invert(pc.is_valid(pc.struct_field(cells, "bytes")))
                 yield pc.filter(pc.struct_field(cells, "path"), without)
 

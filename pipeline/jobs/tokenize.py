@@ -22,6 +22,7 @@ from pipeline.media.check import MEDIA_DIR, content_address
 from pipeline.mms import MEDIA_COLUMN, media_to_arrow
 from pipeline.mms.groups import GROUP_DROP
 from pipeline.mms.media_columns import (
+    COLUMN_KINDS,
     MEDIA_SHARD_COLUMNS,
     kind_fields,
     media_fields,
@@ -203,7 +204,7 @@ def _staging_media(spec: ReadSpec, folder: OutputFolder) -> tuple[ReadSpec, Path
 
 def _carried(names: list[str]) -> list[str]:
     """The media columns among a written row's columns (the threads' and each kind's)."""
-    return [name for name in (MEDIA_COLUMN, *MEDIA_SHARD_COLUMNS.values()) if name in names]
+    return [name for name in (MEDIA_COLUMN, *COLUMN_KINDS) if name in names]
 
 
 def _blank(field: pa.Field, rows: int) -> pa.ChunkedArray:

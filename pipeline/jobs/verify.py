@@ -20,7 +20,7 @@ import yaml
 
 from pipeline.media.check import content_address
 from pipeline.mms import MEDIA_COLUMN, Thread, normalize_thread_dict
-from pipeline.mms.media_columns import MEDIA_SHARD_COLUMNS, kind_columns
+from pipeline.mms.media_columns import COLUMN_KINDS, FRAMES_COLUMN, kind_columns
 from pipeline.objectives.views import SftView, placed_media, sft_views
 from pipeline.output.files import file_sha256
 from pipeline.output.manifest import CARD_FILE
@@ -420,23 +420,38 @@ def _count_problem(row: dict[str, Any]) -> str | None:
 def _media_problem(row: dict[str, Any], placeholders: dict[int, str] | None) -> str | None:
     """A media column (`images` ...) of a row whose media are not one per placeholder of
     their kind in its token columns, in number, or whose embedded bytes are not the media
-    their content address (`media/<sha256>.<ext>`) names."""
-    kinds = {column: kind for kind, column in MEDIA_SHARD_COLUMNS.items()}
+    their content address (`media/<sha256>.<ext>`) names; a video that is neither one
+    file (`videos`) nor a frame list (`video_frames`), or both."""
     ids = [i for name in TOKEN_COLUMNS if row.get(name) for i in row[name]]
     for column in kind_columns(row):
         cells = row[column] or ()
-        wanted = sum(1 for i in ids if (placeholders or {}).get(i) == kinds[column])
+        wanted = sum(1 for i in ids if (placeholders or {}).get(i) == COLUMN_KINDS[column])
         if len(cells) != wanted:
             return f"{column} holds {len(cells)} media for {wanted} placeholder(s)"
         for position, cell in enumerate(cells):
-            named = content_address(cell.get("path"))
-            data = cell.get("bytes")
-            if (
-                data is not None
-                and named is not None
-                and hashlib.sha256(data).hexdigest() != named[1]
-            ):
-                return f"{column}[{position}]'s bytes are not the media {cell['path']} names"
+            frames = cell if column == FRAMES_COLUMN and isinstance(cell, list) else None
+            for number, each in enumerate(frames if frames is not None else [cell]):
+                if each is None:
+                    continue
+                where = f"{column}[{position}]" + (f"[{number}]" if frames is not None else "")
+                if frames is not None and not isinstance(each, dict):
+                    return f"{where} is not an image cell"
+                named = content_address(each.get("path"))
+                data = each.get("bytes")
+                if (
+                    data is not None
+                    and named is not None
+                    and hashlib.sha256(data).hexdigest() != named[1]
+                ):
+                    return f"{where}'s bytes are not the media {each['path']} names"
+    videos, frames = row.get("videos"), row.get(FRAMES_COLUMN)
+    if videos is not None and frames is not None:
+        for position, (video, listed) in enumerate(zip(videos, frames, strict=False)):
+            if (video is None) == (listed is None):
+                held = "neither" if video is None else "both"
+                return f"video {position + 1} is {held} a file (videos) and a frame list ({FRAMES_COLUMN})"
+            if listed is not None and not listed:
+                return f"{FRAMES_COLUMN}[{position}] holds no frame"
     return None
 
 

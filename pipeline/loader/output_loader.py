@@ -29,8 +29,9 @@ unpaired one `prompt + completion` with its `label`, a prompt one the prompts pa
 the left with their `reference`.
 
 Media (DESIGN §7): every batch row carries, per media column of the shards (`images`,
-`audios`, `videos`), the media whose placeholders stand in its ids, in order: a row of
-threads or a packed sequence its list as the shard holds it; an objective's batch row
+`audios`, `videos`, `video_frames`), the media whose placeholders stand in its ids, in
+order: a row of threads or a packed sequence its list as the shard holds it; an
+objective's batch row
 the part of its row's list its id columns hold (a pair's chosen row the prompt's then the
 chosen answer's media, its rejected row the prompt's then the rejected answer's), cut at
 the placeholders of the tokenizer record's `media_tokens`."""
@@ -59,7 +60,7 @@ from pipeline.loader.batches import (
     preference_batch,
     prompt_batch,
 )
-from pipeline.mms.media_columns import MEDIA_SHARD_COLUMNS
+from pipeline.mms.media_columns import COLUMN_KINDS, FRAMES_COLUMN, MEDIA_SHARD_COLUMNS
 from pipeline.objectives import objective_of
 from pipeline.output.hub import OutputNotFound, fetch_output, is_hub_output
 from pipeline.output.shards import split_files
@@ -137,7 +138,7 @@ class OutputLoader:
                 "mode='padded' (they are not packed)"
             )
         self.prepacked = "seq_lens" in names
-        self.media_columns = [name for name in MEDIA_SHARD_COLUMNS.values() if name in names]
+        self.media_columns = [name for name in COLUMN_KINDS if name in names]
         self._media_root = Path(self.media_root) if self.media_root is not None else folder
         if self.mode == "packed" and self.seq_len is None:
             raise LoaderError("packed batches need seq_len")
@@ -289,13 +290,22 @@ class OutputLoader:
                 packed[name] = self._media_cells([row[3][number] for row in chunk], name)
             yield {**packed, _THREADS: np.int64(sum(len(row[2]) for row in chunk))}
 
-    def _media_cells(self, cells: list[list[dict[str, Any]]], column: str) -> np.ndarray:
+    def _media_cells(self, cells: list[list[Any]], column: str) -> np.ndarray:
         """A batch's media of one column: a list per row (an object array), decoded to PIL
-        images with `decode` for `images`."""
+        images with `decode` for `images`, and for `video_frames` each video's frames (a
+        list of PIL images; None for a video that is one file)."""
         out = np.empty(len(cells), dtype=object)
+        root = self._media_root
         for index, row in enumerate(cells):
-            decode = self.decode and column == MEDIA_SHARD_COLUMNS["image"]
-            out[index] = [open_image(cell, self._media_root) for cell in row] if decode else row
+            if self.decode and column == MEDIA_SHARD_COLUMNS["image"]:
+                out[index] = [open_image(cell, root) for cell in row]
+            elif self.decode and column == FRAMES_COLUMN:
+                out[index] = [
+                    None if frames is None else [open_image(frame, root) for frame in frames]
+                    for frames in row
+                ]
+            else:
+                out[index] = row
         return out
 
     def _rows(self) -> Iterator[_Row]:
@@ -538,7 +548,7 @@ def shipped_placeholders(folder: Path, columns: list[str]) -> dict[str, int]:
     record_file, record = _tokenizer_record(folder)
     media = record.get("media_tokens") or {}
     placeholders = {}
-    for kind, column in MEDIA_SHARD_COLUMNS.items():
+    for column, kind in COLUMN_KINDS.items():
         number = (media.get(kind) or {}).get("id")
         if column in columns:
             if not isinstance(number, int):

@@ -26,7 +26,10 @@ CHECKED_META = "media_checked"
 """`meta.media_checked`: one entry per media of the thread, in order (message by message):
 `{"sha256", "bytes", "mime"}` (the MIME its bytes show; `root`, the media root its path
 was found under when not beside its input file; `source`, the reference as the source
-wrote it, when the copy mode rewrote it), or null for a media left unread."""
+wrote it, when the copy mode rewrote it), or null for a media left unread. A video given
+as frames has `{"frames": [entry per frame], "sha256", "bytes", "source"}`: each frame's
+entry as an image's, the sha256 of the frames' digests in order (dedup's key), their
+bytes in all (both only when every frame was read)."""
 MEDIA_DIR = "media"
 """Where copied media live, relative to the output: `media/<sha256>.<ext>`."""
 CONTENT_ADDRESS = re.compile(rf"{MEDIA_DIR}/(?P<sha256>[0-9a-f]{{64}})\.[a-z0-9]{{1,8}}")
@@ -86,29 +89,11 @@ class MediaChecker:
         for index, message in enumerate(thread.messages):
             kept = []
             for position, media in enumerate(message.media):
-                outcome = self._outcome(media, input_path)
-                if isinstance(outcome, MediaProblem):
-                    where = (
-                        f"thread {thread.id}, messages[{index}] ({message.role}), "
-                        f"{media.kind} {position + 1} of {len(message.media)}, "
-                        f"{reference(media)}"
-                    )
-                    raise MediaProblem(outcome.code, f"{where}: {outcome.why}")
-                if isinstance(outcome, NotRead):
-                    entries.append(None)
-                    unread[outcome.why] += 1
-                    kept.append(media)
-                    continue
-                entry: dict[str, Any] = {
-                    "sha256": outcome.sha256,
-                    "bytes": outcome.bytes,
-                    "mime": outcome.mime,
-                }
-                if outcome.root is not None:
-                    entry["root"] = outcome.root
-                if self.store is not None:
-                    entry["source"] = media.to_part()
-                    media = Media(media.kind, path=f"{MEDIA_DIR}/{outcome.copy_name}")
+                where = (
+                    f"thread {thread.id}, messages[{index}] ({message.role}), "
+                    f"{media.kind} {position + 1} of {len(message.media)}"
+                )
+                entry, media = self._checked(media, input_path, where, unread)
                 entries.append(entry)
                 kept.append(media)
             messages.append(dataclasses.replace(message, media=tuple(kept)) if kept else message)
@@ -120,6 +105,64 @@ class MediaChecker:
                 notes.append(f"{count} media not checked: {why}")
             meta["notes"] = notes
         return dataclasses.replace(thread, messages=messages, meta=meta)
+
+    def _checked(
+        self, media: Media, input_path: str, where: str, unread: Counter[str]
+    ) -> tuple[dict[str, Any] | None, Media]:
+        """A media's `media_checked` entry (None: left unread, its why counted in
+        `unread`) and the media as the thread keeps it (copying: at its content address);
+        a video given as frames has each frame checked as an image, and its entry lists
+        theirs. Raises MediaProblem naming `where` (and the frame) and the reference."""
+        if media.frames:
+            return self._frames_checked(media, input_path, where, unread)
+        outcome = self._outcome(media, input_path)
+        if isinstance(outcome, MediaProblem):
+            raise MediaProblem(outcome.code, f"{where}, {reference(media)}: {outcome.why}")
+        if isinstance(outcome, NotRead):
+            unread[outcome.why] += 1
+            return None, media
+        entry: dict[str, Any] = {
+            "sha256": outcome.sha256,
+            "bytes": outcome.bytes,
+            "mime": outcome.mime,
+        }
+        if outcome.root is not None:
+            entry["root"] = outcome.root
+        if self.store is not None:
+            entry["source"] = media.to_part()
+            media = Media(media.kind, path=f"{MEDIA_DIR}/{outcome.copy_name}")
+        return entry, media
+
+    def _frames_checked(
+        self, video: Media, input_path: str, where: str, unread: Counter[str]
+    ) -> tuple[dict[str, Any], Media]:
+        """A video given as frames: each frame checked as an image is, in order. Its
+        entry holds each frame's (`frames`; null for one left unread) and, every frame
+        read, a `sha256` of the frames' digests in order and their `bytes` in all, so
+        the same frames are the same video (dedup) whatever their names."""
+        entries: list[dict[str, Any] | None] = []
+        frames: list[Media] = []
+        skipped: Counter[str] = Counter()
+        count = len(video.frames)
+        for number, frame in enumerate(video.frames):
+            shown = f"{where}, frame {number + 1} of {count}"
+            entry, frame = self._checked(frame, input_path, shown, skipped)
+            entries.append(entry)
+            frames.append(frame)
+        for why, many in skipped.items():
+            unread[f"{why} (video frames)"] += many
+        checked: dict[str, Any] = {}
+        if all(entry is not None for entry in entries):
+            digests = "\n".join(str(entry["sha256"]) for entry in entries if entry is not None)
+            checked["sha256"] = hashlib.sha256(digests.encode()).hexdigest()
+            checked["bytes"] = sum(int(entry["bytes"]) for entry in entries if entry is not None)
+        checked["frames"] = entries
+        if self.store is not None:
+            checked["source"] = video.to_part()
+            for entry in entries:
+                if entry is not None:
+                    entry.pop("source", None)
+        return checked, dataclasses.replace(video, frames=tuple(frames))
 
     def _outcome(self, media: Media, input_path: str) -> Checked | NotRead | MediaProblem:
         key = (input_path if media.path is not None else "", media)

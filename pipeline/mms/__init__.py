@@ -26,6 +26,7 @@ from pipeline.mms.turns import answer_start, final_turn_start
 from pipeline.mms.validation import (
     DEFAULT_FORMAT,
     FORMAT_FIELDS,
+    FRAMES,
     MEDIA_KINDS,
     MEDIA_MARKER,
     MEDIA_PART_FIELDS,
@@ -94,6 +95,7 @@ __all__ = [
     "DEFAULT_FORMAT",
     "FORMAT_ARROW_TYPE",
     "FORMAT_FIELDS",
+    "FRAMES",
     "MEDIA_ARROW_TYPE",
     "MEDIA_COLUMN",
     "MEDIA_KINDS",

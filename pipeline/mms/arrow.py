@@ -10,8 +10,9 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from pipeline.mms.model import Format, Thread
+from pipeline.mms.model import Format, Media, Thread
 from pipeline.mms.validation import (
+    FRAMES,
     MEDIA_MARKER,
     MEDIA_SOURCES,
     FieldError,
@@ -46,6 +47,10 @@ THREAD_ARROW_SCHEMA = pa.schema(
         ("meta", pa.string()),
     ]
 )
+FRAME_ARROW_TYPE = pa.struct(
+    [("path", pa.string()), ("url", pa.string()), ("data", pa.string()), ("mime", pa.string())]
+)
+"""One frame of a video given as its frame images: an image's source and mime."""
 MEDIA_ARROW_TYPE = pa.struct(
     [
         ("message", pa.int32()),
@@ -54,10 +59,12 @@ MEDIA_ARROW_TYPE = pa.struct(
         ("url", pa.string()),
         ("data", pa.string()),
         ("mime", pa.string()),
+        (FRAMES, pa.list_(FRAME_ARROW_TYPE)),
     ]
 )
 """One media part of a thread: the index of its message, its kind, its source (one of
-path, url, data) and mime; its place in the message is its U+FFFC marker (DESIGN §3)."""
+path, url, data, or a video's `frames` in order; null otherwise) and mime; its place in
+the message is its U+FFFC marker (DESIGN §3)."""
 MEDIA_COLUMN = "media"
 THREAD_MEDIA_ARROW_SCHEMA = THREAD_ARROW_SCHEMA.append(
     pa.field(MEDIA_COLUMN, pa.list_(MEDIA_ARROW_TYPE))
@@ -85,7 +92,7 @@ def media_rows(thread: Thread) -> list[dict[str, Any]] | None:
     >>> from pipeline.mms.model import Media, Message
     >>> image = Message.user("\ufffc", [Media("image", path="a.png")])
     >>> media_rows(Thread("t", [Message.user("Hi"), image]))
-    [{'message': 1, 'kind': 'image', 'path': 'a.png', 'url': None, 'data': None, 'mime': None}]
+    [{'message': 1, 'kind': 'image', 'path': 'a.png', 'url': None, 'data': None, 'mime': None, 'frames': None}]
     """
     rows = [
         {
@@ -95,11 +102,16 @@ def media_rows(thread: Thread) -> list[dict[str, Any]] | None:
             "url": media.url,
             "data": media.data,
             "mime": media.mime,
+            FRAMES: [_frame_row(frame) for frame in media.frames] if media.frames else None,
         }
         for index, message in enumerate(thread.messages)
         for media in message.media
     ]
     return rows or None
+
+
+def _frame_row(frame: Media) -> dict[str, str | None]:
+    return {"path": frame.path, "url": frame.url, "data": frame.data, "mime": frame.mime}
 
 
 def _arrow_settings(thread: Thread) -> dict[str, Any] | None:
@@ -254,9 +266,14 @@ def _with_media(messages: Any, media: list[Any]) -> list[Any]:
 def _media_part(row: dict[str, Any]) -> dict[str, Any]:
     """A `media` column row as its JSON content part (nulls are absent)."""
     part: dict[str, Any] = {"type": row.get("kind")}
-    for key in (*MEDIA_SOURCES, "mime"):
+    for key in (*MEDIA_SOURCES, FRAMES, "mime"):
         if row.get(key) is not None:
             part[key] = row[key]
+    if isinstance(part.get(FRAMES), list):
+        part[FRAMES] = [
+            {k: v for k, v in frame.items() if v is not None} if isinstance(frame, dict) else frame
+            for frame in part[FRAMES]
+        ]
     return part
 
 

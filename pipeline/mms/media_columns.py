@@ -3,6 +3,7 @@ whose thread holds media has its media in order, one list per kind, as TRL's VLM
 and LLaMA-Factory read them (`images`, `audios`, `videos`), each cell a Hugging Face
 `Image`/`Audio`/`Video` cell, `{bytes, path}`; and the thread's `media` column (DESIGN §3:
 each media's message, kind, source and mime), from which a row reads back to its thread.
+A video given as its frame images has its frames in `video_frames` beside `videos`.
 Only the shards of a run whose rows hold media have them, so text-only shards keep their
 schema and bytes."""
 
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 import pyarrow as pa
 
 from pipeline.mms.arrow import MEDIA_COLUMN, MESSAGE_ARROW_TYPE, THREAD_MEDIA_ARROW_SCHEMA
-from pipeline.mms.validation import MEDIA_MARKER
+from pipeline.mms.validation import FRAMES, MEDIA_MARKER
 
 MEDIA_CELL = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 """A media as `datasets`' Image, Audio and Video features store one: its bytes (a run
@@ -23,6 +24,18 @@ embeds each media it checked, `stages.media.embed`; base64 `data` always), and i
 it) or its URL."""
 MEDIA_SHARD_COLUMNS: dict[str, str] = {"image": "images", "audio": "audios", "video": "videos"}
 """Each media kind's shard column, named as TRL and LLaMA-Factory name theirs."""
+FRAMES_COLUMN = "video_frames"
+"""The sibling of `videos` for videos given as their frame images: one entry per video
+placeholder, as `videos` has, the video's frames in order (`List(Image())` cells) where
+the video is a frame list (its `videos` entry null), null where it is one file."""
+FRAMES_CELL = pa.list_(MEDIA_CELL)
+"""A `video_frames` entry: a video's frames, each an Image cell `{bytes, path}`."""
+COLUMN_KINDS: dict[str, str] = {
+    **{c: k for k, c in MEDIA_SHARD_COLUMNS.items()},
+    FRAMES_COLUMN: "video",
+}
+"""Each media list column -> the kind whose placeholders its entries stand at, in column
+order (`video_frames` right after `videos`)."""
 FEATURE_TYPES: dict[str, str] = {"image": "Image", "audio": "Audio", "video": "Video"}
 """Each kind's Hugging Face `datasets` feature type (the card declares a list of it)."""
 
@@ -39,24 +52,43 @@ def kind_fields(kinds: Iterable[str]) -> list[pa.Field]:
     so no `media` column)."""
     held = set(kinds)
     return [
-        pa.field(column, pa.list_(MEDIA_CELL))
-        for kind, column in MEDIA_SHARD_COLUMNS.items()
+        pa.field(column, column_type(column))
+        for column, kind in COLUMN_KINDS.items()
         if kind in held
     ]
 
 
+def column_type(column: str) -> pa.DataType:
+    """The Arrow type of a media list column: a list of cells (`video_frames`: of frame
+    lists)."""
+    return pa.list_(FRAMES_CELL if column == FRAMES_COLUMN else MEDIA_CELL)
+
+
 def kind_columns(names: Iterable[str]) -> list[str]:
-    """The media list columns among the column `names`, in MEDIA_SHARD_COLUMNS order."""
+    """The media list columns among the column `names`, in COLUMN_KINDS order."""
     present = set(names)
-    return [column for column in MEDIA_SHARD_COLUMNS.values() if column in present]
+    return [column for column in COLUMN_KINDS if column in present]
 
 
-def media_cell(reference: dict[str, str | None]) -> dict[str, bytes | str | None]:
-    """One media (a `media` column entry) as a `{bytes, path}` cell."""
+def media_cell(reference: dict[str, object]) -> dict[str, bytes | str | None] | None:
+    """One media (a `media` column entry) as a `{bytes, path}` cell; None for a video
+    given as frames (its cells are in `video_frames`: `frames_cell`)."""
+    if reference.get(FRAMES):
+        return None
     data = reference.get("data")
-    if data is not None:
+    if isinstance(data, str):
         return {"bytes": base64.b64decode(data), "path": None}
-    return {"bytes": None, "path": reference.get("path") or reference.get("url")}
+    path = reference.get("path") or reference.get("url")
+    return {"bytes": None, "path": path if isinstance(path, str) else None}
+
+
+def frames_cell(reference: dict[str, object]) -> list[dict[str, bytes | str | None]] | None:
+    """A video given as frames (a `media` column entry) as its `video_frames` entry, one
+    Image cell per frame in order; None for a media that is one file."""
+    frames = reference.get(FRAMES)
+    if not isinstance(frames, list) or not frames:
+        return None
+    return [cell for frame in frames if (cell := media_cell(frame)) is not None]
 
 
 def with_media_columns(
@@ -69,7 +101,9 @@ def with_media_columns(
     media = rows[MEDIA_COLUMN].to_pylist()
     ids = rows["input_ids"].to_pylist() if "input_ids" in rows.column_names else None
     kind_of = {number: kind for kind, number in placeholder_ids.items()}
-    columns: dict[str, list[list[dict[str, bytes | str | None]]]] = {k: [] for k in kinds}
+    names = [column for column, kind in COLUMN_KINDS.items() if kind in kinds]
+    cell_of = {column: frames_cell if column == FRAMES_COLUMN else media_cell for column in names}
+    columns: dict[str, list[Sequence[object]]] = {column: [] for column in names}
     for row, entries in enumerate(media):
         kept: dict[str, int] | None = None
         if ids is not None and ids[row] is not None:
@@ -77,12 +111,12 @@ def with_media_columns(
             for number in ids[row]:
                 if number in kind_of and kind_of[number] in kept:
                     kept[kind_of[number]] += 1
-        for kind in kinds:
-            cells = [media_cell(e) for e in entries or () if e["kind"] == kind]
-            columns[kind].append(cells if kept is None else cells[: kept[kind]])
-    for kind in kinds:
-        column = MEDIA_SHARD_COLUMNS[kind]
-        rows = rows.append_column(column, pa.array(columns[kind], pa.list_(MEDIA_CELL)))
+        for column in names:
+            kind = COLUMN_KINDS[column]
+            cells = [cell_of[column](e) for e in entries or () if e["kind"] == kind]
+            columns[column].append(cells if kept is None else cells[: kept[kind]])
+    for column in names:
+        rows = rows.append_column(column, pa.array(columns[column], column_type(column)))
     return rows
 
 
@@ -101,15 +135,21 @@ def with_embedded_bytes(rows: pa.Table, read: Callable[[str], bytes | None]) -> 
             read_once[path] = read(path)
         return {"bytes": read_once[path], "path": path}
 
-    for kind_column in MEDIA_SHARD_COLUMNS.values():
-        if kind_column not in rows.column_names:
-            continue
+    def entry(cell: object) -> object:
+        if cell is None:
+            return None
+        if isinstance(cell, list):  # a video's frames
+            return [embedded(frame) for frame in cell]
+        assert isinstance(cell, dict)
+        return embedded(cell)
+
+    for kind_column in kind_columns(rows.column_names):
         cells = [
-            None if row is None else [embedded(cell) for cell in row]
+            None if row is None else [entry(cell) for cell in row]
             for row in rows[kind_column].to_pylist()
         ]
         index = rows.schema.get_field_index(kind_column)
-        rows = rows.set_column(index, kind_column, pa.array(cells, pa.list_(MEDIA_CELL)))
+        rows = rows.set_column(index, kind_column, pa.array(cells, column_type(kind_column)))
     return rows
 
 

@@ -12,6 +12,7 @@ import orjson
 
 from pipeline.mms.validation import (
     DEFAULT_FORMAT,
+    FRAMES,
     MEDIA_MARKER,
     MEDIA_SOURCES,
     MESSAGE_FIELDS,
@@ -26,17 +27,31 @@ Role = Literal["platform", "developer", "user", "assistant", "context"]
 MediaKind = Literal["image", "audio", "video"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Media:
     """An image, audio or video in a message: exactly one of `path` (as the source wrote
-    it, relative to the folder of its input file), `url` or `data` (base64), and the MIME
-    type when the source states it. Never read or fetched by the model."""
+    it, relative to the folder of its input file), `url`, `data` (base64) or, for a video
+    given as its frame images, `frames` (each an image Media, in order); and the MIME type
+    when the source states it. Never read or fetched by the model."""
 
     kind: MediaKind
     path: str | None = None
     url: str | None = None
     data: str | None = None
     mime: str | None = None
+    frames: tuple[Media, ...] = ()
+
+    def __repr__(self) -> str:
+        """The fields, `frames` only when it holds some (the form before frames existed)."""
+        shown = ", ".join(
+            f"{key}={getattr(self, key)!r}" for key in ("kind", *MEDIA_SOURCES, "mime")
+        )
+        return f"Media({shown}{f', frames={self.frames!r}' if self.frames else ''})"
+
+    @classmethod
+    def video_frames(cls, frames: Iterable[Media], mime: str | None = None) -> Media:
+        """A video given as its frame images, in order (each frame an image Media)."""
+        return cls("video", mime=mime, frames=tuple(frames))
 
     def to_part(self) -> dict[str, Any]:
         """The JSON content part: its type, its source, its mime when known.
@@ -45,25 +60,37 @@ class Media:
         {'type': 'image', 'path': 'a.jpg'}
         >>> Media("audio", data="UklGRg==", mime="audio/wav").to_part()
         {'type': 'audio', 'data': 'UklGRg==', 'mime': 'audio/wav'}
+        >>> Media.video_frames([Media("image", path="f1.jpg"), Media("image", path="f2.jpg")]).to_part()
+        {'type': 'video', 'frames': [{'path': 'f1.jpg'}, {'path': 'f2.jpg'}]}
         """
         part: dict[str, Any] = {"type": self.kind}
         for key in MEDIA_SOURCES:
             value = getattr(self, key)
             if value is not None:
                 part[key] = value
+        if self.frames:
+            part[FRAMES] = [frame.frame_part() for frame in self.frames]
         if self.mime is not None:
             part["mime"] = self.mime
+        return part
+
+    def frame_part(self) -> dict[str, Any]:
+        """A frame's JSON form: its part without the type (every frame is an image)."""
+        part = self.to_part()
+        del part["type"]
         return part
 
     @classmethod
     def from_part(cls, part: Mapping[str, Any]) -> Media:
         """Build from an already validated media part."""
+        frames = part.get(FRAMES) or ()
         return cls(
             part["type"],
             path=part.get("path"),
             url=part.get("url"),
             data=part.get("data"),
             mime=part.get("mime"),
+            frames=tuple(cls.from_part({"type": "image", **frame}) for frame in frames),
         )
 
 
@@ -371,6 +398,9 @@ def shown_content(message: Message) -> str:
     '[image: 1.jpg]Who?'
     >>> shown_content(Message.user("￼", [Media("audio", data="UklGRg==", mime="audio/wav")]))
     '[audio: 8 characters of base64, audio/wav]'
+    >>> frames = [Media("image", path=f"f/{n}.jpg") for n in range(3)]
+    >>> shown_content(Message.user("￼", [Media.video_frames(frames)]))
+    '[video: 3 frames, f/0.jpg ... f/2.jpg]'
     """
     if not message.media:
         return message.content
@@ -382,8 +412,17 @@ def shown_content(message: Message) -> str:
 
 
 def _media_label(media: Media) -> str:
-    where = media.path or media.url or f"{len(media.data or '')} characters of base64"
+    if media.frames:
+        first, last = (_where(frame) for frame in (media.frames[0], media.frames[-1]))
+        shown = first if len(media.frames) == 1 else f"{first} ... {last}"
+        where = f"{len(media.frames)} frame{'s' if len(media.frames) > 1 else ''}, {shown}"
+    else:
+        where = _where(media)
     return f"[{media.kind}: {where}{f', {media.mime}' if media.mime else ''}]"
+
+
+def _where(media: Media) -> str:
+    return media.path or media.url or f"{len(media.data or '')} characters of base64"
 
 
 def canonical_weight(weight: Any) -> Any:

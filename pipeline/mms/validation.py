@@ -26,7 +26,12 @@ ROLE_FIELDS: dict[str, tuple[str, ...]] = {
 MEDIA_KINDS: tuple[str, ...] = ("image", "audio", "video")
 MEDIA_SOURCES: tuple[str, ...] = ("path", "url", "data")
 """Where a media part's bytes are: a path as the source wrote it, a URL, or base64 data."""
-MEDIA_PART_FIELDS: tuple[str, ...] = ("type", *MEDIA_SOURCES, "mime")
+FRAMES = "frames"
+"""A video given as its frame images, in order (DESIGN §3): `{"type": "video", "frames":
+[FRAME, ...]}`, each FRAME an image's source `{path | url | data, mime}`; in place of the
+video's own path, url or data."""
+MEDIA_PART_FIELDS: tuple[str, ...] = ("type", *MEDIA_SOURCES, FRAMES, "mime")
+FRAME_FIELDS: tuple[str, ...] = (*MEDIA_SOURCES, "mime")
 TEXT_PART_FIELDS: tuple[str, ...] = ("type", "text")
 MEDIA_ROLES: tuple[str, ...] = ("developer", "user", "assistant", "context")
 """The roles whose content may be a list of parts with media (not platform)."""
@@ -216,22 +221,52 @@ def _text_part_errors(part: dict[str, Any], where: str) -> list[FieldError]:
 
 def _media_part_errors(part: dict[str, Any], where: str) -> list[FieldError]:
     errors = _unknown_keys(part, MEDIA_PART_FIELDS, where)
-    sources = [key for key in MEDIA_SOURCES if key in part]
+    frames = FRAMES in part
+    if frames and part.get("type") != "video":
+        errors.append(FieldError(f"{where}.{FRAMES}", "only a video is given as frames", "value"))
+    keys = (*MEDIA_SOURCES, FRAMES) if part.get("type") == "video" else MEDIA_SOURCES
+    errors.extend(_source_errors(part, where, "a media part", keys))
+    if frames:
+        errors.extend(_frames_errors(part[FRAMES], f"{where}.{FRAMES}"))
+    return errors
+
+
+def _source_errors(
+    part: dict[str, Any], where: str, what: str, keys: tuple[str, ...]
+) -> list[FieldError]:
+    """The problems of a media part's (or a frame's) source: exactly one of `keys`, a
+    non-empty string (frames are checked apart), and its mime a string when given."""
+    errors: list[FieldError] = []
+    sources = [key for key in keys if key in part]
     if not sources:
-        errors.append(
-            FieldError(where, f"a media part needs one of {', '.join(MEDIA_SOURCES)}", "missing")
-        )
+        errors.append(FieldError(where, f"{what} needs one of {', '.join(keys)}", "missing"))
     elif len(sources) > 1:
         errors.append(
-            FieldError(
-                where, f"holds {' and '.join(sources)}: a media part has exactly one", "value"
-            )
+            FieldError(where, f"holds {' and '.join(sources)}: {what} has exactly one", "value")
         )
     for key in sources:
-        errors.extend(_name_errors(part[key], f"{where}.{key}"))
+        if key != FRAMES:
+            errors.extend(_name_errors(part[key], f"{where}.{key}"))
     mime = part.get("mime")
     if mime is not None:
         errors.extend(_name_errors(mime, f"{where}.mime", expected="string or null"))
+    return errors
+
+
+def _frames_errors(frames: Any, where: str) -> list[FieldError]:
+    """The problems of a video's frames: a non-empty list of image sources."""
+    if not isinstance(frames, list):
+        return [_type_error(where, "array", frames)]
+    if not frames:
+        return [FieldError(where, "a video given as frames holds at least one", "value")]
+    errors: list[FieldError] = []
+    for index, frame in enumerate(frames):
+        at = f"{where}[{index}]"
+        if not isinstance(frame, dict):
+            errors.append(_type_error(at, "frame object", frame))
+            continue
+        errors.extend(_unknown_keys(frame, FRAME_FIELDS, at))
+        errors.extend(_source_errors(frame, at, "a frame", MEDIA_SOURCES))
     return errors
 
 

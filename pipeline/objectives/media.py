@@ -13,11 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.mms import MEDIA_COLUMN
-from pipeline.mms.media_columns import MEDIA_SHARD_COLUMNS, kind_columns
+from pipeline.mms.media_columns import COLUMN_KINDS, kind_columns
 from pipeline.objectives.lists import head, joined, tail, take_rows
 from pipeline.tokenize.tables import PROMPT_MESSAGES
-
-_KIND_OF = {column: kind for kind, column in MEDIA_SHARD_COLUMNS.items()}
 
 
 def with_row_media(table: pa.Table, columns: dict[str, pa.Array]) -> pa.Table:
@@ -59,7 +57,7 @@ def prompt_counts(rows: pa.Table, column: str) -> np.ndarray:
     flat = pc.list_flatten(media)
     parents = pc.list_parent_indices(media).to_numpy()
     turns = pc.fill_null(rows[PROMPT_MESSAGES], 0).to_numpy().astype(np.int64)
-    kinds = pc.equal(pc.struct_field(flat, "kind"), _KIND_OF[column])
+    kinds = pc.equal(pc.struct_field(flat, "kind"), COLUMN_KINDS[column])
     messages = pc.struct_field(flat, "message").to_numpy(zero_copy_only=False)
     inside = kinds.to_numpy(zero_copy_only=False) & (messages < turns[parents])
     counts = np.bincount(parents[inside], minlength=rows.num_rows)

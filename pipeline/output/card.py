@@ -69,7 +69,10 @@ _COLUMNS = {
     "media": "each media of the thread: its message, kind, source and mime, in order",
     "images": "the row's images in placeholder order: `{bytes, path}` (datasets' Image)",
     "audios": "the row's audio in placeholder order: `{bytes, path}` (datasets' Audio)",
-    "videos": "the row's videos in placeholder order: `{bytes, path}` (datasets' Video)",
+    "videos": "the row's videos in placeholder order: `{bytes, path}` (datasets' Video); "
+    "null for a video given as frames",
+    "video_frames": "beside `videos`, each video given as frames: its frames in order "
+    "(datasets' Image cells); null for a video that is one file",
 }
 _OBJECTIVE_ROWS = {
     "preference": "one row per preference pair, its prompt once",

@@ -7,7 +7,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.mms.media_columns import FEATURE_TYPES, MEDIA_CELL, MEDIA_SHARD_COLUMNS
+from pipeline.mms.media_columns import (
+    FEATURE_TYPES,
+    FRAMES_COLUMN,
+    MEDIA_SHARD_COLUMNS,
+    column_type,
+)
 
 _MEDIA_KINDS = {column: kind for kind, column in MEDIA_SHARD_COLUMNS.items()}
 _DTYPES = {
@@ -43,11 +48,14 @@ def _fields(fields: list[pa.Field], where: str) -> list[dict[str, Any]]:
 
 def _media_or_feature(field: pa.Field, where: str) -> dict[str, Any]:
     """A shard's media column (`images`, `audios`, `videos`: pipeline/mms/media_columns.py)
-    as a list of `datasets` Image, Audio or Video (decoded on access, as TRL reads them);
-    any other column as its Arrow type."""
+    as a list of `datasets` Image, Audio or Video (decoded on access, as TRL reads them),
+    `video_frames` as a list of lists of Image (each video's frames); any other column as
+    its Arrow type."""
     kind = _MEDIA_KINDS.get(field.name) if not where else None
-    if kind is not None and field.type == pa.list_(MEDIA_CELL):
+    if kind is not None and field.type == column_type(field.name):
         return {"list": FEATURE_TYPES[kind].lower()}
+    if not where and field.name == FRAMES_COLUMN and field.type == column_type(FRAMES_COLUMN):
+        return {"list": {"list": FEATURE_TYPES["image"].lower()}}
     return _feature(field.type, f"{where}{field.name}")
 
 

@@ -254,6 +254,16 @@ _MEDIA_ROWS = {
 what its media lists hold, and the sentence on the threads' `media` column."""
 
 
+_FRAMES_SENTENCE = (
+    "A video given as its frame images (a list of frames, as qwen-vl-utils and "
+    "LLaMA-Factory take one) is one `<|video|>` placeholder too: its `videos` entry is "
+    "null and `video_frames`, which has one entry per video as `videos` has, holds its "
+    "frames in order (a list of `datasets` Image cells; null for a video that is one "
+    "file), what a processor takes as a video of frames."
+)
+"""The sentence on `video_frames`, in the section of an output whose rows hold videos."""
+
+
 def _media_section(facts: TrainingFacts) -> str:
     """What a VLM trainer needs of rows with media: the placeholders and the columns, as
     this output's kind of row (threads, an objective's rows, packed sequences) holds them."""
@@ -276,6 +286,7 @@ def _media_section(facts: TrainingFacts) -> str:
         "The rows carry their media in one list column per kind (`images`, `audios`, "
         "`videos`: `datasets` Image, Audio and Video features, each a `{bytes, path}` cell, "
         f"as TRL's VLM trainers and LLaMA-Factory read them), {lists}.",
+        *([_FRAMES_SENTENCE] if "video" in media else []),
         thread_column,
         facts["media_cells"],
     ]

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.mms import MEDIA_COLUMN, Thread, normalize_thread_dict
-from pipeline.mms.media_columns import MEDIA_SHARD_COLUMNS, kind_columns
+from pipeline.mms.media_columns import COLUMN_KINDS, kind_columns
 from pipeline.objectives.lists import head, take_rows
 from pipeline.packing import PACKED_SCHEMA, WINDOW, BestFitPacker, PackingStats, packed_columns
 from pipeline.packing import packed_table as build_packed_table
@@ -262,7 +262,7 @@ class _SplitPacker:
 
 def _placeholder_counts(ids: pa.ListArray, renderer: Renderer, column: str) -> np.ndarray:
     """How many placeholders of the media kind of `column` each row of `ids` holds."""
-    kind = next(kind for kind, name in MEDIA_SHARD_COLUMNS.items() if name == column)
+    kind = COLUMN_KINDS[column]
     token = renderer.media_tokens[kind][1]
     parents = pc.list_parent_indices(ids).to_numpy()
     found = pc.equal(pc.list_flatten(ids), token).to_numpy(zero_copy_only=False)

@@ -30,7 +30,7 @@ from pipeline.jobs.run.part import PART_MEDIA, PART_THREADS
 from pipeline.jobs.run.selection import Selections, SplitTotals, shard_count
 from pipeline.jobs.run.stages import reshaping_stages, row_schema, shard_schema
 from pipeline.media.check import MEDIA_DIR, content_address, write_once
-from pipeline.mms import MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
+from pipeline.mms import FRAMES, MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
 from pipeline.mms.media_columns import (
     with_content_parts,
     with_embedded_bytes,
@@ -138,8 +138,11 @@ class ShardTask:
                 rows = chosen.slice(source.start, source.end - source.start)["row"]
             with pa.memory_map(str(Path(source.part_dir) / PART_THREADS)) as mapped:
                 media = pa.ipc.open_file(mapped).read_all().select([MEDIA_COLUMN])
-                flat = pc.list_flatten(media.take(rows)[MEDIA_COLUMN])
-                paths = pc.struct_field(flat, "path")
+                flat = pc.list_flatten(media.take(rows)[MEDIA_COLUMN].combine_chunks())
+                frames = pc.list_flatten(pc.struct_field(flat, FRAMES))  # frame-list videos
+                paths = pa.concat_arrays(
+                    [pc.struct_field(flat, "path"), pc.struct_field(frames, "path")]
+                )
             for path in pc.unique(paths.drop_null()).to_pylist():
                 name = path.removeprefix(f"{MEDIA_DIR}/")
                 if name == path or name in published:

@@ -140,13 +140,22 @@ def media_tag_mismatch(view: ThreadView, config: object) -> Iterator[Finding]:
                 )
 
 
+def _sources(message: Message) -> Iterator[tuple[str, Media]]:
+    """Each source a message's media are read from, with how a finding names it: a media,
+    or each frame of a video given as frames (`video 2 of the message, frame 3 of 8`)."""
+    for number, media in enumerate(message.media, 1):
+        where = f"{media.kind} {number} of the message" if len(message.media) > 1 else media.kind
+        if not media.frames:
+            yield where, media
+            continue
+        for frame_number, frame in enumerate(media.frames, 1):
+            yield f"{where}, frame {frame_number} of {len(media.frames)}", frame
+
+
 def missing_media(view: ThreadView, config: object) -> Iterator[Finding]:
     folder: str | None = None
     for index, message in enumerate(view.thread.messages):
-        for number, media in enumerate(message.media, 1):
-            where = (
-                f"{media.kind} {number} of the message" if len(message.media) > 1 else media.kind
-            )
+        for where, media in _sources(message):
             if media.data is not None:
                 problem = _data_problem(media.data)
                 if problem:
