@@ -1,12 +1,16 @@
-"""A Ray cluster of several nodes simulated on this machine, and the CPU time of every one
-of its processes sampled from /proc: Ray's workers (what a raylet starts for tasks and
-actors) apart from Ray's daemons (GCS, raylets, agents, monitors)."""
+"""A Ray cluster of several nodes simulated on this machine; the CPU time of every one of its
+processes sampled from /proc, Ray's workers (what a raylet starts for tasks and actors)
+apart from Ray's daemons (GCS, raylets, agents, monitors); and the two children that run on
+it as drivers do: a run marking its phases' ends, and a driver that only waits."""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,14 @@ for more shared memory than the machine has)."""
 SYSTEM_NAMES = ("gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
 """Processes of Ray itself (with the Python daemons: dashboard, monitor, log monitor)."""
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+STARTUP = "driver start"
+ORDERED_END = "ordered pass's end (lint report, shuffled split)"
+FILES = "reports, tokenizer, stats, card, manifest, publish"
+VERIFY = "verify"
+OUTPUTS = "the rest"
+"""What the driver does after the last phase it marks."""
+WAITING_SECONDS = 10.0
+"""How long the driver waits on sleeping tasks to measure what waiting costs it."""
 
 
 @dataclass(slots=True)
@@ -173,3 +185,70 @@ def settle(cpu: ClusterCpu, quiet: float = 0.1, longest: float = 60.0) -> None:
         if workers + daemons < quiet:
             return
         cpu.begin()
+
+
+# --------------------------------------------------------------------------- children on the cluster
+
+
+def driver(config_path: Path, output: Path, marks_path: Path) -> int:
+    """The driver (in a child process): run the config, recording every phase's end. Its
+    start (Python, the imports) counts from the process's beginning, as a `mms run`'s."""
+    from pipeline.jobs.run import job
+    from pipeline.jobs.run.config import load_run_config
+
+    marks: list[dict[str, Any]] = []
+
+    def mark(phase: str) -> None:
+        if all(mark["phase"] != phase for mark in marks):
+            marks.append({"phase": phase, "wall": time.time(), "cpu": time.process_time()})
+
+    def progress(stage: str, done: int, total: int, _: object = None) -> None:
+        if done >= total:
+            mark(stage)
+
+    mark(STARTUP)
+    _mark_calls(job, mark)
+    result = job.run_pipeline(load_run_config(config_path), output=output, progress=progress)
+    mark(OUTPUTS)
+    parts = getattr(result, "parts", 0)
+    recorded = {"parts": parts, "pipeline": str(Path(job.__file__).parents[3]), "marks": marks}
+    marks_path.write_text(json.dumps(recorded, indent=2) + "\n")
+    return 0
+
+
+def waiting(address: str, workers: int, out: Path) -> int:
+    """The driver's cost of waiting (in a child process, connected as a run's driver is):
+    its CPU while `map_tasks` waits WAITING_SECONDS for a sleeping task on every worker.
+    Ray's own threads in the driver and the wait loop spend it whatever the run does, per
+    second of waiting, not per thread."""
+    from pipeline.engine.ray import RayRunner, RaySettings
+
+    with RayRunner(RaySettings(address, None, workers)) as runner:
+        runner.map_tasks([functools.partial(time.sleep, 0.1)] * workers)  # workers started
+        wall, cpu = time.time(), time.process_time()
+        runner.map_tasks([functools.partial(time.sleep, WAITING_SECONDS)] * workers)
+        found = {"wall": time.time() - wall, "cpu": time.process_time() - cpu}
+    out.write_text(json.dumps(found) + "\n")
+    return 0
+
+
+def _mark_calls(job: Any, mark: Callable[[str], None]) -> None:
+    """Mark the ends of the driver's steps after the last part that report no progress:
+    the ordered pass's end (the lint report, the shuffled split's shards), the files after
+    it, and the output's verification. A step the run no longer has is not marked."""
+    steps = {"reduce_parts": (None, ORDERED_END), "verify_output": (FILES, VERIFY)}
+    for name, (before, after) in steps.items():
+        function = getattr(job, name, None)
+        if function is None:
+            continue
+
+        def marked(
+            *args: Any, _function: Any = function, _names: Any = (before, after), **kwargs: Any
+        ) -> Any:
+            if _names[0] is not None:
+                mark(_names[0])
+            found = _function(*args, **kwargs)
+            mark(_names[1])
+            return found
+
+        setattr(job, name, functools.wraps(function)(marked))
