@@ -79,7 +79,7 @@ def timed_run(config: RunConfig, out: Path, engine: str, workers: int) -> Timing
     marks: dict[str, float] = {}
     start = time.perf_counter()
 
-    def progress(stage: str, done: int, total: int) -> None:
+    def progress(stage: str, done: int, total: int, _: object = None) -> None:
         if done >= total and stage not in marks:
             marks[stage] = time.perf_counter() - start
 

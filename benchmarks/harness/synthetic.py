@@ -284,7 +284,7 @@ class ThreadFactory:
         if tools or rng.random() < 0.7:
             messages.append(self._developer(thread_no, tools))
         if rng.random() < 0.15:
-            name = rng.choice(("document", "news_article", "email", "ticket"))
+            name = rng.choice(("document", "news_article", "email", "memo"))
             text = self._prose(thread_no, 100, 4000)
             messages.append({"role": "context", "name": name, "content": text})
         used: set[str] = set()
