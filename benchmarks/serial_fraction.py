@@ -516,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         return waiting(address, int(workers), Path(out))
     workdir, created = make_workdir(args.workdir)
     sizes = [args.small or max(2_000, args.threads // 10), args.threads]
-    results = []
+    results: list[dict[str, Any]] = []
     try:
         with contextlib.ExitStack() as stack:
             before = [stack.enter_context(worktree(args.before))] if args.before else []

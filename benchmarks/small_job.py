@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         config = workdir / "run.yaml"
         write_config(config, source, workdir / "out", args.tokenizer, workers=1)
         command = [*mms_command(), "run", str(config), "--fresh"]
-        cold, warm = [], []
+        cold: list[float] = []
+        warm: list[float] = []
         try:
             for attempt in range(args.repeat):
                 # a new cache folder: every proof is made; the same again: every proof kept

@@ -54,7 +54,8 @@ def make_setup(spec: Path) -> Setup:
 
     loaded = load_tokenizer(spec)
     renderer = Renderer(loaded)
-    return Setup(loaded, renderer, PreTrainedTokenizerFast(tokenizer_object=renderer.tokenizer))
+    hf = PreTrainedTokenizerFast(tokenizer_object=renderer.tokenizer)  # type: ignore[no-untyped-call]
+    return Setup(loaded, renderer, hf)
 
 
 def batches(items: Sequence[T], size: int) -> list[Sequence[T]]:
