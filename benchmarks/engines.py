@@ -3,15 +3,15 @@ the same `mms run`, the scaling of the map side from 1 to 2 CPUs, and, from the 
 per-part costs, what a cluster would do (a simulation, printed as such).
 
 Run from the repository root, with the `ray` extra installed; the real files come from
-../shared/realdata, the tokenizer from ../shared/tokenizers:
+$MMS_SHARED/realdata, the tokenizer from $MMS_SHARED/tokenizers (default ../shared):
 
     python benchmarks/engines.py                    # 40,000 threads in 8 MiB parts, ~4 min
     python benchmarks/engines.py --threads 4000     # smoke run
     python benchmarks/engines.py --json figures.json --repeat 2
 
-1. build (untimed): the real threads, cycled and made unique as benchmarks/run.py does,
+1. build (untimed): the real threads, cycled and made unique (harness/corpus.py),
    written as one MMS JSONL file (split into 8 MiB parts by the planner), and the run
-   config of benchmarks/run.py (lint, exact dedup, tokenize with truncation, one split).
+   config of the run benchmarks (lint, exact dedup, tokenize with truncation, one split).
 2. Ray is started once in this process (`ray.init(num_cpus=2)`, timed on its own), so the
    runs below measure the engine, not Ray's start; then, in turn, `--repeat` times:
    local with 1 and 2 workers, Ray with 1 and 2 workers (`pipeline.jobs.run.run_pipeline`,
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import shutil
 import sys
@@ -40,11 +39,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from convert import make_workdir
-from ingest import DEFAULT_REALDATA, MIB
-from run import write_config, write_threads
-from table import print_aligned
-from tokenizing import DEFAULT_TOKENIZER, real_threads, unique_threads
+from harness import MIB
+from harness.corpus import real_threads, unique_threads, write_config, write_threads
+from harness.options import add_data, add_run, work_folder, write_json
+from harness.table import print_aligned
+from harness.trees import headline
 
 from pipeline.jobs.run import run_pipeline
 from pipeline.jobs.run.config import RunConfig, load_run_config
@@ -80,7 +79,7 @@ def timed_run(config: RunConfig, out: Path, engine: str, workers: int) -> Timing
     marks: dict[str, float] = {}
     start = time.perf_counter()
 
-    def progress(stage: str, done: int, total: int) -> None:
+    def progress(stage: str, done: int, total: int, _: object = None) -> None:
         if done >= total and stage not in marks:
             marks[stage] = time.perf_counter() - start
 
@@ -166,14 +165,11 @@ def report(timings: list[Timing], sim: dict[str, Any], ray_start: float, args: A
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
-    parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER)
-    parser.add_argument("--realdata", type=Path, default=DEFAULT_REALDATA)
-    parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--repeat", type=int, default=1)
+    add_data(parser)
+    add_run(parser, repeat=1)
     parser.add_argument("--nodes", type=int, default=4, help="simulated cluster: machines")
     parser.add_argument("--cpus", type=int, default=16, help="simulated cluster: CPUs each")
     parser.add_argument("--simulate-gib", type=float, default=100.0, help="simulated input")
-    parser.add_argument("--json", type=Path, default=None)
     return parser.parse_args(argv)
 
 
@@ -181,40 +177,43 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import ray
 
-    workdir, created = make_workdir(args.workdir)
-    real, _ = real_threads(args.realdata)
-    source = workdir / "input.jsonl"
-    size = write_threads(unique_threads(real, args.threads), source)
-    config_path = workdir / "run.yaml"
-    write_config(config_path, source, workdir / "unused", args.tokenizer)
-    config = load_run_config(config_path)
-    parts = max(1, math.ceil(size / DEFAULT_SPLIT_BYTES))
-    print(f"{args.threads:,} threads, {size / MIB:.1f} MiB, about {parts} parts", flush=True)
-    start = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    ray_start = time.perf_counter() - start
-    timings: list[Timing] = []
-    expected: dict[str, bytes] | None = None
-    differs = False
-    runs: list[tuple[str, int]] = [("local", 1), ("ray", 1), ("local", 2), ("ray", 2)]
-    for _ in range(args.repeat):
-        for engine, workers in runs:
-            out = workdir / f"{engine}-{workers}" / "out"  # one name: the card names it
-            print(f"{engine}, {workers} worker(s) ...", flush=True)
-            timings.append(timed_run(config, out, engine, workers))
-            if expected is None:
-                expected = output_bytes(out)
-            elif output_bytes(out) != expected:
-                print(f"  the {engine} output with {workers} worker(s) differs", flush=True)
-                differs = True
-    ray.shutdown()
+    with work_folder(args.workdir) as workdir:
+        real, _ = real_threads(args.realdata)
+        source = workdir / "input.jsonl"
+        size = write_threads(unique_threads(real, args.threads), source)
+        config_path = workdir / "run.yaml"
+        write_config(config_path, source, workdir / "unused", args.tokenizer)
+        config = load_run_config(config_path)
+        parts = max(1, math.ceil(size / DEFAULT_SPLIT_BYTES))
+        print(f"{args.threads:,} threads, {size / MIB:.1f} MiB, about {parts} parts", flush=True)
+        start = time.perf_counter()
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray_start = time.perf_counter() - start
+        timings: list[Timing] = []
+        expected: dict[str, bytes] | None = None
+        differs = False
+        runs: list[tuple[str, int]] = [("local", 1), ("ray", 1), ("local", 2), ("ray", 2)]
+        for _ in range(args.repeat):
+            for engine, workers in runs:
+                out = workdir / f"{engine}-{workers}" / "out"  # one name: the card names it
+                print(f"{engine}, {workers} worker(s) ...", flush=True)
+                timings.append(timed_run(config, out, engine, workers))
+                if expected is None:
+                    expected = output_bytes(out)
+                elif output_bytes(out) != expected:
+                    print(f"  the {engine} output with {workers} worker(s) differs", flush=True)
+                    differs = True
+        ray.shutdown()
     sim = simulate(args, best(timings, "ray", 1), parts, args.threads, size)
     report(timings, sim, ray_start, args)
-    if args.json is not None:
-        figures = {"timings": [dataclasses.asdict(t) for t in timings], "simulation": sim}
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
-    if created:
-        shutil.rmtree(workdir)
+    headline(
+        lower={
+            f"{engine} {workers} worker(s) s": best(timings, engine, workers).seconds
+            for engine, workers in runs
+        }
+    )
+    figures = {"timings": [dataclasses.asdict(t) for t in timings], "simulation": sim}
+    write_json(args.json, figures)
     return 1 if differs else 0
 
 

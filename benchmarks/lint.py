@@ -2,7 +2,7 @@
 MMS JSONL, and peak memory at 1x and 4x the data.
 
 Run from the repository root, with the package installed (`pip install -e .`); the real
-files come from ../shared/realdata:
+files come from $MMS_SHARED/realdata (default ../shared/realdata):
 
     python benchmarks/lint.py                  # 20,000 threads (80,000 for memory), best of 3
     python benchmarks/lint.py --quick          # smoke run: 300 threads, one run, seconds
@@ -37,8 +37,6 @@ import argparse
 import io
 import json
 import os
-import resource
-import shutil
 import sys
 import tempfile
 import time
@@ -48,10 +46,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-from convert import count_lines, make_workdir, run_child, tail
-from ingest import DEFAULT_REALDATA, MIB, Figures, baseline, measure, read_threads
-from table import print_aligned
+from harness import MIB
+from harness.corpus import converted_realdata, write_copies
+from harness.options import add_data, fail, work_folder, write_json
+from harness.procs import (
+    checked,
+    count_lines,
+    cpu_seconds,
+    last_json_line,
+    run_child,
+    vm_status_kib,
+)
+from harness.table import print_aligned
+from harness.timing import alternate, where
+from harness.trees import headline
+from ingest import Figures, baseline, figures, read_threads
 
 import pipeline
 from pipeline.jobs.lint import lint
@@ -73,56 +82,8 @@ cpu_per_wall)."""
 TRACE_FRAMES = 1
 TOP_LINES = 10
 """Source lines to report from the tracemalloc snapshots."""
-REPO_ROOT = Path(__file__).resolve().parent.parent
 LISTED = ("memory", "throughput", "rule_costs")
 """The result's lists of dataclasses (turned into dicts for the JSON file)."""
-
-
-# --------------------------------------------------------------------------- input
-
-
-def convert_realdata(realdata: Path, workdir: Path) -> dict[str, Any]:
-    """The real files as one MMS JSONL file (formats detected per file)."""
-    result = pipeline.convert(
-        str(realdata), workdir / "realdata.jsonl", quarantine=workdir / "realdata.rejected.jsonl"
-    )
-    stats = result.account
-    return {
-        "path": str(result.output),
-        "files": len(stats.files),
-        "records": stats.records_read,
-        "quarantined": stats.quarantined_total,
-        "threads": stats.threads,
-    }
-
-
-def write_cycled(source: Path, target: Path, count: int) -> int:
-    """Write `count` threads to `target`, cycling through the threads of `source`, each
-    with a fresh id, and each copy made distinct (`[copy N]` after its first user
-    message), so the data grows as a real dataset would; return the bytes written."""
-    written = number = 0
-    with open(target, "wb") as out:
-        while number < count:
-            with open(source, "rb") as stream:
-                for line in stream:
-                    if number == count:
-                        break
-                    thread = orjson.loads(line)
-                    thread["id"] = f"bench-{number:07d}"
-                    mark_copy(thread, number)
-                    data = orjson.dumps(thread, option=orjson.OPT_APPEND_NEWLINE)
-                    out.write(data)
-                    written += len(data)
-                    number += 1
-    return written
-
-
-def mark_copy(thread: dict[str, Any], number: int) -> None:
-    """Append `[copy N]` to the first user (else first) message, N the thread's number:
-    copies of a real thread become distinct threads for MMS501's hash table."""
-    messages = thread["messages"]
-    target = next((m for m in messages if m["role"] == "user"), messages[0])
-    target["content"] += f" [copy {number}]"
 
 
 # --------------------------------------------------------------------------- runs
@@ -209,16 +170,6 @@ def print_throughput(figures: Sequence[Figures], costs: Sequence[RuleCost]) -> N
 # --------------------------------------------------------------------------- children
 
 
-def vm_status_kib(field: str) -> int:
-    """A `VmRSS`/`VmHWM` line of /proc/self/status, in KiB: this process's own memory,
-    unlike ru_maxrss, which also counts the parent's pages before exec."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
 def child(job: str, path: Path, snapshot: Path | None, traced: bool) -> dict[str, Any]:
     """Read or lint `path` once; this process's memory figures. With `snapshot`, dump a
     tracemalloc snapshot when the linter has seen every thread and run `finish`."""
@@ -273,10 +224,8 @@ class MemoryRun:
 def spawn(argv: list[str], name: str, workdir: Path) -> tuple[float, float, dict[str, Any]]:
     """Run a child; its wall time, wait4 peak RSS (MiB) and the JSON it printed last."""
     log = workdir / f"{name}.log"
-    run = run_child(name, argv, log)
-    if run.returncode != 0:
-        raise RuntimeError(f"{name} exited with {run.returncode}:\n{tail(log)}")
-    return run.seconds, run.peak_rss_mb, json.loads(log.read_text().splitlines()[-1])
+    run = checked(run_child(name, argv, log), log)
+    return run.seconds, run.peak_rss_mb, json.loads(last_json_line(log))
 
 
 def memory_run(job: str, scale: int, path: Path, workdir: Path, snapshot: Path | None) -> MemoryRun:
@@ -319,13 +268,6 @@ def overhead(read: MemoryRun, linted: MemoryRun) -> dict[str, float]:
     }
 
 
-def where(frame: tracemalloc.Frame) -> str:
-    """`path:line`, relative to the repository when inside it."""
-    path = Path(frame.filename)
-    shown = path.relative_to(REPO_ROOT) if REPO_ROOT in path.parents else Path(*path.parts[-2:])
-    return f"{shown}:{frame.lineno}"
-
-
 def top_lines(snapshot: Path, against: Path | None, per: int) -> list[dict[str, Any]]:
     """The source lines holding the most live memory in `snapshot` (or, with `against`,
     whose live memory grew most since that one), with bytes per `per` threads."""
@@ -340,7 +282,7 @@ def top_lines(snapshot: Path, against: Path | None, per: int) -> list[dict[str, 
     top = sorted(lines, key=lambda line: line[1], reverse=True)[:TOP_LINES]
     return [
         {
-            "where": where(frame),
+            "where": where(frame.filename, frame.lineno),
             "kib": round(size / 1024),
             "objects": count,
             "bytes_per_thread": round(size / per, 1),
@@ -401,9 +343,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help=f"smoke run: {QUICK_THREADS} threads, one run each"
     )
-    parser.add_argument(
-        "--realdata", type=Path, default=DEFAULT_REALDATA, help="the real files' folder"
-    )
+    add_data(parser, tokenizer=False)
     parser.add_argument(
         "--data", type=Path, help="build (and keep) the files here, not in a temp dir"
     )
@@ -424,11 +364,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def build(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], dict[int, Path]]:
     """The real threads as MMS JSONL, then the 1x and GROWTH x files."""
-    real = convert_realdata(args.realdata, workdir)
+    real = converted_realdata(args.realdata, workdir)
     files = {1: workdir / "lint-1x.jsonl", GROWTH: workdir / f"lint-{GROWTH}x.jsonl"}
     sizes = {
-        1: write_cycled(Path(real["path"]), files[1], args.threads),
-        GROWTH: write_cycled(files[1], files[GROWTH], args.threads * GROWTH),
+        1: write_copies(Path(real["path"]), files[1], args.threads),
+        GROWTH: write_copies(files[1], files[GROWTH], args.threads * GROWTH),
     }
     print(
         f"converted {real['records']:,} records of {real['files']} real files to "
@@ -437,14 +377,6 @@ def build(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], dict
         f"{args.threads * GROWTH:,} ({sizes[GROWTH] / MIB:.1f} MiB)"
     )
     return {"realdata": real, "bytes": {f"{k}x": v for k, v in sizes.items()}}, files
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process and of its children waited for (the lint workers)."""
-    own, children = (
-        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-    )
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def json_report(report: LintReport) -> str:
@@ -460,11 +392,11 @@ def throughput(args: argparse.Namespace, path: Path, size: int) -> dict[str, Any
     keep: dict[int, LintReport] = {}
     load_before = os.getloadavg()
     wall, cpu = time.perf_counter(), cpu_seconds()
-    figures = measure(throughput_runs(path, keep, args.workers), args.repeat, size)
+    found = figures(alternate(throughput_runs(path, keep, args.workers), args.repeat), size)
     cpu_share = (cpu_seconds() - cpu) / (time.perf_counter() - wall)
     return {
-        "throughput": figures,
-        "rule_costs": rule_costs(figures),
+        "throughput": found,
+        "rule_costs": rule_costs(found),
         "cpu_per_wall": round(cpu_share, 3),
         "load_average": {"before": load_before, "after": os.getloadavg()},
         "lint_summary": keep[1].summary(),
@@ -576,8 +508,18 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], 
     }
     print_results(result)
     problems = check(args.threads, result)
-    figures = {key: [asdict(v) for v in value] for key, value in result.items() if key in LISTED}
-    return {**result, **figures, "problems": problems}, problems
+    runs = {f.name: f for f in result["throughput"]}
+    linted = {(r.name): r for r in result["memory"]}
+    headline(
+        lower={
+            f"{ALL_RULES} s": runs[ALL_RULES].seconds,
+            f"{parallel_name(args.workers)} s": runs[parallel_name(args.workers)].seconds,
+            "lint 1x peak RSS MiB": linted["lint 1x"].peak_rss_mb,
+            f"lint {GROWTH}x peak RSS MiB": linted[f"lint {GROWTH}x"].peak_rss_mb,
+        }
+    )
+    listed = {key: [asdict(v) for v in value] for key, value in result.items() if key in LISTED}
+    return {**result, **listed, "problems": problems}, problems
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -587,21 +529,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(child(job, Path(path), args.snapshot, args.trace)))
         return 0
     os.environ.update(ONE_CORE_ENV)
-    workdir, _ = make_workdir(args.data)
-    try:
-        result, problems = benchmark(args, workdir)
-    except RuntimeError as err:
-        result, problems = {}, [str(err)]
-    finally:
-        if args.data is None:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            print(f"kept the files in {workdir}")
-    if args.json and result:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    for problem in problems:
-        print(f"FAIL: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    with work_folder(args.data) as workdir:
+        try:
+            result, problems = benchmark(args, workdir)
+        except RuntimeError as err:
+            result, problems = {}, [str(err)]
+    if result:
+        write_json(args.json, result)
+    return fail(problems)
 
 
 if __name__ == "__main__":

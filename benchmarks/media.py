@@ -12,7 +12,7 @@ Run from the repository root, with the package installed:
 1. build (untimed): --images distinct JPEGs (Pillow, 256x256 noise, about 50 KB each) in
    an `img/` folder, and --threads records in LLaMA-Factory's multimodal shape
    (`messages` with one `<image>` tag, `images` naming one of the files, in turn), one
-   JSON file; a config per mode: that file, lint `fail_on: never`, tokenize with the
+   JSON file (harness/synthetic.py); a config: that file, lint `fail_on: never`, tokenize with the
    repository's sample tokenizer, one `train` split, engine workers 2.
 2. runs: each mode once per round, in the order above, --repeat rounds;
    `python -m pipeline.cli run CONFIG -o OUT --fresh` in a child process. The figures are
@@ -25,51 +25,24 @@ other than one row per thread.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import random
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
+from harness import REPO_ROOT
+from harness.corpus import manifest_rows
+from harness.procs import checked, load_average, run_child
+from harness.synthetic import image_records
+from harness.trees import headline, mms_command
+
+SAMPLE_TOKENIZER = REPO_ROOT / "configs" / "sample_tokenizer"
 MODES: dict[str, list[str]] = {
     "not read (baseline)": ["--no-check-media"],
     "checked": ["--no-embed-media"],
     "checked + embedded (default)": [],
     "checked + copied": ["--copy-media", "--no-embed-media"],
 }
-
-
-def build(folder: Path, threads: int, images: int) -> Path:
-    """The images and the records naming them; returns the records' file."""
-    from PIL import Image
-
-    (folder / "img").mkdir(parents=True)
-    chance = random.Random(0)
-    for number in range(images):
-        pixels = bytes(chance.getrandbits(8) for _ in range(256 * 256 * 3))
-        Image.frombytes("RGB", (256, 256), pixels).save(
-            folder / "img" / f"{number}.jpg", quality=85
-        )
-    records = [
-        {
-            "messages": [
-                {"role": "user", "content": f"<image>What is in picture {index}?"},
-                {"role": "assistant", "content": f"Noise, number {index % images}."},
-            ],
-            "images": [f"img/{index % images}.jpg"],
-        }
-        for index in range(threads)
-    ]
-    source = folder / "records.json"
-    source.write_text(json.dumps(records))
-    return source
 
 
 def write_config(folder: Path, source: Path) -> Path:
@@ -86,19 +59,14 @@ def write_config(folder: Path, source: Path) -> Path:
 
 def run_once(config: Path, out: Path, flags: list[str]) -> dict[str, float]:
     """One `mms run` in a child: wall and CPU seconds, the output's bytes and rows."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    command = [sys.executable, "-m", "pipeline.cli", "run", str(config), "-o", str(out)]
-    done = subprocess.run([*command, "--fresh", *flags], capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"mms run {' '.join(flags)} failed:\n{done.stderr[-2000:]}")
-    manifest = json.loads((out / "manifest.json").read_text())
-    rows = sum(split["rows"] for split in manifest["splits"].values())
+    command = [*mms_command(), "run", str(config), "-o", str(out), "--fresh", *flags]
+    log = out.parent / "run.log"
+    try:
+        run = checked(run_child(f"mms run {' '.join(flags)}", command, log), log)
+    except RuntimeError as err:
+        raise SystemExit(str(err)) from None
     size = sum(path.stat().st_size for path in out.rglob("*") if path.is_file())
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall": wall, "cpu": cpu, "bytes": size, "rows": rows}
+    return {"wall": run.seconds, "cpu": run.cpu_seconds, "bytes": size, "rows": manifest_rows(out)}
 
 
 def main() -> int:
@@ -111,7 +79,7 @@ def main() -> int:
     folder = args.workdir or Path(tempfile.mkdtemp(prefix="mms-media-bench-"))
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    source = build(folder, args.threads, args.images)
+    source = image_records(folder, args.threads, args.images)
     config = write_config(folder, source)
     print(f"{args.threads:,} threads, {args.images:,} images in {folder}", flush=True)
     best: dict[str, dict[str, float]] = {}
@@ -124,6 +92,8 @@ def main() -> int:
             print(f"round {round_number + 1} {mode}: {figures['wall']:.1f} s", flush=True)
             if mode not in best or figures["wall"] < best[mode]["wall"]:
                 best[mode] = figures
+    if args.workdir is None:
+        shutil.rmtree(folder, ignore_errors=True)
     base = best["not read (baseline)"]
     print("\n| mode | wall s | x baseline | CPU s | x baseline | output MB |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -133,7 +103,8 @@ def main() -> int:
             f"{figures['cpu']:.1f} | {figures['cpu'] / base['cpu']:.2f} | "
             f"{figures['bytes'] / 1e6:.1f} |"
         )
-    print(f"\nload average {os.getloadavg()[0]:.1f}")
+    print(f"\nload average {load_average()[0]:.1f}")
+    headline(lower={f"{mode} s": figures["wall"] for mode, figures in best.items()})
     return 0
 
 

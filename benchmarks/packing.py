@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -31,39 +30,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-
-def lengths(count: int, seq_len: int, source: Path | None, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    if source is not None:
-        real = np.concatenate(
-            [
-                pq.read_table(path, columns=["num_tokens"])["num_tokens"].to_numpy()
-                for path in sorted((source / "data").glob("*.parquet"))
-            ]
-        )
-        drawn = rng.choice(real, size=count)
-    else:
-        drawn = rng.lognormal(np.log(205), 1.0, size=count).astype(np.int64)
-    return np.clip(drawn, 1, seq_len).astype(np.int64)
-
-
-def token_table(sizes: np.ndarray) -> pa.Table:
-    """Threads of `sizes` tokens (ids 1..1000, every other token trained)."""
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    total = int(offsets[-1])
-    ids = (np.arange(total) % 1000 + 1).astype(np.int32)
-    labels = np.where(np.arange(total) % 2 == 0, ids, -100).astype(np.int32)
-    trained = np.add.reduceat(labels != -100, offsets[:-1]) if total else np.zeros(0)
-    return pa.table(
-        {
-            "id": pa.array([f"t{i}" for i in range(len(sizes))]),
-            "input_ids": pa.LargeListArray.from_arrays(offsets, ids).cast(pa.list_(pa.int32())),
-            "labels": pa.LargeListArray.from_arrays(offsets, labels).cast(pa.list_(pa.int32())),
-            "num_tokens": pa.array(sizes.astype(np.int32)),
-            "num_trained": pa.array(trained.astype(np.int32)),
-        }
-    )
+from harness.procs import vm_status_kib
+from harness.synthetic import lengths, token_table
+from harness.trees import headline
 
 
 def ours(table: pa.Table, seq_len: int) -> tuple[float, pa.Table]:
@@ -114,18 +83,9 @@ def loader_run(folder: Path, seq_len: int, world_size: int, num_workers: int) ->
         batches += 1
     elapsed = time.perf_counter() - start
     report = {"seconds": elapsed, "tokens": tokens, "batches": batches}
-    report |= {"peak_rss_mib": _peak_rss_mib(), "rows": loader.share().rows}
+    report |= {"peak_rss_mib": vm_status_kib("VmHWM") / 1024, "rows": loader.share().rows}
     report["surplus_rows"] = getattr(loader, "surplus_rows", None)
     print(json.dumps(report))
-
-
-def _peak_rss_mib() -> float:
-    """This process's peak resident memory since its exec (VmHWM; ru_maxrss would carry
-    the parent's high-water mark over the fork)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def write_output(packed: pa.Table, folder: Path, copies: int) -> None:
@@ -180,6 +140,7 @@ def main() -> None:
         print(
             f"mms pack is {best['trl pack_dataset bfd'] / best['mms pack']:.2f}x as fast as TRL's bfd"
         )
+    rates: dict[str, float] = {}
     runs = [("packed rows", results["mms pack"], 1, 1), ("packed rows", results["mms pack"], 2, 2)]
     runs.append(("threads packed on the fly", table, 2, 2))
     with tempfile.TemporaryDirectory() as work:
@@ -196,12 +157,14 @@ def main() -> None:
                 )
                 surplus = report["surplus_rows"]
                 left = f", {surplus:,} of {report['rows']:,} threads left out" if surplus else ""
+                rates[f"loader, {what}, {who}, {copies}x tokens/s"] = round(rate)
                 print(
                     f"loader, {what}, {who}, {copies}x: {report['tokens']:,} tokens in "
                     f"{report['batches']:,} batches, {report['seconds']:.2f} s = {rate:,.0f} "
                     f"tokens/s, peak RSS {report['peak_rss_mib']:.1f} MiB{left}"
                 )
                 shutil.rmtree(folder)
+    headline(lower={"mms pack s": best["mms pack"]}, higher=rates)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
-"""Benchmark preference tokenization (issue 35): `mms tokenize --objective preference`
+"""Benchmark preference tokenization: `mms tokenize --objective preference`
 against TRL's own DPO dataset preparation (`DPOTrainer._prepare_dataset`: `datasets.map`
 with `apply_chat_template` three times per pair, then the common prefix), in one run, on
 the same pairs and the same tokenizer (the one mms ships for them, so both render the same
 text), one process each.
 
-Run from the repository root (pairs from ../shared/realdata, Llama-3's tokenizer from
-../shared/tokenizers):
+Run from the repository root (pairs from $MMS_SHARED/realdata, Llama-3's tokenizer from
+$MMS_SHARED/tokenizers; default ../shared):
 
     python benchmarks/preference.py                  # 100,000 pairs
     python benchmarks/preference.py --pairs 20000
@@ -21,40 +21,13 @@ asserted.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-
-def write_pairs(source: Path, pairs: int, out: Path) -> None:
-    """`pairs` unique TRL conversational pairs built from the LLaMA-Factory DPO demo."""
-    records = json.loads(source.read_text())
-    with out.open("w") as handle:
-        for number in range(pairs):
-            record = records[number % len(records)]
-            turns = record["conversations"]
-            prompt = [
-                {"role": "user" if t["from"] == "human" else "assistant", "content": t["value"]}
-                for t in turns
-            ]
-            prompt[-1]["content"] += f" (#{number})"
-            chosen = record["chosen"]["value"] + f" [{number}]"
-            rejected = record["rejected"]["value"] + f" [{number}]"
-            handle.write(
-                json.dumps(
-                    {
-                        "prompt": prompt,
-                        "chosen": [{"role": "assistant", "content": chosen}],
-                        "rejected": [{"role": "assistant", "content": rejected}],
-                    }
-                )
-                + "\n"
-            )
+from harness.corpus import preference_pairs
+from harness.options import add_data
+from harness.trees import headline
 
 
 def ours(pairs: Path, tokenizer: Path, out: Path) -> float:
@@ -106,12 +79,7 @@ def trl(pairs: Path, shipped: Path) -> tuple[float, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=100_000)
-    parser.add_argument("--realdata", type=Path, default=REPO.parent / "shared" / "realdata")
-    parser.add_argument(
-        "--tokenizer",
-        type=Path,
-        default=REPO.parent / "shared" / "tokenizers" / "llama3_from_tiktoken",
-    )
+    add_data(parser)
     options = parser.parse_args()
     import datasets
     import pyarrow.parquet as pq
@@ -119,7 +87,7 @@ def main() -> None:
     datasets.disable_progress_bars()
     folder = Path(tempfile.mkdtemp())
     pairs = folder / "pairs.jsonl"
-    write_pairs(options.realdata / "llamafactory" / "dpo_en_demo.json", options.pairs, pairs)
+    preference_pairs(options.realdata / "llamafactory" / "dpo_en_demo.json", options.pairs, pairs)
     out = folder / "out"
     mms_seconds = ours(pairs, options.tokenizer, out)
     rows = pq.read_table(sorted((out / "data").glob("*.parquet"))).to_pylist()
@@ -135,6 +103,7 @@ def main() -> None:
         if all(ours_row[k] == theirs[k] for k in ("prompt_ids", "chosen_ids", "rejected_ids"))
     )
     print(f"equal ids (prompt, chosen, rejected): {equal:,} of {len(rows):,} pairs")
+    headline(lower={"mms tokenize s": mms_seconds}, higher={"TRL / mms": trl_seconds / mms_seconds})
 
 
 if __name__ == "__main__":

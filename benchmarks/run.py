@@ -4,13 +4,14 @@ usual route, `datasets.load_dataset("json")` -> `map(apply_chat_template)` -> `t
 peak memory of both routes, and of `mms run` at 1x and 4x the input.
 
 Run from the repository root, with the package, datasets and transformers installed; the real
-files come from ../shared/realdata, the tokenizer from ../shared/tokenizers:
+files come from $MMS_SHARED/realdata, the tokenizer from $MMS_SHARED/tokenizers (default
+../shared):
 
     python benchmarks/run.py                   # 20,000 threads (80,000 for memory), ~4 min
     python benchmarks/run.py --quick           # smoke run: 500 threads, ~50 s
     python benchmarks/run.py --workdir /tmp/mms-run-bench --json figures.json --profile 25
 
-1. build (untimed): the real threads, cycled and made unique as benchmarks/tokenizing.py does
+1. build (untimed): the real threads, cycled and made unique (harness/corpus.py)
    (every message content already used anywhere gets ` [N.K]`; each thread its own id), written
    as MMS JSONL: --threads of them (the 1x file) and GROWTH times as many (the 4x file, whose
    first --threads lines are the 1x file). A config per file (YAML): that file read as `mms`;
@@ -20,13 +21,13 @@ files come from ../shared/realdata, the tokenizer from ../shared/tokenizers:
 2. runs, one after the other, each once:
    raw: `Tokenizer.encode_batch(pieces, add_special_tokens=False)` in this process, per batch
    of 1,024 threads, `pieces` being the distinct texts the Renderer encodes for that batch
-   (benchmarks/tokenizing.py's `raw_job`), built before timing; and, when mms run encodes
+   (harness/routes.py's `raw_job`), built before timing; and, when mms run encodes
    with tiktoken (the tokenizer is one it reproduces exactly), tiktoken on the same pieces;
    mms run 1x: `python -m pipeline.cli run CONFIG -o OUT --fresh` in a child process;
    datasets: in a child process, `load_dataset("json", data_files=1x)`, `.map(batched=True,
    num_proc=2)` of `apply_chat_template(messages, chat_template=TEMPLATE, tokenize=True,
    return_dict=True, return_assistant_tokens_mask=True)` (TEMPLATE being DESIGN §4, from
-   benchmarks/tokenizing.py) and `.to_parquet`, with HF_DATASETS_CACHE in a fresh folder;
+   harness/routes.py) and `.to_parquet`, with HF_DATASETS_CACHE in a fresh folder;
    mms run 4x: as 1x, on the 4x file.
 3. memory of a child: its process tree (the child and every descendant: the engine's spawned
    workers, datasets' map workers) is sampled every --interval seconds from /proc. The peak is
@@ -43,17 +44,13 @@ fails or a run writes other than one row per input thread.
 from __future__ import annotations
 
 import argparse
-import cProfile
 import json
 import os
-import pstats
-import select
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -61,24 +58,22 @@ from typing import Any
 import datasets
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import yaml
-from convert import make_workdir, tail
-from ingest import DEFAULT_REALDATA, MIB, REPO_ROOT
-from lint import where
-from table import print_aligned
-from tokenizing import (
-    BATCH_THREADS,
-    DEFAULT_TOKENIZER,
-    Data,
-    Frame,
-    encoder_job,
-    hf_call,
-    make_setup,
-    raw_job,
+from harness import MIB
+from harness.corpus import (
+    MAX_TOKENS,
+    WORKERS,
+    manifest_counts,
     real_threads,
     unique_threads,
+    write_config,
+    write_threads,
 )
-from transformers import PreTrainedTokenizerFast
+from harness.options import add_data, fail, work_folder, write_json
+from harness.procs import ChildRun, checked, last_json_line, load_average, run_child
+from harness.routes import BATCH_THREADS, hf_call, make_setup, raw_jobs
+from harness.table import print_aligned
+from harness.timing import alternate, profile_table, profiled
+from harness.trees import headline, mms_command
 
 from pipeline.jobs.run import run_pipeline
 from pipeline.jobs.run.config import load_run_config
@@ -88,11 +83,6 @@ DEFAULT_THREADS = 20_000
 QUICK_THREADS = 500
 GROWTH = 4
 """The memory run reads a file GROWTH times as large as the 1x file."""
-MAX_TOKENS = 32768
-"""Long enough that no real thread is truncated with any tokenizer (Phi-3 makes some of them
-longer than 8,192 tokens), so every route encodes the same threads whole."""
-WORKERS = 2
-"""`engine.workers` of mms run and `num_proc` of the datasets map."""
 SAMPLE_SECONDS = 0.05
 TARGET_RAW = 0.6
 """mms run's tokens/s must be at least this share of raw encode_batch's."""
@@ -102,49 +92,6 @@ PEERS_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
 # --------------------------------------------------------------------------- input
-
-
-def write_threads(threads: Sequence[Thread], path: Path) -> int:
-    """`threads` as MMS JSONL at `path`; the bytes written."""
-    written = 0
-    with open(path, "wb", buffering=MIB) as out:
-        for thread in threads:
-            written += out.write(thread.to_json_line())
-    return written
-
-
-def write_config(
-    path: Path,
-    source: Path,
-    output: Path,
-    tokenizer: Path,
-    partition: str | None = None,
-    *,
-    max_tokens: int = MAX_TOKENS,
-    workers: int = WORKERS,
-) -> None:
-    """The pipeline config (YAML) of a benchmark run on `source` (`partition`: the
-    engine's, when given)."""
-    config = {
-        "name": f"run-benchmark-{source.stem}",
-        "inputs": [{"path": str(source), "format": "mms"}],
-        "stages": {
-            # the real threads' media point at files ../shared does not hold: text only
-            "normalize": {"multimodal": "drop"},
-            "lint": {"fail_on": "never"},
-            "filters": {"min_trained_tokens": 0},
-            "dedup": {"enabled": True},
-            "tokenize": {
-                "tokenizer": str(tokenizer.resolve()),
-                "max_tokens": max_tokens,
-                "overlong": "truncate",
-            },
-            "shard": {"splits": {"train": 1.0}},
-        },
-        "output": str(output),
-        "engine": {"workers": workers, **({"partition": partition} if partition else {})},
-    }
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,141 +136,22 @@ def build(args: argparse.Namespace, workdir: Path) -> Inputs:
     return Inputs(files, configs, outputs, every[: args.threads], built)
 
 
-# --------------------------------------------------------------------------- process trees
-
-
-def descendants(root: int) -> list[int]:
-    """`root` and every process under it, from the parent ids in /proc/*/stat."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):  # ended meanwhile
-            continue
-        children.setdefault(parent, []).append(int(entry.name))
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(children.get(pid, ()))
-    return tree
-
-
-def kib(text: str, name: str) -> int:
-    """The `name:` line of a /proc file, in KiB (0 when absent, as for a zombie)."""
-    for line in text.splitlines():
-        if line.startswith(name):
-            return int(line.split()[1])
-    return 0
-
-
-@dataclass(slots=True)
-class TreePeak:
-    """The memory peaks of a process tree, sampled."""
-
-    pss_kib: int = 0
-    """Highest sum of the processes' PSS in one sample."""
-    rss_kib: int = 0
-    """Highest sum of the processes' RSS in one sample (shared pages counted in each)."""
-    hwm_kib: int = 0
-    """Highest VmHWM of one process (the kernel's peak RSS of that process)."""
-    pids: set[int] = field(default_factory=set)
-    samples: int = 0
-
-    def sample(self, root: int) -> None:
-        pss = rss = 0
-        for pid in descendants(root):
-            try:
-                rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-                status = Path(f"/proc/{pid}/status").read_text()
-            except OSError:  # ended meanwhile
-                continue
-            self.pids.add(pid)
-            pss += kib(rollup, "Pss:")
-            rss += kib(rollup, "Rss:")
-            self.hwm_kib = max(self.hwm_kib, kib(status, "VmHWM:"))
-        self.pss_kib, self.rss_kib = max(self.pss_kib, pss), max(self.rss_kib, rss)
-        self.samples += 1
-
-
-@dataclass(frozen=True, slots=True)
-class TreeRun:
-    """A child process run: wall and CPU time (the child's and its reaped descendants'), and
-    its process tree's memory peaks."""
-
-    name: str
-    returncode: int
-    seconds: float
-    cpu_seconds: float
-    peak_pss_mb: float
-    peak_rss_sum_mb: float
-    largest_hwm_mb: float
-    processes: int
-    samples: int
-
-
-def run_tree(
-    name: str, argv: Sequence[str], log: Path, env: dict[str, str], interval: float | None
-) -> TreeRun:
-    """Run `argv` (stdout and stderr to `log`), sampling its process tree every `interval`
-    seconds until it ends; with `interval` None, only timed (reading /proc costs CPU the
-    child would otherwise have: timed runs are not sampled)."""
-    with open(log, "wb") as log_file:
-        start = time.perf_counter()
-        proc = subprocess.Popen(
-            list(argv), stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT
-        )
-        peak = TreePeak()
-        ended = os.pidfd_open(proc.pid)
-        try:
-            while interval is not None:
-                peak.sample(proc.pid)
-                if select.select([ended], [], [], interval)[0]:
-                    break
-        finally:
-            os.close(ended)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4
-    return TreeRun(
-        name=name,
-        returncode=proc.returncode,
-        seconds=round(seconds, 3),
-        cpu_seconds=round(usage.ru_utime + usage.ru_stime, 2),
-        peak_pss_mb=round(peak.pss_kib / 1024, 1),
-        peak_rss_sum_mb=round(peak.rss_kib / 1024, 1),
-        largest_hwm_mb=round(peak.hwm_kib / 1024, 1),
-        processes=len(peak.pids),
-        samples=peak.samples,
-    )
-
-
-def checked(run: TreeRun, log: Path) -> TreeRun:
-    """`run`, or RuntimeError with the end of its log when it failed."""
-    if run.returncode != 0:
-        raise RuntimeError(f"{run.name} exited with {run.returncode}:\n{tail(log)}")
-    return run
-
-
 # --------------------------------------------------------------------------- runs
 
 
-def mms_run(inputs: Inputs, scale: int, workdir: Path, interval: float | None) -> TreeRun:
+def mms_run(inputs: Inputs, scale: int, workdir: Path, interval: float | None) -> ChildRun:
     """`mms run` of the `scale`x config in a child process (sampled every `interval` s)."""
     name = f"mms run {scale}x"
     print(f"{name} ({'memory' if interval else 'timed'}) ...", flush=True)
-    argv = [sys.executable, "-m", "pipeline.cli", "run", str(inputs.configs[scale])]
+    argv = [*mms_command(), "run", str(inputs.configs[scale])]
     argv += ["-o", str(inputs.outputs[scale]), "--fresh"]
     log = workdir / f"mms-run-{scale}x.log"
-    return checked(run_tree(name, argv, log, dict(os.environ), interval), log)
+    return checked(run_child(name, argv, log, interval=interval), log)
 
 
 def peers_run(
     inputs: Inputs, args: argparse.Namespace, workdir: Path, interval: float | None
-) -> tuple[TreeRun, Path]:
+) -> tuple[ChildRun, Path]:
     """The datasets route on the 1x file in a child process (sampled every `interval` s);
     its run and its Parquet file."""
     name = "datasets + transformers"
@@ -334,10 +162,10 @@ def peers_run(
     argv = [sys.executable, str(Path(__file__).resolve()), "--peers-child"]
     argv += [str(inputs.files[1]), str(target), str(args.tokenizer)]
     log = workdir / "peers-1x.log"
-    return checked(run_tree(name, argv, log, env, interval), log), target
+    return checked(run_child(name, argv, log, env=env, interval=interval), log), target
 
 
-def peer_batch(hf: PreTrainedTokenizerFast, batch: dict[str, list[Any]]) -> Any:
+def peer_batch(hf: Any, batch: dict[str, list[Any]]) -> Any:
     """One `map` batch: the §4 template's ids and assistant masks of its conversations."""
     return hf_call(hf, batch["messages"])
 
@@ -345,7 +173,7 @@ def peer_batch(hf: PreTrainedTokenizerFast, batch: dict[str, list[Any]]) -> Any:
 def peers_child(source: Path, target: Path, tokenizer: Path) -> dict[str, Any]:
     """The datasets route, timed by phase (printed as JSON for the parent)."""
     start = time.perf_counter()
-    hf = make_setup(tokenizer, Data([], [], [], [], [], [])).hf
+    hf = make_setup(tokenizer).hf
     ready = time.perf_counter()
     dataset = datasets.load_dataset("json", data_files=str(source), split="train")
     loaded = time.perf_counter()
@@ -365,26 +193,12 @@ def peers_child(source: Path, target: Path, tokenizer: Path) -> dict[str, Any]:
 def raw_run(inputs: Inputs, tokenizer: Path) -> dict[str, dict[str, float]]:
     """raw encode_batch over the 1x threads' pieces, in this process; and the text encoder
     mms run encodes with, on the same pieces, when it is not `tokenizers` (tiktoken)."""
-    print("raw encode_batch ...", flush=True)
-    setup = make_setup(tokenizer, Data(inputs.threads, [], [], [], [], []))
-    encoder = setup.loaded.text_encoder.name
-    jobs = {"raw encode_batch": raw_job(setup, BATCH_THREADS)}
-    if encoder != "tokenizers":
-        jobs[f"raw {encoder}"] = encoder_job(setup, BATCH_THREADS)
-    found = {}
-    for name, run in jobs.items():
-        start, start_cpu = time.perf_counter(), time.process_time()
-        run()
-        seconds = time.perf_counter() - start
-        cpu = time.process_time() - start_cpu
-        found[name] = {"seconds": round(seconds, 3), "cpu_seconds": round(cpu, 2)}
-    return found
-
-
-def manifest_counts(output: Path) -> dict[str, Any]:
-    """The counts of a finished mms run, from its manifest."""
-    counts: dict[str, Any] = json.loads((output / "manifest.json").read_text())["counts"]
-    return counts
+    setup = make_setup(tokenizer)
+    found = alternate(raw_jobs(setup, inputs.threads, BATCH_THREADS), 1)
+    return {
+        name: {"seconds": timed.seconds, "cpu_seconds": round(timed.cpu_seconds, 2)}
+        for name, timed in found.items()
+    }
 
 
 def parquet_tokens(path: Path) -> tuple[int, int]:
@@ -396,55 +210,14 @@ def parquet_tokens(path: Path) -> tuple[int, int]:
     return rows, tokens
 
 
-# --------------------------------------------------------------------------- profile
-
-
-def profile_run(config: Path, output: Path, top: int) -> dict[str, Any]:
-    """cProfile of `run_pipeline` in this process with one worker: the `top` functions by own
-    time, and the `top` repository functions by cumulative time (the stages)."""
-    print("profile: mms run 1x in-process, workers=1 ...", flush=True)
-    profiler = cProfile.Profile()
-    start = time.perf_counter()
-    profiler.runcall(run_pipeline, load_run_config(config), output=output, workers=1)
-    seconds = time.perf_counter() - start
-    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-    rows = [
-        {
-            "where": f"{where(Frame(file, line))}({name})" if line else name,
-            "calls": calls,
-            "own_s": round(own, 3),
-            "cumulative_s": round(cumulative, 3),
-            "in_repo": str(REPO_ROOT) in file,
-        }
-        for (file, line, name), (_, calls, own, cumulative, _) in stats.items()
-    ]
-    by_own = sorted(rows, key=lambda row: row["own_s"], reverse=True)[:top]
-    repo = [row for row in rows if row["in_repo"]]
-    by_cumulative = sorted(repo, key=lambda row: row["cumulative_s"], reverse=True)[:top]
-    return {"seconds": round(seconds, 2), "by_own": by_own, "by_cumulative": by_cumulative}
-
-
-def print_profile(found: dict[str, Any]) -> None:
-    print(f"\nprofile of mms run 1x, in-process, workers=1: {found['seconds']:.1f} s")
-    for key, title in (("by_cumulative", "repository, by cumulative"), ("by_own", "by own time")):
-        print()
-        print_aligned(
-            [(title, "calls", "own s", "cumulative s")]
-            + [
-                (p["where"], f"{p['calls']:,}", f"{p['own_s']:.3f}", f"{p['cumulative_s']:.3f}")
-                for p in found[key]
-            ]
-        )
-
-
 # --------------------------------------------------------------------------- report
 
 
 def figures(
     inputs: Inputs,
     raw: dict[str, dict[str, float]],
-    timed: dict[str, TreeRun],
-    runs: dict[str, TreeRun],
+    timed: dict[str, ChildRun],
+    runs: dict[str, ChildRun],
     peers: dict[str, Any],
 ) -> dict[str, Any]:
     """tokens/s over the same tokens (the timed runs; 4x: its memory run), the ratios,
@@ -586,12 +359,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help=f"smoke run: {QUICK_THREADS} threads at 1x"
     )
-    parser.add_argument(
-        "--tokenizer", type=Path, default=DEFAULT_TOKENIZER, help="the base tokenizer"
-    )
-    parser.add_argument(
-        "--realdata", type=Path, default=DEFAULT_REALDATA, help="the real files' folder"
-    )
+    add_data(parser)
     parser.add_argument(
         "--workdir", type=Path, help="build (and keep) the files here, not in a temp dir"
     )
@@ -633,10 +401,10 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """Build; time raw, mms run 1x and the datasets route `--repeat` times in turn (the
     fastest of each kept); then run mms run 1x, the datasets route and mms run 4x once
     more with their memory sampled; gather the figures."""
-    load_before = os.getloadavg()
+    load_before = load_average()
     inputs = build(args, workdir)
     raws: list[dict[str, dict[str, float]]] = []
-    timed: dict[str, list[TreeRun]] = {"mms 1x": [], "peers": []}
+    timed: dict[str, list[ChildRun]] = {"mms 1x": [], "peers": []}
     for _ in range(args.repeat):
         raws.append(raw_run(inputs, args.tokenizer))
         timed["mms 1x"].append(mms_run(inputs, 1, workdir, None))
@@ -649,7 +417,7 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     runs = {"mms 1x": mms_run(inputs, 1, workdir, args.interval)}
     runs["peers"], peers_file = peers_run(inputs, args, workdir, args.interval)
     runs[f"mms {GROWTH}x"] = mms_run(inputs, GROWTH, workdir, args.interval)
-    peers = json.loads((workdir / "peers-1x.log").read_text().splitlines()[-1])
+    peers = json.loads(last_json_line(workdir / "peers-1x.log"))
     peers["rows"], peers["tokens"] = parquet_tokens(peers_file)
     result = {
         "built": inputs.built,
@@ -668,13 +436,36 @@ def benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "versions": {"datasets": datasets.__version__},
         "cpus": os.cpu_count(),
-        "load_average": {"before": load_before, "after": os.getloadavg()},
+        "load_average": {"before": load_before, "after": load_average()},
     }
     print_results(result)
-    print(f"load average (1, 5, 15 min): before {load_before}, after {os.getloadavg()}")
+    print(f"load average (1, 5, 15 min): before {load_before}, after {load_average()}")
+    found = result["figures"]
+    headline(
+        lower={
+            "mms run 1x s": best["mms 1x"].seconds,
+            f"mms run {GROWTH}x s": runs[f"mms {GROWTH}x"].seconds,
+            f"mms run {GROWTH}x peak PSS MiB": runs[f"mms {GROWTH}x"].peak_pss_mb,
+        },
+        higher={
+            "mms run / raw encode_batch": found["mms_over_raw"],
+            "mms run / datasets route": found["mms_speedup_over_peers"],
+        },
+    )
     if args.profile:
-        result["profile"] = profile_run(inputs.configs[1], workdir / "out-profile", args.profile)
-        print_profile(result["profile"])
+        print("profile: mms run 1x in-process, workers=1 ...", flush=True)
+        config = load_run_config(inputs.configs[1])
+        call = partial(run_pipeline, config, output=workdir / "out-profile", workers=1)
+        result["profile"] = profiled(call, args.profile, repo_cumulative=True)
+        print(
+            f"\nprofile of mms run 1x, in-process, workers=1: {result['profile']['seconds']:.1f} s"
+        )
+        for key, title in (
+            ("by_cumulative", "repository, by cumulative"),
+            ("by_own", "by own time"),
+        ):
+            print()
+            print_aligned(profile_table(title, result["profile"][key]))
     return result
 
 
@@ -683,24 +474,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.peers_child:
         print(json.dumps(peers_child(*args.peers_child)))
         return 0
-    workdir, created = make_workdir(args.workdir)
-    try:
-        result = benchmark(args, workdir)
-        problems = check(result)
-    except RuntimeError as err:
-        result, problems = {}, [str(err)]
-    finally:
-        if args.workdir is None and created:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            print(f"kept the files in {workdir}")
-    if args.json and result:
+    with work_folder(args.workdir) as workdir:
+        try:
+            result = benchmark(args, workdir)
+            problems = check(result)
+        except RuntimeError as err:
+            result, problems = {}, [str(err)]
+    if result:
         result["runs"] = {key: asdict(run) for key, run in result["runs"].items()}
         result["timed"] = {key: asdict(run) for key, run in result["timed"].items()}
-        args.json.write_text(json.dumps({**result, "problems": problems}, indent=2) + "\n")
-    for problem in problems:
-        print(f"FAIL: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+        write_json(args.json, {**result, "problems": problems})
+    return fail(problems)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,10 @@ $MMS_SHARED/realdata, the tokenizer from $MMS_SHARED/tokenizers (MMS_SHARED defa
     python benchmarks/serial_fraction.py                    # 200,000 threads, ~5 min
     python benchmarks/serial_fraction.py --threads 20000    # quick check, ~1 min
     python benchmarks/serial_fraction.py --nodes 3 --cpus-per-node 1 --json figures.json
-    git worktree add /tmp/before COMMIT      # then, before and after in one invocation:
-    python benchmarks/serial_fraction.py --before /tmp/before
+    python benchmarks/serial_fraction.py --before COMMIT    # that commit, then this tree
 
-1. build (untimed): the real threads, cycled and made unique as benchmarks/run.py does,
-   written as one MMS JSONL file (8 MiB parts), and the run config of benchmarks/run.py
+1. build (untimed): the real threads, cycled and made unique (harness/corpus.py),
+   written as one MMS JSONL file (8 MiB parts), and the run benchmarks' config
    (lint, exact dedup, Llama-3 tokenizer with truncation, one split) on the ray engine with
    the cluster's address and one worker per CPU of the cluster.
 2. a cluster (`ray.cluster_utils.Cluster`, started by this process): a head node with no
@@ -41,9 +40,10 @@ $MMS_SHARED/realdata, the tokenizer from $MMS_SHARED/tokenizers (MMS_SHARED defa
    projected as that rate times the phase's projected workers' time (counted as serial:
    an upper bound, the driver waits while the workers work).
 
-With `--before DIR` (a checkout of the commit before), the same inputs are measured first
-on a cluster whose processes import `pipeline` from DIR, then on a new cluster importing it
-from this tree, and a last table puts the two side by side.
+With `--before COMMIT` (a commit, checked out in a temporary git worktree, or a folder
+that is a checkout of it), the same inputs are measured first on a cluster whose
+processes import `pipeline` from that checkout, then on a new cluster importing it from
+this tree, and a last table puts the two side by side.
 
 Three runs on each tree: `--small` threads, `--threads` threads, and the same `--threads`
 threads spread over `--split-files` files (four times the parts): what grows from the
@@ -56,7 +56,7 @@ any other phase, its worker CPU per thread x threads / workers; the driver's CPU
 phase, fixed + per part x parts + per thread x threads, on one CPU (it is one process). A phase's projected time is
 the driver's plus the workers' (as if one waited for the other: an upper bound); the
 driver's start (imports, before `run_pipeline`) is a fixed cost. The serial fraction is
-the driver's projected seconds over the projected wall time. Goals (issue 37): driver share
+the driver's projected seconds over the projected wall time. Goals: driver share
 of the run's CPU <= 5%, projected serial fraction <= 10%. Timings are reported, never
 asserted; the exit status is 1 when the run fails or writes other than one row per thread.
 """
@@ -64,271 +64,40 @@ asserted; the exit status is 1 when the run fails or writes other than one row p
 from __future__ import annotations
 
 import argparse
-import functools
+import contextlib
 import json
 import math
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from convert import make_workdir, tail
-from ingest import MIB, REPO_ROOT
-from table import print_aligned
+from harness import MIB
+from harness.corpus import real_threads, unique_threads, write_config, write_threads
+from harness.options import add_data, make_workdir, write_json
+from harness.procs import tail
+from harness.ray_cluster import (
+    STARTUP,
+    WAITING_SECONDS,
+    ClusterCpu,
+    Sampler,
+    driver,
+    settle,
+    start_cluster,
+    waiting,
+)
+from harness.table import print_aligned
+from harness.trees import commit_of, headline, measured_tree, worktree
 
 from pipeline.sources.parts import split_bytes_for
 
-SHARED = Path(os.environ.get("MMS_SHARED", REPO_ROOT.parent / "shared"))
 DEFAULT_THREADS = 200_000
-DEFAULT_TOKENIZER = SHARED / "tokenizers" / "llama3_from_tiktoken"
-DEFAULT_REALDATA = SHARED / "realdata"
 MAP = "read, lint, tokenize"
 """The map side's progress stage: its cost is per part, one part per worker at a time."""
-STARTUP = "driver start"
-ORDERED_END = "ordered pass's end (lint report, shuffled split)"
-FILES = "reports, tokenizer, stats, card, manifest, publish"
-VERIFY = "verify"
-OUTPUTS = "the rest"
-"""What the driver does after the last phase it marks."""
-OBJECT_STORE_BYTES = 256 * MIB
-"""Each node's object store (Ray's default, 30% of the memory, times the nodes, would ask
-for more shared memory than the machine has)."""
-SYSTEM_NAMES = ("gcs_server", "raylet", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
-"""Processes of Ray itself (with the Python daemons: dashboard, monitor, log monitor)."""
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-WAITING_SECONDS = 10.0
-"""How long the driver waits on sleeping tasks to measure what waiting costs it."""
-
-
-# --------------------------------------------------------------------------- driver child
-
-
-def driver(config_path: Path, output: Path, marks_path: Path) -> int:
-    """The driver (in a child process): run the config, recording every phase's end. Its
-    start (Python, the imports) counts from the process's beginning, as a `mms run`'s."""
-    from pipeline.jobs.run import job
-    from pipeline.jobs.run.config import load_run_config
-
-    marks: list[dict[str, Any]] = []
-
-    def mark(phase: str) -> None:
-        if all(mark["phase"] != phase for mark in marks):
-            marks.append({"phase": phase, "wall": time.time(), "cpu": time.process_time()})
-
-    def progress(stage: str, done: int, total: int, _: object = None) -> None:
-        if done >= total:
-            mark(stage)
-
-    mark(STARTUP)
-    _mark_calls(job, mark)
-    result = job.run_pipeline(load_run_config(config_path), output=output, progress=progress)
-    mark(OUTPUTS)
-    parts = getattr(result, "parts", 0)
-    recorded = {"parts": parts, "pipeline": str(Path(job.__file__).parents[3]), "marks": marks}
-    marks_path.write_text(json.dumps(recorded, indent=2) + "\n")
-    return 0
-
-
-def waiting(address: str, workers: int, out: Path) -> int:
-    """The driver's cost of waiting (in a child process, connected as a run's driver is):
-    its CPU while `map_tasks` waits WAITING_SECONDS for a sleeping task on every worker.
-    Ray's own threads in the driver and the wait loop spend it whatever the run does, per
-    second of waiting, not per thread."""
-    from pipeline.engine.ray import RayRunner, RaySettings
-
-    with RayRunner(RaySettings(address, None, workers)) as runner:
-        runner.map_tasks([functools.partial(time.sleep, 0.1)] * workers)  # workers started
-        wall, cpu = time.time(), time.process_time()
-        runner.map_tasks([functools.partial(time.sleep, WAITING_SECONDS)] * workers)
-        found = {"wall": time.time() - wall, "cpu": time.process_time() - cpu}
-    out.write_text(json.dumps(found) + "\n")
-    return 0
-
-
-def _mark_calls(job: Any, mark: Callable[[str], None]) -> None:
-    """Mark the ends of the driver's steps after the last part that report no progress:
-    the ordered pass's end (the lint report, the shuffled split's shards), the files after
-    it, and the output's verification. A step the run no longer has is not marked."""
-    steps = {"reduce_parts": (None, ORDERED_END), "verify_output": (FILES, VERIFY)}
-    for name, (before, after) in steps.items():
-        function = getattr(job, name, None)
-        if function is None:
-            continue
-
-        def marked(
-            *args: Any, _function: Any = function, _names: Any = (before, after), **kwargs: Any
-        ) -> Any:
-            if _names[0] is not None:
-                mark(_names[0])
-            found = _function(*args, **kwargs)
-            mark(_names[1])
-            return found
-
-        setattr(job, name, functools.wraps(function)(marked))
-
-
-# --------------------------------------------------------------------------- cluster CPU
-
-
-@dataclass(slots=True)
-class Proc:
-    """A process of the cluster: its kind, and its CPU seconds when first and last seen."""
-
-    kind: str
-    first: float
-    last: float
-
-
-@dataclass
-class ClusterCpu:
-    """Samples the CPU time of every process under this one (the cluster's), but the
-    driver's; a series of (wall clock, workers' CPU, daemons' CPU) spent since `begin`."""
-
-    exclude: set[int] = field(default_factory=set)
-    procs: dict[tuple[int, int], Proc] = field(default_factory=dict)
-    baseline: dict[tuple[int, int], float] = field(default_factory=dict)
-    series: list[tuple[float, float, float]] = field(default_factory=list)
-
-    def sample(self) -> None:
-        now = time.time()
-        for key, cpu, kind in _tree(os.getpid(), self.exclude):
-            seen = self.procs.get(key)
-            if seen is None:
-                self.procs[key] = Proc(kind, cpu, cpu)
-            else:
-                seen.last = cpu
-        workers = daemons = 0.0
-        for key, proc in self.procs.items():
-            spent = proc.last - self.baseline.get(key, 0.0)
-            if proc.kind == "worker":
-                workers += spent
-            else:
-                daemons += spent
-        self.series.append((now, workers, daemons))
-
-    def begin(self) -> None:
-        """From now on: what the processes alive now spent so far is not counted."""
-        self.sample()
-        self.baseline = {key: proc.last for key, proc in self.procs.items()}
-        self.series = [(self.series[-1][0], 0.0, 0.0)]
-
-    def at(self, when: float) -> tuple[float, float]:
-        """(workers' CPU, daemons' CPU) spent from `begin` to `when`, interpolated."""
-        before = self.series[0]
-        for sample in self.series:
-            if sample[0] >= when:
-                span = sample[0] - before[0]
-                share = (when - before[0]) / span if span > 0 else 1.0
-                return tuple(  # type: ignore[return-value]
-                    b + (s - b) * share for b, s in zip(before[1:], sample[1:], strict=True)
-                )
-            before = sample
-        return before[1], before[2]
-
-    def workers_seen(self) -> int:
-        return sum(1 for key, proc in self.procs.items() if proc.kind == "worker")
-
-
-def _tree(root: int, exclude: set[int]) -> list[tuple[tuple[int, int], float, str]]:
-    """Every process under `root` (not `root`, nor the `exclude`d and theirs): its key (pid,
-    start time), CPU seconds, and kind (`worker` or `daemon`)."""
-    children: dict[int, list[tuple[int, list[bytes]]]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:  # ended meanwhile
-            continue
-        children.setdefault(int(fields[1]), []).append((int(entry.name), fields))
-    found = []
-    todo = [root]
-    while todo:
-        for pid, fields in children.get(todo.pop(), ()):
-            if pid in exclude:
-                continue
-            todo.append(pid)
-            cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
-            found.append(((pid, int(fields[19])), cpu, _kind(pid)))
-    return found
-
-
-_KINDS: dict[int, str] = {}
-
-
-def _kind(pid: int) -> str:
-    """`worker`: a process a raylet started for tasks and actors; `daemon`: Ray's own."""
-    if pid not in _KINDS:
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            command = ""
-        name = command.split(" ", 1)[0]
-        daemon = any(name.endswith(system) for system in SYSTEM_NAMES) or not name.startswith(
-            "ray::"
-        )
-        worker = "default_worker.py" in command  # a worker before it names itself
-        _KINDS[pid] = "worker" if worker or not daemon else "daemon"
-    return _KINDS[pid]
-
-
-class Sampler(threading.Thread):
-    """Samples `cpu` every `interval` seconds until stopped."""
-
-    def __init__(self, cpu: ClusterCpu, interval: float) -> None:
-        super().__init__(daemon=True)
-        self.cpu, self.interval, self.stopped = cpu, interval, threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.wait(self.interval):
-            self.cpu.sample()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.join()
-        self.cpu.sample()
-
-
-def start_cluster(args: argparse.Namespace) -> Any:
-    """A head node without CPUs and `--nodes` worker nodes, each its own raylet."""
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # this machine's processes only
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 0,
-            "include_dashboard": False,
-            "object_store_memory": OBJECT_STORE_BYTES,
-        },
-    )
-    for _ in range(args.nodes):
-        cluster.add_node(num_cpus=args.cpus_per_node, object_store_memory=OBJECT_STORE_BYTES)
-    cluster.wait_for_nodes()
-    return cluster
-
-
-def settle(cpu: ClusterCpu, quiet: float = 0.1, longest: float = 60.0) -> None:
-    """Wait until the cluster spends less than `quiet` CPU seconds per second (its
-    daemons and prestarted workers done starting)."""
-    deadline = time.monotonic() + longest
-    cpu.begin()
-    while time.monotonic() < deadline:
-        time.sleep(1.0)
-        cpu.sample()
-        _, workers, daemons = cpu.series[-1]
-        if workers + daemons < quiet:
-            return
-        cpu.begin()
-
-
 # --------------------------------------------------------------------------- figures
 
 
@@ -568,16 +337,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument("--nodes", type=int, default=3, help="worker nodes of the cluster")
     parser.add_argument("--cpus-per-node", type=int, default=1)
-    parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER)
-    parser.add_argument("--realdata", type=Path, default=DEFAULT_REALDATA)
+    add_data(parser)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--interval", type=float, default=0.1, help="CPU sampling, seconds")
     parser.add_argument("--sim-nodes", type=int, default=4, help="projected cluster: machines")
     parser.add_argument("--sim-cpus", type=int, default=16, help="projected cluster: CPUs each")
     parser.add_argument("--simulate-gib", type=float, default=100.0, help="projected input")
     parser.add_argument(
-        "--before", type=Path, default=None, help="a checkout of the commit before (git "
-        "worktree add DIR COMMIT): measured first, on its own cluster, then this tree"
+        "--before", default=None, help="a commit, or a checkout of it: measured first, on "
+        "its own cluster, then this tree"
     )  # fmt: skip
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--driver", nargs=3, type=Path, help=argparse.SUPPRESS)
@@ -588,12 +356,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def build_inputs(args: argparse.Namespace, workdir: Path, sizes: list[int]) -> list[Path]:
     """An MMS JSONL input for each size, the smaller the first threads of the largest; then
     the largest's threads again, spread over `--split-files` files (more parts, as many
-    threads), so that a cost per part and a cost per thread can be told apart.
-    (The driver child never imports what builds them: datasets and transformers, through
-    run.py.)"""
-    from run import write_threads
-    from tokenizing import real_threads, unique_threads
-
+    threads), so that a cost per part and a cost per thread can be told apart."""
     real, _ = real_threads(args.realdata)
     every = unique_threads(real, max(sizes))
     sources = []
@@ -615,7 +378,6 @@ def write_configs(
     """The run benchmark's config for each input on the cluster at `address`, one worker
     per CPU; each with its input's bytes."""
     import yaml
-    from run import write_config
 
     configs = []
     for source in sources:
@@ -679,19 +441,6 @@ def measure_run(
     )
 
 
-def commit_of(tree: Path) -> str:
-    """The tree's commit (short), `+` when it has uncommitted changes."""
-    head = subprocess.run(
-        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return f"{head or '?'}{'+' if dirty else ''}"
-
-
 def measure_waiting(args: argparse.Namespace, workdir: Path, address: str) -> float:
     """The driver's CPU seconds per second of waiting on the cluster's tasks (`waiting`,
     in a child process of the measured tree)."""
@@ -716,7 +465,7 @@ def measure(
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), saved]))
     try:
-        cluster = start_cluster(args)
+        cluster = start_cluster(args.nodes, args.cpus_per_node)
         try:
             configs = write_configs(args, sources, cluster.address)
             print(
@@ -765,21 +514,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.waiting is not None:
         address, workers, out = args.waiting
         return waiting(address, int(workers), Path(out))
-    trees = [tree.resolve() for tree in ([args.before] if args.before else [])] + [REPO_ROOT]
     workdir, created = make_workdir(args.workdir)
     sizes = [args.small or max(2_000, args.threads // 10), args.threads]
-    results = []
+    results: list[dict[str, Any]] = []
     try:
-        sources = build_inputs(args, workdir, sizes)
-        for tree in trees:
-            small, big, spread, rate = measure(args, workdir, tree, sources, sizes)
-            sim = project(args, small, big, spread, rate)
-            print(f"\n== {tree} ({commit_of(tree)})")
-            report(big, small, spread, sim)
-            results.append(
-                {"tree": str(tree), "commit": commit_of(tree),
-                 "runs": [asdict(small), asdict(big), asdict(spread)], "projection": sim}
-            )  # fmt: skip
+        with contextlib.ExitStack() as stack:
+            before = [stack.enter_context(worktree(args.before))] if args.before else []
+            sources = build_inputs(args, workdir, sizes)
+            for tree in [*before, measured_tree()]:
+                small, big, spread, rate = measure(args, workdir, tree, sources, sizes)
+                sim = project(args, small, big, spread, rate)
+                print(f"\n== {tree} ({commit_of(tree)})")
+                report(big, small, spread, sim)
+                results.append(
+                    {"tree": str(tree), "commit": commit_of(tree),
+                     "runs": [asdict(small), asdict(big), asdict(spread)], "projection": sim}
+                )  # fmt: skip
     except RuntimeError as err:
         print(err, file=sys.stderr)
         return 1
@@ -788,8 +538,17 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     if len(results) > 1:
         side_by_side(results)
-    if args.json is not None:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    last = results[-1]
+    big = last["runs"][1]
+    driver_cpu = sum(phase["driver_cpu"] for phase in big["phases"])
+    headline(
+        lower={
+            "wall s": big["wall_s"],
+            "driver CPU s": driver_cpu,
+            "serial fraction": last["projection"]["serial_fraction"],
+        }
+    )
+    write_json(args.json, results)
     return 0
 
 

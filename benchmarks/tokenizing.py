@@ -3,7 +3,7 @@
 `apply_chat_template` with a §4 template, and on 2-turn against 200-turn threads.
 
 Run from the repository root, with the package and transformers installed; the real files
-come from ../shared/realdata, the tokenizers from ../shared/tokenizers:
+come from $MMS_SHARED/realdata, the tokenizers from $MMS_SHARED/tokenizers (default ../shared):
 
     python benchmarks/tokenizing.py               # 20,000 threads, best of 3, ~2.5 min
     python benchmarks/tokenizing.py --quick       # smoke run, seconds
@@ -51,37 +51,47 @@ tokenize.py here would stand for the standard library's `tokenize` (imported by 
 from __future__ import annotations
 
 import argparse
-import cProfile
-import dataclasses
-import json
 import os
-import pstats
-import random
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
-from convert import DEFAULT_SEED
-from ingest import DEFAULT_REALDATA, REPO_ROOT
-from lint import where
-from table import print_aligned
-from transformers import PreTrainedTokenizerFast
+from harness import DEFAULT_TOKENIZER
+from harness.corpus import (
+    LONG_TURNS,
+    SHORT_TURNS,
+    real_pairs,
+    real_threads,
+    turn_threads,
+    unique_threads,
+)
+from harness.options import add_data, fail, write_json
+from harness.procs import load_average
+from harness.routes import (
+    BATCH_THREADS,
+    Setup,
+    batches,
+    chat_messages,
+    hf_call,
+    hf_job,
+    make_setup,
+    pieces,
+    raw_jobs,
+    renderer_job,
+)
+from harness.table import print_aligned
+from harness.timing import Timed, alternate, profile_table, profiled
+from harness.trees import headline
 
-import pipeline
-from pipeline.mms import Message, Thread
-from pipeline.tokenize import IGNORE, LoadedTokenizer, Renderer, load_tokenizer
+from pipeline.mms import Thread
+from pipeline.tokenize import IGNORE
 
-T = TypeVar("T")
-DEFAULT_TOKENIZER = REPO_ROOT.parent / "shared" / "tokenizers" / "llama3_from_tiktoken"
 DEFAULT_THREADS = 20_000
 DEFAULT_HF_THREADS = 2_000
 DEFAULT_LONG_THREADS = 50
 DEFAULT_HF_LONG_THREADS = 5
-BATCH_THREADS = 1024
-SHORT_TURNS, LONG_TURNS = 2, 200
 QUICK = {"threads": 1_000, "hf_threads": 100, "long_threads": 5, "hf_long_threads": 1, "repeat": 1}
 TARGET_RAW = 0.8
 """The Renderer's tokens/s must be at least this share of raw encode_batch's."""
@@ -90,145 +100,22 @@ TARGET_HF = 2.0
 TARGET_SCALING = 0.2
 """200-turn tokens/s within this fraction of 2-turn tokens/s."""
 
-TEMPLATE = (
-    "{%- set ns = namespace(open=false) -%}"
-    "{%- for m in messages -%}"
-    "{%- if m.role == 'assistant' -%}"
-    "{%- if ns.open -%}{%- generation -%}<|role|>assistant<|format|>{%- endgeneration -%}"
-    "{%- else -%}<|role|>assistant<|format|>{%- endif -%}"
-    "{%- generation -%}{{ m.format or 'markdown' }}<|content|>{{ m.content }}"
-    "{%- if m.end_turn -%}<|end_turn|>{%- endif -%}{%- endgeneration -%}"
-    "{%- set ns.open = not m.end_turn -%}"
-    "{%- else -%}"
-    "{%- if ns.open -%}{%- generation -%}<|role|>{%- endgeneration -%}"
-    "{%- else -%}<|role|>{%- endif -%}"
-    "{{ m.role }}{%- if m.role == 'context' and m.name -%}<|name|>{{ m.name }}{%- endif -%}"
-    "<|content|>{{ m.content }}"
-    "{%- set ns.open = false -%}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if ns.open -%}{%- generation -%}<|role|>{%- endgeneration -%}{%- endif -%}"
-)
-"""DESIGN §4 (`mms-v0`, policy `assistant`) as a chat template: `{% generation %}` marks
-what is trained (an assistant message's format, <|content|>, content and <|end_turn|>; its
-header too when it continues an unended assistant turn; the <|role|> halt signal after an
-unended assistant message)."""
 
+class Data(NamedTuple):
+    """The threads every tokenizer's runs cover (built once, untimed)."""
 
-# --------------------------------------------------------------------------- data
-
-
-def real_threads(realdata: Path) -> tuple[list[Thread], pipeline.Account]:
-    """Every thread of the real files (records that are not conversations are skipped), in
-    a seeded shuffle: any prefix, and every batch, mixes the sources."""
-    stats = pipeline.Account()
-    threads = list(pipeline.read(str(realdata), stats=stats))
-    random.Random(DEFAULT_SEED).shuffle(threads)
-    return threads, stats
-
-
-class Unique:
-    """Makes texts distinct across a data set: a text already used gets ` [mark]` added."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-
-    def text(self, text: str, mark: str) -> str:
-        while text in self.seen:
-            text = f"{text} [{mark}]"
-        self.seen.add(text)
-        return text
-
-    def message(self, message: Message, mark: str) -> Message:
-        """`message` with its content made distinct."""
-        return dataclasses.replace(message, content=self.text(message.content, mark))
-
-
-def cycled(items: Sequence[Any], count: int) -> Iterator[tuple[int, Any]]:
-    """`count` items, cycling through `items`, numbered from 0."""
-    for number in range(count):
-        yield number, items[number % len(items)]
-
-
-def unique_threads(real: Sequence[Thread], count: int) -> list[Thread]:
-    """`count` threads cycled from `real`, each with its own id and no content repeated."""
-    unique = Unique()
-    return [
-        Thread(
-            f"bench-{n:07d}",
-            [unique.message(m, f"{n}.{k}") for k, m in enumerate(thread.messages)],
-            thread.settings,
-        )
-        for n, thread in cycled(real, count)
-    ]
-
-
-def real_pairs(real: Sequence[Thread]) -> list[tuple[Message, Message]]:
-    """Every user message answered by an assistant message that ends its turn."""
-    return [
-        (first, second)
-        for thread in real
-        for first, second in zip(thread.messages, thread.messages[1:], strict=False)
-        if first.role == "user" and second.role == "assistant" and second.end_turn
-    ]
-
-
-def turn_threads(real: Sequence[Thread], long_threads: int) -> tuple[list[Thread], list[Thread]]:
-    """2-turn and 200-turn threads holding the same unique (user, assistant) pairs."""
-    per_long = LONG_TURNS // 2
-    unique = Unique()
-    pairs = [
-        [unique.message(m, f"{n}.{k}") for k, m in enumerate(pair)]
-        for n, pair in cycled(real_pairs(real), long_threads * per_long)
-    ]
-    short = [Thread(f"short-{n:07d}", pair) for n, pair in enumerate(pairs)]
-    long = [
-        Thread(f"long-{n:05d}", [m for pair in pairs[start : start + per_long] for m in pair])
-        for n, start in enumerate(range(0, len(pairs), per_long))
-    ]
-    return short, long
-
-
-def batches(items: Sequence[T], size: int) -> list[Sequence[T]]:
-    """`items` in slices of `size`, as the runs take them."""
-    return [items[start : start + size] for start in range(0, len(items), size)]
-
-
-def pieces(batch: Sequence[Thread]) -> list[str]:
-    """The distinct text pieces the Renderer encodes for `batch`, in its order."""
-    found: dict[str, None] = {}
-    for thread in batch:
-        for m in thread.messages:
-            found[m.role] = None
-            if m.role == "context" and m.name:
-                found[m.name] = None
-            if m.role == "assistant":
-                found[m.format or "markdown"] = None
-            found[m.content] = None
-    return list(found)
-
-
-def chat_messages(thread: Thread) -> list[dict[str, Any]]:
-    """A thread's messages as chat-template dicts (transformers drops the None fields)."""
-    return [m.all_fields() for m in thread.messages]
+    main: list[Thread]
+    hf_main: list[Thread]
+    short: list[Thread]
+    long: list[Thread]
+    hf_short: list[Thread]
+    hf_long: list[Thread]
 
 
 def every_kth(threads: Sequence[Thread], count: int) -> list[Thread]:
     """`count` threads spread evenly over `threads`."""
     step = max(1, len(threads) // count)
     return list(threads[::step][:count])
-
-
-# --------------------------------------------------------------------------- runs
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """A timed run: what it covers and the call that does it."""
-
-    name: str
-    threads: Sequence[Thread]
-    run: Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,150 +132,45 @@ class Figures:
     all_seconds: tuple[float, ...]
 
 
-class Data(NamedTuple):
-    """The threads every tokenizer's runs cover (built once, untimed)."""
-
-    main: list[Thread]
-    hf_main: list[Thread]
-    short: list[Thread]
-    long: list[Thread]
-    hf_short: list[Thread]
-    hf_long: list[Thread]
-
-
-class Setup(NamedTuple):
-    """One tokenizer's objects and the data sets its runs cover."""
-
-    loaded: LoadedTokenizer
-    renderer: Renderer
-    hf: PreTrainedTokenizerFast
-    data: Data
-
-
-def raw_job(setup: Setup, batch: int) -> Callable[[], None]:
-    """The base tokenizer on exactly the text the Renderer encodes, per batch."""
-    base = setup.loaded.tokenizer
-    texts = [pieces(b) for b in batches(setup.data.main, batch)]
-
-    def run() -> None:
-        for strings in texts:
-            # the ids taken out of the Encodings, as any user of them must (the Renderer too)
-            [e.ids for e in base.encode_batch(strings, add_special_tokens=False)]
-
-    return run
-
-
-def encoder_job(setup: Setup, batch: int) -> Callable[[], None]:
-    """The Renderer's own text encoder (tiktoken, where it stands in for `tokenizers`) on
-    the same text as raw: the floor of the Renderer's encoding."""
-    encoder = setup.loaded.text_encoder
-    texts = [pieces(b) for b in batches(setup.data.main, batch)]
-
-    def run() -> None:
-        for strings in texts:
-            encoder.encode_ids(strings)
-
-    return run
-
-
-def renderer_job(renderer: Renderer, threads: Sequence[Thread], batch: int) -> Callable[[], None]:
-    """`Renderer.encode_batch` over `threads`, `batch` threads per call."""
-    parts = batches(threads, batch)
-
-    def run() -> None:
-        for part in parts:
-            renderer.encode_batch(part)
-
-    return run
-
-
-def hf_call(hf: PreTrainedTokenizerFast, conversation: Any) -> Any:
-    """transformers' route to ids and an assistant mask, with the §4 template."""
-    return hf.apply_chat_template(
-        conversation,
-        chat_template=TEMPLATE,
-        tokenize=True,
-        return_dict=True,
-        return_assistant_tokens_mask=True,
-    )
-
-
-def hf_job(
-    hf: PreTrainedTokenizerFast, threads: Sequence[Thread], batch: int
-) -> Callable[[], None]:
-    """transformers per thread (`batch` 1) or per batch of conversations."""
-    conversations = [chat_messages(t) for t in threads]
-    calls = conversations if batch == 1 else batches(conversations, batch)
-
-    def run() -> None:
-        for conversation in calls:
-            hf_call(hf, conversation)
-
-    return run
-
-
-def jobs(setup: Setup, batch: int) -> list[Job]:
-    """Every timed run, in the order they alternate; 200-turn batches hold as many
-    messages as 2-turn ones."""
+def jobs(
+    setup: Setup, data: Data, batch: int
+) -> dict[str, tuple[Sequence[Thread], Callable[[], None]]]:
+    """Every timed run and the threads it covers, in the order they alternate; 200-turn
+    batches hold as many messages as 2-turn ones."""
     long_batch = max(1, batch * SHORT_TURNS // LONG_TURNS)
-    encoder = setup.loaded.text_encoder.name
-    own = (
-        []
-        if encoder == "tokenizers"
-        else [Job(f"raw {encoder}", setup.data.main, encoder_job(setup, batch))]
-    )
-    return [
-        Job("raw encode_batch", setup.data.main, raw_job(setup, batch)),
-        *own,
-        Job("Renderer", setup.data.main, renderer_job(setup.renderer, setup.data.main, batch)),
-        Job(
-            "transformers, per thread", setup.data.hf_main, hf_job(setup.hf, setup.data.hf_main, 1)
-        ),
-        Job(
-            "transformers, batched", setup.data.hf_main, hf_job(setup.hf, setup.data.hf_main, batch)
-        ),
-        Job(
-            "Renderer, 2-turn",
-            setup.data.short,
-            renderer_job(setup.renderer, setup.data.short, batch),
-        ),
-        Job(
-            "Renderer, 200-turn",
-            setup.data.long,
-            renderer_job(setup.renderer, setup.data.long, long_batch),
-        ),
-        Job("transformers, 2-turn", setup.data.hf_short, hf_job(setup.hf, setup.data.hf_short, 1)),
-        Job("transformers, 200-turn", setup.data.hf_long, hf_job(setup.hf, setup.data.hf_long, 1)),
-    ]
+    found: dict[str, tuple[Sequence[Thread], Callable[[], None]]] = {
+        name: (data.main, job) for name, job in raw_jobs(setup, data.main, batch).items()
+    }
+    found["Renderer"] = (data.main, renderer_job(setup.renderer, data.main, batch))
+    found["transformers, per thread"] = (data.hf_main, hf_job(setup.hf, data.hf_main, 1))
+    found["transformers, batched"] = (data.hf_main, hf_job(setup.hf, data.hf_main, batch))
+    found["Renderer, 2-turn"] = (data.short, renderer_job(setup.renderer, data.short, batch))
+    found["Renderer, 200-turn"] = (data.long, renderer_job(setup.renderer, data.long, long_batch))
+    found["transformers, 2-turn"] = (data.hf_short, hf_job(setup.hf, data.hf_short, 1))
+    found["transformers, 200-turn"] = (data.hf_long, hf_job(setup.hf, data.hf_long, 1))
+    return found
 
 
 def measure(
-    runs: Sequence[Job], repeat: int, tokens: Callable[[Sequence[Thread]], int]
+    runs: dict[str, tuple[Sequence[Thread], Callable[[], None]]],
+    repeat: int,
+    tokens: Callable[[Sequence[Thread]], int],
 ) -> list[Figures]:
-    """Run every job `repeat` times, alternating; keep each one's fastest time."""
-    wall: dict[str, list[float]] = {job.name: [] for job in runs}
-    cpu: dict[str, list[float]] = {job.name: [] for job in runs}
-    for attempt in range(1, repeat + 1):
-        for job in runs:
-            print(f"run {attempt}/{repeat}: {job.name} ...", flush=True)
-            start, start_cpu = time.perf_counter(), time.process_time()
-            job.run()
-            wall[job.name].append(time.perf_counter() - start)
-            cpu[job.name].append(time.process_time() - start_cpu)
+    """Every job `repeat` times, alternating; each one's fastest run, in tokens/s."""
+    found: dict[str, Timed] = alternate({name: job for name, (_, job) in runs.items()}, repeat)
     figures = []
-    for job in runs:
-        best = min(range(repeat), key=wall[job.name].__getitem__)
-        seconds, count = wall[job.name][best], tokens(job.threads)
+    for name, (threads, _) in runs.items():
+        timed, count = found[name], tokens(threads)
         figures.append(
             Figures(
-                name=job.name,
-                threads=len(job.threads),
-                messages=sum(len(t.messages) for t in job.threads),
+                name=name,
+                threads=len(threads),
+                messages=sum(len(t.messages) for t in threads),
                 tokens=count,
-                seconds=round(seconds, 3),
-                tokens_per_s=round(count / seconds),
-                cpu_per_wall=round(cpu[job.name][best] / seconds, 2),
-                all_seconds=tuple(round(s, 3) for s in wall[job.name]),
+                seconds=timed.seconds,
+                tokens_per_s=round(count / timed.seconds),
+                cpu_per_wall=timed.cpu_per_wall,
+                all_seconds=timed.all_seconds,
             )
         )
     return figures
@@ -417,10 +199,10 @@ def holds_literal(thread: Thread, literals: Sequence[str]) -> bool:
     )
 
 
-def compare_transformers(setup: Setup) -> dict[str, Any]:
+def compare_transformers(setup: Setup, data: Data) -> dict[str, Any]:
     """transformers' ids and labels against the Renderer's on the transformers threads."""
     literals = literal_specials(setup)
-    threads = setup.data.hf_main + setup.data.hf_short + setup.data.hf_long
+    threads = data.hf_main + data.hf_short + data.hf_long
     same = expected_differ = 0
     differ: list[str] = []
     for thread in threads:
@@ -448,36 +230,6 @@ def compare_transformers(setup: Setup) -> dict[str, Any]:
 def unended_turn(thread: Thread) -> bool:
     """An assistant message that does not end its turn (a tool call): the halt labels."""
     return any(m.role == "assistant" and m.end_turn is False for m in thread.messages)
-
-
-# --------------------------------------------------------------------------- profile
-
-
-class Frame(NamedTuple):
-    """What `lint.where` reads from a frame."""
-
-    filename: str
-    lineno: int
-
-
-def profile(
-    renderer: Renderer, threads: Sequence[Thread], batch: int, top: int
-) -> list[dict[str, Any]]:
-    """cProfile of one Renderer pass: the `top` functions by own time."""
-    run = renderer_job(renderer, threads, batch)
-    profiler = cProfile.Profile()
-    profiler.runcall(run)
-    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-    rows = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
-    return [
-        {
-            "where": f"{where(Frame(file, line))}({name})" if line else name,
-            "calls": calls,
-            "own_s": round(own, 3),
-            "cumulative_s": round(cumulative, 3),
-        }
-        for (file, line, name), (_, calls, own, cumulative, _) in rows
-    ]
 
 
 # --------------------------------------------------------------------------- main
@@ -508,30 +260,22 @@ def build(args: argparse.Namespace) -> tuple[Data, dict[str, Any]]:
     return data, built
 
 
-def make_setup(spec: Path, data: Data) -> Setup:
-    """The Renderer and a transformers tokenizer sharing its augmented tokenizer."""
-    loaded = load_tokenizer(spec)
-    renderer = Renderer(loaded)
-    hf = PreTrainedTokenizerFast(tokenizer_object=renderer.tokenizer)
-    return Setup(loaded, renderer, hf, data)
-
-
-def token_counts(setup: Setup, batch: int) -> dict[str, int]:
+def token_counts(setup: Setup, data: Data, batch: int) -> dict[str, int]:
     """Every thread's rendered tokens, by id (an untimed pass that also warms up)."""
     counts: dict[str, int] = {}
-    for threads in (setup.data.main, setup.data.short, setup.data.long):
+    for threads in (data.main, data.short, data.long):
         for part in batches(threads, batch):
             encoded = setup.renderer.encode_batch(part)
             counts.update(zip((t.id for t in part), encoded.num_tokens.to_pylist(), strict=True))
     return counts
 
 
-def text_tokens(setup: Setup, batch: int) -> int:
+def text_tokens(setup: Setup, data: Data, batch: int) -> int:
     """The tokens raw encode_batch produces for the main threads."""
     base = setup.loaded.tokenizer
     return sum(
         len(e.ids)
-        for part in batches(setup.data.main, batch)
+        for part in batches(data.main, batch)
         for e in base.encode_batch(pieces(part), add_special_tokens=False)
     )
 
@@ -560,7 +304,7 @@ def ratios(figures: Sequence[Figures]) -> dict[str, float]:
 
 
 def targets(found: dict[str, float]) -> dict[str, bool]:
-    """Issue 6's targets, met or not (reported, never asserted)."""
+    """The targets, met or not (reported, never asserted)."""
     return {
         f"renderer >= {TARGET_RAW}x raw": found["renderer_over_raw"] >= TARGET_RAW,
         f"renderer >= {TARGET_HF}x transformers": found["renderer_over_transformers"] >= TARGET_HF,
@@ -574,23 +318,26 @@ def targets(found: dict[str, float]) -> dict[str, bool]:
 def run_tokenizer(spec: Path, data: Data, args: argparse.Namespace) -> dict[str, Any]:
     """Every run for one tokenizer, its ratios, the transformers check and the profile."""
     print(f"\ntokenizer {spec}", flush=True)
-    setup = make_setup(spec, data)
-    counts = token_counts(setup, args.batch)
+    setup = make_setup(spec)
+    counts = token_counts(setup, data, args.batch)
     figures = measure(
-        jobs(setup, args.batch), args.repeat, lambda threads: sum(counts[t.id] for t in threads)
+        jobs(setup, data, args.batch),
+        args.repeat,
+        lambda threads: sum(counts[t.id] for t in threads),
     )
     found = ratios(figures)
     result = {
         "tokenizer": str(spec),
         "special_ids": setup.renderer.special_ids.as_dict(),
-        "raw_text_tokens": text_tokens(setup, args.batch),
+        "raw_text_tokens": text_tokens(setup, data, args.batch),
         "runs": [asdict(f) for f in figures],
         "ratios": found,
         "targets": targets(found),
-        "check": compare_transformers(setup),
+        "check": compare_transformers(setup, data),
     }
     if args.profile:
-        result["profile"] = profile(setup.renderer, setup.data.main, args.batch, args.profile)
+        run = renderer_job(setup.renderer, data.main, args.batch)
+        result["profile"] = profiled(run, args.profile)["by_own"]
     print_tokenizer(result, figures)
     return result
 
@@ -635,13 +382,7 @@ def print_tokenizer(result: dict[str, Any], figures: Sequence[Figures]) -> None:
     )
     if "profile" in result:
         print()
-        print_aligned(
-            [("Renderer pass, by own time", "calls", "own s", "cumulative s")]
-            + [
-                (p["where"], f"{p['calls']:,}", f"{p['own_s']:.3f}", f"{p['cumulative_s']:.3f}")
-                for p in result["profile"]
-            ]
-        )
+        print_aligned(profile_table("Renderer pass, by own time", result["profile"]))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -671,9 +412,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=BATCH_THREADS, help="threads per batch")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each job; fastest kept")
     parser.add_argument("--quick", action="store_true", help="smoke run: small sets, one run")
-    parser.add_argument(
-        "--realdata", type=Path, default=DEFAULT_REALDATA, help="the real files' folder"
-    )
+    add_data(parser, tokenizer=False)
     parser.add_argument(
         "--profile", type=int, default=0, metavar="N", help="cProfile a Renderer pass: top N"
     )
@@ -694,31 +433,36 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    load_before = os.getloadavg()
+    load_before = load_average()
     data, built = build(args)
     results = [run_tokenizer(spec, data, args) for spec in args.tokenizer]
-    load = {"before": load_before, "after": os.getloadavg()}
+    load = {"before": load_before, "after": load_average()}
     print(f"\nload average (1, 5, 15 min): before {load['before']}, after {load['after']}")
     problems = [
         f"{r['tokenizer']}: transformers differs from the Renderer on {r['check']['differ'][:5]}"
         for r in results
         if r["check"]["differ"]
     ]
-    if args.json:
-        figures = {
-            "data": built,
-            "batch": args.batch,
-            "repeat": args.repeat,
-            "tokenizers": results,
-            "python": sys.version.split()[0],
-            "cpus": os.cpu_count(),
-            "load_average": load,
-            "problems": problems,
-        }
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
-    for problem in problems:
-        print(f"FAIL: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    first = {f["name"]: f for f in results[0]["runs"]}
+    headline(
+        lower={f"{name} s": first[name]["seconds"] for name in ("Renderer", "Renderer, 200-turn")},
+        higher={
+            key: results[0]["ratios"][key]
+            for key in ("renderer_over_raw", "renderer_over_transformers")
+        },
+    )
+    figures = {
+        "data": built,
+        "batch": args.batch,
+        "repeat": args.repeat,
+        "tokenizers": results,
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "load_average": load,
+        "problems": problems,
+    }
+    write_json(args.json, figures)
+    return fail(problems)
 
 
 if __name__ == "__main__":
