@@ -12,7 +12,9 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Iterable, Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.mms.arrow import MEDIA_COLUMN, MESSAGE_ARROW_TYPE, THREAD_MEDIA_ARROW_SCHEMA
 from pipeline.mms.validation import FRAMES, MEDIA_MARKER
@@ -97,7 +99,25 @@ def with_media_columns(
     """`rows` (with their `media` column) with one list column per kind of `kinds`: each
     row's media of that kind in order, as many as its `input_ids` hold placeholders (a
     truncated row keeps the media whose placeholders it kept, so a processor finds one
-    media per placeholder)."""
+    media per placeholder). Only the rows that hold media are built one by one: the
+    others get empty lists at once, so a shard with a few media rows costs no more than
+    those rows."""
+    names = [column for column, kind in COLUMN_KINDS.items() if kind in kinds]
+    held = pc.fill_null(pc.list_value_length(rows[MEDIA_COLUMN]), 0).to_numpy()
+    with_media = np.flatnonzero(held > 0)
+    if len(with_media) == rows.num_rows:
+        return _media_columns_row_by_row(rows, kinds, placeholder_ids)
+    built = _media_columns_row_by_row(rows.take(pa.array(with_media)), kinds, placeholder_ids)
+    for column in names:
+        empty = _empty_lists(rows.num_rows, column_type(column))
+        rows = rows.append_column(column, _spliced(empty, built[column], with_media))
+    return rows
+
+
+def _media_columns_row_by_row(
+    rows: pa.Table, kinds: Sequence[str], placeholder_ids: dict[str, int]
+) -> pa.Table:
+    """`with_media_columns`, built a row at a time (for rows that hold media)."""
     media = rows[MEDIA_COLUMN].to_pylist()
     ids = rows["input_ids"].to_pylist() if "input_ids" in rows.column_names else None
     kind_of = {number: kind for kind, number in placeholder_ids.items()}
@@ -184,10 +204,57 @@ def with_content_parts(rows: pa.Table, placeholder_ids: dict[str, int]) -> pa.Ta
     row's `media` column (rows of threads), else its token columns' placeholders in order
     (an objective's rows, whose message columns follow its token columns). A message
     without media, and a row whose markers and media differ in number, keeps its text as
-    one text part (U+FFFC included)."""
+    one text part (U+FFFC included). Rows without a marker are rewritten as whole
+    columns; only those with one are built a row at a time."""
     columns = [name for name in MESSAGE_COLUMNS if name in rows.column_names]
     if not columns:
         return rows
+    marked = np.unique(np.concatenate([_rows_with_marker(rows[name]) for name in columns]))
+    if len(marked) == rows.num_rows:
+        return _content_parts_row_by_row(rows, placeholder_ids)
+    built = _content_parts_row_by_row(rows.take(pa.array(marked)), placeholder_ids)
+    for name in columns:
+        whole = _one_text_part_each(rows[name])
+        index = rows.schema.get_field_index(name)
+        rows = rows.set_column(index, name, _spliced(whole, built[name], marked))
+    return rows
+
+
+def _rows_with_marker(column: pa.ChunkedArray) -> np.ndarray:
+    """The rows of a message column whose messages hold a U+FFFC marker."""
+    lists = column.combine_chunks()
+    content = pc.struct_field(lists.flatten(), "content")
+    found = pc.fill_null(pc.match_substring(content, MEDIA_MARKER), False).to_numpy(
+        zero_copy_only=False
+    )
+    parents = pc.list_parent_indices(lists).to_numpy()
+    return np.unique(parents[found]).astype(np.int64)
+
+
+def _one_text_part_each(column: pa.ChunkedArray) -> pa.Array:
+    """A message column with each content as one text part (none: an empty text)."""
+    lists = column.combine_chunks()
+    messages = lists.flatten()
+    count = len(messages)
+    text = pc.fill_null(pc.struct_field(messages, "content"), "")
+    kind = pa.array(["text"], pa.string()).take(pa.array(np.zeros(count, dtype=np.int64)))
+    parts = pa.StructArray.from_arrays([kind, text], fields=list(PART_ARROW_TYPE))
+    single = pa.ListArray.from_arrays(pa.array(np.arange(count + 1, dtype=np.int32)), parts)
+    fields = list(PARTS_MESSAGE_ARROW_TYPE)
+    arrays = [
+        single if field.name == "content" else pc.struct_field(messages, field.name)
+        for field in fields
+    ]
+    rebuilt = pa.StructArray.from_arrays(arrays, fields=fields, mask=messages.is_null())
+    offsets = pc.subtract(lists.offsets, lists.offsets[0])
+    whole = pa.ListArray.from_arrays(offsets, rebuilt, mask=lists.is_null())
+    return whole.cast(pa.list_(PARTS_MESSAGE_ARROW_TYPE))
+
+
+def _content_parts_row_by_row(rows: pa.Table, placeholder_ids: dict[str, int]) -> pa.Table:
+    """`with_content_parts`, built a row at a time (for rows whose messages hold a
+    marker)."""
+    columns = [name for name in MESSAGE_COLUMNS if name in rows.column_names]
     kind_of = {number: kind for kind, number in placeholder_ids.items()}
     tokens = [name for name in _TOKEN_COLUMNS if name in rows.column_names]
     media = rows[MEDIA_COLUMN].to_pylist() if MEDIA_COLUMN in rows.column_names else None
@@ -219,6 +286,23 @@ def with_content_parts(rows: pa.Table, placeholder_ids: dict[str, int]) -> pa.Ta
         array = pa.array(out[name], pa.list_(PARTS_MESSAGE_ARROW_TYPE))
         rows = rows.set_column(index, name, array)
     return rows
+
+
+def _empty_lists(count: int, kind: pa.DataType) -> pa.Array:
+    """`count` empty lists of the list type `kind`."""
+    values = pa.array([], kind.value_type)
+    return pa.ListArray.from_arrays(pa.array(np.zeros(count + 1, dtype=np.int32)), values).cast(
+        kind
+    )
+
+
+def _spliced(whole: pa.Array, built: pa.ChunkedArray | pa.Array, rows: np.ndarray) -> pa.Array:
+    """`whole` with its entries at `rows` replaced by `built`'s, in order."""
+    if isinstance(built, pa.ChunkedArray):
+        built = built.combine_chunks()
+    order = np.arange(len(whole), dtype=np.int64)
+    order[rows] = len(whole) + np.arange(len(rows), dtype=np.int64)
+    return pa.concat_arrays([whole, built.cast(whole.type)]).take(pa.array(order))
 
 
 def _kinds_from_media(entries: list[dict[str, object]], count: int) -> list[list[str]]:
