@@ -81,9 +81,12 @@ def verify_output(
     template: bool = True,
     progress: Callable[[str, int], None] | None = None,
     hash_files: HashFiles = hash_here,
+    source: str | Path | None = None,
 ) -> Verification:
     """Verify the output folder `out` (see the module docstring); `render` and `template`
-    turn the row-by-row checks on; `hash_files` hashes the listed files, all in one call."""
+    turn the row-by-row checks on; `hash_files` hashes the listed files, all in one call;
+    `source`: the output an `mms pack` output was packed from (else looked for beside
+    it, pipeline/jobs/verify_packed.py)."""
     out = Path(out)
     result = Verification()
     if not (out / "manifest.json").exists() and (out / "tokenizer" / SPECIAL_TOKENS_FILE).is_file():
@@ -106,13 +109,20 @@ def verify_output(
         if not tokenizer or entry["path"] != tokenizer["path"]:  # that one is checked below
             _check_file(out, entry["path"], entry["sha256"], result, digests)
     if shards and "position_ids" in pq.read_schema(shards[0][1]).names:
-        _check_packed(shards, result, _placeholders(out))
-        result.notes.append(
-            "packed rows: checked as packed (positions, lengths, labels, ids); their threads' "
-            "messages are not in them, so they are not rendered again"
-        )
+        from pipeline.jobs.verify_packed import check_packed_output
+
         if tokenizer:
             _check_file(out, tokenizer["path"], tokenizer["sha256"], result, digests)
+        check_packed_output(
+            out,
+            manifest,
+            shards,
+            result,
+            source=None if source is None else Path(source),
+            render=render,
+            template=template,
+            progress=progress,
+        )
         return result
     if tokenizer:
         _check_file(out, tokenizer["path"], tokenizer["sha256"], result, digests)
@@ -440,76 +450,70 @@ def _media_problem(row: dict[str, Any], placeholders: dict[int, str] | None) -> 
     return None
 
 
-def _check_packed(
-    shards: list[tuple[str, Path]], result: Verification, placeholders: dict[int, str] | None
-) -> None:
-    """Every packed row holds whole threads: lengths that add up, positions restarting at
-    0 for each thread, labels that are -100 or the token, each thread id once per split,
-    and one media per placeholder in its media columns."""
-    seen: dict[str, set[str]] = {}
-    for split, rows in _rows(shards):
-        ids = seen.setdefault(split, set())
-        for index, row in enumerate(rows):
-            where = f"{split} packed row {index} ({', '.join(row['ids'][:2])} ...)"
-            what = _packed_problem(row, ids) or _media_problem(row, placeholders)
-            if what:
-                result.problems.append(Problem(where, what))
-            ids.update(row["ids"])
-        result.count("packed rows checked", len(rows))
-
-
-def _packed_problem(row: dict[str, Any], earlier: set[str]) -> str | None:
-    lengths, tokens = row["seq_lens"], row["input_ids"]
-    if len(row["ids"]) != len(lengths):
-        return "ids and seq_lens differ in length"
-    if not (sum(lengths) == row["num_tokens"] == len(tokens) == len(row["labels"])):
-        return "seq_lens, num_tokens, input_ids and labels disagree on the length"
-    if row["position_ids"] != [p for n in lengths for p in range(n)]:
-        return "position_ids do not restart at 0 for every thread"
-    trained = [pair for pair in zip(row["labels"], tokens, strict=True) if pair[0] != IGNORE]
-    if len(trained) != row["num_trained"] or any(label != token for label, token in trained):
-        return "labels are not -100 or the token, or num_trained differs"
-    again = earlier.intersection(row["ids"]) or len(set(row["ids"])) != len(row["ids"])
-    return "a thread is packed twice" if again else None
-
-
 def _check_template(out: Path, shards: list[tuple[str, Path]], result: Verification) -> None:
     """apply_chat_template of the shipped tokenizer on every row's stored messages, against
     its input_ids and labels (a row with media: its messages as stored, media as content
-    parts, so every such row renders its placeholders exactly where its ids hold them); rows whose text spells an added token cannot match (the
-    template's string is tokenized with special-token matching on) and are counted apart."""
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
-        result.notes.append("chat template not checked: transformers is not installed")
+    parts, so every such row renders its placeholders exactly where its ids hold them);
+    rows whose text spells an added token are counted apart (`TemplateCheck`)."""
+    check = TemplateCheck.load(out / "tokenizer", result)
+    if check is None:
         return
-    tokenizer = AutoTokenizer.from_pretrained(str(out / "tokenizer"))
-    if not tokenizer.chat_template:
-        result.problems.append(Problem("tokenizer/", "tokenizer_config.json has no chat template"))
-        return
-    added = re.compile("|".join(map(re.escape, tokenizer.get_added_vocab())))
     placeholders = _placeholders(out)
     for split, rows in _rows(shards, placeholders):
         for view in (view for row in rows for view in _template_views(row, placeholders)):
-            texts = [_text(m.get("content")) for m in view.messages] + [
-                m.get("name") or "" for m in view.messages
-            ]
-            if any(added.search(text) for text in texts):
-                result.count("rows spelling a special token (template not comparable)")
-                continue
-            what = _template_problem(tokenizer, view)
-            if what:
-                result.problems.append(
-                    Problem(f"{split} row {view.name}", f"the chat template gives other {what}")
-                )
-            result.count("rows against the chat template")
-            if any(
-                part.get("type") != "text"
-                for m in view.messages
-                if isinstance(m.get("content"), list)
-                for part in m["content"]
-            ):
-                result.count("rows with media against the chat template")
+            check(split, view)
+
+
+@dataclass
+class TemplateCheck:
+    """The shipped chat template of a tokenizer folder applied to views, each one's
+    problem and counts added to `result`."""
+
+    tokenizer: Any
+    added: re.Pattern[str]
+    result: Verification
+
+    @classmethod
+    def load(cls, folder: Path, result: Verification) -> TemplateCheck | None:
+        """The check of the tokenizer in `folder`; None (a note or a problem in `result`)
+        when transformers is not installed or the tokenizer has no chat template."""
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            result.notes.append("chat template not checked: transformers is not installed")
+            return None
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        if not tokenizer.chat_template:
+            result.problems.append(
+                Problem("tokenizer/", "tokenizer_config.json has no chat template")
+            )
+            return None
+        added = re.compile("|".join(map(re.escape, tokenizer.get_added_vocab())))
+        return cls(tokenizer, added, result)
+
+    def __call__(self, split: str, view: SftView) -> None:
+        """The template on `view`'s messages against its ids and labels; a view whose text
+        spells an added token cannot match (the template's string is tokenized with
+        special-token matching on) and is counted apart."""
+        texts = [_text(m.get("content")) for m in view.messages] + [
+            m.get("name") or "" for m in view.messages
+        ]
+        if any(self.added.search(text) for text in texts):
+            self.result.count("rows spelling a special token (template not comparable)")
+            return
+        what = _template_problem(self.tokenizer, view)
+        if what:
+            self.result.problems.append(
+                Problem(f"{split} row {view.name}", f"the chat template gives other {what}")
+            )
+        self.result.count("rows against the chat template")
+        if any(
+            part.get("type") != "text"
+            for m in view.messages
+            if isinstance(m.get("content"), list)
+            for part in m["content"]
+        ):
+            self.result.count("rows with media against the chat template")
 
 
 def _template_views(row: dict[str, Any], placeholders: dict[int, str] | None) -> list[SftView]:
