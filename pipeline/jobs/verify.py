@@ -3,7 +3,9 @@ manifest (every shard's sha256 and row count, nothing unlisted, the sha256 of ev
 file it lists: tokenizer, reports, quarantine),
 the dataset card's YAML against the files, and, unless asked not to, every row's
 input_ids and labels rendered again from its messages with the shipped tokenizer, and
-the shipped chat template against the stored rows (when transformers is installed)."""
+the shipped chat template against the stored rows (when transformers is installed): every
+kind of row, a packed output's threads on the rows they were packed from
+(pipeline/jobs/verify_packed.py)."""
 
 from __future__ import annotations
 
