@@ -28,7 +28,14 @@ _SHOWN = 50  # problems listed one by one; the rest are counted
     is_flag=True,
     help="Skip checking the shipped chat template against every row (needs transformers).",
 )
-def verify_command(output: str, no_render: bool, no_template: bool) -> None:
+@click.option(
+    "--source",
+    type=click.Path(exists=True, file_okay=False),
+    metavar="DIR",
+    help="A packed OUTPUT's source (the output `mms pack` read): its threads are checked "
+    "on the source's rows. Default: the folder its manifest names, beside OUTPUT.",
+)
+def verify_command(output: str, no_render: bool, no_template: bool, source: str | None) -> None:
     """Check an OUTPUT folder of mms run, tokenize or pack (or a pushed one,
     hf:ORG/NAME[@REVISION]) without trusting it.
 
@@ -36,9 +43,10 @@ def verify_command(output: str, no_render: bool, no_template: bool) -> None:
     tokenizer's sha256, the dataset card's splits, files and row counts; then every row's
     input_ids and labels rendered again from its messages with the shipped tokenizer and
     labels policy, and the shipped chat template's ids and generation mask against every
-    row. Packed rows are checked as packed: lengths, positions restarting at every thread,
-    labels, each thread once. Problems are listed with the row id. Exit status: 0 all hold,
-    1 a problem, 2 not an output folder.
+    row. Packed rows are checked as packed (lengths, positions restarting at every thread,
+    labels, media), and their threads on the rows they were packed from (--source): each
+    source row rendered again, packed exactly once or dropped with its reason. Problems are
+    listed with the row id. Exit status: 0 all hold, 1 a problem, 2 not an output folder.
     """
     folder = output_argument(output)
     try:
@@ -47,6 +55,7 @@ def verify_command(output: str, no_render: bool, no_template: bool) -> None:
                 folder,
                 render=not no_render,
                 template=not no_template,
+                source=source,
                 progress=lambda what, done: status.update(f"{what}: {done:,} rows"),
             )
     except OutputError as err:

@@ -165,10 +165,10 @@ def _pack_split(
     schema: pa.Schema,
     progress: Callable[[int], None] | None,
 ) -> list[Shard]:
-    """One split through the pack stage into shards of `schema` under `data`."""
-    writer = ShardWriter(
-        data, schema, split=split, shard_rows=SEQUENCES_PER_SHARD, empty_shard=False
-    )
+    """One split through the pack stage into shards of `schema` under `data`; a split
+    whose every thread is dropped gets one empty shard, as a run's split that keeps no
+    row does (the manifest and the card then declare it with its 0 rows)."""
+    writer = ShardWriter(data, schema, split=split, shard_rows=SEQUENCES_PER_SHARD)
     with writer:
         for table in rows:
             for packed in stage.reshape(split, table):

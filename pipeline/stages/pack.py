@@ -252,8 +252,7 @@ class _SplitPacker:
                 "num_trained": batch.num_trained,
             }
         )
-        where = {thread_id: row for row, thread_id in enumerate(long["id"].to_pylist())}
-        rows = np.array([where[thread.id] for thread in fit.truncated], np.int64)
+        rows = np.array(fit.truncated_rows, np.int64)  # by place: ids may repeat
         for name in kind_columns(long.column_names):
             kept = _placeholder_counts(batch.input_ids, self.renderer, name)
             table = table.append_column(name, head(take_rows(long[name], rows), kept))

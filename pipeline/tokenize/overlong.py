@@ -66,6 +66,9 @@ class Fit:
     cut_tokens: dict[int, int] = field(default_factory=dict)
     """Per batch row that was truncated: the tokens its cut left out (the whole thread's
     less the truncation's)."""
+    truncated_rows: list[int] = field(default_factory=list)
+    """The batch row each of `truncated` was cut from, in order (a thread's id need not
+    be unique: two files of one source may number their records alike)."""
 
 
 def source_of(thread: Thread) -> str:
@@ -113,7 +116,7 @@ def fit_batch(
         _check_fits(truncated, truncated_encoded, max_tokens)
         kept_tokens = truncated_encoded.num_tokens.to_pylist()
         cut_tokens = {i: n - kept for (i, n), kept in zip(whole.items(), kept_tokens, strict=True)}
-    return Fit(source[keep], truncated, truncated_encoded, drops, cut_tokens)
+    return Fit(source[keep], truncated, truncated_encoded, drops, cut_tokens, list(whole))
 
 
 def kept_messages(thread: Thread, encoded: EncodedThread, max_tokens: int) -> int:
