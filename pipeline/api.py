@@ -346,15 +346,18 @@ def verify(
     *,
     render: bool = True,
     template: bool = True,
+    source: PathLike | None = None,
     progress: Callable[[str, int], None] | None = None,
 ) -> Verification:
     """`mms verify`: every file of an output against its manifest, and (`render`,
     `template`) every row rendered again from its messages and through the shipped chat
     template. `result.passed` says whether everything held; `result.problems` what did
-    not. `progress` is told each check and its rows so far."""
+    not. A packed output's threads are checked on the rows it was packed from: `source`,
+    else the output its manifest names beside it. `progress` is told each check and its
+    rows so far."""
     from pipeline.jobs.verify import verify_output
 
-    return verify_output(output, render=render, template=template, progress=progress)
+    return verify_output(output, render=render, template=template, source=source, progress=progress)
 
 
 def push(

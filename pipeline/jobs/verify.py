@@ -755,15 +755,28 @@ def _key(thread_id: str, ids: list[int], labels: list[int], media: Media) -> byt
     for column, cells in media:
         digest.update(column.encode())
         for cell in cells:
-            digest.update(orjson.dumps(cell.get("path")))
-            data = cell.get("bytes")
-            digest.update(b"-" if data is None else hashlib.sha256(data).digest())
+            _add_cell(digest, cell)
     return digest.digest()
+
+
+def _add_cell(digest: Any, cell: dict[str, Any] | list[Any] | None) -> None:
+    """A media cell into `digest`: a `{bytes, path}` cell, a frame list (a `video_frames`
+    entry: its frames in order) or null (a video whose frames are in `video_frames`)."""
+    if cell is None:
+        digest.update(b"null")
+    elif isinstance(cell, list):
+        digest.update(b"[%d" % len(cell))
+        for frame in cell:
+            _add_cell(digest, frame)
+    else:
+        digest.update(orjson.dumps(cell.get("path")))
+        data = cell.get("bytes")
+        digest.update(b"-" if data is None else hashlib.sha256(data).digest())
 
 
 def _cut(media: Media, ids: list[int], placeholders: dict[int, str]) -> Media:
     """Each column's first cells, one per placeholder of its kind that `ids` hold."""
-    kinds = {column: kind for kind, column in MEDIA_SHARD_COLUMNS.items()}
+    kinds = COLUMN_KINDS
     return [
         (column, cells[: sum(1 for i in ids if placeholders.get(i) == kinds[column])])
         for column, cells in media
@@ -848,7 +861,7 @@ class _Expected:
 def _slices(row: dict[str, Any], placeholders: dict[int, str]) -> Iterator[tuple[str, bytes]]:
     """Each thread of a packed row: its id and its key (`_key`), its slice of the row's
     tokens and of its media cells."""
-    kinds = {column: kind for kind, column in MEDIA_SHARD_COLUMNS.items()}
+    kinds = COLUMN_KINDS
     columns = kind_columns(row)
     taken = dict.fromkeys(columns, 0)
     start = 0
