@@ -1,5 +1,5 @@
 # ruff: noqa: RUF001 (the Chinese test threads hold full-width punctuation)
-"""The curation stages (issue 34) through `mms curate` and `mms run`: PII redaction keeps
+"""The curation stages through `mms curate` and `mms run`: PII redaction keeps
 every thread valid and every tool call parseable, decontamination finds every planted
 evaluation item (verbatim, re-cased, with a sentence added) and not the same topic in
 other words, languages are tagged and kept by a list, the quality rules flag what they

@@ -366,7 +366,7 @@ def test_a_curating_run_writes_the_same_bytes_on_ray(
 
 
 def test_a_preference_run_writes_the_same_bytes_on_ray(tmp_path: Path, ray_address: str) -> None:
-    """Issue 35: pair rows (`objective: preference`), a weighted input among them, are the
+    """Pair rows (`objective: preference`), a weighted input among them, are the
     same bytes on both engines."""
     samples = REPO / "data_samples"
     config = tmp_path / "pairs.yaml"
@@ -385,7 +385,7 @@ def test_a_preference_run_writes_the_same_bytes_on_ray(tmp_path: Path, ray_addre
 
 
 def test_copy_mode_writes_the_same_media_on_ray(tmp_path: Path, ray_address: str) -> None:
-    """Issue 38: `stages.media.copy` on real media (LLaMA-Factory's images, video and
+    """`stages.media.copy` on real media (LLaMA-Factory's images, video and
     audio, xtuner's photographs), small shards in two splits: Ray's workers check and copy
     them, its shard tasks publish media/ once each, and every file (shards, manifest,
     media/) is the local engine's."""

@@ -1,4 +1,4 @@
-"""Media as data (issue 38): the files, data and URLs threads refer to, read, sniffed by
+"""Media as data (DESIGN §3): the files, data and URLs threads refer to, read, sniffed by
 their magic bytes, decoded, limited, hashed and (copy mode) copied under their content
 address. One job per module: settings (the config slice), resolve (where the bytes are),
 sniff (what they are), decode (whether they are whole), check (a record's threads)."""

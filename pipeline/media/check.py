@@ -1,4 +1,4 @@
-"""The media check of a record's threads (issue 38): every media read (pipeline/media/
+"""The media check of a record's threads (DESIGN §3): every media read (pipeline/media/
 resolve.py), sniffed (sniff.py) and decoded (decode.py), its sha256 recorded in the thread's
 `meta.media_checked`; in copy mode written once under its content address and the thread
 pointed there. The first media that fails quarantines the whole record (MediaProblem)."""
