@@ -5,9 +5,10 @@ sniff (what they are), decode (whether they are whole), check (a record's thread
 
 from __future__ import annotations
 
-from pipeline.media.check import CHECKED_META, MEDIA_DIR, Checked, MediaChecker, media_meta_sha
+from pipeline.media.check import MEDIA_DIR, Checked, MediaChecker
 from pipeline.media.resolve import MediaProblem, NotRead
 from pipeline.media.settings import MediaRoot, MediaSettings
+from pipeline.mms.media_checked import CHECKED_META, media_meta_sha
 
 __all__ = [
     "CHECKED_META",
