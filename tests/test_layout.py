@@ -3,7 +3,7 @@ loop between modules nor between the packages below `pipeline` (a package that i
 another is beneath it, never also above), nothing below the package root imports the
 root, and each package imports only the floors beneath it (the engine nothing of inputs,
 formats, rules or tokenizers; stages no engine, job or CLI; lint and tokenize nothing that
-reads files)."""
+reads files). No module is longer than a reader takes in at once (MAX_LINES)."""
 
 from __future__ import annotations
 
@@ -190,3 +190,16 @@ def test_the_loop_finder_finds_a_loop_between_packages() -> None:
     }
     assert loops(package_graph(graph)) == [["pipeline.a", "pipeline.b", "pipeline.c"]]
     assert loops(graph) == []
+
+
+MAX_LINES = 600
+"""The longest a module of the package may be: past it, a module does more than one job."""
+
+
+def test_no_module_is_longer_than_max_lines() -> None:
+    long = sorted(
+        f"{name}: {lines} lines"
+        for name, path in MODULES.items()
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    )
+    assert long == []
