@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from pipeline.jobs.read import ReadSpec
     from pipeline.jobs.run.config import RunConfig
     from pipeline.jobs.run.job import FinishedBefore, RunResult
-    from pipeline.jobs.run.reduce import Progress
+    from pipeline.jobs.run.phases import Progress
     from pipeline.jobs.tokenize import TokenizeResult
     from pipeline.jobs.verify import Verification
     from pipeline.lint import LintConfig, LintReport

@@ -1,4 +1,4 @@
-"""Adversarial values cost nothing but themselves (issue 32, point 4): an integer beyond 64
+"""Adversarial values cost nothing but themselves: an integer beyond 64
 bits anywhere in a record is kept exact, as text with a note, by `mms convert`, `mms run`
 and `mms lint` alike; a YAML file nested tens of thousands of levels deep is refused as
 `too_deep` once the allowed depth is passed, never read to its end."""

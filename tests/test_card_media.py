@@ -1,4 +1,4 @@
-"""The card's "Media" section says what each kind of row holds (issue 38, DESIGN §7): rows
+"""The card's "Media" section says what each kind of row holds (DESIGN §7): rows
 of threads carry the threads' `media` column beside their kind columns; an objective's
 rows and packed sequences have no such column, and their placeholders stand in their own
 token columns; a packed output's cells are described as they are (its rows keep no `meta`;

@@ -205,7 +205,7 @@ def test_readme_test_command_is_what_ci_runs():
     ci = (REPO / ".ci" / "run").read_text()
     blocks = [b.split("```", 1)[0].strip() for b in readme.split("```bash\n")[1:]]
     quickstart = blocks[:2]
-    assert "mms run configs/quickstart.yaml" in quickstart[0]  # the main job (issue 7)
+    assert "mms run configs/quickstart.yaml" in quickstart[0]  # the main job comes first
     assert "pytest" in quickstart[1]
     assert quickstart[1] in ci.splitlines()
 

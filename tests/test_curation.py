@@ -1,5 +1,5 @@
 # ruff: noqa: RUF001 (the Chinese test threads hold full-width punctuation)
-"""The curation stages (issue 34) through `mms curate` and `mms run`: PII redaction keeps
+"""The curation stages through `mms curate` and `mms run`: PII redaction keeps
 every thread valid and every tool call parseable, decontamination finds every planted
 evaluation item (verbatim, re-cased, with a sentence added) and not the same topic in
 other words, languages are tagged and kept by a list, the quality rules flag what they
@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from pipeline import read
 from pipeline.cli import main
-from pipeline.curation import pii as pii_module
+from pipeline.curation import phones as phones_module
+from pipeline.curation import pii_find
 from pipeline.curation.contamination import NgramIndex, words
 from pipeline.curation.language import message_language, thread_language, thread_languages
 from pipeline.curation.mojibake import bad_texts, re2_syntax
@@ -213,8 +214,8 @@ def test_only_the_kinds_asked_for_are_looked_for(monkeypatch):
     def unexpected(*args: object) -> None:
         raise AssertionError("not asked for")
 
-    monkeypatch.setattr(pii_module, "phone_number", unexpected)
-    monkeypatch.setattr(pii_module, "_secret_spans", unexpected)
+    monkeypatch.setattr(phones_module, "phone_number", unexpected)
+    monkeypatch.setattr(pii_find, "secret_spans", unexpected)
     text = "ann@example.com at 8.8.8.8, +1 415 555 2671, ghp_" + "a1" * 18
     assert [s.kind for s in find_pii(text, kinds=("EMAIL", "IP"))] == ["EMAIL", "IP"]
 

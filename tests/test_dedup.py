@@ -168,7 +168,7 @@ def test_near_dedup_config_is_checked(tmp_path):
 
 
 def test_realdata_mix_leaves_no_duplicate_in_or_across_splits(tmp_path, data):
-    """The issue's mix: glaive (LLaMA-Factory) + Hermes + OpenAI tool examples, dedup on,
+    """A mix of real tool-call sets: glaive (LLaMA-Factory) + Hermes + OpenAI tool examples, dedup on,
     a 90/10 split: MMS501 finds nothing in the output, no key is in two splits."""
     realdata = data / "realdata"
     out = tmp_path / "out"

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from pipeline.engine import PartFailed, run_parts
-from pipeline.jobs.run import reduce
+from pipeline.jobs.run import shard_tasks
 from pipeline.sources.parts import plan_parts
 from tests.cluster_gate import add_gate, gate_of
 from tests.conftest import REPO
@@ -366,7 +366,7 @@ def test_a_curating_run_writes_the_same_bytes_on_ray(
 
 
 def test_a_preference_run_writes_the_same_bytes_on_ray(tmp_path: Path, ray_address: str) -> None:
-    """Issue 35: pair rows (`objective: preference`), a weighted input among them, are the
+    """Pair rows (`objective: preference`), a weighted input among them, are the
     same bytes on both engines."""
     samples = REPO / "data_samples"
     config = tmp_path / "pairs.yaml"
@@ -385,7 +385,7 @@ def test_a_preference_run_writes_the_same_bytes_on_ray(tmp_path: Path, ray_addre
 
 
 def test_copy_mode_writes_the_same_media_on_ray(tmp_path: Path, ray_address: str) -> None:
-    """Issue 38: `stages.media.copy` on real media (LLaMA-Factory's images, video and
+    """`stages.media.copy` on real media (LLaMA-Factory's images, video and
     audio, xtuner's photographs), small shards in two splits: Ray's workers check and copy
     them, its shard tasks publish media/ once each, and every file (shards, manifest,
     media/) is the local engine's."""
@@ -404,7 +404,7 @@ def test_a_full_disk_in_a_shard_task_on_ray_is_the_resumable_error(
     config = write_faults_config(tmp_path)
     local = tmp_path / "local" / "out"  # the card names the output folder
     assert run_cli(str(config), "-o", str(local)).exit_code == 0
-    plan_tasks = reduce.plan_shard_tasks
+    plan_tasks = shard_tasks.plan_shard_tasks
 
     def blocked(*args: Any) -> Any:
         tasks = plan_tasks(*args)
@@ -416,7 +416,7 @@ def test_a_full_disk_in_a_shard_task_on_ray_is_the_resumable_error(
 
     out = tmp_path / "ray" / "out"
     with monkeypatch.context() as patch:
-        patch.setattr(reduce, "plan_shard_tasks", blocked)
+        patch.setattr(shard_tasks, "plan_shard_tasks", blocked)
         failed = run_cli(str(config), "-o", str(out), "--engine", "ray")
     assert failed.exit_code == 1, failed.output
     assert f"error: phase 'write shards' failed on {out / '.work' / 'publish' / 'data'}" in (

@@ -1,4 +1,4 @@
-"""The Ray engine on a cluster of several nodes (issue 37): a worker node lost mid-run (its
+"""The Ray engine on a cluster of several nodes: a worker node lost mid-run (its
 raylet, object store and every worker process gone at once, as when a machine dies) ends
 with the bytes of an uninterrupted run, whether it is lost during the map side (replaced or
 not) or during the partition pass, and so does a run whose driver is killed as a node is

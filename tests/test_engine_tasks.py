@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from pipeline.engine import LocalRunner
-from pipeline.jobs.run import job
+from pipeline.jobs.run import planning
 from pipeline.jobs.run.config import load_run_config
 from pipeline.jobs.run.file_hashes import engine_hashes
 from pipeline.jobs.verify import verify_output
@@ -71,11 +71,11 @@ def test_a_big_files_lines_are_counted_on_the_engine_into_the_same_parts(
     inputs, tmp_path, monkeypatch
 ):
     config = load_run_config(_config(tmp_path, inputs))
-    here = job.plan(config)
+    here = planning.plan(config)
     assert len([part for part in here if part.path.endswith("big.jsonl")]) == 2
-    monkeypatch.setattr(job, "COUNT_HERE_BYTES", 0)
+    monkeypatch.setattr(planning, "COUNT_HERE_BYTES", 0)
     runner = RecordingRunner(2)
-    assert job.plan(config, runner=runner) == here
+    assert planning.plan(config, runner=runner) == here
     assert runner.kinds == ["LineWindow", "LineWindow"]
 
 

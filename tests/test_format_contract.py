@@ -149,7 +149,7 @@ def test_every_format_is_total_over_any_json_value_as_a_record(name, value):
 
 
 def test_a_mistyped_field_costs_only_its_record(tmp_path: Path):
-    """The issue's two crashes: an OpenAI content part whose `type` is a list, a ShareGPT
+    """Two malformed records that once crashed an adapter: an OpenAI content part whose `type` is a list, a ShareGPT
     turn whose `from` is an object; the valid record after each is still read."""
     good_openai = {
         "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
@@ -200,8 +200,8 @@ STRAY_KEYS = sorted(
     - {"self", "content"}
     | {"end_turn", "tool_call_id", "loss_weight"}
 )
-"""Keys named like a ThreadBuilder parameter or an MMS message field (issue 31: a message's
-`format`, `weight` or `name: null` key set the message's format or weight, or crashed the
+"""Keys named like a ThreadBuilder parameter or an MMS message field (a message's `format`,
+`weight` or `name: null` key must not set the message's format or weight, nor crash the
 adapter), besides random keys."""
 READS = {
     "openai": {"weight", "loss_weight", "name", "tool_call_id"},
@@ -287,7 +287,7 @@ def _converted(name: str, record: Record) -> list[tuple] | str:
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_stray_message_keys_never_set_message_fields(name):
-    """Issue 31: keys the format does not read, put on every message-like object of its
+    """Keys the format does not read, put on every message-like object of its
     samples (named like builder parameters, or random; any JSON value), never crash the
     adapter nor change a message's role, format, end_turn or weight: they are data for
     `meta`, never builder arguments."""

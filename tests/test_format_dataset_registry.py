@@ -1,4 +1,4 @@
-"""Dataset registries are not data (issue 32): ms-swift's and LLaMA-Factory's
+"""Dataset registries are not data: ms-swift's and LLaMA-Factory's
 dataset_info.json, given as input, are recognised and every record quarantined as
 `dataset_registry` with what to do instead; --dataset-info explains ms-swift's."""
 

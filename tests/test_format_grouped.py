@@ -1,4 +1,4 @@
-"""Formats whose record gives a group of threads (issue 32): Self-Instruct tasks (one
+"""Formats whose record gives a group of threads: Self-Instruct tasks (one
 thread per instance) and prompts with several model completions (one per completion)
 carry `meta.group_id`, ids `BASE:INDEX`; AlpacaEval output rows keep their generator in
 `meta.model` and are no longer read as plain Alpaca rows."""

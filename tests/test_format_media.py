@@ -1,4 +1,4 @@
-"""Media read into messages (issue 38, `--multimodal keep`, the default): every adapter
+"""Media read into messages (`--multimodal keep`, the default): every adapter
 that reads media keeps each one in order, at its place among the text, as the source
 wrote where it is (path, URL or base64 data); a record whose media tags and lists differ
 is quarantined; `drop` and `placeholder` stay as they were."""

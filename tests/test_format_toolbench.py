@@ -135,7 +135,7 @@ def test_instruction_files_are_not_detected_as_conversations(data):
     ],
 )
 def test_message_keys_never_set_message_fields(tmp_path, sample, with_name):
-    """Issue 31: a Parquet round trip adds `name: null` to every message, and a stray
+    """A Parquet round trip adds `name: null` to every message, and a stray
     `format`/`weight` key is data, not an instruction: the thread is the same as without
     them (no internal_error), and the keys are kept in the message's meta."""
     original = (SAMPLES / sample).read_bytes()

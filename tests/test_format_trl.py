@@ -1,4 +1,4 @@
-"""Issue 32: TRL's dataset types and the string prompt/answer pairs. The standard (string)
+"""TRL's dataset types and the string prompt/answer pairs. The standard (string)
 forms are the `trl` format's (prompt-completion, prompt/response, preference with an
 explicit or implicit prompt, unpaired preference, stepwise supervision, prompt-only);
 the conversational forms and bare message lists are the `openai` format's; `--from
@@ -239,7 +239,7 @@ def test_from_prompts_quarantines_records_with_an_answer_instead_of_dropping_it(
 
 
 def test_files_of_these_shapes_are_detected_and_converted_whole(tmp_path):
-    """End to end, as the issue's user ran them: each file is detected (no unknown_format)
+    """End to end, as a user runs them: each file is detected (no unknown_format)
     and every record converts; `mms formats --detect` names the format."""
     files = {
         "legacy.jsonl": ([{"prompt": "p", "completion": " c"}] * 2, "trl"),

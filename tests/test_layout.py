@@ -1,7 +1,9 @@
 """The package's floors (DESIGN §2), kept true by reading every module's imports: no import
-loop, nothing below the package root imports the root, and each package imports only the
-floors beneath it (the engine nothing of inputs, formats, rules or tokenizers; stages no
-engine, job or CLI; lint and tokenize nothing that reads files)."""
+loop between modules nor between the packages below `pipeline` (a package that imports
+another is beneath it, never also above), nothing below the package root imports the
+root, and each package imports only the floors beneath it (the engine nothing of inputs,
+formats, rules or tokenizers; stages no engine, job or CLI; lint and tokenize nothing that
+reads files). No module is longer than a reader takes in at once (MAX_LINES)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ DOMAIN = ("pipeline.formats", "pipeline.lint", "pipeline.tokenize")
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "pipeline.mms": ("pipeline.",),
+    "pipeline.config_slice": ("pipeline.",),
     "pipeline.sources": (*DRIVERS, *SIDES, *DOMAIN),
     "pipeline.templates": (*DRIVERS, *SIDES, *DOMAIN),
     "pipeline.dedup": (*DRIVERS, *SIDES, *DOMAIN),
@@ -98,20 +101,21 @@ def test_each_floor_imports_only_what_is_beneath_it(package: str) -> None:
     assert crossings == []
 
 
-def test_no_import_loop() -> None:
-    """Tarjan's strongly connected components over the module graph: none has two members."""
+def loops(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import loops of a graph: Tarjan's strongly connected components with two
+    members or more, each sorted (an edge to a name outside the graph is left out)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
-    loops: list[list[str]] = []
+    found: list[list[str]] = []
 
     def visit(node: str) -> None:
         index[node] = low[node] = len(index)
         stack.append(node)
         on_stack.add(node)
-        for target in GRAPH.get(node, ()):
-            if target not in MODULES:
+        for target in sorted(graph.get(node, ())):
+            if target not in graph:
                 continue
             if target not in index:
                 visit(target)
@@ -127,9 +131,75 @@ def test_no_import_loop() -> None:
                 if member == node:
                     break
             if len(component) > 1:
-                loops.append(sorted(component))
+                found.append(sorted(component))
 
-    for name in sorted(MODULES):
+    for name in sorted(graph):
         if name not in index:
             visit(name)
-    assert loops == []
+    return found
+
+
+def package_of(module: str) -> str:
+    """The package (or module) right below `pipeline` that a module belongs to."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The imports between the packages (and modules) right below `pipeline`: one edge per
+    package that some module of one imports a module of, top-level and function-level
+    imports alike (the root itself, which re-exports the API, is left out)."""
+    packages: dict[str, set[str]] = {}
+    for name, found in graph.items():
+        if name == "pipeline":
+            continue
+        edges = packages.setdefault(package_of(name), set())
+        edges.update(package_of(target) for target in found if target != "pipeline")
+    for name, edges in packages.items():
+        edges.discard(name)
+    return packages
+
+
+def test_no_import_loop() -> None:
+    assert loops(GRAPH) == []
+
+
+def test_no_import_loop_between_packages() -> None:
+    """A package that imports another never is imported by it, even through a third: what
+    two packages share lives in a floor beneath both."""
+    graph = package_graph(GRAPH)
+    assert {"pipeline.stages", "pipeline.media", "pipeline.dedup"} <= graph.keys()
+    found = loops(graph)
+    within = [
+        f"{name} imports {target}"
+        for name, imported in sorted(GRAPH.items())
+        for target in sorted(imported)
+        for loop in found
+        if package_of(name) != package_of(target)
+        and {package_of(name), package_of(target)} <= set(loop)
+    ]
+    assert found == [], "the imports within the loops:\n" + "\n".join(within)
+
+
+def test_the_loop_finder_finds_a_loop_between_packages() -> None:
+    graph = {
+        "pipeline.a.x": {"pipeline.b.y"},
+        "pipeline.b.y": {"pipeline.c"},
+        "pipeline.c": {"pipeline.a"},
+        "pipeline.a": set(),
+        "pipeline.d": {"pipeline.a.x"},
+    }
+    assert loops(package_graph(graph)) == [["pipeline.a", "pipeline.b", "pipeline.c"]]
+    assert loops(graph) == []
+
+
+MAX_LINES = 600
+"""The longest a module of the package may be: past it, a module does more than one job."""
+
+
+def test_no_module_is_longer_than_max_lines() -> None:
+    long = sorted(
+        f"{name}: {lines} lines"
+        for name, path in MODULES.items()
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    )
+    assert long == []

@@ -1,4 +1,4 @@
-"""The media lint rules (issue 38, MMS106..MMS109): each fires where it must and stays
+"""The media lint rules (MMS106..MMS109): each fires where it must and stays
 silent where it must not, through MMS JSONL and through the converters (a LLaMA-Factory
 file with two `<image>` tags and one image gives one MMS108 naming the record)."""
 
@@ -341,8 +341,8 @@ def _listed_codes(tmp_path: Path, name: str, records: list[dict[str, Any]]) -> l
 
 
 def test_media_rules_are_listed_as_run_only_when_the_data_holds_media(tmp_path):
-    """A text-only dataset's reports list the rules they listed before issue 38 (its
-    output bytes are pinned); a dataset with media, or a media rule that fired, lists
+    """A text-only dataset's reports list the rules they listed before the media rules
+    existed (its output bytes are pinned); a dataset with media, or a media rule that fired, lists
     them."""
     text = thread(user("hi"), assistant("hello"))
     media_codes = {"MMS106", "MMS107", "MMS108", "MMS109"}

@@ -1,4 +1,4 @@
-"""What each consumer gets per epoch (issue 33): every DataLoader worker of every rank the
+"""What each consumer gets per epoch: every DataLoader worker of every rank the
 same number of batches in every mode (padded, packed on the fly, packed output), what is
 left out to get there counted; rows left out that differ from epoch to epoch; and on a run
 of several sources, every consumer's rows mixed as the whole split is (the train shards

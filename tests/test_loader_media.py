@@ -1,4 +1,4 @@
-"""The loader's media on an objective's rows (issue 38, DESIGN §7): every batch row of a
+"""The loader's media on an objective's rows (DESIGN §7): every batch row of a
 preference, unpaired_preference or prompt output carries exactly the media whose
 placeholders stand in its ids, in order (a pair's chosen row the prompt's then the chosen
 answer's, its rejected row the prompt's then the rejected answer's), as references or,

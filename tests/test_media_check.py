@@ -1,4 +1,4 @@
-"""Media are data, checked like data (issue 38, DESIGN §3): the media a thread refers to are
+"""Media are data, checked like data (DESIGN §3): the media a thread refers to are
 read (a path inside its input file's folder, base64 data; URLs only with --fetch-media),
 sniffed by their magic bytes, decoded, limited and hashed; a record with a bad one is
 quarantined with the media's own code. Copy mode stores each distinct media once under

@@ -1,4 +1,4 @@
-"""Real multimodal samples through `mms run` (issue 38's done-when): LLaMA-Factory's mllm
+"""Real multimodal samples through `mms run`, end to end: LLaMA-Factory's mllm
 demos with their own images, audio and video (tests/data/realdata/llamafactory/
 mllm_demo_data), xtuner's fixtures with their COCO photographs and ms-swift's (image URLs;
 tests/data/formats/multimodal/xtuner and ms_swift; each folder's PROVENANCE.txt says what

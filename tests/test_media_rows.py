@@ -1,4 +1,4 @@
-"""Every row kind carries its media (issue 38, DESIGN §7): an objective's rows (pairs,
+"""Every row kind carries its media (DESIGN §7): an objective's rows (pairs,
 labelled completions, prompts), packed sequences and `mms tokenize` shards hold, per kind,
 the media whose placeholders stand in their ids, in order, so a processor finds one media
 per placeholder; `mms verify` checks them; text-only outputs have no media columns."""

@@ -1,4 +1,4 @@
-"""Media placeholders (issue 38, DESIGN §4 and §7): each media part renders as its kind's
+"""Media placeholders (DESIGN §4 and §7): each media part renders as its kind's
 placeholder token where its marker stands, never trained; a run whose rows hold media
 ships the placeholders in its tokenizer and chat template and carries the media beside
 `input_ids` (`images` ...), as a VLM's processor and TRL read them; text-only outputs keep

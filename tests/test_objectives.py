@@ -1,4 +1,4 @@
-"""`mms tokenize --objective` (issue 35): preference rows (one per pair), unpaired
+"""`mms tokenize --objective`: preference rows (one per pair), unpaired
 preference rows (one per labelled completion) and prompt rows, each the thread's SFT row
 under `last_assistant` cut at its prompt, on every row; threads that cannot make a row
 dropped with their reason; TRL's DPO, KTO and GRPO trainers running on the rows as

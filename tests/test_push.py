@@ -336,7 +336,7 @@ def test_a_big_output_goes_in_several_commits_the_manifest_last_and_resumes(
 def test_a_preference_output_is_published_and_loads_as_pairs(
     hub: HubStandIn, tmp_path: Path
 ) -> None:
-    """Issue 35: a run with `objective: preference` publishes its pair rows and a card
+    """A run with `objective: preference` publishes its pair rows and a card
     that says how to train on them."""
     config = tmp_path / "pairs.yaml"
     config.write_text(

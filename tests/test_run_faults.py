@@ -29,7 +29,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from pipeline.cli import main
-from pipeline.jobs.run import job
+from pipeline.jobs.run import job, outputs
 from tests.conftest import REPO
 from tests.kill_points import tree
 from tests.object_store import Bucket
@@ -219,7 +219,7 @@ def stopped_after_the_map_side(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(staging / "reports"))
 
     with monkeypatch.context() as patch:
-        patch.setattr(job, "write_reports", full)
+        patch.setattr(outputs, "write_reports", full)
         failed = run(config, out)
     assert failed.exit_code == 1 and "write the lint reports" in failed.output, failed.output
 
@@ -277,16 +277,16 @@ def test_an_input_changed_during_the_run_publishes_nothing(
     config, out = write_config(tmp_path), tmp_path / "out"
     changed = tmp_path / "inputs" / "tool_calls.jsonl"
     line = changed.read_text().splitlines()[0] + "\n"
-    reduce_parts = job.reduce_parts
+    write_shards = job.write_shards
 
     def appending(*args: Any, **kwargs: Any) -> Any:
-        reduced = reduce_parts(*args, **kwargs)
+        written = write_shards(*args, **kwargs)
         with changed.open("a") as more:
             more.write(line)
-        return reduced
+        return written
 
     with monkeypatch.context() as patch:
-        patch.setattr(job, "reduce_parts", appending)
+        patch.setattr(job, "write_shards", appending)
         failed = run(config, out)
     assert failed.exit_code == 2, failed.output
     assert f"error: {changed} changed while the run read it" in failed.output

@@ -1,4 +1,4 @@
-"""Media in `mms stats` (issue 38): per kind the media, the threads holding one, per role,
+"""Media in `mms stats` (DESIGN §3): per kind the media, the threads holding one, per role,
 and their sizes where known, from the shards' `media` column; without it (an objective's
 rows, packed sequences) per kind from the `images` / `audios` / `videos` columns, roles
 not known; count tables that merge shard by shard; nothing at all for text-only shards

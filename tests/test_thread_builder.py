@@ -195,7 +195,7 @@ MESSAGE_METHODS = (
 
 @pytest.mark.parametrize("method", MESSAGE_METHODS)
 def test_message_meta_is_one_mapping_never_keyword_arguments(method):
-    """Issue 31: a source's keys reach a message only as its `meta` mapping, so none can
+    """A source's keys reach a message only as its `meta` mapping, so none can
     set a parameter (format, weight, name, call_id) by name: no method takes **kwargs."""
     parameters = inspect.signature(getattr(ThreadBuilder, method)).parameters.values()
     assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters)

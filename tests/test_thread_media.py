@@ -1,4 +1,4 @@
-"""Media in the thread (DESIGN §3, issue 38): the model's markers and media, the JSON
+"""Media in the thread (DESIGN §3): the model's markers and media, the JSON
 content parts, validation naming what is wrong, and round trips that lose nothing."""
 
 from __future__ import annotations

@@ -236,7 +236,7 @@ def _mark_calls(job: Any, mark: Callable[[str], None]) -> None:
     """Mark the ends of the driver's steps after the last part that report no progress:
     the ordered pass's end (the lint report, the shuffled split's shards), the files after
     it, and the output's verification. A step the run no longer has is not marked."""
-    steps = {"reduce_parts": (None, ORDERED_END), "verify_output": (FILES, VERIFY)}
+    steps = {"write_shards": (None, ORDERED_END), "verify_output": (FILES, VERIFY)}
     for name, (before, after) in steps.items():
         function = getattr(job, name, None)
         if function is None:

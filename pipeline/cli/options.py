@@ -147,7 +147,7 @@ ROOTS_FLAG = "roots"
 
 
 def media_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The media options (issue 38, DESIGN §3) of `mms convert` and `mms run`, given to the
+    """The media options (DESIGN §3) of `mms convert` and `mms run`, given to the
     command as `media_flags` (a dict of the flags given: None for a flag left out)."""
     options: list[Decorator] = [
         click.option(

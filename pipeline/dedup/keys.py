@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
-from pipeline.media import media_meta_sha
 from pipeline.mms import Media, Message, Thread
 from pipeline.mms.groups import group_of
+from pipeline.mms.media_checked import media_meta_sha
 
 DECLARATION_META = "declaration"
 """`meta.declaration = {"message": index, "key": hex}`: the converter-written developer

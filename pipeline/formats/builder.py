@@ -1,28 +1,36 @@
 """ThreadBuilder: the one place the format adapters turn conversations into MMS threads.
 
 Adapters append what they read (system prompts, user and assistant text, reasoning, tool
-calls, tool results, tool definitions); `build()` applies the mapping rules every format
-shares (DESIGN §3, §5): tool results named after their call, parallel calls sequenced
-(or written as JSONL), `end_turn` decided, tools and reasoning enabled by a synthesized
-developer message and settings, lineage and everything lossy recorded in `meta`.
+calls, tool results, tool definitions) and read content through it (text, content parts,
+media); `build()` applies the mapping rules every format shares (DESIGN §3, §5;
+pipeline/formats/build_rules.py): tool results named after their call, parallel calls
+sequenced (or written as JSONL), `end_turn` decided, tools and reasoning enabled by a
+synthesized developer message and settings; and records lineage and everything lossy in
+`meta`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from pipeline.capabilities import (
-    ToolSpec,
-    enabled_formats,
-    tool_format,
-)
-from pipeline.dedup.keys import DECLARATION_META, declaration_key
+from pipeline.capabilities import ToolSpec, tool_format
+from pipeline.dedup.keys import DECLARATION_META
 from pipeline.formats.base import ConvertOptions
+from pipeline.formats.build_rules import (
+    REASONING_FORMAT,
+    Item,
+    ResponseFormat,
+    declaration,
+    match_results,
+    message_of,
+    note_undeclared_calls,
+    order_parallel_calls,
+    system_settings,
+)
 from pipeline.formats.media import PART_KINDS, anthropic_source, openai_part
 from pipeline.formats.record_values import a_json_kind as a_json_kind
 from pipeline.formats.record_values import canonical_json as canonical_json
@@ -30,17 +38,10 @@ from pipeline.formats.record_values import exact_json as exact_json
 from pipeline.formats.record_values import json_kind as json_kind
 from pipeline.formats.record_values import tool_specs as tool_specs
 from pipeline.formats.record_values import turn_list as turn_list
-from pipeline.formats.tool_prompt import (
-    reasoning_declaration,
-    response_format_declaration,
-    tool_declaration,
-)
 from pipeline.mms import (
     MEDIA_MARKER,
-    Format,
     Media,
     Message,
-    SystemSettings,
     Thread,
     ThreadValidationError,
     stable_thread_id,
@@ -49,38 +50,8 @@ from pipeline.mms.groups import group_of
 from pipeline.quarantine import RecordRejected
 from pipeline.sources import Record
 
-REASONING_FORMAT = "reasoning"
-ENDS_A_TURN = frozenset({"user", "developer", "platform"})
 REPLACEMENT = "\ufffd"
 """What a literal U+FFFC in the text of a message with media is written as (DESIGN §3)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _ResponseFormat:
-    """The format a prompt expects its answer in, with its schema or allowed answers."""
-
-    name: str
-    schema: Any = None
-    allowed_values: tuple[str, ...] = ()
-
-
-@dataclass(slots=True)
-class _Item:
-    """One message in the making. kind: text | reasoning | call | result."""
-
-    kind: str
-    role: str
-    content: str
-    format: str | None = None
-    name: str | None = None
-    call_id: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    answers: int | None = None
-    """For a result: the index (in the item list) of the call it answers."""
-    weight: float | None = None
-    """For an assistant item: the source's training weight (None: the default)."""
-    media: tuple[Media, ...] = ()
-    """The message's media, each at a U+FFFC marker of `content`."""
 
 
 def joined(parts: Iterable[Sequence[str | Media]], separator: str) -> list[str | Media]:
@@ -133,9 +104,9 @@ class ThreadBuilder:
         self.notes: list[str] = list(record.notes)
         self.extra_fields: dict[str, Any] = {}
         self.unrenderable_constructs: list[dict[str, str]] = []
-        self.response_format: _ResponseFormat | None = None
+        self.response_format: ResponseFormat | None = None
         self.tools: list[ToolSpec] = []
-        self._items: list[_Item] = []
+        self._items: list[Item] = []
         self._dropped_parts: Counter[str] = Counter()
 
     # ----------------------------------------------------------------- what adapters add
@@ -176,7 +147,7 @@ class ThreadBuilder:
     ) -> None:
         """The prompt expects its answer in `format_name`; `build()` enables it in the
         developer declaration unless an earlier developer message already does."""
-        self.response_format = _ResponseFormat(format_name, schema, tuple(allowed_values))
+        self.response_format = ResponseFormat(format_name, schema, tuple(allowed_values))
 
     # Every message method takes the message's own meta (what the source says about it
     # that MMS has no field for: kept in `meta.message_meta`) as ONE mapping, `meta=`,
@@ -186,7 +157,7 @@ class ThreadBuilder:
 
     def platform(self, content: str, *, meta: Mapping[str, Any] | None = None) -> None:
         """A platform message (a serving platform's own system prompt, as Harmony's)."""
-        self._items.append(_Item("text", "platform", content, meta=_own(meta)))
+        self._items.append(Item("text", "platform", content, meta=_own(meta)))
 
     # A message with media takes them as `media=`, each at a U+FFFC marker of its content
     # (`media_content` builds both from the text and media in order).
@@ -198,7 +169,7 @@ class ThreadBuilder:
         media: Iterable[Media] = (),
         meta: Mapping[str, Any] | None = None,
     ) -> None:
-        self._items.append(_Item("text", "developer", content, meta=_own(meta), media=tuple(media)))
+        self._items.append(Item("text", "developer", content, meta=_own(meta), media=tuple(media)))
 
     def user(
         self,
@@ -207,7 +178,7 @@ class ThreadBuilder:
         media: Iterable[Media] = (),
         meta: Mapping[str, Any] | None = None,
     ) -> None:
-        self._items.append(_Item("text", "user", content, meta=_own(meta), media=tuple(media)))
+        self._items.append(Item("text", "user", content, meta=_own(meta), media=tuple(media)))
 
     def assistant(
         self,
@@ -221,7 +192,7 @@ class ThreadBuilder:
         """An assistant answer; its `end_turn` is decided by `build()`. `weight` is the
         source's training weight (0: never trained)."""
         self._items.append(
-            _Item(
+            Item(
                 "text",
                 "assistant",
                 content,
@@ -241,7 +212,7 @@ class ThreadBuilder:
         meta: Mapping[str, Any] | None = None,
     ) -> None:
         self._items.append(
-            _Item("text", "context", content, name=name, meta=_own(meta), media=tuple(media))
+            Item("text", "context", content, name=name, meta=_own(meta), media=tuple(media))
         )
 
     def reasoning(
@@ -256,7 +227,7 @@ class ThreadBuilder:
             self.note("dropped the assistant's reasoning (--reasoning drop)")
             return
         self._items.append(
-            _Item(
+            Item(
                 "reasoning", "assistant", content, REASONING_FORMAT, meta=_own(meta), weight=weight
             )
         )
@@ -276,7 +247,7 @@ class ThreadBuilder:
             own = {"tool_call_id": call_id, **own}
         content = self._arguments_text(name, arguments)
         self._items.append(
-            _Item(
+            Item(
                 "call",
                 "assistant",
                 content,
@@ -303,7 +274,7 @@ class ThreadBuilder:
         if call_id is not None:
             own = {"tool_call_id": call_id, **own}
         self._items.append(
-            _Item(
+            Item(
                 "result",
                 "context",
                 content,
@@ -402,30 +373,33 @@ class ThreadBuilder:
         items = [item for item in self._items]
         if not items:
             raise RecordRejected("empty_conversation", "the record holds no messages")
-        self._match_results(items)
-        self._note_undeclared_calls(items)
-        items = self._order_parallel_calls(items)
+        jsonl = self.options.parallel_calls == "jsonl"
+        match_results(items, self.note)
+        note_undeclared_calls(items, self.tools, self.note)
+        items = order_parallel_calls(items, jsonl, self.note)
         messages: list[Message] = []
         message_meta: dict[str, Any] = {}
-        declaration, declared = self._declaration(items)
+        written, declared = declaration(
+            items, self.tools, self.response_format, self._wording_seed(), jsonl
+        )
         insert_at = next(
             (i for i, item in enumerate(items) if item.role not in ("developer", "platform")),
             len(items),
         )
         for position, item in enumerate(items):
-            if position == insert_at and declaration:
-                messages.append(Message.developer(declaration))
+            if position == insert_at and written:
+                messages.append(Message.developer(written))
             if item.meta:
                 message_meta[str(len(messages))] = item.meta
-            messages.append(
-                self._message(item, items[position + 1] if position + 1 < len(items) else None)
-            )
-        if insert_at == len(items) and declaration:
-            messages.append(Message.developer(declaration))
+            following = items[position + 1] if position + 1 < len(items) else None
+            messages.append(message_of(item, following, self.note))
+        if insert_at == len(items) and written:
+            messages.append(Message.developer(written))
         meta = self._meta(message_meta)
-        if declaration and declared is not None:
+        if written and declared is not None:
             meta[DECLARATION_META] = {"message": insert_at, "key": declared}
-        thread = Thread(self.thread_id, messages, self._settings(items), meta)
+        settings = system_settings(items, self.tools, jsonl)
+        thread = Thread(self.thread_id, messages, settings, meta)
         try:
             thread.validate()
         except ThreadValidationError as err:
@@ -435,204 +409,10 @@ class ThreadBuilder:
             raise RecordRejected("invalid_thread", str(err), details) from None
         return thread
 
-    def _match_results(self, items: list[_Item]) -> None:
-        """Name every result after the call it answers; a result for a call id no earlier
-        call has is an error."""
-        by_id: dict[str, int] = {}
-        pending: list[int] = []
-        for index, item in enumerate(items):
-            if item.kind == "call":
-                if item.call_id is not None:
-                    by_id[item.call_id] = index
-                pending.append(index)
-                continue
-            if item.kind != "result":
-                continue
-            if item.call_id is not None:
-                if item.call_id not in by_id:
-                    raise RecordRejected(
-                        "unknown_tool_call",
-                        f"tool result for unknown call id {item.call_id}"
-                        + (f" (tool {item.name!r})" if item.name else ""),
-                    )
-                answered: int | None = by_id[item.call_id]
-            else:
-                answered = next(
-                    (i for i in pending if item.name is None or items[i].name == item.name), None
-                )
-            if answered is None:
-                if item.name is None:
-                    self.note(
-                        "a tool result follows no tool call; kept as an unnamed context message"
-                    )
-                continue
-            call_name = items[answered].name
-            if item.name is not None and item.name != call_name:
-                self.note(
-                    f"tool result named {item.name!r} answers a call of {call_name!r}; named it {call_name!r}"
-                )
-            item.name = call_name
-            item.answers = answered
-            if answered in pending:
-                pending.remove(answered)
-
-    def _note_undeclared_calls(self, items: list[_Item]) -> None:
-        declared = {tool.name for tool in self.tools}
-        called = dict.fromkeys(item.name for item in items if item.kind == "call")
-        for name in called:
-            if name not in declared:
-                self.note(
-                    f"tool {name!r} is called but the source never declares it; its calls are "
-                    "not enabled by any developer message"
-                )
-
-    def _order_parallel_calls(self, items: list[_Item]) -> list[_Item]:
-        """Runs of calls followed by their results: sequence them (call1, result1, call2,
-        result2) or, with `parallel_calls: jsonl`, merge each tool's calls into one
-        `name:jsonl` message."""
-        ordered: list[_Item] = []
-        index = 0
-        while index < len(items):
-            end = index
-            while end < len(items) and items[end].kind == "call":
-                end += 1
-            if end - index < 2:
-                ordered.append(items[index])
-                index += 1
-                continue
-            results_end = end
-            while results_end < len(items) and items[results_end].kind == "result":
-                results_end += 1
-            calls, results = items[index:end], items[end:results_end]
-            if self.options.parallel_calls == "jsonl":
-                ordered.extend(self._jsonl_calls(calls))
-                ordered.extend(results)
-            else:
-                ordered.extend(self._sequenced(range(index, end), items, results))
-            index = results_end
-        return ordered
-
-    def _sequenced(
-        self, call_indexes: range, items: list[_Item], results: list[_Item]
-    ) -> list[_Item]:
-        out: list[_Item] = []
-        for call_index in call_indexes:
-            out.append(items[call_index])
-            out.extend(r for r in results if r.answers == call_index)
-        out.extend(r for r in results if r.answers not in call_indexes)
-        if any(r.answers in call_indexes for r in results):
-            self.note(f"sequenced {len(call_indexes)} parallel tool calls with their results")
-        return out
-
-    def _jsonl_calls(self, calls: list[_Item]) -> list[_Item]:
-        merged: list[_Item] = []
-        for call in calls:
-            last = merged[-1] if merged else None
-            if last is not None and last.name == call.name and last.weight == call.weight:
-                last.content += "\n" + call.content
-                if call.call_id is not None:
-                    last.meta.setdefault("tool_call_ids", []).append(call.call_id)
-                continue
-            assert call.name is not None  # a call names its tool (tool_call)
-            meta = {k: v for k, v in call.meta.items() if k != "tool_call_id"}
-            if call.call_id is not None:
-                meta["tool_call_ids"] = [call.call_id]
-            merged.append(
-                _Item(
-                    "call",
-                    "assistant",
-                    call.content,
-                    tool_format(call.name, "jsonl"),
-                    name=call.name,
-                    meta=meta,
-                    weight=call.weight,
-                )
-            )
-        return merged
-
-    def _message(self, item: _Item, following: _Item | None) -> Message:
-        if item.role == "assistant":
-            if item.kind == "text":
-                end_turn = following is None or following.role in ENDS_A_TURN
-            else:
-                end_turn = False
-            return Message.assistant(
-                item.content,
-                format=item.format or "markdown",
-                end_turn=end_turn,
-                weight=item.weight,
-                media=item.media,
-            )
-        if item.role == "context":
-            if item.name == "":
-                self.note("a tool result has an empty name; read as no name")
-            return Message.context(item.content, item.name or None, media=item.media)
-        return Message(item.role, item.content, media=item.media)  # type: ignore[arg-type]
-
-    def _uses_reasoning(self, items: list[_Item]) -> bool:
-        return any(item.kind == "reasoning" for item in items)
-
     def _wording_seed(self) -> str:
         """What the declaration's wording is picked by: the thread's group when it has one
         (the sides of a pair share their prompt, word for word), else the thread id."""
         return group_of(self.meta) or self.thread_id
-
-    def _declaration(self, items: list[_Item]) -> tuple[str, str | None]:
-        """The developer message this converter writes (tools, reasoning, the response
-        format), worded per thread (per group: `_wording_seed`), and the key of what it
-        declares (for dedup)."""
-        parts, declared = [], []
-        seed = self._wording_seed()
-        if self.tools:
-            jsonl = self.options.parallel_calls == "jsonl"
-            parts.append(tool_declaration(self.tools, seed, jsonl=jsonl))
-            tools = sorted(self.tools, key=lambda t: t.name)
-            declared.append(
-                ["tools", jsonl, [[t.name, t.description, t.parameters] for t in tools]]
-            )
-        if self._uses_reasoning(items):
-            parts.append(reasoning_declaration(seed))
-            declared.append(["reasoning"])
-        response = self.response_format
-        if response is not None and not self._enabled_by_developer(items, response.name):
-            parts.append(
-                response_format_declaration(
-                    response.name,
-                    seed,
-                    schema=response.schema,
-                    allowed_values=response.allowed_values,
-                )
-            )
-            declared.append(
-                ["response", response.name, response.schema, list(response.allowed_values)]
-            )
-        return "\n\n".join(parts), declaration_key(canonical_json(declared)) if declared else None
-
-    def _enabled_by_developer(self, items: list[_Item], format_name: str) -> bool:
-        """Whether a developer or platform message before the first assistant message
-        already enables `format_name` as an inline code span."""
-        for item in items:
-            if item.role == "assistant":
-                return False
-            if item.role in ("developer", "platform") and format_name in enabled_formats(
-                item.content
-            ):
-                return True
-        return False
-
-    def _settings(self, items: list[_Item]) -> SystemSettings | None:
-        formats: list[Format] = []
-        for tool in self.tools:
-            formats.append(Format(tool.call_format, halt_on_completion=True, sampler="json"))
-            if self.options.parallel_calls == "jsonl":
-                formats.append(
-                    Format(
-                        tool_format(tool.name, "jsonl"), halt_on_completion=True, sampler="jsonl"
-                    )
-                )
-        if self._uses_reasoning(items):
-            formats.append(Format(REASONING_FORMAT))
-        return SystemSettings(tuple(formats)) if formats else None
 
     def _meta(self, message_meta: dict[str, Any]) -> dict[str, Any]:
         meta = dict(self.meta)

@@ -15,6 +15,7 @@ AUTO = "auto"
 SHARED_MODULES = frozenset(
     {
         "base",
+        "build_rules",
         "builder",
         "detect",
         "field_mapping",

@@ -350,8 +350,8 @@ def _placeholders(out: Path) -> dict[int, str] | None:
 
 
 def _placed_media(row: dict[str, Any], placeholders: dict[int, str]) -> dict[str, Any]:
-    """A row of threads whose shard has no `media` column (an `mms tokenize` output before
-    issue 38's media rows): its media rebuilt from its markers and its ids' placeholders
+    """A row of threads whose shard has no `media` column (an `mms tokenize` output written
+    before shards carried media columns): its media rebuilt from its markers and its ids' placeholders
     (`placed_media`), so its messages render again; unchanged when there are none."""
     if MEDIA_COLUMN in row or "messages" not in row:
         return row

@@ -84,7 +84,7 @@ class Rule:
     options: tuple[str, ...] = field(default=())
     """The config keys (`[tool.mms.lint]`) that tune this rule."""
     media: bool = False
-    """A rule on media (issue 38): reports list it among the rules that ran only when the
+    """A rule on media (MMS106..MMS109): reports list it among the rules that ran only when the
     data held media or it fired, so a text-only dataset's reports keep their bytes."""
 
     @property

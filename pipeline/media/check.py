@@ -1,4 +1,4 @@
-"""The media check of a record's threads (issue 38): every media read (pipeline/media/
+"""The media check of a record's threads (DESIGN §3): every media read (pipeline/media/
 resolve.py), sniffed (sniff.py) and decoded (decode.py), its sha256 recorded in the thread's
 `meta.media_checked`; in copy mode written once under its content address and the thread
 pointed there. The first media that fails quarantines the whole record (MediaProblem)."""
@@ -20,16 +20,9 @@ from pipeline.media.resolve import MediaProblem, NotRead, read_media, reference
 from pipeline.media.settings import MediaRoot, MediaSettings
 from pipeline.media.sniff import HEAD_BYTES, sniff
 from pipeline.mms import Media, Thread
+from pipeline.mms.media_checked import CHECKED_META
 from pipeline.output.files import mark_written
 
-CHECKED_META = "media_checked"
-"""`meta.media_checked`: one entry per media of the thread, in order (message by message):
-`{"sha256", "bytes", "mime"}` (the MIME its bytes show; `root`, the media root its path
-was found under when not beside its input file; `source`, the reference as the source
-wrote it, when the copy mode rewrote it), or null for a media left unread. A video given
-as frames has `{"frames": [entry per frame], "sha256", "bytes", "source"}`: each frame's
-entry as an image's, the sha256 of the frames' digests in order (dedup's key), their
-bytes in all (both only when every frame was read)."""
 MEDIA_DIR = "media"
 """Where copied media live, relative to the output: `media/<sha256>.<ext>`."""
 CONTENT_ADDRESS = re.compile(rf"{MEDIA_DIR}/(?P<sha256>[0-9a-f]{{64}})\.[a-z0-9]{{1,8}}")
@@ -232,12 +225,3 @@ def content_address(path: str | None) -> tuple[str, str] | None:
     if path is None or found is None:
         return None
     return path.removeprefix(f"{MEDIA_DIR}/"), found["sha256"]
-
-
-def media_meta_sha(meta: Any) -> list[str | None] | None:
-    """The sha256 of each media of a thread as `meta.media_checked` records it (None for a
-    media left unread), or None when the thread was not checked."""
-    entries = meta.get(CHECKED_META) if isinstance(meta, dict) else None
-    if not isinstance(entries, list):
-        return None
-    return [e.get("sha256") if isinstance(e, dict) else None for e in entries]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.stages.contract import OMITTED, ConfigSlice, plain_settings
+from pipeline.config_slice import OMITTED, ConfigSlice, plain_settings
 
 MAX_BYTES = 64 << 20
 """Default largest media file (64 MiB): a bigger one is quarantined (`media_too_large`)."""

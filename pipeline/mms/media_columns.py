@@ -1,4 +1,4 @@
-"""The media columns of a run's shards (DESIGN §7, issue 38): beside `input_ids`, a row
+"""The media columns of a run's shards (DESIGN §7): beside `input_ids`, a row
 whose thread holds media has its media in order, one list per kind, as TRL's VLM trainers
 and LLaMA-Factory read them (`images`, `audios`, `videos`), each cell a Hugging Face
 `Image`/`Audio`/`Video` cell, `{bytes, path}`; and the thread's `media` column (DESIGN §3:

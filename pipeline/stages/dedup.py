@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import orjson
 import pyarrow as pa
 
+from pipeline.config_slice import ConfigSlice
 from pipeline.dedup import (
     NearDedupSettings,
     NearDuplicateIndex,
@@ -17,13 +18,7 @@ from pipeline.dedup import (
     thread_signature,
 )
 from pipeline.mms.groups import group_runs
-from pipeline.stages.contract import (
-    Batch,
-    ConfigSlice,
-    Stage,
-    repeated_column,
-    resolved_column,
-)
+from pipeline.stages.contract import Batch, Stage, repeated_column, resolved_column
 from pipeline.stages.sample import CONTENT_KEY, THREAD_GROUP
 
 NEAR_SIGNATURE = "near_signature"

@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from pipeline.stages.contract import Batch, ConfigSlice, SliceReader, Stage
+from pipeline.config_slice import ConfigSlice, SliceReader
+from pipeline.stages.contract import Batch, Stage
 
 MESSAGE_COUNT = "message_count"
 

@@ -13,21 +13,14 @@ from typing import Any, ClassVar, Literal
 import orjson
 import pyarrow as pa
 
+from pipeline.config_slice import ConfigSlice, SliceReader
 from pipeline.lint import Diagnostic, LintConfig, Linter, LintReport, UnknownRuleError, select_rules
 from pipeline.lint.diagnostic import ThreadRef
 from pipeline.lint.profile import DatasetProfile
 from pipeline.lint.report import example_thread
 from pipeline.mms import Thread
 from pipeline.quarantine import Rejection
-from pipeline.stages.contract import (
-    Batch,
-    ConfigSlice,
-    SliceReader,
-    Stage,
-    repeated_column,
-    resolved_column,
-    thread_as_read,
-)
+from pipeline.stages.contract import Batch, Stage, repeated_column, resolved_column, thread_as_read
 
 FINDINGS = "lint_findings"
 """The thread rules' findings (a JSON list of diagnostics), null when there are none."""

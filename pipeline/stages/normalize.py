@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline.accounting import Account
+from pipeline.config_slice import ConfigSlice
 from pipeline.formats import AUTO, FORMATS, ConvertOptions, InputFormat, get_format
 from pipeline.formats.detect import best_for_record, detect
 from pipeline.media import MediaChecker, MediaProblem
 from pipeline.mms import Thread
 from pipeline.quarantine import RecordRejected, Rejection, raw_text
 from pipeline.sources import Record
-from pipeline.stages.contract import ConfigSlice
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,13 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.config_slice import ConfigSlice
 from pipeline.mms import MEDIA_COLUMN, Thread, normalize_thread_dict
 from pipeline.mms.media_columns import COLUMN_KINDS, kind_columns
 from pipeline.objectives.lists import head, take_rows
 from pipeline.packing import PACKED_SCHEMA, WINDOW, BestFitPacker, PackingStats, packed_columns
 from pipeline.packing import packed_table as build_packed_table
-from pipeline.stages.contract import ConfigSlice, Stage
+from pipeline.stages.contract import Stage
 from pipeline.tokenize import Renderer
 from pipeline.tokenize.overlong import OverlongPolicy, fit_batch
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from pipeline.stages.contract import ConfigSlice, SliceReader, plain_settings
+from pipeline.config_slice import ConfigSlice, SliceReader, plain_settings
 from pipeline.stages.fractions import stable_fraction
 from pipeline.stages.sample import SPLIT_GROUP
 

@@ -14,17 +14,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.config_slice import ConfigSlice, SliceReader, plain_settings
 from pipeline.mms import Thread, settings_to_arrow, threads_to_arrow
-from pipeline.stages.contract import (
-    ORIGINAL_THREAD,
-    TOKENS_CUT,
-    Batch,
-    ConfigSlice,
-    SliceReader,
-    Stage,
-    plain_settings,
-    thread_as_read,
-)
+from pipeline.stages.contract import ORIGINAL_THREAD, TOKENS_CUT, Batch, Stage, thread_as_read
 from pipeline.tokenize import LoadedTokenizer, Renderer, load_tokenizer, tokenize_threads
 from pipeline.tokenize.loading import (
     TokenizerLoadError,

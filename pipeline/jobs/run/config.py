@@ -30,6 +30,7 @@ import yaml
 from pipeline import storage
 from pipeline.config_file import ConfigFileError as RunConfigError
 from pipeline.config_file import PathPart, YamlDocument, check_schema, parse_yaml
+from pipeline.config_slice import OMITTED
 from pipeline.formats import AUTO, FORMATS
 from pipeline.formats.field_mapping import FieldMapping, MappingError, mapping_from_data
 from pipeline.formats.mapped import NAME as MAPPED
@@ -37,7 +38,6 @@ from pipeline.jobs.run.stages import CONFIG_SLICES, Stages
 from pipeline.media import MediaRoot
 from pipeline.schemas import validator
 from pipeline.sources.paths import HF_PREFIX, is_hf_input
-from pipeline.stages.contract import OMITTED
 
 SCHEMA = "pipeline-config"
 RESOLVED_ORDER = (

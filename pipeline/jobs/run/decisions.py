@@ -1,15 +1,20 @@
-"""Each part's task on the dataset side of `mms run`, run by the engine's workers in
-parallel: every stage decides the part's rows (a partitioned stage takes what the pass over
-repeated rows found, pipeline/jobs/run/repeated_pass.py, in place of its state), the part's
-drops are listed, its findings and counts recorded, and the rows it keeps split, weighted
-and recorded in its selection (pipeline/jobs/run/selection.py) for the shard tasks. The
-driver merges what the tasks return, part after part, in plan order."""
+"""The decisions of `mms run`'s dataset side (DESIGN §7): each part is one task on the
+engine's workers, in parallel: every stage decides the part's rows (a partitioned stage
+takes what the pass over repeated rows found, pipeline/jobs/run/repeated_pass.py, in place
+of its state), the part's drops are listed, its findings and counts recorded, and the rows
+it keeps split, weighted and recorded in its selection (pipeline/jobs/run/selection.py)
+for the shard tasks. The driver merges what the tasks return, part after part, in plan
+order, into the quarantine file, the list of threads left out, the lint report and the
+counts: the same bytes as one process taking every row in order, so the output never
+depends on the number of workers or the engine."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import uuid
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -19,18 +24,28 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.accounting import Account, InputAccount
+from pipeline.engine import Runner
 from pipeline.jobs.batch_steps import Drop, decide
 from pipeline.jobs.run.config import RunConfig
-from pipeline.jobs.run.part import PART_DROPPED, PART_REJECTED, PART_THREADS, stage_file
-from pipeline.jobs.run.part_rows import PART_ROW, part_tables, resolved_columns
+from pipeline.jobs.run.part import (
+    PART_DROPPED,
+    PART_REJECTED,
+    PART_STATS,
+    PART_THREADS,
+    stage_file,
+)
+from pipeline.jobs.run.part_rows import PART_ROW, RESOLVED_DIR, part_tables, resolved_columns
 from pipeline.jobs.run.partition import RepeatedRows, partitioned
+from pipeline.jobs.run.phases import PART_DECISIONS, Progress
+from pipeline.jobs.run.repeated_pass import RepeatedPass
 from pipeline.jobs.run.selection import SELECTED_DIR, Selections, SplitTotals
 from pipeline.jobs.run.stages import Side, row_schema, run_stages
-from pipeline.lint import LintReport
+from pipeline.lint import LintReport, select_rules
 from pipeline.lint.report import ReportPart
 from pipeline.lint.store import DiagnosticStore
 from pipeline.mms.arrow import MEDIA_COLUMN
-from pipeline.quarantine import dropped_line, rejection_from_line
+from pipeline.output.files import atomic_output
+from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE, dropped_line, rejection_from_line
 from pipeline.sources.parts import InputPart
 from pipeline.stages.contract import TOKENS_CUT
 from pipeline.stages.lint import Lint
@@ -44,6 +59,78 @@ FINDINGS_DIR = "findings"
 report writers read (the findings never pass through the driver's memory)."""
 SHUFFLED_SPLIT = "train"
 """The split written in a shuffled order (with `shard.shuffle`): what training reads."""
+
+
+@dataclass
+class Decided:
+    """What the parts' tasks decided, merged in plan order: the run's counts and lint
+    report, whether the lint gate failed, the record of the parts' selections (what the
+    shard tasks write; None when the run writes no split), and the parts' directories in
+    plan order."""
+
+    counts: Account
+    report: LintReport
+    part_dirs: list[Path]
+    gate_failed: bool
+    selections: Selections | None
+
+    @property
+    def media(self) -> tuple[str, ...]:
+        """The media kinds the run's kept rows hold (none: text only)."""
+        return self.selections.media if self.selections is not None else ()
+
+
+def decide_parts(
+    config: RunConfig,
+    out: Path,
+    parts: list[InputPart],
+    first: RepeatedPass,
+    runner: Runner,
+    workdir: Path,
+    progress: Progress | None = None,
+    skipped: Sequence[str] = (),
+    refused: dict[str, str] | None = None,
+) -> Decided:
+    """Every part in its own task on `runner`, after the pass over the repeated rows
+    (`first`, which took every part), merged in plan order into the quarantine file and
+    the list of threads left out under `out` (the output folder's staging folder), the
+    lint report and the counts; then whether the lint gate passes (a failed gate keeps
+    no normal-looking counts). The report lists the `skipped` files of the inputs' folders
+    and globs, that are not data files, and the `refused` ones."""
+    merger = _Merger(config, skipped, refused or {}, workdir)
+    repeated = first.repeated
+    tasks = [
+        DecidePart(
+            config,
+            part,
+            str(part_dir),
+            str(workdir),
+            str(repeated.folder) if repeated is not None else None,
+            str(first.resolved_path(part.id)),
+        )
+        for part, part_dir in zip(parts, first.part_dirs, strict=True)
+    ]
+
+    def parts_progress(count: int) -> None:
+        if progress is not None:
+            progress(PART_DECISIONS, count, len(tasks), None)
+
+    parts_progress(0)
+    decided = runner.map_tasks(tasks, parts_progress)
+    with ExitStack() as stack:
+        quarantine = stack.enter_context(atomic_output(out / REJECTED_FILE))
+        left_out = stack.enter_context(atomic_output(out / DROPPED_FILE))
+        for part, part_dir, found in zip(parts, first.part_dirs, decided, strict=True):
+            merger.take_part(part, part_dir, found, (quarantine, left_out))
+        report = merger.lint.finish(keyed_by=first.linter)
+    if progress is not None:
+        progress(PART_DECISIONS, len(tasks), len(tasks), merger.counts)
+    shutil.rmtree(workdir / DECIDED_DIR, ignore_errors=True)
+    shutil.rmtree(workdir / RESOLVED_DIR, ignore_errors=True)
+    gate_failed = report.failed(config.stages.lint.fail_on)
+    if gate_failed:
+        merger.counts.withhold()  # no normal-looking output from a failed gate
+    return Decided(merger.counts, report, first.part_dirs, gate_failed, merger.selections)
 
 
 @dataclass
@@ -230,3 +317,78 @@ def _media_kinds(rows: pa.Table) -> frozenset[str]:
         return frozenset()
     kinds = pc.list_flatten(rows[MEDIA_COLUMN]).combine_chunks().field("kind")
     return frozenset(kind for kind in pc.unique(kinds).to_pylist() if kind is not None)
+
+
+class _Merger:
+    """What the driver keeps of the parts' tasks: the run's lint report and counts, and the
+    record of the selections, merged part after part in plan order."""
+
+    def __init__(
+        self, config: RunConfig, skipped: Sequence[str], refused: dict[str, str], workdir: Path
+    ):
+        self.config = config
+        self.selections = _fresh_selections(config, workdir)
+        source = config.recorded_source
+        lint_config = config.stages.lint.to_lint_config(source)
+        self.report = LintReport(
+            lint_config,
+            select_rules(lint_config.select, lint_config.ignore),
+            [config.recorded_path(spec.path) for spec in config.inputs],
+            Account(skipped_files=list(skipped), refused_files=dict(refused)),
+            DiagnosticStore(),
+        )
+        stages = run_stages(config, Side(lint_source=source, report=self.report))
+        self.lint = next(stage for stage in stages if isinstance(stage, Lint))
+        self.counts = self.report.stats
+        self.counts.inputs = [
+            InputAccount(config.recorded_path(spec.path), spec.license) for spec in config.inputs
+        ]
+
+    def take_part(
+        self,
+        part: InputPart,
+        part_dir: Path,
+        found: PartDecided,
+        lists: tuple[BinaryIO, BinaryIO],
+    ) -> None:
+        """Take one part: its reading's counts and quarantined records (from its
+        directory), and what its task decided; `lists`: the quarantine and the list of
+        threads left out, which it extends."""
+        quarantine, left_out = lists
+        self._account(part, orjson.loads((part_dir / PART_STATS).read_bytes()))
+        with (part_dir / PART_REJECTED).open("rb") as rejected:
+            shutil.copyfileobj(rejected, quarantine)
+        with open(found.dropped, "rb") as dropped:
+            shutil.copyfileobj(dropped, left_out)
+        self.counts.merge_decided(found.counts)
+        self.counts.inputs[part.input_index].merge_decided(found.origin)
+        if found.report is not None:
+            self.report.merge(found.report)
+            self.report.add(self.lint.linter.merge(found.checks))
+        if self.selections is not None and found.totals is not None:
+            self.selections.merge_part(part.id, found.totals)
+
+    def _account(self, part: InputPart, part_counts: dict[str, Any]) -> None:
+        counts = self.counts
+        counts.records_read += part_counts["records_read"]
+        counts.records_converted += part_counts["records_converted"]
+        counts.threads += part_counts["threads"]
+        source = counts.inputs[part.input_index]
+        source.records_read += part_counts["records_read"]
+        source.quarantined_by.update(part_counts["quarantined"])
+        source.threads += part_counts["threads"]
+        source.dropped_by.update(part_counts["dropped"])
+        counts.quarantined.update(part_counts["quarantined"])
+        counts.formats.update(part_counts["formats"])
+        if part.path not in counts.files:
+            counts.files.append(part.path)
+        counts.dropped.update(part_counts["dropped"])
+        counts.tokens_dropped.update(part_counts["dropped_tokens"])
+        counts.groups_dropped.update(part_counts["groups_dropped"])
+        counts.tagged.update(part_counts["tagged"])
+
+
+def _fresh_selections(config: RunConfig, workdir: Path) -> Selections | None:
+    """The run's record of the parts' selections, its folder emptied of an earlier run's."""
+    shutil.rmtree(workdir / SELECTED_DIR, ignore_errors=True)
+    return selections_for(config, workdir)

@@ -1,8 +1,10 @@
 """The files a run writes after its shards (DESIGN §7): the lint reports, the augmented
-tokenizer, the manifest and the Hugging Face dataset card."""
+tokenizer, the stats, the Hugging Face dataset card and, last, the manifest."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +13,11 @@ import pyarrow as pa
 
 from pipeline.accounting import Account
 from pipeline.jobs.run.config import RunConfig
-from pipeline.jobs.run.part import PART_INPUT
+from pipeline.jobs.run.decisions import FINDINGS_DIR, Decided
+from pipeline.jobs.run.part import PART_INPUT, PART_TOKENIZER
+from pipeline.jobs.run.phases import LINT_REPORTS, MANIFEST, STATS_AND_CARD, TOKENIZER
+from pipeline.jobs.run.shard_tasks import Written
+from pipeline.jobs.run.stages import shard_schema
 from pipeline.lint import LintReport
 from pipeline.lint.reports import write_report
 from pipeline.media.check import MEDIA_DIR
@@ -29,6 +35,8 @@ from pipeline.output.card_training import training_facts, where_media_are
 from pipeline.output.files import (
     atomic_output,
     atomic_text_output,
+    discard_if_none,
+    remove_stale_temps,
 )
 from pipeline.output.manifest import (
     CARD_FILE,
@@ -42,12 +50,66 @@ from pipeline.output.manifest import (
 )
 from pipeline.output.shards import Shard
 from pipeline.output.tokenizer import TOKENIZER_DIR, shipped_tokenizer_record
+from pipeline.quarantine import DROPPED_FILE, REJECTED_FILE
 from pipeline.sources.parts import InputPart
 
 if TYPE_CHECKING:
     from pipeline.jobs.stats.compute import ShardTables
 
 REPORTS = (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html"))
+
+
+def write_outputs(
+    config: RunConfig,
+    out: Path,
+    name: str,
+    parts: list[InputPart],
+    decided: Decided,
+    written: Written,
+    workdir: Path,
+    enter: Callable[[str], None],
+) -> dict[str, Any] | None:
+    """The files a run writes after its shards, into `out` (the output folder's staging
+    folder), each step entering its phase (`enter`): the lint reports (a quarantine or a
+    list of drops that stayed empty removed), the tokenizer (unless the gate failed), the
+    stats and the card (when shards were written; `name`: the output folder's), the
+    manifest last. The manifest's record of the tokenizer (None: none shipped)."""
+    counts, report = decided.counts, decided.report
+    enter(LINT_REPORTS)
+    remove_stale_temps(out)  # a killed worker's half-written shard or media copy
+    discard_if_none(out / REJECTED_FILE, counts.quarantined_total)
+    discard_if_none(out / DROPPED_FILE, counts.dropped_total)
+    reports = write_reports(out, report)
+    shutil.rmtree(workdir / FINDINGS_DIR, ignore_errors=True)  # the reports hold them
+    tokenizer = None
+    if config.stages.tokenize is not None and not decided.gate_failed:
+        enter(TOKENIZER)
+        media_config = config if decided.media else None
+        tokenizer = ship_tokenizer(decided.part_dirs[0] / PART_TOKENIZER, out, media_config)
+    packing = written.packing
+    enter(STATS_AND_CARD)
+    figures = write_stats(out, written.tables, counts, packing)
+    if figures is not None:
+        reports += STATS_REPORTS
+        schema = shard_schema(config, decided.media)
+        write_card(
+            out, name, config, report, counts, written.shards, schema, tokenizer, packing, figures
+        )
+    enter(MANIFEST)
+    write_run_manifest(
+        out,
+        config,
+        parts,
+        decided.part_dirs,
+        counts,
+        written.shards,
+        tokenizer,
+        reports,
+        report,
+        packing,
+        written.media_files,
+    )
+    return tokenizer
 
 
 def write_reports(out: Path, report: LintReport) -> list[str]:

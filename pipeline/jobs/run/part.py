@@ -1,7 +1,7 @@
 """The map side of `mms run`: one part's records are read and normalized, then every map
 stage of the run (pipeline/jobs/run/stages.py) tags them, batch by batch, in the worker that
-read them. The part's directory holds what the dataset side (pipeline/jobs/run/reduce.py)
-needs, and nothing it would have to recompute:
+read them. The part's directory holds what the dataset side (pipeline/jobs/run/repeated_pass.py,
+decisions.py, shard_tasks.py) needs, and nothing it would have to recompute:
 
 - `threads.arrow`: one row per thread in reading order (an Arrow IPC file: written and
   read back without encoding): the shard columns, `settings`, and every stage's columns;

@@ -5,7 +5,9 @@ runner's tasks (pipeline/engine/keys.py), and the rows whose key another row sha
 written to the work directory, part by part. The stage is then handed a column saying which
 of its rows are repeated, and keeps state for those only (the driver decides them, in plan
 order: pipeline/jobs/run/repeated_pass.py): no process holds every key, and the decisions
-are those of one process taking every row in order."""
+are those of one process taking every row in order. A run that does not partition
+(`partitions`) takes the parts as the map side finishes them and keeps every key in the
+driver."""
 
 from __future__ import annotations
 
@@ -13,15 +15,23 @@ import functools
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from pipeline.engine import Runner, find_repeated
+from pipeline.engine import LocalRunner, Runner, find_repeated
+from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.part import PART_THREADS
+from pipeline.jobs.run.phases import PARTITION_KEYS, Progress
+from pipeline.jobs.run.stages import Side, run_stages
+from pipeline.sources import is_hf_input
+from pipeline.sources.parts import InputPart, file_size
 from pipeline.stages.contract import Stage
+
+PARTITION_BYTES = 1 << 30
+"""Inputs from which the local engine partitions keys by default (`engine.partition: auto`)."""
 
 KEYS_DIR = "keys"
 """In the work directory: the partition pass's scratch folder, removed after (the work
@@ -29,6 +39,57 @@ directory is on a file system every node of the run sees)."""
 REPEATED_DIR = "repeated"
 """In the work directory: one folder per partitioned stage, one `{part}.npy` per part that
 has repeated rows (their sorted indices in the part's threads file)."""
+
+
+def partition_pass(
+    config: RunConfig,
+    runner: Runner,
+    parts: list[InputPart],
+    part_dirs: Iterable[Path],
+    workdir: Path,
+    progress: Progress | None,
+) -> tuple[Iterable[Path], RepeatedRows | None]:
+    """When the run partitions (`partitions`), let the map side finish, then find the rows
+    whose keys repeat; otherwise the parts' directories as the map side gives them (the
+    driver then takes the parts as they become ready and decides every row, keeping every
+    key itself) and None."""
+    if not partitions(config, runner, parts):
+        return part_dirs, None
+    stages = partitioned(run_stages(config, Side()))
+    if not stages:
+        return part_dirs, None
+    ready = list(part_dirs)
+    if progress is not None:
+        progress(PARTITION_KEYS, 0, len(stages), None)
+    repeated = mark_repeated(runner, stages, ready, workdir)
+    if progress is not None:
+        progress(PARTITION_KEYS, len(stages), len(stages), None)
+    return ready, repeated
+
+
+def partitions(config: RunConfig, runner: Runner, parts: list[InputPart]) -> bool:
+    """Whether the run finds shared keys in a partition pass (`engine.partition`): `auto`
+    does on a distributed engine, and locally when the inputs hold PARTITION_BYTES or more
+    (below that, the driver deciding every row as parts finish costs less than waiting for
+    the map)."""
+    choice = config.engine.partition or "auto"
+    if choice == "never":
+        return False
+    if choice == "always":
+        return True
+    return not isinstance(runner, LocalRunner) or input_bytes(parts) >= PARTITION_BYTES
+
+
+def input_bytes(parts: list[InputPart]) -> int:
+    """The bytes the parts read (a part its range, a local or stored file its size; a Hub
+    dataset counts nothing)."""
+    total = 0
+    for part in parts:
+        if part.start is not None and part.end is not None:
+            total += part.end - part.start
+        elif not is_hf_input(part.path):
+            total += file_size(part.path)
+    return total
 
 
 def partitioned(stages: Sequence[Stage]) -> list[Stage]:

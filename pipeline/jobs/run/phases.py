@@ -4,16 +4,41 @@ the phase and the file, and the run resumes from what it finished, never as a cr
 
 The run is guarded once, as a whole (`Phases.guard`): no phase can escape it. Each phase
 says its name as it starts (`Phases.enter`); a phase that reports progress names itself
-through its reports (`Phases.progress`)."""
+through its reports (`Phases.progress`). The names are listed here, in run order; the map
+side's faults are named by their part (PartFailed)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pipeline.accounting import Account
-from pipeline.jobs.run.reduce import Progress
 from pipeline.storage import StorageError
+
+Progress = Callable[[str, int, int, Account | None], None]
+"""(stage, parts done, parts in all, the run's counts so far when the stage has them); for
+SHARD_WRITES, shards written of all."""
+
+CLAIM = "claim the output folder"
+PLAN = "plan the parts"
+MAP_PARTS = "read, lint, tokenize"
+"""The map side over the parts, counted in parts."""
+PARTITION_KEYS = "partition keys"
+"""The partition pass, counted in partitioned stages."""
+REPEATED_ROWS = "repeated rows"
+"""The pass over the rows whose keys repeat, counted in parts."""
+PART_DECISIONS = "lint, dedup, split"
+"""The parts' tasks, counted in parts."""
+SHARD_WRITES = "write shards"
+"""The shard tasks, counted in shards."""
+CHECK_INPUTS = "check the inputs"
+LINT_REPORTS = "write the lint reports"
+TOKENIZER = "ship the tokenizer"
+STATS_AND_CARD = "write the stats and the card"
+MANIFEST = "write the manifest"
+PUBLISH = "publish the output"
+CLEAN_UP = "remove the work directory"
+VERIFY = "verify the output"
 
 
 class RunFault(RuntimeError):

@@ -8,6 +8,7 @@ place of the state. A run that did not partition counts every row as repeated.""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +24,34 @@ from pipeline.jobs.run.part_rows import (
     write_resolved,
 )
 from pipeline.jobs.run.partition import RepeatedRows, partitioned
+from pipeline.jobs.run.phases import REPEATED_ROWS, Progress
 from pipeline.jobs.run.stages import Side, run_stages
 from pipeline.lint import Linter
 from pipeline.sources.parts import InputPart
 from pipeline.stages.lint import Lint
 from pipeline.stages.sample import THREAD_GROUP
+
+
+def repeated_rows(
+    config: RunConfig,
+    parts: list[InputPart],
+    part_dirs: Iterable[Path],
+    repeated: RepeatedRows | None,
+    workdir: Path,
+    progress: Progress | None,
+) -> RepeatedPass:
+    """Decide the repeated rows of every part in plan order, as the parts' directories
+    become ready (the map side's last parts finish meanwhile); `repeated`: what a
+    partition pass found (pipeline/jobs/run/partition.py), without it every row counts
+    as repeated."""
+    first = RepeatedPass(config, repeated, workdir)
+    if progress is not None:
+        progress(REPEATED_ROWS, 0, len(parts), None)
+    for done, (part, part_dir) in enumerate(zip(parts, part_dirs, strict=True), 1):
+        first.take_part(part, part_dir)
+        if progress is not None:
+            progress(REPEATED_ROWS, done, len(parts), None)
+    return first
 
 
 class RepeatedPass:
@@ -38,6 +62,8 @@ class RepeatedPass:
         self.stages = run_stages(config, side)
         self.partitioned = partitioned(self.stages)
         self.repeated = repeated
+        self.part_dirs: list[Path] = []
+        """The parts' directories taken so far, in plan order."""
         self.folder = workdir / RESOLVED_DIR
         self.folder.mkdir(parents=True, exist_ok=True)
         for stale in self.folder.glob("*.arrow"):
@@ -52,6 +78,7 @@ class RepeatedPass:
     def take_part(self, part: InputPart, part_dir: Path) -> int:
         """Decide the part's repeated rows and record what the partitioned stages' state
         told of them (`resolved_path`); the number of rows decided."""
+        self.part_dirs.append(part_dir)
         if not self.partitioned:
             return 0
         rows = None

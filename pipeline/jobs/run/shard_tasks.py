@@ -15,19 +15,23 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.engine import Runner
 from pipeline.jobs.run.config import RunConfig
+from pipeline.jobs.run.decisions import Decided
 from pipeline.jobs.run.part import PART_MEDIA, PART_THREADS
-from pipeline.jobs.run.selection import Selections, SplitTotals, shard_count
+from pipeline.jobs.run.phases import SHARD_WRITES, Progress
+from pipeline.jobs.run.selection import SELECTED_DIR, Selections, SplitTotals, shard_count
 from pipeline.jobs.run.stages import reshaping_stages, row_schema, shard_schema
 from pipeline.media.check import MEDIA_DIR, content_address, write_once
 from pipeline.mms import FRAMES, MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
@@ -45,6 +49,52 @@ from pipeline.tokenize.special import ROLE
 
 if TYPE_CHECKING:
     from pipeline.jobs.stats.compute import ShardTables
+
+
+@dataclass
+class Written:
+    """The shards the tasks wrote: each split's (only splits that got rows, none when the
+    gate failed) and their count tables (for the stats), what the pack stage did (None
+    without one), and the media the tasks published under media/ (copy mode)."""
+
+    shards: dict[str, list[Shard]] = field(default_factory=dict)
+    tables: dict[str, list[ShardTables]] = field(default_factory=dict)
+    packing: dict[str, Any] | None = None
+    media_files: dict[str, int] = field(default_factory=dict)
+
+
+def write_shards(
+    config: RunConfig,
+    decided: Decided,
+    out: Path,
+    runner: Runner,
+    workdir: Path,
+    progress: Progress | None = None,
+) -> Written:
+    """If the lint gate passed, the shards under `out/data` (`out`: the output folder's
+    staging folder), one task per shard on `runner`'s workers, from the parts' selections
+    (see the module docstring). A split that got no rows gets no file."""
+    tasks: list[ShardTask] = []
+    done: list[ShardDone] = []
+    if decided.selections is not None and not decided.gate_failed:
+        tasks = plan_shard_tasks(decided.selections, decided.part_dirs, config, out / "data")
+
+        def shards_progress(count: int) -> None:
+            if progress is not None:
+                progress(SHARD_WRITES, count, len(tasks), None)
+
+        shards_progress(0)
+        done = runner.map_tasks(tasks, shards_progress)
+        shutil.rmtree(workdir / SELECTED_DIR, ignore_errors=True)
+    written = Written()
+    for task, shard_done in zip(tasks, done, strict=True):
+        written.shards.setdefault(task.split, []).append(shard_done.shard)
+        written.tables.setdefault(task.split, []).append(shard_done.tables)
+    if config.stages.pack is not None and written.shards:
+        written.packing = packing_stats(done, config.stages.pack.seq_len).to_dict()
+        written.shards = dict(sorted(written.shards.items()))  # packed: splits by name
+    written.media_files = {name: size for shard_done in done for name, size in shard_done.media}
+    return written
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from pipeline.config_slice import ConfigSlice
 from pipeline.lint import LintReport
 from pipeline.media import settings as media
 from pipeline.mms import MEDIA_COLUMN, THREAD_ARROW_SCHEMA, THREAD_MEDIA_ARROW_SCHEMA
@@ -21,7 +22,7 @@ from pipeline.mms.media_columns import kind_fields, media_fields, parts_schema
 from pipeline.objectives import SCHEMAS
 from pipeline.packing import PACKED_SCHEMA
 from pipeline.stages import dedup, filters, lint, normalize, pack, split, tokenize
-from pipeline.stages.contract import ConfigSlice, Stage
+from pipeline.stages.contract import Stage
 from pipeline.stages.curate import settings as curate
 from pipeline.stages.curate.decontaminate import Decontaminate
 from pipeline.stages.curate.language import Language

@@ -1,4 +1,4 @@
-"""Media in `mms stats` (issue 38): per kind, the media, the threads holding one, the
+"""Media in `mms stats` (DESIGN §3): per kind, the media, the threads holding one, the
 media per role, and their sizes where known, from the shards' `media` column (DESIGN §3:
 `list<struct<message, kind, path, url, data, mime>>`). Kept as a small count table per
 shard, keyed by (kind, role) with null standing for "all", merged by summing.

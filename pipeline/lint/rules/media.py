@@ -1,4 +1,4 @@
-"""MMS1xx for media (DESIGN §3, issue 38): images, audio and video where the spec gives
+"""MMS1xx for media (DESIGN §3 and §6): images, audio and video where the spec gives
 none (an assistant message; a platform message, or a media part naming no source, which
 never become threads), `<image>`-style tags that disagree with the media (LLaMA-Factory's
 most reported data error) and media that can never be found. No rule reads a file nor

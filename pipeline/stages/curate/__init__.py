@@ -1,4 +1,4 @@
-"""The curation stages (issue 34), each a tagger and a decision (DESIGN §2, "taggers record,
+"""The curation stages (PII, language, quality, decontamination), each a tagger and a decision (DESIGN §2, "taggers record,
 mixers decide"): its map side looks at every thread, may rewrite it (PII redaction) and
 records what it found in the thread's `meta` and in a column naming the reason the
 configured action drops it for; its dataset side drops by that column when the action is

@@ -8,15 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.config_slice import ConfigSlice, S, SliceReader, plain_settings, settings_from_plain
 from pipeline.curation.quality import QualitySettings
-from pipeline.stages.contract import (
-    ConfigSlice,
-    S,
-    SliceReader,
-    Stage,
-    plain_settings,
-    settings_from_plain,
-)
+from pipeline.stages.contract import Stage
 from pipeline.stages.curate.decontaminate import Decontaminate, DecontaminateSettings
 from pipeline.stages.curate.language import Language, LanguageSettings
 from pipeline.stages.curate.pii import Pii, PiiSettings
