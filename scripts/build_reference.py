@@ -34,7 +34,7 @@ from pipeline.formats.registry import FORMATS  # noqa: E402
 from pipeline.lint.docs import SCOPES, example_lines  # noqa: E402
 from pipeline.lint.rule import Rule  # noqa: E402
 from pipeline.lint.rules import RULES  # noqa: E402
-from pipeline.sources import Record, iter_file  # noqa: E402
+from pipeline.sources import Record, TextDocument, iter_file  # noqa: E402
 
 SCHEMA = REPO / "schemas" / "pipeline-config.schema.json"
 DESIGN = REPO / "docs" / "DESIGN.md"
@@ -232,22 +232,24 @@ def rule_page(rule: Rule) -> str:
         "",
         "## Fails: this fires the rule",
         "",
-        "A dataset of these lines (MMS threads, one a line; a line that is not a thread is a "
-        "raw record) gets a finding:",
+        "A dataset of these lines (MMS threads, one a line, read with `--from mms`; a line that "
+        "is not a thread is a raw record) gets a finding:",
         "",
+        f"<!-- test: lint={rule.code} fires -->",
         *_example_block(rule.bad),
         "",
         "## Passes: this does not",
         "",
+        f"<!-- test: lint={rule.code} passes -->",
         *_example_block(rule.good),
         "",
-        "Both examples are part of the rule's definition, and the tests lint them: the first "
-        "must fire the rule, the second must not.",
+        "Both examples are part of the rule's definition, and the tests lint them as shown "
+        "here: the first must fire the rule, the second must not.",
         "",
         "## Run it alone",
         "",
         "```text",
-        f"mms lint threads.jsonl --select {rule.code}",
+        f"mms lint threads.jsonl --from mms --select {rule.code}",
         f"mms rules {rule.code}",
         "```",
         "",
@@ -298,9 +300,28 @@ def _module_of(fmt: InputFormat) -> Any:
     return module
 
 
-def _docstring_parts(doc: str) -> list[str]:
+def _imports_for(example: list[str], module: Any) -> str | None:
+    """The `>>> from MODULE import ...` line that gives a doctest the module's names it
+    uses (a docstring's examples run in their module; on a page they must say so)."""
+    code = "\n".join(line[4:] for line in example if line.startswith((">>> ", "... ")))
+    imported = set(re.findall(r"import ([\w, ]+)", code))
+    own = {name.strip() for names in imported for name in names.split(",")}
+    used = dict.fromkeys(re.findall(r"(?<![.\w])([A-Za-z_]\w*)", code))
+    names = [
+        name
+        for name in used
+        if name in vars(module)
+        and not name.startswith("__")
+        and name not in own
+        and not inspect.ismodule(vars(module)[name])
+    ]
+    return f">>> from {module.__name__} import {', '.join(names)}" if names else None
+
+
+def _docstring_parts(doc: str, module: Any) -> list[str]:
     """A docstring as Markdown: prose paragraphs, and each run of doctest lines as a
-    `pycon` block (the site's tests run them with doctest)."""
+    `pycon` block (the site's tests run them with doctest) that imports the module's
+    names its examples use."""
     out: list[str] = []
     block: list[str] = []
     prose: list[str] = []
@@ -312,7 +333,9 @@ def _docstring_parts(doc: str) -> list[str]:
 
     def flush_block() -> None:
         if block:
-            out.append("```pycon\n" + "\n".join(block) + "\n```")
+            imports = _imports_for(block, module)
+            lines = [imports, *block] if imports else block
+            out.append("```pycon\n" + "\n".join(lines) + "\n```")
             block.clear()
 
     in_example = False
@@ -350,13 +373,21 @@ def _sample(name: str) -> tuple[str, Any, dict[str, Any]] | None:
         source, locator = meta.get("source"), meta.get("locator")
         if source not in files:
             continue
+        path = str(files[source])
         try:
-            for item in iter_file(str(files[source]), name=source):
-                if isinstance(item, Record) and item.locator == locator:
+            for item in iter_file(path):
+                if isinstance(item, Record) and source + item.locator[len(path) :] == locator:
                     return source, item.value, thread
         except Exception:  # a file only its format's reader reads (a script read whole)
             continue
     return None
+
+
+def _record_block(record: Any) -> list[str]:
+    """A raw record as it is in its file: JSON, or the text of a script read whole."""
+    if isinstance(record, TextDocument):
+        return ["```text", record.text.rstrip("\n"), "```"]
+    return ["```json", _json(record), "```"]
 
 
 def _json(value: Any) -> str:
@@ -374,7 +405,7 @@ def format_page(fmt: InputFormat) -> str:
         ]
     lines += [f"`mms convert INPUT --from {fmt.name} -o threads.jsonl`", ""]
     lines += ["## What it reads", ""]
-    for part in _docstring_parts(module.__doc__ or ""):
+    for part in _docstring_parts(module.__doc__ or "", module):
         lines += [part, ""]
     sample = _sample(fmt.name)
     if sample is not None:
@@ -384,9 +415,7 @@ def format_page(fmt: InputFormat) -> str:
             "",
             f"From `data_samples/{fmt.name}/{source}`, the record at `{thread['meta']['locator']}`:",
             "",
-            "```json",
-            _json(record) if not isinstance(record, str) else json.dumps(record),
-            "```",
+            *_record_block(record),
             "",
             f"becomes (as in `data_samples/expected/{fmt.name}/threads.jsonl`):",
             "",

@@ -16,6 +16,8 @@ A comment on the line before a block changes that, and must say why:
 - `<!-- test: file=NAME -->` writes the block to NAME in the folder instead (a config,
   a plugin module) for the blocks after it;
 - `<!-- test: exit=N -->` expects every command of the block to exit N;
+- `<!-- test: lint=CODE fires -->` (or `passes`) lints the block's lines with that rule
+  alone: a rule's example must fire it, or must not;
 - `<!-- test: covered-by=tests/test_x.py -->` leaves the block to that test, which must
   read this page (it runs it with a tiny model, checking more than that it runs);
 - `<!-- test: skip REASON -->` does not run it (a command that needs a cluster, a
@@ -27,10 +29,13 @@ from __future__ import annotations
 
 import doctest
 import json
+import os
 import re
 import shlex
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,11 +57,13 @@ import build_reference
 DOCS = REPO / "docs"
 FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
 DIRECTIVE = re.compile(r"<!--\s*test:\s*(.*?)\s*-->\s*$")
+ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 SHELL = frozenset({"bash", "shell", "sh", "console"})
 SHOWN = frozenset({"text", ""})
 SLOW_PAGES = frozenset(
     {
         "getting-started.md",
+        "README.md",
         "guides/train-sft.md",
         "guides/train-preference.md",
         "guides/train-vlm.md",
@@ -89,18 +96,19 @@ def blocks_of(text: str) -> list[Block]:
     return found
 
 
-def site_pages() -> dict[str, str]:
-    """Every page of the site and the README, by path (docs/ pages relative to docs/)."""
+def written_pages() -> dict[str, str]:
+    """Every written page of the site and the README, by path (docs/ pages relative to
+    docs/); the generated ones are made when their test runs, not when tests are
+    collected."""
     pages = {
         path.relative_to(DOCS).as_posix(): path.read_text(encoding="utf-8")
         for path in sorted(DOCS.rglob("*.md"))
     }
-    pages.update(build_reference.pages())
     pages["README.md"] = (REPO / "README.md").read_text(encoding="utf-8")
     return pages
 
 
-PAGES = site_pages()
+PAGES = written_pages()
 
 
 def _marks(name: str) -> list[pytest.MarkDecorator]:
@@ -115,6 +123,26 @@ def _commands(code: str) -> list[str]:
         for line in joined.splitlines()
         if line.strip() and not line.lstrip().startswith("#")
     ]
+
+
+@contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """`NAME=value` before a command: set for it alone; PYTHONPATH's folders also go on
+    sys.path, as a new process would have them (the command runs in this one)."""
+    saved = {name: os.environ.get(name) for name in env}
+    path = list(sys.path)
+    os.environ.update(env)
+    if "PYTHONPATH" in env:
+        sys.path[:0] = [os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p]
+    try:
+        yield
+    finally:
+        sys.path[:] = path
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class Player:
@@ -144,6 +172,9 @@ class Player:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.code, encoding="utf-8")
             self.parse(block)
+            return
+        if directive.startswith("lint="):
+            self.lint(block, *directive.split("=", 1)[1].split()[:2])
             return
         exit_code = 0
         if directive.startswith("exit="):
@@ -182,16 +213,35 @@ class Player:
             if ">" in words:
                 at = words.index(">")
                 words, target = words[:at], words[at + 1]
-            assert words[0] == "mms", (
+            env = {}
+            while words and ASSIGNMENT.match(words[0]):
+                name, _, value = words.pop(0).partition("=")
+                env[name] = value
+            assert words and words[0] == "mms", (
                 f"{self.where(block)}: `{command}` is not an mms command; "
                 "run it as one, or skip the block with a reason"
             )
-            result = CliRunner().invoke(main, words[1:], catch_exceptions=False)
+            with _environment(env):
+                result = CliRunner().invoke(main, words[1:], catch_exceptions=False)
             assert result.exit_code == exit_code, (
                 f"{self.where(block)}: `{command}` exited {result.exit_code}:\n{result.output}"
             )
             if target is not None:
                 (self.folder / target).write_text(result.stdout, encoding="utf-8")
+
+    def lint(self, block: Block, code: str, expected: str) -> None:
+        """A rule's example, linted with that rule alone: `fires` or `passes`."""
+        example = self.folder / "example.jsonl"
+        example.write_text(block.code, encoding="utf-8")
+        words = ["lint", str(example), "--from", "mms", "--select", code, "--no-check-media"]
+        result = CliRunner().invoke(
+            main, [*words, "--output-format", "concise", "--fail-on", "never"]
+        )
+        assert result.exit_code == 0, f"{self.where(block)}: {result.output}"
+        fired = re.search(rf"\b{code}\b", result.stdout) is not None
+        assert fired == (expected == "fires"), (
+            f"{self.where(block)}: {code} {expected}?\n{result.output}"
+        )
 
     def doctest(self, block: Block) -> None:
         parser = doctest.DocTestParser()
@@ -232,13 +282,31 @@ def test_every_block_of_the_page_runs(page: str, folder: Path) -> None:
         player.play(block)
 
 
+def test_every_block_of_the_generated_pages_runs(folder: Path) -> None:
+    """The reference pages (their format doctests, examples and usage), each played in a
+    folder of its own."""
+    for page, text in build_reference.pages().items():
+        own = folder / "generated" / page
+        own.mkdir(parents=True)
+        os.chdir(own)
+        player = Player(own, page)
+        for block in blocks_of(text):
+            player.play(block)
+
+
 def test_the_site_has_its_pages_and_their_blocks() -> None:
     """A guard against a scan that finds nothing: the pages the navigation names are here,
     and each kind of block is met."""
-    for name in ("index.md", "getting-started.md", "reference/cli.md", "README.md"):
+    generated = build_reference.pages()
+    for name in ("index.md", "getting-started.md", "README.md"):
         assert name in PAGES
-    languages = {block.language for text in PAGES.values() for block in blocks_of(text)}
+    assert "reference/cli.md" in generated
+    pages = [*PAGES.values(), *generated.values()]
+    languages = {block.language for text in pages for block in blocks_of(text)}
     assert {"python", "bash", "pycon", "json", "yaml", "text"} <= languages
+    nav = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    named = set(re.findall(r"[\w/-]+\.md", json.dumps(nav)))
+    assert named <= set(PAGES) | set(generated), named - set(PAGES) - set(generated)
 
 
 def test_a_shell_line_that_is_no_mms_command_fails_the_page(tmp_path: Path) -> None:
