@@ -189,9 +189,9 @@ def config_page() -> str:
     lines = [
         "# Run config",
         "",
-        "Generated from [`schemas/pipeline-config.schema.json`]"
-        "(https://json-schema.org/) in the repository, which `mms run` checks every config "
-        "against (an error names the line). Each key is written as a dotted path: "
+        "Generated from `schemas/pipeline-config.schema.json`, the JSON Schema in the "
+        "repository that `mms run` checks every config against (an error names the line). "
+        "Each key is written as a dotted path: "
         "`stages.lint.fail_on` is `fail_on` under `lint` under `stages`; `inputs[]` is "
         "each item of the `inputs` list.",
         "",
