@@ -11,6 +11,8 @@ offline, as a newcomer would type it:
   one per line);
 - `text` blocks (usage lines, terminal output, layouts) are shown, not run.
 
+A page whose Python trains a model is skipped, saying so, where torch is not installed.
+
 A comment on the line before a block changes that, and must say why:
 
 - `<!-- test: file=NAME -->` writes the block to NAME in the folder instead (a config,
@@ -28,6 +30,7 @@ A comment on the line before a block changes that, and must say why:
 from __future__ import annotations
 
 import doctest
+import importlib.util
 import json
 import os
 import re
@@ -57,6 +60,8 @@ import build_reference
 DOCS = REPO / "docs"
 FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
 DIRECTIVE = re.compile(r"<!--\s*test:\s*(.*?)\s*-->\s*$")
+TRAINING = re.compile(r"^\s*(?:from|import) (?:torch|transformers|trl)\b", re.M)
+"""A block that needs torch (installed best effort, as for the packing proofs)."""
 ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 SHELL = frozenset({"bash", "shell", "sh", "console"})
 SHOWN = frozenset({"text", ""})
@@ -184,6 +189,8 @@ class Player:
         if block.language in SHELL:
             self.shell(block, exit_code)
         elif block.language == "python":
+            if TRAINING.search(block.code) and importlib.util.find_spec("torch") is None:
+                pytest.skip(f"{self.where(block)} trains a model: torch is not installed")
             code = compile(block.code, self.where(block), "exec")
             exec(code, self.namespace)
         elif block.language == "pycon":
