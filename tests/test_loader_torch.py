@@ -125,15 +125,18 @@ def test_a_stateful_dataloader_with_workers_resumes_where_it_stopped(output):  #
 
 
 def _readme_blocks() -> list[str]:
-    """The README's Python blocks that use TorchBatches, as written but for the
-    placeholders (the output, a small seq_len and batch, a few steps)."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The Python blocks of the training guide (docs/guides/train-sft.md) that use
+    TorchBatches, as written but for the output's path, a small seq_len and batch, and a
+    few steps."""
+    text = (REPO / "docs" / "guides" / "train-sft.md").read_text(encoding="utf-8")
     blocks = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
     return [block for block in blocks if "TorchBatches" in block]
 
 
 def _runnable(block: str, output) -> str:  # noqa: F811
-    replaced = block.replace('"OUT"', repr(str(output))).replace("seq_len=4096", "seq_len=256")
+    replaced = block.replace('"out/quickstart"', repr(str(output))).replace(
+        "seq_len=4096", "seq_len=256"
+    )
     return replaced.replace("batch_size=8", "batch_size=2").replace("max_steps=1000", "max_steps=3")
 
 

@@ -749,7 +749,8 @@ def test_the_readme_grpo_snippet_stops_at_the_shipped_ids_and_rewards_its_refere
     inputs = [SAMPLES / "mt-bench" / "question.jsonl", SAMPLES / "alpaca" / "alpaca.json"]
     result = tokenize(*inputs, "--tokenizer", SAMPLE_TOKENIZER, "-o", out, "--objective", "prompt")
     assert result.exit_code == 0, result.output
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    guide = REPO / "docs" / "guides" / "train-preference.md"  # the GRPO recipe of the site
+    text = guide.read_text(encoding="utf-8")
     block = next(
         part.split("```")[0] for part in text.split("```python\n")[1:] if "GRPOTrainer(" in part
     )
@@ -764,7 +765,7 @@ def test_the_readme_grpo_snippet_stops_at_the_shipped_ids_and_rewards_its_refere
     code = code.replace('GRPOConfig(output_dir="grpo")', small).replace("PROMPTS", str(out))
     tokenizer = transformers.AutoTokenizer.from_pretrained(out / "tokenizer")
     namespace = {"model": _tiny_model(tokenizer), "tokenizer": tokenizer}
-    exec(compile(code, "README.md#grpo", "exec"), namespace)
+    exec(compile(code, "guides/train-preference.md#grpo", "exec"), namespace)
     shipped = transformers.GenerationConfig.from_pretrained(out / "tokenizer")
     assert namespace["model"].generation_config.eos_token_id == shipped.eos_token_id
     end_turn = tokenizer.convert_tokens_to_ids("<|end_turn|>")

@@ -394,17 +394,16 @@ def test_every_row_of_a_real_output_parses_back(tmp_path, family):
     assert _check_output(out, "assistant") > 200
 
 
-# ---------------------------------------------------------------------- the README
+# ---------------------------------------------------------------------- the serving guide
 
 
 def _serving_snippet() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Serving") :]
-    return section.split("```python\n", 1)[1].split("```", 1)[0]
+    guide = (REPO / "docs" / "guides" / "serve.md").read_text(encoding="utf-8")
+    return guide.split("```python\n", 1)[1].split("```", 1)[0]  # the site's serving recipe
 
 
 def _run_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, generate=None) -> dict:
-    """The README's serving snippet against a sample output and a tiny random model (its
+    """The serving guide's snippet against a sample output and a tiny random model (its
     `generate` replaced by `generate` when given), with a `run_tool` of the test's."""
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("torch")
@@ -430,7 +429,7 @@ def _run_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, generate=None)
             return model
 
         monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", loaded)
-    exec(compile(code, "README.md#serving", "exec"), namespace)
+    exec(compile(code, "guides/serve.md#serving", "exec"), namespace)
     namespace["calls"] = calls
     return namespace
 
