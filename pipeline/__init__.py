@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pipeline.accounting import Account
-    from pipeline.api import Stats, curate, export, pack, push, run, stats, verify
+    from pipeline.api import Stats, convert, curate, export, pack, push, run, stats, verify
     from pipeline.formats import FORMATS
-    from pipeline.jobs.convert import ConvertResult, convert
+    from pipeline.jobs.convert import ConvertResult
     from pipeline.jobs.lint import lint_threads
     from pipeline.jobs.read import ReadSpec, read
     from pipeline.lint import LintConfig, LintReport
@@ -42,11 +42,11 @@ if TYPE_CHECKING:
 _LAZY = {
     "Account": "pipeline.accounting",
     **dict.fromkeys(
-        ("Stats", "curate", "export", "pack", "push", "run", "stats", "verify"), "pipeline.api"
+        ("Stats", "convert", "curate", "export", "pack", "push", "run", "stats", "verify"),
+        "pipeline.api",
     ),
     "FORMATS": "pipeline.formats",
     "ConvertResult": "pipeline.jobs.convert",
-    "convert": "pipeline.jobs.convert",
     "lint_threads": "pipeline.jobs.lint",
     "ReadSpec": "pipeline.jobs.read",
     "read": "pipeline.jobs.read",

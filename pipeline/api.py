@@ -111,12 +111,12 @@ def run(
 def convert(
     inputs: Inputs,
     output: PathLike,
+    spec: ReadSpec | None = None,
     *,
     input_format: str = "auto",
     quarantine: PathLike | None = None,
     workers: int = 1,
     overwrite: bool = False,
-    spec: ReadSpec | None = None,
     progress: Callable[[Account], None] | None = None,
 ) -> ConvertResult:
     """`mms convert`: `inputs` (files, folders, globs, `hf:` datasets) to MMS JSON Lines

@@ -472,16 +472,24 @@ def output_page() -> str:
 def api_names() -> list[str]:
     """The public names of the `pipeline` package (its `__all__`), in order."""
     import pipeline
+    from pipeline import api
 
-    return [name for name in pipeline.__all__ if name not in API_NAMES_SKIPPED]
+    commands = {name for name in vars(api) if callable(getattr(api, name))}
+    skipped = API_NAMES_SKIPPED | commands  # shown once, on the api module's section
+    return [name for name in pipeline.__all__ if name not in skipped]
 
 
 def api_page() -> str:
     lines = [
         "# Python API",
         "",
-        "The public names of the `pipeline` package, from their docstrings. Anything "
-        "under `pipeline.*` that is not listed here may change between versions.",
+        "Every command as a function (`pipeline.api`), then the other public names of the "
+        "`pipeline` package, from their docstrings. Anything under `pipeline.*` that is not "
+        "listed here may change between versions.",
+        "",
+        "## `pipeline.api`",
+        "",
+        "::: pipeline.api",
         "",
     ]
     for name in api_names():

@@ -53,7 +53,7 @@ def test_every_working_command_is_a_documented_function_the_cli_calls(command):
 
 
 def test_the_top_level_names_are_the_api_functions():
-    for name in ("run", "curate", "pack", "stats", "verify", "push", "export"):
+    for name in ("run", "convert", "curate", "pack", "stats", "verify", "push", "export"):
         assert getattr(pipeline, name) is getattr(api, name)
         assert name in pipeline.__all__
 
