@@ -1,5 +1,5 @@
 """The output's files hashed on the run's engine: `mms run` verifies what it published
-(pipeline/jobs/verify.py), and reading every shard again grows with the data, so the
+(pipeline/jobs/verify/), and reading every shard again grows with the data, so the
 workers read them, a task per run of files of about TASK_BYTES."""
 
 from __future__ import annotations

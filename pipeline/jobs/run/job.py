@@ -5,7 +5,7 @@ claim (claim.py) -> plan (planning.py) -> map (map_side.py, each part by part.py
 partition (partition.py) -> repeated rows (repeated_pass.py) -> decisions
 (decisions.py) -> shards (shard_tasks.py) -> check the inputs -> outputs (outputs.py:
 reports, tokenizer, stats, card, manifest) -> publish -> clean up -> verify
-(pipeline/jobs/verify.py).
+(pipeline/jobs/verify/).
 
 The map side is lazy: it runs on the engine's workers as the partition pass (which waits
 for all of it) or the pass over repeated rows (which takes the parts as they become
