@@ -71,9 +71,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _command_section(name: str, command: click.Command, parent: click.Context) -> list[str]:
+def command_page(name: str, command: click.Command, parent: click.Context) -> str:
+    """One command's page, as `mms NAME --help` has it: usage, help, arguments, options,
+    and the `pipeline.api` function it calls (a command that works on data has one)."""
     ctx = click.Context(command, info_name=name, parent=parent)
-    lines = [f"## `mms {name}`", ""]
+    lines = [f"# `mms {name}`", ""]
     lines += ["```text", command.get_usage(ctx).strip(), "```", ""]
     for paragraph in _help_paragraphs(command.help or ""):
         lines += [paragraph, ""]
@@ -94,11 +96,23 @@ def _command_section(name: str, command: click.Command, parent: click.Context) -
         lines += ["| option | what it does |", "|---|---|"]
         lines += [f"| `{_cell(names)}` | {_cell(text)} |" for names, text in shown]
         lines.append("")
-    return lines
+    from pipeline import api
+
+    if callable(getattr(api, name, None)):
+        lines += [
+            "## From Python",
+            "",
+            f"The command is a layer over `pipeline.api.{name}`: the same settings as "
+            "keywords, the same defaults, the result whose counts the command prints.",
+            "",
+            f"::: pipeline.api.{name}",
+            "",
+        ]
+    return "\n".join(lines)
 
 
 def cli_page() -> str:
-    """Every `mms` command as `mms COMMAND --help` has it: usage, help, arguments, options."""
+    """The commands' index: `mms`'s usage and each command's line, linking its page."""
     root = click.Context(main, info_name="mms")
     lines = [
         "# Command line",
@@ -116,12 +130,20 @@ def cli_page() -> str:
     commands = {name: main.get_command(root, name) for name in COMMANDS}
     for name, command in commands.items():
         assert command is not None, name
-        lines.append(f"| [`mms {name}`](#mms-{name}) | {_cell(command.get_short_help_str(90))} |")
+        lines.append(f"| [`mms {name}`](cli/{name}.md) | {_cell(command.get_short_help_str(90))} |")
     lines.append("")
-    for name, command in commands.items():
-        assert command is not None
-        lines += _command_section(name, command, root)
     return "\n".join(lines)
+
+
+def command_pages() -> dict[str, str]:
+    """Every command's page, by its path under docs/."""
+    root = click.Context(main, info_name="mms")
+    pages: dict[str, str] = {}
+    for name in COMMANDS:
+        command = main.get_command(root, name)
+        assert command is not None, name
+        pages[f"{REFERENCE}/cli/{name}.md"] = command_page(name, command, root)
+    return pages
 
 
 # --------------------------------------------------------------------------- config
@@ -509,6 +531,7 @@ def pages() -> dict[str, str]:
         f"{REFERENCE}/api.md": api_page(),
         f"{REFERENCE}/rules/index.md": rules_index(),
         f"{REFERENCE}/formats/index.md": formats_index(),
+        **command_pages(),
     }
     for rule in RULES:
         out[f"{REFERENCE}/rules/{rule.code}.md"] = rule_page(rule)
@@ -520,7 +543,12 @@ def pages() -> dict[str, str]:
 def nav() -> list[Any]:
     """The Reference section of the site's navigation."""
     return [
-        {"Command line": f"{REFERENCE}/cli.md"},
+        {
+            "Command line": [
+                f"{REFERENCE}/cli.md",
+                *({f"mms {name}": f"{REFERENCE}/cli/{name}.md"} for name in COMMANDS),
+            ]
+        },
         {"Run config": f"{REFERENCE}/config.md"},
         {
             "Lint rules": [

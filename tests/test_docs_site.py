@@ -335,7 +335,11 @@ def test_the_generated_pages_cover_every_command_rule_and_format() -> None:
 
     generated = build_reference.pages()
     for name in COMMANDS:
-        assert f"## `mms {name}`" in generated["reference/cli.md"]
+        page = generated[f"reference/cli/{name}.md"]
+        assert (
+            page.startswith(f"# `mms {name}`")
+            and f"(cli/{name}.md)" in generated["reference/cli.md"]
+        )
     for rule in RULES:
         page = generated[f"reference/rules/{rule.code}.md"]
         assert rule.rationale in page and "## Fails" in page and "## Passes" in page
