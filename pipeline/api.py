@@ -341,6 +341,38 @@ def stats(*targets: PathLike, by: str | None = None) -> Stats:
     return Stats(output_stats([str(target) for target in targets], by))
 
 
+def rows(output: PathLike, split: str | None = None) -> pl.LazyFrame:
+    """The rows of an output (`mms run`, `tokenize` or `pack`) as a polars LazyFrame over
+    its Parquet shards, every split or only `split`: nothing is read until collected.
+
+        >>> mms.rows("out", "train").select("id", "num_tokens").collect()  # doctest: +SKIP
+    """
+    import polars as pl
+
+    from pipeline.jobs.stats.files import shard_files
+
+    files = shard_files([output])
+    if split is not None and split not in files:
+        raise ValueError(f"{output} has no split {split!r}: it has {', '.join(sorted(files))}")
+    chosen = files[split] if split is not None else [p for paths in files.values() for p in paths]
+    return pl.scan_parquet(chosen)
+
+
+def threads(inputs: Inputs, *, input_format: str = "auto") -> pl.DataFrame:
+    """The threads of `inputs` (an `mms convert` or `mms curate` output, or any input a
+    command reads) as a polars frame, one row per thread in the thread's Arrow form
+    (`messages` a list of structs, `meta` JSON text); records that are not threads are
+    left out, as `convert` quarantines them."""
+    import polars as pl
+
+    from pipeline.jobs.read import read
+    from pipeline.mms import threads_to_arrow
+
+    frame = pl.from_arrow(threads_to_arrow(read(_paths(inputs), _spec(None, input_format))))
+    assert isinstance(frame, pl.DataFrame)  # a table gives a frame
+    return frame
+
+
 def verify(
     output: PathLike,
     *,

@@ -94,6 +94,13 @@ def test_tokenize_pack_verify_stats_from_python(tmp_path):
     assert sum(len(shards) for shards in packed.shards.values()) >= 1
     for out in ("tok", "packed"):
         assert api.verify(tmp_path / out).passed
+    frame = api.rows(tmp_path / "tok").collect()
+    assert frame.height == tokenized.account.kept and "input_ids" in frame.columns
+    assert api.rows(tmp_path / "packed", "train").collect().height == sum(
+        shard.rows for shard in packed.shards["train"]
+    )
+    with pytest.raises(ValueError, match="no split 'nope'"):
+        api.rows(tmp_path / "tok", "nope")
     figures = api.stats(tmp_path / "tok")
     assert isinstance(figures.splits, pl.DataFrame)
     assert figures.splits["threads"].sum() == tokenized.account.kept
@@ -115,6 +122,8 @@ def test_convert_curate_lint_export_from_python(tmp_path):
     settings.write_text("pii: {assistant: redact}\n")
     curated = api.curate(tmp_path / "threads.jsonl", tmp_path / "curated.jsonl", settings)
     assert curated.account.balanced
+    kept = api.threads(tmp_path / "curated.jsonl")
+    assert kept.height == curated.account.kept and kept["id"].n_unique() == kept.height
     report = api.lint(tmp_path / "curated.jsonl")
     assert report.stats.threads == curated.account.kept
     exported = api.export(tmp_path / "curated.jsonl", tmp_path / "harmony.jsonl")
