@@ -248,7 +248,7 @@ def test_map_tasks_on_ray_keep_a_few_in_flight_and_raise_the_first_failure(
     assert "task 7 refuses" in str(raised.value)
     ran = {int(line) for line in log.read_text().split()}  # Ray may run a task twice
     # every task before the first failure ran; after a failure nothing more is submitted
-    # (4 in flight: the later tasks that finished first each let one more in)
+    # (4 batches of 3 in flight: a later one that finished first let one more in)
     assert set(range(8)) <= ran and max(ran) < 20, sorted(ran)
 
 

@@ -49,6 +49,10 @@ LOCAL = "local"
 RAY_ADDRESS names a cluster, as `ray job submit` does)."""
 TASKS_IN_FLIGHT = 2
 """`map_tasks` keeps this many tasks per worker submitted: one running, one queued."""
+CHUNKS_PER_WORKER = 4
+"""`map_tasks` runs a batch of consecutive tasks per Ray task once there are more than
+this many tasks per worker (fewer round trips for the driver; still enough batches that
+the workers finish together)."""
 TASK_RETRIES = 3
 """How often Ray runs a task again whose worker or node died (a part's, or `map_tasks`')."""
 
@@ -152,39 +156,42 @@ class RayRunner:
     def map_tasks(
         self, tasks: Sequence[Callable[[], T]], done: Callable[[int], None] | None = None
     ) -> list[T]:
-        """Every task's result, in the tasks' order: each task a Ray task of one CPU, on any
-        node (paths must mean the same on every node); a task lost with its node is run
-        again by Ray (a task writes its files atomically, under names fixed before it runs,
-        so a second run writes the same bytes once). No more than TASKS_IN_FLIGHT per
-        worker are submitted at once, the next as one ends, so each wait asks about a few
-        tasks whatever their number (asking about every waiting task costs the driver per
-        task and per second). `done(count)` as they finish. After a failure no task is
-        submitted, the ones in flight end, and the first failure in task order is raised."""
+        """Every task's result, in the tasks' order: the tasks run as Ray tasks of one CPU,
+        on any node (paths must mean the same on every node), a few consecutive ones per
+        Ray task when they are many (`_batches`: CHUNKS_PER_WORKER per worker at least, so
+        the driver's round trips grow with the workers, not the tasks); a Ray task lost
+        with its node is run again by Ray (a task writes its files atomically, under names
+        fixed before it runs, so a second run writes the same bytes once). No more than
+        TASKS_IN_FLIGHT Ray tasks per worker are submitted at once, the next as one ends,
+        so each wait asks about a few whatever their number (asking about every waiting
+        one costs the driver per task and per second). `done(count)` as they finish.
+        After a failure no task is submitted or started, the ones in flight end, and the
+        first failure in task order is raised."""
         if not tasks:
             return []
         ray = _ray()
-        remote = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_task)
+        remote = ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(_run_tasks)
+        parallelism = self._parallelism(len(tasks))
         results: list[Any] = [None] * len(tasks)
         failures: dict[int, BaseException] = {}
-        numbered = iter(enumerate(tasks))
-        running: dict[Any, int] = {}
-        window = TASKS_IN_FLIGHT * self._parallelism(len(tasks))
-        for number, task in itertools.islice(numbered, window):
-            running[remote.remote(task)] = number
+        batches = iter(_batches(len(tasks), parallelism))
+        running: dict[Any, range] = {}
+        for batch in itertools.islice(batches, TASKS_IN_FLIGHT * parallelism):
+            running[remote.remote([tasks[number] for number in batch])] = batch
         finished = 0
         try:
             while running:
                 ready, _ = ray.wait(list(running), num_returns=1)
                 for ref in ready:
-                    number = running.pop(ref)
+                    batch = running.pop(ref)
                     try:
-                        results[number] = ray.get(ref)
-                    except Exception as err:  # the task's own error (or its worker's loss)
-                        failures[number] = _cause(err)
-                    finished += 1
-                    following = None if failures else next(numbered, None)
+                        results[batch.start : batch.stop] = ray.get(ref)
+                    except Exception as err:  # a task's own error (or its worker's loss)
+                        failures[batch.start] = _cause(err)
+                    finished += len(batch)
+                    following = None if failures else next(batches, None)
                     if following is not None:
-                        running[remote.remote(following[1])] = following[0]
+                        running[remote.remote([tasks[n] for n in following])] = following
                 if done is not None:
                     done(finished)
         finally:
@@ -192,6 +199,20 @@ class RayRunner:
         if failures:
             raise failures[min(failures)]
         return results
+
+
+def _batches(count: int, parallelism: int) -> list[range]:
+    """`count` tasks in consecutive batches, one Ray task each: one task a batch up to
+    CHUNKS_PER_WORKER per worker, more beyond (the same share of the work per batch)."""
+    size = max(1, count // (CHUNKS_PER_WORKER * parallelism))
+    return [range(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+def _run_tasks(tasks: list[Callable[[], T]]) -> list[T]:
+    """A Ray task of `map_tasks`: its batch's tasks in order; the first to fail raises
+    (the ones after it do not run, as no task is started after a failure)."""
+    share_cores(1)  # a task holds one CPU of its node
+    return [task() for task in tasks]
 
 
 _PREPARED: set[str] = set()
@@ -273,11 +294,6 @@ def _cause(error: Exception) -> BaseException:
     is the remote traceback), so the job tells it as it would locally."""
     cause = getattr(error, "cause", None)
     return cause if isinstance(cause, BaseException) else error
-
-
-def _run_task(task: Callable[[], T]) -> T:
-    share_cores(1)  # a task holds one CPU of its node
-    return task()
 
 
 def _init_arguments(settings: RaySettings) -> dict[str, Any]:

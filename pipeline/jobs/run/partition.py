@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.engine import LocalRunner, Runner, find_repeated
 from pipeline.jobs.run.config import RunConfig
@@ -97,11 +98,42 @@ def partitioned(stages: Sequence[Stage]) -> list[Stage]:
     return [stage for stage in stages if stage.partition_columns]
 
 
-def part_keys(stage: Stage, part_dir: str) -> pa.Table:
-    """A part's keys for `stage`, from its threads file (only the columns the stage reads)."""
+def part_keys(stages: Sequence[Stage], part_dir: str) -> pa.Table:
+    """A part's keys for every stage of `stages`, from its threads file (read once, only
+    the columns the stages read): each key prefixed with its stage's index, so no two
+    stages share one, and each row numbered `row * len(stages) + index` (`stage_rows`
+    takes a stage's rows back)."""
+    columns = list(dict.fromkeys(c for stage in stages for c in stage.partition_columns))
     with pa.memory_map(str(Path(part_dir) / PART_THREADS)) as source:
-        rows = pa.ipc.open_file(source).read_all().select(list(stage.partition_columns))
-        return stage.partition_keys(rows)
+        rows = pa.ipc.open_file(source).read_all().select(columns)
+    found = []
+    for index, stage in enumerate(stages):
+        keys = stage.partition_keys(rows.select(list(stage.partition_columns)))
+        prefix = pa.scalar(index.to_bytes(2, "big"), pa.binary())
+        found.append(
+            pa.table(
+                {
+                    "row": pc.add(pc.multiply(keys["row"].cast(pa.int64()), len(stages)), index),
+                    "key": pc.binary_join_element_wise(prefix, keys["key"].cast(pa.binary()), b""),
+                }
+            )
+        )
+    return pa.concat_tables(found)
+
+
+def stage_rows(rows: np.ndarray, index: int, stages: int) -> np.ndarray:
+    """Stage `index`'s rows among the sorted, numbered rows `part_keys` made (sorted)."""
+    found: np.ndarray = rows[rows % stages == index] // stages
+    return found
+
+
+def publish_stages(folders: Sequence[str], part_dir: str, rows: np.ndarray) -> None:
+    """Write a part's repeated rows of each stage (`folders`, in the stages' order) that
+    has some, from the numbered rows `part_keys` made."""
+    for index, folder in enumerate(folders):
+        found = stage_rows(rows, index, len(folders))
+        if len(found):
+            publish_repeated(folder, part_dir, found)
 
 
 def publish_repeated(folder: str, part_dir: str, rows: np.ndarray) -> None:
@@ -118,18 +150,22 @@ def publish_repeated(folder: str, part_dir: str, rows: np.ndarray) -> None:
 def mark_repeated(
     runner: Runner, stages: Sequence[Stage], part_dirs: Sequence[Path], workdir: Path
 ) -> RepeatedRows:
-    """Run the partition pass of every partitioned stage over the parts' directories."""
+    """Run one partition pass over the parts' directories for every partitioned stage at
+    once (each stage's keys apart by a prefix): a part's keys read in one task, not one per
+    stage, so the pass costs the driver the same few tasks per part whatever the stages."""
+    folders = []
     for stage in stages:
         folder = workdir / REPEATED_DIR / stage.name
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        find_repeated(
-            runner,
-            [str(part_dir) for part_dir in part_dirs],
-            functools.partial(part_keys, stage),
-            functools.partial(publish_repeated, str(folder)),
-            workdir / KEYS_DIR,
-        )
+        folders.append(str(folder))
+    find_repeated(
+        runner,
+        [str(part_dir) for part_dir in part_dirs],
+        functools.partial(part_keys, list(stages)),
+        functools.partial(publish_stages, folders),
+        workdir / KEYS_DIR,
+    )
     return RepeatedRows(workdir / REPEATED_DIR)
 
 
