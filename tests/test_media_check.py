@@ -30,6 +30,7 @@ from pipeline.media.decode import Corrupt, check_decodes
 from pipeline.media.sniff import sniff
 from pipeline.mms import Media, Message, Thread
 from pipeline.quarantine import ERROR_CODES
+from tests.output_rows import shard_rows
 from tests.test_run import run_cli, write_config
 
 
@@ -315,15 +316,6 @@ def _run(tmp_path: Path, folder: Path, *extra: str, media: str | None = None) ->
     return out
 
 
-def _rows(out: Path) -> list[dict]:
-    import pyarrow.parquet as pq
-
-    rows = []
-    for shard in sorted((out / "data").glob("*.parquet")):
-        rows += pq.read_table(shard).to_pylist()
-    return rows
-
-
 def test_a_run_quarantines_bad_media_and_dedups_by_bytes(media_folder, tmp_path):
     records = [
         record("same_a", {"type": "image", "path": "img/red.png"}),
@@ -340,7 +332,7 @@ def test_a_run_quarantines_bad_media_and_dedups_by_bytes(media_folder, tmp_path)
     assert counts["balanced"] is True
     assert counts["records_quarantined"] == {"media_corrupt": 1, "media_missing": 1}
     assert counts["threads_dropped"] == {"duplicate": 1}
-    assert sorted(row["id"] for row in _rows(out)) == ["other", "same_a", "web"]
+    assert sorted(row["id"] for row in shard_rows(out)) == ["other", "same_a", "web"]
     dropped = orjson.loads((out / "quarantine" / "dropped.jsonl").read_bytes().splitlines()[0])
     assert dropped["id"] == "same_b"
     assert not (out / "media").exists()
@@ -516,7 +508,7 @@ def test_the_commands_quarantine_bad_media_by_default_offline(
         config = write_config(tmp_path, "media", media_folder / "threads.jsonl", *stages)
         out = tmp_path / "out"
         result = run_cli(str(config), "-o", str(out), "--workers", "2")
-        threads = _rows(out)
+        threads = shard_rows(out)
         for thread in threads:
             thread["meta"] = orjson.loads(thread["meta"])
         rejected = out / "quarantine" / "rejected.jsonl"

@@ -27,6 +27,7 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.tokenize import IGNORE
+from tests.output_rows import shard_rows
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
@@ -97,14 +98,6 @@ def run(tmp_path: Path, source: Path, *stages: str, engine: str | None = None) -
     result = CliRunner().invoke(main, ["run", str(config)])
     assert result.exit_code == 0, result.output
     return tmp_path / "out"
-
-
-def shard_rows(out: Path) -> list[dict]:
-    return [
-        row
-        for shard in sorted((out / "data").glob("*.parquet"))
-        for row in pq.read_table(shard).to_pylist()
-    ]
 
 
 def messages_of(decoded: str) -> list[tuple[str, str]]:

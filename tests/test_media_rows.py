@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from pipeline.cli import main
 from pipeline.objectives import SCHEMAS
 from pipeline.packing import PACKED_SCHEMA
+from tests.output_rows import shard_rows
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
@@ -113,14 +114,6 @@ def _run(
     return out
 
 
-def _rows(out: Path) -> list[dict]:
-    return [row for path in sorted((out / "data").glob("*.parquet")) for row in _table(path)]
-
-
-def _table(path: Path) -> list[dict]:
-    return pq.read_table(path).to_pylist()
-
-
 def _image_id(out: Path) -> int:
     record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
     return int(record["media_tokens"]["image"]["id"])
@@ -151,7 +144,7 @@ def test_preference_rows_hold_the_prompts_images_then_each_answers(inputs, tmp_p
     from transformers import AutoTokenizer
 
     out = _run(inputs, tmp_path / "pairs", "objective: preference")
-    rows, image_id = _rows(out), _image_id(out)
+    rows, image_id = shard_rows(out), _image_id(out)
     tokenizer = AutoTokenizer.from_pretrained(str(out / "tokenizer"))
     assert len(rows) == len(PROMPTS)
     for row in rows:
@@ -172,7 +165,7 @@ def test_preference_rows_hold_the_prompts_images_then_each_answers(inputs, tmp_p
 
 def test_unpaired_rows_hold_their_threads_images(inputs, tmp_path):
     out = _run(inputs, tmp_path / "unpaired", "objective: unpaired_preference")
-    rows, image_id = _rows(out), _image_id(out)
+    rows, image_id = shard_rows(out), _image_id(out)
     assert len(rows) == 2 * len(PROMPTS)
     for row in rows:
         prompt, chosen, rejected = PROMPTS[_prompt_text(row)]
@@ -182,7 +175,7 @@ def test_unpaired_rows_hold_their_threads_images(inputs, tmp_path):
 
 def test_prompt_rows_hold_their_prompts_images(inputs, tmp_path):
     out = _run(inputs, tmp_path / "prompts", "objective: prompt")
-    rows, image_id = _rows(out), _image_id(out)
+    rows, image_id = shard_rows(out), _image_id(out)
     assert len(rows) == 2 * len(PROMPTS)
     for row in rows:
         prompt, _, _ = PROMPTS[_prompt_text(row)]
@@ -203,7 +196,7 @@ def test_text_only_objective_rows_have_no_media_columns(inputs, tmp_path, object
 
 def _images_by_thread(out: Path, inputs: Path) -> dict[str, list[str]]:
     """Each thread's images in an output of rows of threads, by thread id."""
-    return {row["id"]: _names(row["images"], inputs) for row in _rows(out)}
+    return {row["id"]: _names(row["images"], inputs) for row in shard_rows(out)}
 
 
 def test_packed_sequences_hold_their_threads_images_in_order(inputs, tmp_path):
@@ -212,7 +205,7 @@ def test_packed_sequences_hold_their_threads_images_in_order(inputs, tmp_path):
     threads = _run(inputs, tmp_path / "threads", "max_tokens: 128")
     packed = _run(inputs, tmp_path / "packed", "max_tokens: 128", stages="  pack: {seq_len: 128}\n")
     images, image_id = _images_by_thread(threads, inputs), _image_id(packed)
-    rows = _rows(packed)
+    rows = shard_rows(packed)
     assert any(len(row["ids"]) > 1 and row["images"] for row in rows)
     assert sorted(i for row in rows for i in row["ids"]) == sorted(images)
     for row in rows:
@@ -252,8 +245,8 @@ def test_tokenize_writes_the_media_columns_a_run_writes(inputs, tmp_path, object
     assert result.exit_code == 0, result.output
     verified = CliRunner().invoke(main, ["verify", str(out)])
     assert verified.exit_code == 0, verified.output
-    rows, image_id = _rows(out), _image_id(out)
-    expected = {row["id"]: row for row in _rows(ran)}
+    rows, image_id = shard_rows(out), _image_id(out)
+    expected = {row["id"]: row for row in shard_rows(ran)}
     names = pq.read_schema(sorted((out / "data").glob("*.parquet"))[0]).names
     assert names == pq.read_schema(sorted((ran / "data").glob("*.parquet"))[0]).names
     assert len(rows) == len(PAIRS) * (2 if objective == "sft" else 1)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pipeline.cli import main
 from pipeline.packing.best_fit import OverlongRowError, pack_rows
 from tests.conftest import REPO
+from tests.output_rows import shard_rows
 
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
 
@@ -30,12 +31,6 @@ def _tokenized(tmp_path: Path, *inputs: Path, name: str = "tokens") -> Path:
     result = _invoke("tokenize", *inputs, "--tokenizer", SAMPLE_TOKENIZER, "-o", out)
     assert result.exit_code == 0, result.output
     return out
-
-
-def _rows(out: Path) -> list[dict]:
-    return [
-        r for p in sorted((out / "data").glob("*.parquet")) for r in pq.read_table(p).to_pylist()
-    ]
 
 
 def _digest(out: Path) -> dict[str, str]:
@@ -61,13 +56,13 @@ def real_tokens(data: Path, tmp_path_factory) -> Path:
 
 
 def test_every_thread_that_fits_is_packed_once_unchanged(real_tokens, tmp_path):
-    source = {row["id"]: row for row in _rows(real_tokens)}
+    source = {row["id"]: row for row in shard_rows(real_tokens)}
     seq_len = 2048
     fitting = {i for i, row in source.items() if row["num_tokens"] <= seq_len}
     assert len(fitting) < len(source)  # some are over and dropped
     result = _invoke("pack", real_tokens, "--seq-len", seq_len, "-o", tmp_path / "packed")
     assert result.exit_code == 0, result.output
-    packed = _rows(tmp_path / "packed")
+    packed = shard_rows(tmp_path / "packed")
     seen = []
     for row in packed:
         assert row["num_tokens"] == len(row["input_ids"]) <= seq_len
@@ -102,23 +97,23 @@ def test_packing_does_not_depend_on_where_the_source_shard_files_break(tmp_path)
     in one shard or in shards of 7 rows (not a multiple of the window) pack alike."""
     inputs = [REPO / "data_samples" / "sharegpt", REPO / "data_samples" / "openai"]
     packed = {}
-    for shard_rows in ("50000", "7"):
-        source = tmp_path / f"tokens-{shard_rows}"
+    for rows_per_shard in ("50000", "7"):
+        source = tmp_path / f"tokens-{rows_per_shard}"
         tokenized = _invoke(
             "tokenize",
             *inputs,
             "--tokenizer",
             SAMPLE_TOKENIZER,
             "--shard-rows",
-            shard_rows,
+            rows_per_shard,
             "-o",
             source,
         )
         assert tokenized.exit_code == 0, tokenized.output
-        out = tmp_path / f"packed-{shard_rows}" / "p"
+        out = tmp_path / f"packed-{rows_per_shard}" / "p"
         result = _invoke("pack", source, "--seq-len", 512, "--window", 5, "-o", out)
         assert result.exit_code == 0, result.output
-        packed[shard_rows] = {n: sha for n, sha in _digest(out).items() if n.startswith("data/")}
+        packed[rows_per_shard] = {n: sha for n, sha in _digest(out).items() if n.startswith("data/")}
     assert len(list((tmp_path / "tokens-7" / "data").glob("*.parquet"))) > 1
     assert packed["7"] == packed["50000"] and packed["7"]
 
@@ -165,9 +160,9 @@ def test_overlong_threads_are_truncated_as_the_tokenize_stage_truncates(tmp_path
         reference,
     )
     assert made.exit_code == 0, made.output
-    expected = {row["id"]: row for row in _rows(reference)}
+    expected = {row["id"]: row for row in shard_rows(reference)}
     packed = {}
-    for row in _rows(tmp_path / "p"):
+    for row in shard_rows(tmp_path / "p"):
         start = 0
         for thread_id, length in zip(row["ids"], row["seq_lens"], strict=True):
             packed[thread_id] = (
@@ -185,7 +180,7 @@ def test_threads_over_seq_len_are_said_to_be_over_seq_len(tmp_path):
     """The drop summary names the limit `mms pack` has (--seq-len), not tokenize's."""
     tokens = _tokenized(tmp_path, REPO / "data_samples" / "openai")
     seq_len = 60
-    assert any(row["num_tokens"] > seq_len for row in _rows(tokens))
+    assert any(row["num_tokens"] > seq_len for row in shard_rows(tokens))
     result = _invoke(
         "pack", tokens, "--seq-len", seq_len, "--overlong", "drop", "-o", tmp_path / "p"
     )
@@ -206,7 +201,7 @@ def test_the_packed_output_ships_the_source_generation_config(tmp_path):
     stops = set(orjson.loads((packed / name).read_bytes())["eos_token_id"])
     ends = {
         labels[i]
-        for row in _rows(packed)
+        for row in shard_rows(packed)
         for labels in [row["labels"]]
         for i in range(len(labels))
         if labels[i] != -100 and (i + 1 == len(labels) or labels[i + 1] == -100)

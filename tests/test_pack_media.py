@@ -12,13 +12,13 @@ from collections import Counter
 from pathlib import Path
 
 import orjson
-import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.cli.pack import PACK_DROP_CODES
 from pipeline.jobs.verify import verify_output
+from tests.output_rows import shard_rows
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_TOKENIZER = REPO / "configs" / "sample_tokenizer"
@@ -46,14 +46,6 @@ def tokenized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         assert result.exit_code == 0, result.output
         done[name] = out
     return done
-
-
-def _rows(out: Path) -> list[dict]:
-    return [row for path in sorted((out / "data").glob("*.parquet")) for row in _read(path)]
-
-
-def _read(path: Path) -> list[dict]:
-    return pq.read_table(path).to_pylist()
 
 
 def _seq_len(rows: list[dict], size: str) -> int:
@@ -88,7 +80,7 @@ def _image_id(out: Path) -> int:
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_every_packing_of_media_rows_verifies(tokenized, fixture, size, policy):
     source = tokenized[fixture]
-    rows = _rows(source)
+    rows = shard_rows(source)
     assert rows and any(row.get("images") for row in rows)
     seq_len = _seq_len(rows, size)
     packed = source.parent / f"packed-{size}-{policy}"  # beside its source: verify finds it
@@ -106,7 +98,7 @@ def test_every_packing_of_media_rows_verifies(tokenized, fixture, size, policy):
     checked = verify_output(packed).checked
 
     image = _image_id(source)
-    slices = [s for row in _rows(packed) for s in _slices(row, image)]
+    slices = [s for row in shard_rows(packed) for s in _slices(row, image)]
     dropped_path = packed / "quarantine" / "dropped.jsonl"
     drops = (
         [orjson.loads(line) for line in dropped_path.read_bytes().splitlines()]

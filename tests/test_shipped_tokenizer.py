@@ -9,12 +9,12 @@ import re
 from pathlib import Path
 
 import orjson
-import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
 from pipeline.cli import main
 from tests.conftest import REPO
+from tests.output_rows import shard_rows
 from tests.tokenizer_fixtures import tokenize_inputs, tokenizer_file
 
 transformers = pytest.importorskip(
@@ -43,14 +43,6 @@ def _tokenize(tmp_path: Path, tokenizer: Path, *inputs: Path, bos: bool = False)
     result = CliRunner().invoke(main, [*args, *(["--bos"] if bos else [])])
     assert result.exit_code == 0, result.output
     return out
-
-
-def _rows(out: Path) -> list[dict]:
-    return [
-        row
-        for shard in sorted((out / "data").glob("*.parquet"))
-        for row in pq.read_table(shard).to_pylist()
-    ]
 
 
 def _literal_special_text(tokenizer, rows: list[dict]) -> set[int]:
@@ -103,7 +95,7 @@ def _check_rows(out: Path) -> int:
     """Every row's ids and labels against apply_chat_template on its stored messages;
     how many rows were compared."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(out / "tokenizer"))
-    rows = _rows(out)
+    rows = shard_rows(out)
     skipped = _literal_special_text(tokenizer, rows)
     compared = 0
     for index, row in enumerate(rows):
@@ -167,7 +159,7 @@ def test_a_base_with_no_pad_eos_or_unk_gets_an_added_pad_never_rendered(tmp_path
     # five MMS tokens, the pad, then the three media placeholders (the samples hold images)
     assert record["vocabulary"]["added_ids"] == 9 and len(tokenizer) == record["vocabulary"]["size"]
     assert record["media_tokens"]["image"]["id"] == tokenizer.pad_token_id + 1
-    assert all(tokenizer.pad_token_id not in row["input_ids"] for row in _rows(out))
+    assert all(tokenizer.pad_token_id not in row["input_ids"] for row in shard_rows(out))
 
 
 def test_add_generation_prompt_opens_an_assistant_turn(tmp_path):
@@ -208,7 +200,7 @@ def test_real_tokenizers_ship_complete_and_render_every_row(tmp_path, family, bo
     vocabulary = record["vocabulary"]
     assert len(tokenizer) == vocabulary["size"] == vocabulary["base_size"] + 5
     assert vocabulary["resize_embeddings"] is True
-    trained = {i for row in _rows(out) for i in row["labels"] if i != -100}
+    trained = {i for row in shard_rows(out) for i in row["labels"] if i != -100}
     assert tokenizer.pad_token_id not in trained
     assert _check_rows(out) > 200
 
@@ -243,7 +235,7 @@ def test_every_trained_span_ends_in_an_eos_id_of_the_generation_config(tmp_path,
     end_turn, role = (tokenizer.convert_tokens_to_ids(t) for t in ("<|end_turn|>", "<|role|>"))
     assert generation.eos_token_id == [end_turn, role]
     assert tokenizer.eos_token == "<|end_turn|>" and tokenizer.eos_token_id == end_turn
-    rows = _rows(out)
+    rows = shard_rows(out)
     ends = _span_ends(rows)
     assert set(ends) <= set(generation.eos_token_id)
     assert {end_turn, role} <= set(ends)  # both stops occur: the check means something
@@ -261,7 +253,7 @@ def test_real_tokenizers_ship_the_stop_ids_of_their_rows(tmp_path, family):
     record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
     special = record["special_tokens"]
     assert generation.eos_token_id == [special["<|end_turn|>"], special["<|role|>"]]
-    assert set(_span_ends(_rows(out))) == set(generation.eos_token_id)
+    assert set(_span_ends(shard_rows(out))) == set(generation.eos_token_id)
     assert generation.pad_token_id == record["pad_id"] not in generation.eos_token_id
 
 
@@ -325,7 +317,7 @@ def test_the_shipped_tokenizer_adds_a_bos_exactly_when_the_rows_have_one(tmp_pat
     assert tokenizer("Weather in Tokyo?")["input_ids"] == [bos_id] * bos + plain
     config = orjson.loads((out / "tokenizer" / "tokenizer_config.json").read_bytes())
     assert config["add_bos_token"] is bos and config["add_eos_token"] is False
-    rows = _rows(out)
+    rows = shard_rows(out)
     assert all((row["input_ids"][0] == bos_id) is bos for row in rows)
     assert all(row["input_ids"].count(bos_id) == bos for row in rows)
     skipped = _literal_special_text(tokenizer, rows)

@@ -26,6 +26,7 @@ from pipeline.loader import OutputLoader
 from pipeline.mms import Media, Message, Thread, threads_from_arrow, threads_to_arrow
 from pipeline.mms.validation import validate_thread_dict
 from pipeline.tokenize import IGNORE
+from tests.output_rows import shard_rows
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "tests" / "data" / "formats" / "multimodal" / "video_frames"
@@ -103,14 +104,6 @@ def _run(folder: Path, out: Path, *media: str) -> Path:
     return out
 
 
-def _rows(out: Path) -> list[dict]:
-    return [row for path in sorted((out / "data").glob("*.parquet")) for row in _read(path)]
-
-
-def _read(path: Path) -> list[dict]:
-    return pq.read_table(path).to_pylist()
-
-
 def _placeholder(out: Path, kind: str) -> int:
     record = orjson.loads((out / "tokenizer" / "mms_special_tokens.json").read_bytes())
     return int(record["media_tokens"][kind]["id"])
@@ -132,7 +125,7 @@ def run_output(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_run_holds_one_untrained_video_placeholder_and_the_frames_in_order(run_output):
-    rows = _rows(run_output)
+    rows = shard_rows(run_output)
     video, image = _placeholder(run_output, "video"), _placeholder(run_output, "image")
     assert len(rows) == len(EXPECTED)
     for row, expected in zip(rows, EXPECTED, strict=True):
@@ -176,7 +169,7 @@ def test_datasets_and_the_loader_hand_over_the_frames(run_output):
 
 def test_copy_mode_publishes_each_frame_and_points_the_cells_there(tmp_path):
     out = _run(SAMPLE, tmp_path / "copied", "copy: true", "embed: false")
-    row = _rows(out)[0]
+    row = shard_rows(out)[0]
     paths = [cell["path"] for cell in row["video_frames"][0]]
     assert all(cell["bytes"] is None for cell in row["video_frames"][0])
     assert [hashlib.sha256((out / p).read_bytes()).hexdigest() for p in paths] == [
