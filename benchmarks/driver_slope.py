@@ -29,6 +29,10 @@ $MMS_SHARED/realdata, the tokenizer from $MMS_SHARED/tokenizers:
    serial fraction serial / (serial + parallel). At 64 CPUs a fraction of 10% needs the
    driver at <= 0.5 us per thread and <= 1 ms per part.
 
+With `--profile DIR`, each driver writes its cProfile statistics to DIR (one `.prof` per
+run, named by its input and near dedup; `python -m pstats FILE` reads one): what grows
+from one size to the next shows there; the times of a profiled run are not figures.
+
 Timings are reported, never asserted; the exit status is 1 when a run fails or writes
 other than one row per thread (near dedup off; with it, near duplicates are dropped)."""
 
@@ -48,7 +52,7 @@ import yaml
 from harness import MIB
 from harness.corpus import real_threads, unique_threads, write_config, write_threads
 from harness.options import add_data, make_workdir, write_json
-from harness.ray_cluster import start_cluster
+from harness.ray_cluster import PROFILE_ENV, start_cluster
 from harness.table import print_aligned
 from harness.trees import commit_of, headline, measured_tree
 from serial_fraction import Run, measure_run, measure_waiting
@@ -207,6 +211,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--simulate-gib", type=float, default=100.0, help="projected input")
     parser.add_argument("--interval", type=float, default=0.1, help="CPU sampling, seconds")
     add_data(parser)
+    parser.add_argument("--profile", type=Path, default=None, help="cProfile each driver")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     return parser.parse_args(argv)
@@ -233,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
                 runs = []
                 for source, count in zip(sources, [*sizes, sizes[-1]], strict=True):
                     config, size = write_run_config(args, source, cluster.address, near)
+                    if args.profile is not None:
+                        args.profile.mkdir(parents=True, exist_ok=True)
+                        target = args.profile / f"{source.stem}-near-{label}.prof"
+                        os.environ[PROFILE_ENV] = str(target.resolve())
                     run = measure_run(args, workdir, config, count, size, every_row=not near)
                     runs.append(measured(source.stem, run, rate))
                 figures = project(args, runs)

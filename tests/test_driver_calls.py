@@ -3,7 +3,8 @@ in worker processes (the local engine with two workers; Ray's tasks are the same
 the Python calls the driver makes grow with the parts it plans, never with the threads in
 them. Counted with cProfile in the driver alone (calls, not time: the count is the same on
 any machine), on the same config over N and 4N threads in the same number of parts, and
-over the same threads in more parts."""
+over the same threads in more parts; and over N and 4N threads half of which are near
+copies of the others (every one of them a row whose keys repeat, decided in plan order)."""
 
 from __future__ import annotations
 
@@ -41,29 +42,36 @@ PER_PART = 600
 planned, its part's tasks submitted and their results taken (about 480)."""
 
 
-def threads(count: int, seed: int) -> list[bytes]:
+def threads(count: int, seed: int, near: bool = False) -> list[bytes]:
     """`count` MMS threads of the same shape, each its own random words (no two alike, nor
-    near alike, so no row repeats and every report holds the same findings)."""
+    near alike, so no row repeats and every report holds the same findings); `near`: every
+    second thread the one before with its last word changed (a near copy, dropped)."""
     rng = random.Random(seed)
     lines = []
+    question = answer = ""
     for number in range(count):
-        question = " ".join(rng.choice(WORDS) for _ in range(24))
-        answer = " ".join(rng.choice(WORDS) for _ in range(40))
+        if near and number % 2:
+            kept, last = answer.rsplit(" ", 1)
+            answer = f"{kept} {rng.choice([word for word in WORDS if word != last])}"
+        else:
+            question = " ".join(rng.choice(WORDS) for _ in range(24))
+            answer = " ".join(rng.choice(WORDS) for _ in range(40))
+        shown = number - number % 2 if near else number
         thread = {
             "id": f"t-{seed}-{number:06d}",
             "messages": [
-                {"role": "user", "content": f"Question {number}: {question}?"},
-                {"role": "assistant", "content": f"Answer {number}: {answer}.", "end_turn": True},
+                {"role": "user", "content": f"Question {shown}: {question}?"},
+                {"role": "assistant", "content": f"Answer {shown}: {answer}.", "end_turn": True},
             ],
         }
         lines.append(orjson.dumps(thread) + b"\n")
     return lines
 
 
-def write_inputs(folder: Path, count: int, files: int) -> Path:
+def write_inputs(folder: Path, count: int, files: int, near: bool = False) -> Path:
     """`count` threads over `files` MMS files (each one part)."""
     folder.mkdir(parents=True)
-    every = threads(count, seed=7)
+    every = threads(count, seed=7, near=near)
     for index in range(files):
         (folder / f"in-{index:02d}.jsonl").write_bytes(b"".join(every[index::files]))
     return folder
@@ -87,10 +95,11 @@ def write_config(folder: Path, inputs: Path) -> Path:
     return config
 
 
-def driver_calls(folder: Path, count: int, files: int) -> tuple[int, RunResult]:
+def driver_calls(folder: Path, count: int, files: int, near: bool = False) -> tuple[int, RunResult]:
     """The calls the project's code made in the driver in a run over `count` threads in
     `files` parts (the config loaded and the imports done before counting)."""
-    config = load_run_config(write_config(folder, write_inputs(folder / "in", count, files)))
+    inputs = write_inputs(folder / "in", count, files, near)
+    config = load_run_config(write_config(folder, inputs))
     profile = cProfile.Profile()
     profile.enable()
     try:
@@ -121,6 +130,8 @@ def counted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, Ru
         "small": driver_calls(root / "small", SMALL, 2),
         "large": driver_calls(root / "large", 4 * SMALL, 2),
         "spread": driver_calls(root / "spread", 4 * SMALL, 8),
+        "small near": driver_calls(root / "small-near", SMALL, 2, near=True),
+        "large near": driver_calls(root / "large-near", 4 * SMALL, 2, near=True),
     }
     return found
 
@@ -134,9 +145,21 @@ def test_the_runs_write_every_thread(counted: dict[str, tuple[int, RunResult]]) 
         assert sum(result.counts.written.values()) == threads_in
 
 
-def test_the_driver_does_no_work_per_thread(counted: dict[str, tuple[int, RunResult]]) -> None:
-    """Four times the threads in as many parts: the driver's calls barely move."""
-    small, large = counted["small"][0], counted["large"][0]
+def test_the_near_copies_are_dropped(counted: dict[str, tuple[int, RunResult]]) -> None:
+    """The runs over near copies drop every second thread as a near duplicate."""
+    for name, threads_in in (("small near", SMALL), ("large near", 4 * SMALL)):
+        counts = counted[name][1].counts
+        assert counts.dropped["near_duplicate"] == threads_in // 2
+        assert sum(counts.written.values()) == threads_in // 2
+
+
+@pytest.mark.parametrize("near", ["", " near"])
+def test_the_driver_does_no_work_per_thread(
+    counted: dict[str, tuple[int, RunResult]], near: str
+) -> None:
+    """Four times the threads in as many parts: the driver's calls barely move, also when
+    half the rows repeat an earlier one's keys (decided in tasks, not in the driver)."""
+    small, large = counted[f"small{near}"][0], counted[f"large{near}"][0]
     added = 3 * SMALL
     assert large - small <= PER_THREAD * added, (
         f"the driver made {large - small:+,} calls for {added:,} more threads "

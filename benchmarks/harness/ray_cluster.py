@@ -5,6 +5,7 @@ it as drivers do: a run marking its phases' ends, and a driver that only waits."
 
 from __future__ import annotations
 
+import cProfile
 import functools
 import json
 import os
@@ -31,6 +32,10 @@ OUTPUTS = "the rest"
 """What the driver does after the last phase it marks."""
 WAITING_SECONDS = 10.0
 """How long the driver waits on sleeping tasks to measure what waiting costs it."""
+PROFILE_ENV = "MMS_BENCH_DRIVER_PROFILE"
+"""Names a file the driver writes its cProfile statistics of `run_pipeline` to (unset:
+not profiled; profiling adds to the driver's CPU, so a profiled run's times are not
+figures)."""
 
 
 @dataclass(slots=True)
@@ -208,7 +213,14 @@ def driver(config_path: Path, output: Path, marks_path: Path) -> int:
 
     mark(STARTUP)
     _mark_calls(job, mark)
+    profile_path = os.environ.get(PROFILE_ENV)
+    profiler = cProfile.Profile() if profile_path else None
+    if profiler is not None:
+        profiler.enable()
     result = job.run_pipeline(load_run_config(config_path), output=output, progress=progress)
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(str(profile_path))
     mark(OUTPUTS)
     parts = getattr(result, "parts", 0)
     recorded = {"parts": parts, "pipeline": str(Path(job.__file__).parents[3]), "marks": marks}

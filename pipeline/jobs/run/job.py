@@ -128,7 +128,7 @@ def run_pipeline(
             ready, repeated = partition_pass(
                 config, run.runner, parts, mapped.part_dirs, run.work, named
             )
-            first = repeated_rows(config, parts, ready, repeated, run.work, named)
+            first = repeated_rows(config, parts, ready, repeated, run.work, named, run.runner)
         decided = decide_parts(
             config,
             run.staging,

@@ -23,8 +23,9 @@ from pipeline.stages.sample import THREAD_GROUP
 PART_ROW = "__part_row"
 """The column of a row's index in its part's threads file."""
 RESOLVED_DIR = "resolved"
-"""In the work directory: one `{part}.arrow` per part with repeated rows, what the pass over
-them found (column `row`, and each partitioned stage's `resolved_column`)."""
+"""In the work directory: one folder per part with repeated rows, holding what the pass over
+them found (column `row`, and each partitioned stage's `resolved_column`) in one `.arrow`
+file per task that decided some of them (their rows apart)."""
 
 
 def part_tables(
@@ -96,6 +97,12 @@ def linked_rows(
 
 def _with_groups(rows: np.ndarray, groups: pa.ChunkedArray) -> np.ndarray:
     """`rows` and every row of the groups they are in (a group's rows are consecutive)."""
+    return with_group_starts(rows, groups)[0]
+
+
+def with_group_starts(rows: np.ndarray, groups: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """`rows` and every row of the groups they are in (a group's rows are consecutive),
+    sorted, and the first row of each one's group (a row alone: itself)."""
     codes = groups.combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
     valid = groups.combine_chunks().is_valid().to_numpy(zero_copy_only=False)
     codes = np.where(valid, codes, -1)
@@ -104,7 +111,9 @@ def _with_groups(rows: np.ndarray, groups: pa.ChunkedArray) -> np.ndarray:
     run_of = np.cumsum(new_run) - 1
     wanted = np.zeros(run_of[-1] + 1 if len(run_of) else 0, bool)
     wanted[run_of[rows]] = True
-    return np.flatnonzero(wanted[run_of]).astype(np.int64)
+    found = np.flatnonzero(wanted[run_of]).astype(np.int64)
+    starts = np.flatnonzero(new_run).astype(np.int64)
+    return found, starts[run_of[found]]
 
 
 def write_resolved(path: Path, rows: list[np.ndarray], answers: dict[str, list[object]]) -> None:
@@ -125,11 +134,16 @@ def write_resolved(path: Path, rows: list[np.ndarray], answers: dict[str, list[o
 
 def resolved_columns(path: Path, stages: Sequence[Stage], count: int) -> dict[str, pa.Array]:
     """Each stage's `resolved_column` over the part's `count` rows (null where the pass over
-    repeated rows told nothing), from its file (none: every row null)."""
-    if not path.is_file():
+    repeated rows told nothing), from the files of its folder `path` (none: every row
+    null)."""
+    files = sorted(path.glob("*.arrow")) if path.is_dir() else []
+    if not files:
         return {resolved_column(s.name): pa.nulls(count, pa.binary()) for s in stages}
-    with pa.memory_map(str(path)) as mapped:
-        table = pa.ipc.open_file(mapped).read_all()
+    tables = []
+    for file in files:
+        with pa.memory_map(str(file)) as mapped:
+            tables.append(pa.ipc.open_file(mapped).read_all())
+    table = pa.concat_tables(tables)
     where = np.full(count, table.num_rows, np.int64)
     where[table["row"].to_numpy()] = np.arange(table.num_rows)
     columns = {}

@@ -2,10 +2,11 @@
 every part's keys of each partitioned stage (`Stage.partition_keys`: dedup's content and
 band keys, lint's duplicate-thread key) are grouped by key, bucket by bucket, in the
 runner's tasks (pipeline/engine/keys.py), and the rows whose key another row shares are
-written to the work directory, part by part. The stage is then handed a column saying which
-of its rows are repeated, and keeps state for those only (the driver decides them, in plan
-order: pipeline/jobs/run/repeated_pass.py): no process holds every key, and the decisions
-are those of one process taking every row in order. A run that does not partition
+written to the work directory, part by part, with each one's link to the first row of its
+key. The stage is then handed a column saying which of its rows are repeated, and keeps
+state for those only (decided in plan order, cluster by cluster, in the runner's tasks:
+pipeline/jobs/run/clusters.py): no process holds every key, and the decisions are those
+of one process taking every row in order. A run that does not partition
 (`partitions`) takes the parts as the map side finishes them and keeps every key in the
 driver."""
 
@@ -40,6 +41,10 @@ directory is on a file system every node of the run sees)."""
 REPEATED_DIR = "repeated"
 """In the work directory: one folder per partitioned stage, one `{part}.npy` per part that
 has repeated rows (their sorted indices in the part's threads file)."""
+LINKS_DIR = "links"
+"""In the work directory: the partition pass's links (pipeline/engine/keys.py), each
+repeated row with the first row of its key, that pipeline/jobs/run/clusters.py joins into
+clusters (removed after)."""
 
 
 def partition_pass(
@@ -165,6 +170,7 @@ def mark_repeated(
         functools.partial(part_keys, list(stages)),
         functools.partial(publish_stages, folders),
         workdir / KEYS_DIR,
+        workdir / LINKS_DIR,
     )
     return RepeatedRows(workdir / REPEATED_DIR)
 
