@@ -113,7 +113,9 @@ def test_packing_does_not_depend_on_where_the_source_shard_files_break(tmp_path)
         out = tmp_path / f"packed-{rows_per_shard}" / "p"
         result = _invoke("pack", source, "--seq-len", 512, "--window", 5, "-o", out)
         assert result.exit_code == 0, result.output
-        packed[rows_per_shard] = {n: sha for n, sha in _digest(out).items() if n.startswith("data/")}
+        packed[rows_per_shard] = {
+            n: sha for n, sha in _digest(out).items() if n.startswith("data/")
+        }
     assert len(list((tmp_path / "tokens-7" / "data").glob("*.parquet"))) > 1
     assert packed["7"] == packed["50000"] and packed["7"]
 
