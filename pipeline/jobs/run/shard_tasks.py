@@ -147,6 +147,11 @@ class ShardTask:
     """Whether the shard's media cells carry the bytes of the copies the parts staged
     (`stages.media.embed`), read a row group at a time."""
 
+    @property
+    def rows(self) -> int:
+        """The entries it takes (the engine runs a few small tasks without workers)."""
+        return sum(source.end - source.start for source in self.sources)
+
     def __call__(self) -> ShardDone:
         stages = reshaping_stages(self.config)
         tables = [self._rows()]
