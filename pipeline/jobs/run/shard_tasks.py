@@ -184,7 +184,11 @@ class ShardTask:
         from pipeline.jobs.stats.compute import shard_tables  # polars: only where shards are
 
         written = writer.shards[0]
-        counted = shard_tables(str(Path(self.directory) / written.name), role_id=self.role_id)
+        counted = shard_tables(
+            str(Path(self.directory) / written.name),
+            role_id=self.role_id,
+            rows=pa.concat_tables(tables) if tables else None,
+        )
         return ShardDone(written, pack.stats() if pack is not None else None, counted, published)
 
     def _publish_media(self) -> tuple[tuple[str, int], ...]:
