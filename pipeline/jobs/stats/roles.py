@@ -20,6 +20,8 @@ BEFORE_FIRST_MESSAGE = "bos"
 
 COLUMNS = ["messages", "input_ids", "labels"]
 """What the role counts read of a shard."""
+BATCH_ROWS = 1024
+"""Rows counted at a time: numpy's arrays over their tokens stay small."""
 _SCHEMA = {"role": pl.String, "messages": pl.Int64, "tokens": pl.Int64, "trained": pl.Int64}
 
 
@@ -29,12 +31,13 @@ def shard_role_tokens(source: str | pa.Table, role_id: int) -> pl.DataFrame:
     last one's to the end of the row. A trained `<|role|>` is the halt of the assistant
     message before it (DESIGN §4), so it counts with that message: the halt after a tool
     call is the assistant's, not the tool result's."""
+    batches: Iterable[pa.RecordBatch]
     if isinstance(source, str):  # only the messages' roles read of their structs
         roles = pl.col("messages").list.eval(pl.element().struct.field("role"))
         read = pl.scan_parquet(source).select(roles, "input_ids", "labels")
-        batches: Iterable[pa.RecordBatch] = read.collect(engine="streaming").to_arrow().to_batches()
+        batches = read.collect(engine="streaming").to_arrow().to_batches(BATCH_ROWS)
     else:
-        batches = source.select(COLUMNS).to_batches()
+        batches = source.select(COLUMNS).to_batches(BATCH_ROWS)
     totals: dict[str, list[int]] = {}
     for batch in batches:
         for role, counted in _batch_role_tokens(batch, role_id).items():
@@ -59,11 +62,12 @@ def _batch_role_tokens(batch: pa.RecordBatch, role_id: int) -> dict[str, list[in
     ids, labels = batch.column("input_ids"), batch.column("labels")
     lengths = pc.list_value_length(ids).fill_null(0).to_numpy().astype(np.int64)
     values = pc.list_flatten(ids).to_numpy(zero_copy_only=False)
-    trained = (pc.list_flatten(labels).to_numpy(zero_copy_only=False) != -100).astype(np.int64)
+    trained = pc.list_flatten(labels).to_numpy(zero_copy_only=False) != -100
     if len(trained) != len(values) or len(values) != int(lengths.sum()):
         raise ValueError("a row's labels are not as long as its input_ids")
     row_start = np.concatenate([[0], np.cumsum(lengths)])
-    before = np.concatenate([[0], np.cumsum(trained)])  # trained tokens before each place
+    before = np.zeros(len(trained) + 1, np.int64)  # trained tokens before each place
+    np.cumsum(trained, out=before[1:])
     flat = pc.list_flatten(batch.column("messages"))
     roles = pc.struct_field(flat, "role") if pa.types.is_struct(flat.type) else flat
     if roles.null_count:
@@ -87,7 +91,7 @@ def _batch_role_tokens(batch: pa.RecordBatch, role_id: int) -> dict[str, list[in
     end = np.empty_like(start)
     end[:-1] = start[1:]
     end[last] = row_start[row[last] + 1]
-    opening = trained[start]  # a trained `<|role|>`: the halt of the message before it
+    opening = trained[start].astype(np.int64)  # trained: the halt of the message before
     halt = np.where(first, 0, opening)
     next_halt = np.zeros_like(opening)
     next_halt[:-1] = opening[1:]
