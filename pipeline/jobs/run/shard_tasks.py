@@ -187,7 +187,7 @@ class ShardTask:
         counted = shard_tables(
             str(Path(self.directory) / written.name),
             role_id=self.role_id,
-            rows=pa.concat_tables(tables) if tables and not self.embed else None,
+            rows=pa.concat_tables(tables) if tables else None,
         )
         return ShardDone(written, pack.stats() if pack is not None else None, counted, published)
 

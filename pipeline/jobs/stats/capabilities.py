@@ -7,19 +7,18 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline.capabilities import DEFAULT_CAPABILITY, ENABLING_ROLES, enabled_formats
-from pipeline.jobs.stats.files import Shard, scan
 
 ROW = "row"
 
 
-def shard_capabilities(path: Shard) -> pl.DataFrame:
+def shard_capabilities(path: str) -> pl.DataFrame:
     """One shard's threads enabling and using each non-default format (columns `format`,
     `enabled`, `used`). Each distinct enabling text is parsed once."""
     message = pl.element()
     role, fmt = message.struct.field("role"), message.struct.field("format")
     messages = pl.col("messages")
     rows = (
-        scan(path)
+        pl.scan_parquet(path)
         .select(
             enabling=messages.list.eval(
                 message.filter(role.is_in(sorted(ENABLING_ROLES))).struct.field("content")

@@ -20,7 +20,7 @@ from pipeline.jobs.stats.capabilities import (
     merge_capabilities,
     shard_capabilities,
 )
-from pipeline.jobs.stats.files import Shard, StatsError, role_token_id, scan, shard_files
+from pipeline.jobs.stats.files import StatsError, role_token_id, shard_files
 from pipeline.jobs.stats.media import (
     media_figures,
     merge_media,
@@ -78,14 +78,8 @@ def shard_tables(
     path: str, by: str | None = None, role_id: int | None = None, rows: pa.Table | None = None
 ) -> ShardTables:
     """The count tables of one shard (tokens per role too with `role_id`); `rows`: the
-    shard's rows as written, when its writer still holds them (its file is not read
-    again)."""
-    shard: Shard = path
-    if rows is not None:
-        frame = pl.from_arrow(rows)
-        assert isinstance(frame, pl.DataFrame)
-        shard = frame.lazy()
-    columns = set(scan(shard).collect_schema().names())
+    shard's rows, when its writer still holds them (the tokens are not read again)."""
+    columns = set(pl.scan_parquet(path).collect_schema().names())
     shape = Shape.of(columns)
     if by is not None and "meta" not in columns:
         raise StatsError(f"--by needs the `meta` column, which these shards lack: {path}")
@@ -96,13 +90,13 @@ def shard_tables(
     return ShardTables(
         shape,
         objective,
-        shard_counts(shard, shape, by),
+        shard_counts(path, shape, by),
         shard_role_tokens(path if rows is None else rows, role_id)
         if with_roles and role_id is not None
         else None,
-        shard_capabilities(shard) if shape.messages else None,
-        shard_objective_counts(shard, objective) if objective is not None else None,
-        shard_kind_media(shard) if from_kind_columns else shard_media(shard),
+        shard_capabilities(path) if shape.messages else None,
+        shard_objective_counts(path, objective) if objective is not None else None,
+        shard_kind_media(path) if from_kind_columns else shard_media(path),
         from_kind_columns,
     )
 

@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from pipeline.output.manifest import DATA_DIR
 from pipeline.output.shards import SHARD_FILE
 from pipeline.output.tokenizer import SPECIAL_TOKENS_FILE, TOKENIZER_DIR
@@ -17,16 +15,6 @@ from pipeline.tokenize.special import ROLE
 
 ALL = "all"
 """The split name of Parquet files given one by one."""
-
-
-Shard = str | pl.LazyFrame
-"""A shard the figures read: its Parquet file, or its rows in memory (as its writer wrote
-them: the shard task counts what it holds, its file not read again)."""
-
-
-def scan(shard: Shard) -> pl.LazyFrame:
-    """The shard's rows, to query (its file scanned, only the columns a query needs)."""
-    return shard if isinstance(shard, pl.LazyFrame) else pl.scan_parquet(shard)
 
 
 class StatsError(ValueError):

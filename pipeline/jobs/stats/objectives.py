@@ -10,14 +10,13 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.jobs.stats.files import Shard, scan
 from pipeline.jobs.stats.threads import length_percentiles
 from pipeline.objectives import OBJECTIVE_PARTS
 
 
-def shard_objective_counts(path: Shard, objective: str) -> dict[str, Any]:
+def shard_objective_counts(path: str, objective: str) -> dict[str, Any]:
     """One shard's rows per length of each part, and the objective's own counts."""
-    frame = scan(path)
+    frame = pl.scan_parquet(path)
     counts: dict[str, Any] = {}
     for part in OBJECTIVE_PARTS[objective]:
         column = f"num_{part}_tokens"

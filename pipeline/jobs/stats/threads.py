@@ -11,8 +11,6 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.jobs.stats.files import Shard, scan
-
 PERCENTILES = (0.5, 0.9, 0.99)
 """Thread-length percentiles reported (numpy's `lower`: a length some thread really has)."""
 GROUP = "group"
@@ -49,7 +47,7 @@ def group_column(by: str | None) -> pl.Expr:
     return pl.col("meta").str.json_path_match(f"$.{by}").fill_null(NO_VALUE).alias(GROUP)
 
 
-def shard_counts(path: Shard, shape: Shape, by: str | None) -> pl.DataFrame:
+def shard_counts(path: str, shape: Shape, by: str | None) -> pl.DataFrame:
     """One shard's counts per (group, length): rows, threads, messages, user turns (sum
     and max), tool calls, threads with one, trained tokens. Read as a streaming scan of
     the columns needed."""
@@ -73,7 +71,7 @@ def shard_counts(path: Shard, shape: Shape, by: str | None) -> pl.DataFrame:
     if shape.tokenized:
         per_row += [pl.col(LENGTH).cast(pl.Int64), pl.col("num_trained").cast(pl.Int64)]
         keys.append(LENGTH)
-    frame = scan(path).select(per_row)
+    frame = pl.scan_parquet(path).select(per_row)
     sums = [pl.col("rows").sum(), pl.col("threads").sum()]
     if shape.messages:
         sums += [
