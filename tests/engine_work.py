@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.quarantine import Rejection, rejection_line
@@ -69,3 +70,18 @@ def numbered_task(log: str, number: int, fail: tuple[int, ...] = ()) -> int:
     if number in fail:
         raise ValueError(f"task {number} refuses")
     return number * number
+
+
+@dataclass(frozen=True)
+class PidTask:
+    """A task of `map_tasks` that says how many rows it takes (None: says nothing) and
+    returns the id of the process that ran it."""
+
+    declared: int | None
+
+    @property
+    def rows(self) -> int | None:
+        return self.declared
+
+    def __call__(self) -> int:
+        return os.getpid()

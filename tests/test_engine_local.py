@@ -18,11 +18,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.engine import PartFailed, WorkdirError, iter_parts, reset_workdir, run_parts
+from pipeline.engine import (
+    LocalRunner,
+    PartFailed,
+    WorkdirError,
+    iter_parts,
+    local,
+    reset_workdir,
+    run_parts,
+)
 from pipeline.sources import ReadLimits, iter_file
 from pipeline.sources.parts import iter_part_records, line_ranges, plan_parts
 from tests.conftest import REPO
-from tests.engine_work import convert_part, record_pool_sizes, tree_bytes
+from tests.engine_work import PidTask, convert_part, record_pool_sizes, tree_bytes
 
 BOM = b"\xef\xbb\xbf"
 
@@ -352,3 +360,12 @@ def test_workers_share_the_cores_in_native_thread_pools(
     monkeypatch.setenv("RAYON_NUM_THREADS", "7")
     dirs = run_parts(job, record_pool_sizes, tmp_path / "again", workers=2)
     assert {(d / "pool_sizes.txt").read_text() for d in dirs} == {f"7 {share}"}
+
+
+def test_map_tasks_runs_a_few_small_tasks_here_and_the_others_in_workers() -> None:
+    runner = LocalRunner(2)
+    here = os.getpid()
+    assert runner.map_tasks([PidTask(10), PidTask(local.HERE_ROWS - 10)]) == [here, here]
+    in_workers = runner.map_tasks([PidTask(10), PidTask(local.HERE_ROWS)])
+    assert here not in in_workers  # more rows than HERE_ROWS in all
+    assert here not in runner.map_tasks([PidTask(10), PidTask(None)])  # one says nothing

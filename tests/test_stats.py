@@ -123,7 +123,7 @@ def test_a_run_writes_its_stats_and_mms_stats_adds_its_accounting(output: Path):
 def test_tokens_per_role_agree_with_the_shards_split_at_each_role_token(output: Path):
     """Each message's tokens run from its `<|role|>` id to the next message's (the last to
     the row's end), a trained `<|role|>` (a halt) counted with the message before it:
-    counted here in Python over every row, against polars' figures."""
+    counted here in Python over every row, against the run's figures."""
     role_id = orjson.loads((output / "tokenizer" / "mms_special_tokens.json").read_bytes())[
         "special_tokens"
     ]["<|role|>"]

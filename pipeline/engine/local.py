@@ -36,6 +36,11 @@ one is loaded here, `map_tasks` workers start from a fresh fork server (its task
 for the shards' stats), else they are forked as the parts' workers are."""
 TASK_PRELOAD = ["pipeline.jobs.run.shard_tasks", "pipeline.jobs.stats.compute"]
 """What the fork server imports once, so each task's worker starts with it."""
+HERE_ROWS = 5_000
+"""Tasks that say how many rows they take (`rows`, as a shard task does) and take this many
+or fewer in all run in this process whatever the workers: starting workers would cost
+more than the work, which is bounded, so the process that plans still does nothing that
+grows with the data."""
 _PR_SET_PDEATHSIG = 1
 T = TypeVar("T")
 
@@ -108,9 +113,10 @@ class LocalRunner:
     ) -> list[T]:
         """Every task's result, in the tasks' order: run in `workers` processes (in this one
         with one worker; a single task too runs in a worker, so the process that plans
-        does no work that grows with the data); `done(count)` after each finishes. The first failure (in task
-        order) is raised once every task has run."""
-        if self.workers <= 1 or not tasks:
+        does no work that grows with the data, unless the tasks are small: HERE_ROWS);
+        `done(count)` after each finishes. The first failure (in task order) is raised
+        once every task has run."""
+        if self.workers <= 1 or not tasks or _small(tasks):
             results = []
             for task in tasks:
                 results.append(task())
@@ -132,6 +138,17 @@ class LocalRunner:
                 if done is not None:
                     done(finished)
             return [future.result() for future in futures]
+
+
+def _small(tasks: Sequence[object]) -> bool:
+    """Whether every task says how many rows it takes, and they take HERE_ROWS or fewer."""
+    total = 0
+    for task in tasks:
+        rows = getattr(task, "rows", None)
+        if not isinstance(rows, int):
+            return False
+        total += rows
+    return total <= HERE_ROWS
 
 
 def _task_start_method() -> str:

@@ -183,6 +183,9 @@ PARTS_MESSAGE_ARROW_TYPE = pa.struct(
     ]
 )
 """A message of a shard whose rows hold media: its content always a list of parts."""
+SPLICED_SLICES = 16
+"""A message column whose rows with media are one in this many or fewer is spliced from
+slices (the others' content parts are not copied)."""
 MESSAGE_COLUMNS = ("messages", "prompt", "chosen", "rejected", "completion")
 """The message columns of the rows of any kind, in the order of their token columns."""
 _TOKEN_COLUMNS = ("input_ids", "prompt_ids", "chosen_ids", "rejected_ids", "completion_ids")
@@ -296,13 +299,24 @@ def _empty_lists(count: int, kind: pa.DataType) -> pa.Array:
     )
 
 
-def _spliced(whole: pa.Array, built: pa.ChunkedArray | pa.Array, rows: np.ndarray) -> pa.Array:
-    """`whole` with its entries at `rows` replaced by `built`'s, in order."""
+def _spliced(
+    whole: pa.Array, built: pa.ChunkedArray | pa.Array, rows: np.ndarray
+) -> pa.Array | pa.ChunkedArray:
+    """`whole` with its entries at `rows` replaced by `built`'s, in order: a few rows as
+    chunks between slices of `whole` (nothing copied), many in one take."""
     if isinstance(built, pa.ChunkedArray):
         built = built.combine_chunks()
+    built = built.cast(whole.type)
+    if len(rows) * SPLICED_SLICES <= len(whole):
+        pieces, start = [], 0
+        for number, row in enumerate(rows.tolist()):
+            pieces += [whole.slice(start, row - start), built.slice(number, 1)]
+            start = row + 1
+        pieces.append(whole.slice(start))
+        return pa.chunked_array([piece for piece in pieces if len(piece)], whole.type)
     order = np.arange(len(whole), dtype=np.int64)
     order[rows] = len(whole) + np.arange(len(rows), dtype=np.int64)
-    return pa.concat_arrays([whole, built.cast(whole.type)]).take(pa.array(order))
+    return pa.concat_arrays([whole, built]).take(pa.array(order))
 
 
 def _kinds_from_media(entries: list[dict[str, object]], count: int) -> list[list[str]]:

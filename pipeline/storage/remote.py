@@ -28,8 +28,6 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
-import fsspec
-
 from pipeline.storage.clients import try_once, with_client_options
 from pipeline.storage.retry import StorageError, limits, retried
 from pipeline.storage.urls import is_url, join, scheme
@@ -62,6 +60,8 @@ def filesystem(url: str) -> tuple[Any, str]:
     """The fsspec filesystem of `url` (its requests bounded by the storage limits, tried
     once each: pipeline/storage/clients.py) and the path it names there. Raises
     StorageError when the scheme is unknown or its package is not installed."""
+    import fsspec  # only where a URL is opened: a local run never loads it (nor asyncio)
+
     try:
         options = with_client_options(scheme(url), limits(), storage_options(url))
         fs, path = fsspec.core.url_to_fs(url, **options)

@@ -50,6 +50,10 @@ from pipeline.tokenize.special import ROLE
 if TYPE_CHECKING:
     from pipeline.jobs.stats.compute import ShardTables
 
+RUN_ROWS = 16
+"""A shard's rows are sliced from the parts' threads files (not copied) when they come in
+runs of this many consecutive rows on average."""
+
 
 @dataclass
 class Written:
@@ -143,6 +147,11 @@ class ShardTask:
     """Whether the shard's media cells carry the bytes of the copies the parts staged
     (`stages.media.embed`), read a row group at a time."""
 
+    @property
+    def rows(self) -> int:
+        """The entries it takes (the engine runs a few small tasks without workers)."""
+        return sum(source.end - source.start for source in self.sources)
+
     def __call__(self) -> ShardDone:
         stages = reshaping_stages(self.config)
         tables = [self._rows()]
@@ -175,7 +184,11 @@ class ShardTask:
         from pipeline.jobs.stats.compute import shard_tables  # polars: only where shards are
 
         written = writer.shards[0]
-        counted = shard_tables(str(Path(self.directory) / written.name), role_id=self.role_id)
+        counted = shard_tables(
+            str(Path(self.directory) / written.name),
+            role_id=self.role_id,
+            rows=pa.concat_tables(tables) if tables else None,
+        )
         return ShardDone(written, pack.stats() if pack is not None else None, counted, published)
 
     def _publish_media(self) -> tuple[tuple[str, int], ...]:
@@ -225,25 +238,47 @@ class ShardTask:
         carried = bool(self.media)
         if carried:
             schema = schema.append(THREAD_MEDIA_ARROW_SCHEMA.field(MEDIA_COLUMN))
-        tables: list[pa.Table] = []
+        parts: list[pa.Table] = []
+        rows: list[np.ndarray] = []
+        copies: list[np.ndarray] = []
         keys: list[np.ndarray] = []
-        for source in self.sources:
+        offset = 0
+        for source in self.sources:  # every part's threads memory-mapped, nothing decoded
             with pa.memory_map(source.selection) as mapped:
                 chosen = pa.ipc.open_file(mapped).get_batch(source.split)
                 chosen = chosen.slice(source.start, source.end - source.start)
-                rows, copies = chosen["row"].to_numpy(), chosen["copy"].to_numpy()
+                rows.append(chosen["row"].to_numpy() + offset)
+                copies.append(chosen["copy"].to_numpy().copy())
                 keys.append(chosen["key"].to_numpy().copy())
             with pa.memory_map(str(Path(source.part_dir) / PART_THREADS)) as mapped:
                 threads = pa.ipc.open_file(mapped).read_all().select(schema.names)
-                taken = threads.take(pa.array(rows))
-            tables.append(_copy_ids(taken, copies))
-        table = pa.concat_tables(tables) if tables else schema.empty_table()
-        if self.shuffled and tables:
-            table = table.take(pa.array(np.argsort(np.concatenate(keys), kind="stable")))
+            parts.append(threads)
+            offset += threads.num_rows
+        table = schema.empty_table()
+        if parts:
+            taken, marks = np.concatenate(rows), np.concatenate(copies)
+            if self.shuffled:
+                order = np.argsort(np.concatenate(keys), kind="stable")
+                taken, marks = taken[order], marks[order]
+            table = _copy_ids(_take(pa.concat_tables(parts), taken), marks)
         if carried:
             placeholders = _placeholder_ids(self.config)
             table = with_media_columns(table, self.media, placeholders)
         return table
+
+
+def _take(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """The rows `rows` of `table`, in that order: runs of consecutive rows as slices (no
+    copy: a split kept in plan order takes long runs), else gathered in one take."""
+    if not len(rows):
+        return table.slice(0, 0)
+    starts = np.flatnonzero(np.diff(rows) != 1) + 1
+    if len(starts) + 1 > len(rows) // RUN_ROWS:
+        return table.take(pa.array(rows))
+    bounds = np.concatenate([[0], starts, [len(rows)]]).tolist()
+    return pa.concat_tables(
+        [table.slice(int(rows[first]), last - first) for first, last in itertools.pairwise(bounds)]
+    )
 
 
 def _copy_ids(rows: pa.Table, copies: np.ndarray) -> pa.Table:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
 from pipeline.jobs.stats.capabilities import (
     capability_figures,
@@ -73,8 +74,11 @@ class ShardTables:
     """`media` was counted from the kind columns (no `media` column: roles not known)."""
 
 
-def shard_tables(path: str, by: str | None = None, role_id: int | None = None) -> ShardTables:
-    """The count tables of one shard (tokens per role too with `role_id`)."""
+def shard_tables(
+    path: str, by: str | None = None, role_id: int | None = None, rows: pa.Table | None = None
+) -> ShardTables:
+    """The count tables of one shard (tokens per role too with `role_id`); `rows`: the
+    shard's rows, when its writer still holds them (the tokens are not read again)."""
     columns = set(pl.scan_parquet(path).collect_schema().names())
     shape = Shape.of(columns)
     if by is not None and "meta" not in columns:
@@ -87,7 +91,9 @@ def shard_tables(path: str, by: str | None = None, role_id: int | None = None) -
         shape,
         objective,
         shard_counts(path, shape, by),
-        shard_role_tokens(path, role_id) if with_roles and role_id is not None else None,
+        shard_role_tokens(path if rows is None else rows, role_id)
+        if with_roles and role_id is not None
+        else None,
         shard_capabilities(path) if shape.messages else None,
         shard_objective_counts(path, objective) if objective is not None else None,
         shard_kind_media(path) if from_kind_columns else shard_media(path),

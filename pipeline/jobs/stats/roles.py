@@ -1,63 +1,118 @@
 """Tokens per role: which message each token renders, read off the `<|role|>` ids that open
 every message (DESIGN §4; a `<|role|>` in content is text tokens, never that id), so no
-tokenizer is loaded. Computed with list expressions per row: one shard's tokens are in
-memory at once, and what is kept is a row per role."""
+tokenizer is loaded. Computed with numpy over a shard's flat tokens (read from its file, or
+the rows its writer holds): one shard's tokens are in memory at once, and what is kept is a
+row per role."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 BEFORE_FIRST_MESSAGE = "bos"
 """The tokens before the first message's `<|role|>` (the BOS a config asked for)."""
 
 
-def shard_role_tokens(path: str, role_id: int) -> pl.DataFrame:
-    """One shard's messages, tokens and trained tokens per role. A message's tokens run
-    from its `<|role|>` to the next message's; the last one's to the end of the row. A
-    trained `<|role|>` is the halt of the assistant message before it (DESIGN §4), so it
-    counts with that message: the halt after a tool call is the assistant's, not the
-    tool result's."""
-    ids, labels = pl.col("input_ids"), pl.col("labels")
-    roles = pl.col("messages").list.eval(pl.element().struct.field("role"))
-    count = roles.list.len()
-    opens = ids.list.eval(pl.element().eq(role_id).arg_true()).cast(pl.List(pl.Int64))
-    trained = labels.list.eval((pl.element() != -100).cast(pl.Int64).cum_sum())
-    per_message = pl.scan_parquet(path).select(
-        role=roles,
-        start=opens.list.head(count),
-        end=pl.concat_list(opens.list.slice(1, count - 1), ids.list.len().cast(pl.Int64)),
-        trained_before=pl.concat_list(pl.lit(0, pl.Int64), trained),
+COLUMNS = ["messages", "input_ids", "labels"]
+"""What the role counts read of a shard."""
+BATCH_ROWS = 1024
+"""Rows counted at a time: numpy's arrays over their tokens stay small."""
+_SCHEMA = {"role": pl.String, "messages": pl.Int64, "tokens": pl.Int64, "trained": pl.Int64}
+
+
+def shard_role_tokens(source: str | pa.Table, role_id: int) -> pl.DataFrame:
+    """One shard's messages, tokens and trained tokens per role (`source`: its file, or its
+    rows in memory). A message's tokens run from its `<|role|>` to the next message's; the
+    last one's to the end of the row. A trained `<|role|>` is the halt of the assistant
+    message before it (DESIGN §4), so it counts with that message: the halt after a tool
+    call is the assistant's, not the tool result's."""
+    batches: Iterable[pa.RecordBatch]
+    if isinstance(source, str):  # only the messages' roles read of their structs
+        roles = pl.col("messages").list.eval(pl.element().struct.field("role"))
+        read = pl.scan_parquet(source).select(roles, "input_ids", "labels")
+        batches = read.collect(engine="streaming").to_arrow().to_batches(BATCH_ROWS)
+    else:
+        batches = source.select(COLUMNS).to_batches(BATCH_ROWS)
+    totals: dict[str, list[int]] = {}
+    for batch in batches:
+        for role, counted in _batch_role_tokens(batch, role_id).items():
+            found = totals.setdefault(role, [0, 0, 0])
+            for index, value in enumerate(counted):
+                found[index] += value
+    kept = {
+        role: counted
+        for role, counted in sorted(totals.items())
+        if role != BEFORE_FIRST_MESSAGE or counted[1] > 0
+    }
+    columns = list(zip(*kept.values(), strict=True)) or [(), (), ()]
+    return pl.DataFrame(
+        {"role": list(kept), "messages": columns[0], "tokens": columns[1], "trained": columns[2]},
+        schema=_SCHEMA,
     )
-    before = pl.col("trained_before")
-    opening_trained = before.list.gather(pl.col("start") + 1) - before.list.gather(pl.col("start"))
-    halt = pl.concat_list(pl.lit(0, pl.Int64), opening_trained.list.slice(1))
-    next_halt = pl.concat_list(opening_trained.list.slice(1), pl.lit(0, pl.Int64))
+
+
+def _batch_role_tokens(batch: pa.RecordBatch, role_id: int) -> dict[str, list[int]]:
+    """Per role, the messages, tokens and trained tokens of a batch of rows (the tokens
+    before each row's first message under BEFORE_FIRST_MESSAGE, with no message)."""
+    ids, labels = batch.column("input_ids"), batch.column("labels")
+    lengths = pc.list_value_length(ids).fill_null(0).to_numpy().astype(np.int64)
+    values = pc.list_flatten(ids).to_numpy(zero_copy_only=False)
+    trained = pc.list_flatten(labels).to_numpy(zero_copy_only=False) != -100
+    if len(trained) != len(values) or len(values) != int(lengths.sum()):
+        raise ValueError("a row's labels are not as long as its input_ids")
+    row_start = np.concatenate([[0], np.cumsum(lengths)])
+    before = np.zeros(len(trained) + 1, np.int64)  # trained tokens before each place
+    np.cumsum(trained, out=before[1:])
+    flat = pc.list_flatten(batch.column("messages"))
+    roles = pc.struct_field(flat, "role") if pa.types.is_struct(flat.type) else flat
+    if roles.null_count:
+        raise ValueError("a message has no role")
+    counts = pc.list_value_length(batch.column("messages")).fill_null(0).to_numpy()
+    counts = counts.astype(np.int64)
+    # each message opens at its row's next `<|role|>` (one past the row's messages: text)
+    opens = np.flatnonzero(values == role_id)
+    row_of = np.searchsorted(row_start, opens, side="right") - 1
+    per_row = np.bincount(row_of, minlength=len(lengths))
+    if (per_row < counts).any():
+        raise ValueError("a row has fewer <|role|> ids than messages")
+    first_open = np.concatenate([[0], np.cumsum(per_row)])[:-1]
+    rank = np.arange(len(opens)) - first_open[row_of]
+    chosen = rank < counts[row_of]
+    start, row = opens[chosen], row_of[chosen]
+    message_start = np.concatenate([[0], np.cumsum(counts)])
+    index = np.arange(len(start))
+    first = index == message_start[row]
+    last = index == message_start[row + 1] - 1
+    end = np.empty_like(start)
+    end[:-1] = start[1:]
+    end[last] = row_start[row[last] + 1]
+    opening = trained[start].astype(np.int64)  # trained: the halt of the message before
+    halt = np.where(first, 0, opening)
+    next_halt = np.zeros_like(opening)
+    next_halt[:-1] = opening[1:]
+    next_halt[last] = 0
     shift = next_halt - halt
-    first = pl.col("start").list.first().fill_null(0)
-    spans = per_message.select(
-        # the tokens before the first message (a BOS) lead each row's list, under `bos`,
-        # with no message to count
-        role=pl.concat_list(pl.lit(BEFORE_FIRST_MESSAGE), "role"),
-        message=pl.concat_list(pl.lit(0, pl.Int64), pl.col("role").list.eval(pl.lit(1, pl.Int64))),
-        tokens=pl.concat_list(first, pl.col("end") - pl.col("start") + shift),
-        trained=pl.concat_list(
-            before.list.get(first),
-            before.list.gather(pl.col("end")) - before.list.gather(pl.col("start")) + shift,
-        ),
-    )
-    return (
-        spans.explode("role", "message", "tokens", "trained")
-        .group_by("role")
-        .agg(
-            pl.col("message").sum().alias("messages"),
-            pl.col("tokens").sum(),
-            pl.col("trained").sum(),
-        )
-        .filter((pl.col("role") != BEFORE_FIRST_MESSAGE) | (pl.col("tokens") > 0))
-        .collect(engine="streaming")
-    )
+    tokens = end - start + shift
+    trained_tokens = before[end] - before[start] + shift
+    leading = np.zeros(len(lengths), np.int64)  # each row's tokens before its first message
+    has = counts > 0
+    leading[has] = start[message_start[:-1][has]] - row_start[:-1][has]
+    lead_trained = before[row_start[:-1] + leading] - before[row_start[:-1]]
+    found = {BEFORE_FIRST_MESSAGE: [0, int(leading.sum()), int(lead_trained.sum())]}
+    encoded = pc.dictionary_encode(roles)
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    for code, role in enumerate(encoded.dictionary.to_pylist()):
+        where = codes == code
+        counted = found.setdefault(role, [0, 0, 0])  # a role may be named as BEFORE_FIRST...
+        counted[0] += int(where.sum())
+        counted[1] += int(tokens[where].sum())
+        counted[2] += int(trained_tokens[where].sum())
+    return found
 
 
 def merge_role_tokens(counts: pl.DataFrame | None, more: pl.DataFrame) -> pl.DataFrame:
