@@ -107,6 +107,7 @@ def decide_parts(
             str(workdir),
             str(repeated.folder) if repeated is not None else None,
             str(first.resolved_path(part.id)),
+            _part_threads(part_dir),
         )
         for part, part_dir in zip(parts, first.part_dirs, strict=True)
     ]
@@ -131,6 +132,12 @@ def decide_parts(
     if gate_failed:
         merger.counts.withhold()  # no normal-looking output from a failed gate
     return Decided(merger.counts, report, first.part_dirs, gate_failed, merger.selections)
+
+
+def _part_threads(part_dir: Path) -> int:
+    """The threads a part's map side kept, as its stats.json counts them."""
+    counts = orjson.loads((Path(part_dir) / PART_STATS).read_bytes())
+    return int(counts["threads"])
 
 
 @dataclass
@@ -158,6 +165,9 @@ class DecidePart:
     workdir: str
     repeated: str | None
     resolved: str
+    rows: int
+    """The threads the part's map side kept (its stats.json): a local engine runs a few
+    small tasks in the planning process rather than start workers for them."""
 
     def __call__(self) -> PartDecided:
         config, part, part_dir = self.config, self.part, Path(self.part_dir)
