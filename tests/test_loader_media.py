@@ -15,11 +15,11 @@ import pytest
 
 from pipeline.loader import OutputLoader
 from pipeline.mms.media_columns import MEDIA_SHARD_COLUMNS
+from tests.output_rows import shard_rows
 from tests.test_media_rows import (
     PROMPTS,
     _names,
     _prompt_text,
-    _rows,
     _run,
     inputs,  # noqa: F401 (fixture)
 )
@@ -50,7 +50,7 @@ def _expected(out: Path, objective: str) -> dict[tuple[int, ...], list[str]]:
     """Each batch row the output gives, by its ids: the input images it must carry (its
     prompt's, then its answer's)."""
     expected: dict[tuple[int, ...], list[str]] = {}
-    for row in _rows(out):
+    for row in shard_rows(out):
         prompt, chosen, rejected = PROMPTS[_prompt_text(row)]
         for columns, answer in SIDES[objective]:
             if answer == "label":
@@ -90,7 +90,7 @@ def test_each_batch_row_carries_the_media_of_its_placeholders(objective_output, 
             assert _names(batch["images"][number], inputs) == expected[ids]
         seen += rows
     assert sorted(seen) == sorted(
-        _ids_of(row, columns) for row in _rows(out) for columns, _ in SIDES[objective]
+        _ids_of(row, columns) for row in shard_rows(out) for columns, _ in SIDES[objective]
     )
     assert any(len(expected[ids]) > 1 for ids in seen)
 

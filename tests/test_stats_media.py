@@ -27,8 +27,8 @@ from pipeline.mms.media_columns import MEDIA_CELL
 from pipeline.output.stats_html import write_stats_html
 from pipeline.output.stats_markdown import stats_markdown
 from tests.conftest import REPO
+from tests.output_rows import shard_rows
 from tests.test_media_rows import (
-    _rows,
     _run,
     inputs,  # noqa: F401 (fixture)
 )
@@ -274,15 +274,15 @@ def test_mms_stats_counts_an_objectives_or_a_packed_outputs_media(
     """`mms stats` of `mms run` outputs without a `media` column: their rows' images,
     counted per row, sized by their embedded bytes."""
     out = _run(inputs, tmp_path / "out", tokenize, stages=stages)
-    shard_rows = _rows(out)
-    images = [cell for row in shard_rows for cell in row["images"]]
+    rows = shard_rows(out)
+    images = [cell for row in rows for cell in row["images"]]
     result = CliRunner().invoke(main, ["stats", str(out), "--output-format", "json"])
     assert result.exit_code == 0, result.output
     stats = json.loads(result.output)
     SCHEMA.validate(stats)
     figures = {
         "media": len(images),
-        "rows": sum(1 for row in shard_rows if row["images"]),
+        "rows": sum(1 for row in rows if row["images"]),
         "sized": len(images),
         "bytes": sum(len(cell["bytes"]) for cell in images),
     }
