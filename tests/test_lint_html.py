@@ -10,14 +10,17 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from types import ModuleType
+from unittest.mock import patch
 from xml.etree import ElementTree
 
 import pytest
+from jinja2 import Environment
 
 from pipeline.jobs.lint import lint, lint_threads
 from pipeline.jobs.read import ReadSpec
 from pipeline.lint import LintConfig, LintReport
 from pipeline.lint.reports import charts, write_report
+from pipeline.lint.reports.page import page_template
 from pipeline.mms import Thread
 from tests.browser import chromium
 from tests.conftest import DATA, REPO
@@ -147,6 +150,31 @@ def test_same_report_same_bytes(hostile_html: str):
     report = hostile_report()
     assert html_of(report) == hostile_html
     assert html_of(report) == hostile_html
+
+
+def test_compiled_page_kept_in_the_cache_gives_the_same_bytes(
+    hostile_html: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The first page compiles the template and keeps its code; the next loads that code
+    (the template compiled again is never needed) and writes the same bytes."""
+    monkeypatch.setenv("MMS_CACHE_DIR", str(tmp_path))
+    report = hostile_report()
+    page_template.cache_clear()
+    try:
+        assert html_of(report) == hostile_html
+        kept = sorted((tmp_path / "templates").glob("*.code"))
+        assert len(kept) == 1
+        page_template.cache_clear()
+        with patch.object(Environment, "compile", side_effect=AssertionError("compiled")):
+            assert html_of(report) == hostile_html
+        kept[0].write_bytes(b"not code")  # spoiled: compiled again, the same page
+        page_template.cache_clear()
+        assert html_of(report) == hostile_html
+        monkeypatch.setenv("MMS_CACHE_DIR", "off")
+        page_template.cache_clear()
+        assert html_of(report) == hostile_html
+    finally:
+        page_template.cache_clear()
 
 
 def test_chart_ids_are_unique_on_the_page(hostile_html: str):
