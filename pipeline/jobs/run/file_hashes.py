@@ -14,7 +14,12 @@ from pipeline.output.files import file_sha256
 
 HASH_HERE_BYTES = 1 << 30
 """Below this many bytes in all, the files are hashed in the run's own process (about half
-a second at most): starting tasks would cost more."""
+a second at most): starting tasks would cost more. Not on an engine whose workers are apart
+(APART_ENGINES): there the run's process is the cluster's one serial step, and its time
+must not grow with the data."""
+APART_ENGINES = frozenset({"ray"})
+"""The engines whose workers run outside the run's process and machine: their files are
+always hashed on the workers (one task holds up to TASK_BYTES)."""
 TASK_BYTES = 256 << 20
 """About how many bytes one task hashes (a file is never split between tasks)."""
 
@@ -31,11 +36,13 @@ class HashTask:
 
 def engine_hashes(runner: Runner) -> HashFiles:
     """A `verify_output` hasher that hashes on `runner`'s workers (in this process when the
-    files are small)."""
+    files are small and the workers are not apart)."""
 
     def hash_files(paths: Sequence[Path]) -> list[str]:
         sizes = [path.stat().st_size for path in paths]
-        if sum(sizes) < HASH_HERE_BYTES:
+        if not paths:
+            return []
+        if runner.name not in APART_ENGINES and sum(sizes) < HASH_HERE_BYTES:
             return hash_here(paths)
         tasks: list[HashTask] = []
         group: list[str] = []
