@@ -121,7 +121,7 @@ class ApartRunner(RecordingRunner):
     name = "ray"
 
 
-def test_a_run_whose_workers_are_apart_hashes_and_removes_its_work_on_them(
+def test_a_run_whose_workers_are_apart_counts_hashes_and_removes_on_them(
     inputs, tmp_path, monkeypatch
 ):
     here = tmp_path / "here"
@@ -131,6 +131,7 @@ def test_a_run_whose_workers_are_apart_hashes_and_removes_its_work_on_them(
     apart = tmp_path / "apart"
     result = run_cli(str(_config(apart, inputs)), "--workers", "2")
     assert result.exit_code == 0, result.output
+    assert runner.kinds.count("LineWindow") == 2  # the big file's, however few its bytes
     assert runner.kinds.count("HashTask") == 2  # the manifest's files, then the verify's
     assert runner.kinds.count("RemoveFolders") == 1  # the three parts' folders
     assert [p.name for p in (apart / "out").iterdir() if p.name.startswith(".work")] == []

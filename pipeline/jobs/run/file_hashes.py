@@ -8,18 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.engine import Runner
+from pipeline.engine import Runner, workers_apart
 from pipeline.jobs.verify import HashFiles, hash_here
 from pipeline.output.files import file_sha256
 
 HASH_HERE_BYTES = 1 << 30
 """Below this many bytes in all, the files are hashed in the run's own process (about half
 a second at most): starting tasks would cost more. Not on an engine whose workers are apart
-(APART_ENGINES): there the run's process is the cluster's one serial step, and its time
+(`workers_apart`): there the run's process is the cluster's one serial step, and its time
 must not grow with the data."""
-APART_ENGINES = frozenset({"ray"})
-"""The engines whose workers run outside the run's process and machine: their files are
-always hashed on the workers (one task holds up to TASK_BYTES)."""
 TASK_BYTES = 256 << 20
 """About how many bytes one task hashes (a file is never split between tasks)."""
 
@@ -42,7 +39,7 @@ def engine_hashes(runner: Runner) -> HashFiles:
         sizes = [path.stat().st_size for path in paths]
         if not paths:
             return []
-        if runner.name not in APART_ENGINES and sum(sizes) < HASH_HERE_BYTES:
+        if not workers_apart(runner) and sum(sizes) < HASH_HERE_BYTES:
             return hash_here(paths)
         tasks: list[HashTask] = []
         group: list[str] = []

@@ -11,9 +11,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.engine import Runner
+from pipeline.engine import Runner, workers_apart
 from pipeline.engine.workdir import PARTS_DIR
-from pipeline.jobs.run.file_hashes import APART_ENGINES
 
 TASK_FOLDERS = 64
 """How many part folders one task deletes at most."""
@@ -37,7 +36,7 @@ def engine_removal(runner: Runner) -> Callable[[Path], None]:
     the rest here."""
 
     def remove(folder: Path) -> None:
-        if runner.name in APART_ENGINES and (folder / PARTS_DIR).is_dir():
+        if workers_apart(runner) and (folder / PARTS_DIR).is_dir():
             folders = sorted(str(path) for path in (folder / PARTS_DIR).iterdir())
             tasks = [
                 RemoveFolders(tuple(folders[start : start + TASK_FOLDERS]))
