@@ -112,3 +112,33 @@ def test_the_runs_output_is_hashed_on_the_engine_and_a_changed_shard_is_found(
     assert next(p.what for p in checked.problems if p.where.endswith(shard.name)) == (
         "sha256 differs from the manifest's"
     )
+
+
+class ApartRunner(RecordingRunner):
+    """The local engine named as an engine whose workers are apart (Ray): what such a
+    run does on its workers, it gives this runner as tasks."""
+
+    name = "ray"
+
+
+def test_a_run_whose_workers_are_apart_counts_hashes_and_removes_on_them(
+    inputs, tmp_path, monkeypatch
+):
+    here = tmp_path / "here"
+    assert run_cli(str(_config(here, inputs)), "--workers", "2").exit_code == 0
+    runner = ApartRunner(2)
+    monkeypatch.setattr("pipeline.jobs.run.claim.engine_runner", lambda *_: runner)
+    apart = tmp_path / "apart"
+    result = run_cli(str(_config(apart, inputs)), "--workers", "2")
+    assert result.exit_code == 0, result.output
+    assert runner.kinds.count("LineWindow") == 2  # the big file's, however few its bytes
+    assert runner.kinds.count("HashTask") == 2  # the manifest's files, then the verify's
+    assert runner.kinds.count("RemoveFolders") == 1  # the three parts' folders
+    assert [p.name for p in (apart / "out").iterdir() if p.name.startswith(".work")] == []
+
+    def manifest_files(folder: Path) -> list[dict[str, object]]:
+        return orjson.loads((folder / "out" / "manifest.json").read_bytes())["files"]
+
+    assert manifest_files(apart) == manifest_files(here)  # the same digests, hashed apart
+    for name in ("reports/lint.json", "data/train-00000-of-00001.parquet"):
+        assert (apart / "out" / name).read_bytes() == (here / "out" / name).read_bytes()

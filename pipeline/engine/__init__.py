@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pipeline.engine.keys import find_repeated
 from pipeline.engine.local import LocalRunner
-from pipeline.engine.parts import Runner, iter_parts, run_parts
+from pipeline.engine.parts import Runner, iter_parts, run_parts, workers_apart
 from pipeline.engine.workdir import PartFailed, WorkdirError, reset_workdir
 
 __all__ = [
@@ -21,4 +21,5 @@ __all__ = [
     "iter_parts",
     "reset_workdir",
     "run_parts",
+    "workers_apart",
 ]

@@ -53,6 +53,17 @@ class Runner(Protocol):
     ) -> list[T]: ...
 
 
+APART_ENGINES = frozenset({"ray"})
+"""The engines whose workers run outside the process that runs the job (on other machines):
+work of the job that grows with the data goes to them however small, for that process is
+the cluster's one serial step."""
+
+
+def workers_apart(runner: Runner) -> bool:
+    """Whether `runner`'s workers run apart from this process (see APART_ENGINES)."""
+    return runner.name in APART_ENGINES
+
+
 def run_parts(parts: Sequence[Part], process: Process, workdir: Path, **options: Any) -> list[Path]:
     """Run every part (as `iter_parts`, with its keyword `options`) and return the part
     directories in plan order."""

@@ -24,7 +24,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,14 +250,18 @@ class OutputFolder:
         self.unchanged, self.foreign = new, []
         return result
 
-    def finish(self) -> None:
-        """Remove the work directory: renamed first (one atomic step), then deleted, so a
-        kill while deleting leaves no half-removed work directory to be read again."""
+    def finish(self, remove: Callable[[Path], None] | None = None) -> None:
+        """Remove the work directory: renamed first (one atomic step), then deleted (by
+        `remove`: `mms run` deletes its parts on its engine's workers), so a kill while
+        deleting leaves no half-removed work directory to be read again."""
         if not self.work.exists():
             return
         doomed = self.root / f".work-removing-{uuid.uuid4().hex}"
         os.rename(self.work, doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
+        if remove is None:
+            shutil.rmtree(doomed, ignore_errors=True)
+        else:
+            remove(doomed)
 
 
 def refuse_output_in_managed_place(output: str | Path) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -126,16 +126,30 @@ def build_manifest(
 
 
 def file_entries(
-    out: Path, paths: Sequence[str], known: Mapping[str, tuple[int, str]] | None = None
+    out: Path,
+    paths: Sequence[str],
+    known: Mapping[str, tuple[int, str]] | None = None,
+    hash_files: Callable[[Sequence[Path]], Sequence[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """The manifest's `files` entries of `paths` (relative to `out`), sorted by path;
-    `known` gives the (bytes, sha256) of files already hashed where they were written."""
+    `known` gives the (bytes, sha256) of files already hashed where they were written;
+    `hash_files` hashes the others, all in one call (default: here, one after the other;
+    `mms run` hashes them on its engine's workers)."""
     known = known or {}
-    entries = []
-    for path in sorted(paths):
-        size, digest = known.get(path) or ((out / path).stat().st_size, file_sha256(out / path))
-        entries.append({"path": path, "bytes": size, "sha256": digest})
-    return entries
+    unknown = [path for path in sorted(paths) if path not in known]
+    if hash_files is None:
+        digests = [file_sha256(out / path) for path in unknown]
+    else:
+        digests = list(hash_files([out / path for path in unknown]))
+    hashed = {
+        path: ((out / path).stat().st_size, digest)
+        for path, digest in zip(unknown, digests, strict=True)
+    }
+    return [
+        {"path": path, "bytes": size, "sha256": digest}
+        for path in sorted(paths)
+        for size, digest in [known.get(path) or hashed[path]]
+    ]
 
 
 def published_files(folder: Path) -> list[str]:

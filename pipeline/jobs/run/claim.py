@@ -17,6 +17,7 @@ from pipeline.engine.ray import RayRunner, RaySettings
 from pipeline.engine.stored_work import fetch_work, reset_stored_work
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.outputs import input_records
+from pipeline.jobs.run.work_removal import engine_removal
 from pipeline.output.folder import OutputFolder, Publication
 from pipeline.output.manifest import listed_files, versions
 from pipeline.output.stored import StoredOutput
@@ -108,7 +109,7 @@ class Claim:
     def finish(self) -> None:
         """Remove the work directory: the output is complete, or was already."""
         if self.stored is None:
-            self.folder.finish()
+            self.folder.finish(engine_removal(self.runner))
         else:
             self.stored.finish()
 

@@ -8,13 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.engine import Runner
+from pipeline.engine import Runner, workers_apart
 from pipeline.jobs.verify import HashFiles, hash_here
 from pipeline.output.files import file_sha256
 
 HASH_HERE_BYTES = 1 << 30
 """Below this many bytes in all, the files are hashed in the run's own process (about half
-a second at most): starting tasks would cost more."""
+a second at most): starting tasks would cost more. Not on an engine whose workers are apart
+(`workers_apart`): there the run's process is the cluster's one serial step, and its time
+must not grow with the data."""
 TASK_BYTES = 256 << 20
 """About how many bytes one task hashes (a file is never split between tasks)."""
 
@@ -31,11 +33,13 @@ class HashTask:
 
 def engine_hashes(runner: Runner) -> HashFiles:
     """A `verify_output` hasher that hashes on `runner`'s workers (in this process when the
-    files are small)."""
+    files are small and the workers are not apart)."""
 
     def hash_files(paths: Sequence[Path]) -> list[str]:
         sizes = [path.stat().st_size for path in paths]
-        if sum(sizes) < HASH_HERE_BYTES:
+        if not paths:
+            return []
+        if not workers_apart(runner) and sum(sizes) < HASH_HERE_BYTES:
             return hash_here(paths)
         tasks: list[HashTask] = []
         group: list[str] = []

@@ -144,7 +144,15 @@ def run_pipeline(
         phases.enter(CHECK_INPUTS)
         check_unchanged(run.work, mapped.watched)  # the parts' reading and hashing are over
         tokenizer = write_outputs(
-            config, run.staging, run.out.name, parts, decided, written, run.work, phases.enter
+            config,
+            run.staging,
+            run.out.name,
+            parts,
+            decided,
+            written,
+            run.work,
+            phases.enter,
+            engine_hashes(run.runner),
         )
         result = _result(config, run.out, len(parts), mapped, decided, written, tokenizer)
         phases.enter(PUBLISH)

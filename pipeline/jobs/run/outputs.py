@@ -55,6 +55,7 @@ from pipeline.sources.parts import InputPart
 
 if TYPE_CHECKING:
     from pipeline.jobs.stats.compute import ShardTables
+    from pipeline.jobs.verify.base import HashFiles
 
 REPORTS = (("lint.json", "json"), ("lint.md", "markdown"), ("lint.html", "html"))
 
@@ -68,12 +69,14 @@ def write_outputs(
     written: Written,
     workdir: Path,
     enter: Callable[[str], None],
+    hash_files: HashFiles | None = None,
 ) -> dict[str, Any] | None:
     """The files a run writes after its shards, into `out` (the output folder's staging
     folder), each step entering its phase (`enter`): the lint reports (a quarantine or a
     list of drops that stayed empty removed), the tokenizer (unless the gate failed), the
     stats and the card (when shards were written; `name`: the output folder's), the
-    manifest last. The manifest's record of the tokenizer (None: none shipped)."""
+    manifest last (its files hashed by `hash_files`: on the engine's workers). The
+    manifest's record of the tokenizer (None: none shipped)."""
     counts, report = decided.counts, decided.report
     enter(LINT_REPORTS)
     remove_stale_temps(out)  # a killed worker's half-written shard or media copy
@@ -108,6 +111,7 @@ def write_outputs(
         report,
         packing,
         written.media_files,
+        hash_files,
     )
     return tokenizer
 
@@ -184,6 +188,7 @@ def write_run_manifest(
     report: LintReport,
     packing: dict[str, Any] | None = None,
     media: dict[str, int] | None = None,
+    hash_files: HashFiles | None = None,
 ) -> None:
     """manifest.json, written last: whether the gate passed, inputs with their sha256, the
     resolved config, versions, counts, shards, tokenizer, reports, every other published
@@ -202,7 +207,7 @@ def write_run_manifest(
         tokenizer=tokenizer,
         reports=reports,
         gate=gate_record(report, config.stages.lint.fail_on),
-        files=file_entries(out, published_files(out), known),
+        files=file_entries(out, published_files(out), known, hash_files),
         card=card_entry(out),
     )
     if packing is not None:

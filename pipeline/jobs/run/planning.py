@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import storage
-from pipeline.engine import Runner
+from pipeline.engine import Runner, workers_apart
 from pipeline.formats import AUTO
 from pipeline.formats.detect import detect
 from pipeline.jobs.parallel import splits_by_record
@@ -58,7 +58,8 @@ def plan(
     JSON Lines file is split into parts only when its format is named and converts record
     by record: a detected format could differ between parts, and a grouped one (OASST
     messages) has conversations across records. Its lines are counted on `runner`'s
-    workers when the split files hold COUNT_HERE_BYTES or more (else here)."""
+    workers when the split files hold COUNT_HERE_BYTES or more, or the workers are apart
+    (Ray: the planner's process is the cluster's serial step), else here."""
     return plan_parts(
         [(spec.path, spec.format) for spec in config.inputs],
         can_split=splits_by_record,
@@ -68,10 +69,16 @@ def plan(
 
 
 def _counted_on(runner: Runner) -> CountLines:
-    """Count windows' newlines as tasks on `runner`, or here when they are few bytes."""
+    """Count windows' newlines as tasks on `runner`, or here when they are few bytes and
+    the workers are not apart."""
 
     def count(windows: list[LineWindow]) -> list[WindowLines]:
-        if sum(window.end - window.start for window in windows) < COUNT_HERE_BYTES:
+        if not windows:
+            return []
+        if (
+            not workers_apart(runner)
+            and sum(window.end - window.start for window in windows) < COUNT_HERE_BYTES
+        ):
             return count_here(windows)
         return runner.map_tasks(windows)
 
