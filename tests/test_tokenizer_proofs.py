@@ -13,7 +13,8 @@ import pytest
 
 from pipeline.output.tokenizer import write_tokenizer
 from pipeline.tokenize import Renderer, TokenizerLoadError, load_tokenizer
-from pipeline.tokenize.proofs import CACHE_ENV, kept_file, proving_versions
+from pipeline.tokenize.proofs import kept_file, proving_versions
+from pipeline.user_cache import CACHE_ENV
 from tests.tokenizer_fixtures import tokenizer_file
 
 SMALL = tokenizer_file("bytelevel-plain")

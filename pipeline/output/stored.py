@@ -294,7 +294,7 @@ def published_data_files(url: str) -> dict[str, list[str]]:
 
 
 def _cache_root() -> Path:
-    from pipeline.tokenize.proofs import cache_folder  # the one mms cache folder
+    from pipeline.user_cache import cache_folder
 
     base = cache_folder()
     return (base if base is not None else Path(tempfile.gettempdir()) / "mms-cache") / "outputs"

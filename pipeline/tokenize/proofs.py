@@ -22,25 +22,13 @@ from typing import Any, TypeVar
 
 import orjson
 
+from pipeline.user_cache import cache_folder
 from pipeline.version import __version__
 
-CACHE_ENV = "MMS_CACHE_DIR"
-OFF = "off"
 PROOFS = "2"
 """What the checks prove; a change to them (2: the SentencePiece family of tiktoken recipes)
 makes every entry proven again."""
 Value = TypeVar("Value")
-
-
-def cache_folder() -> Path | None:
-    """Where proofs are kept, None when the cache is off."""
-    chosen = os.environ.get(CACHE_ENV)
-    if chosen == OFF:
-        return None
-    if chosen:
-        return Path(chosen)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "mms-pipeline"
 
 
 @cache

@@ -14,7 +14,7 @@ import jinja2
 from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, StrictUndefined, Template
 from jinja2.bccache import Bucket
 
-from pipeline.tokenize.proofs import cache_folder
+from pipeline.user_cache import cache_folder
 from pipeline.version import __version__
 
 OPTIONS: dict[str, Any] = {
