@@ -84,6 +84,7 @@ def test_the_small_sentencepiece_tokenizer_is_encoded_by_tiktoken_with_the_same_
     slow = load_tokenizer(tmp_path / "tokenizer.json", allow_tiktoken=False)
     assert (fast.text_encoder.name, slow.text_encoder.name) == ("tiktoken", "tokenizers")
     assert fast.text_encoder.encode_ids(TEXTS) == slow.text_encoder.encode_ids(TEXTS)
+    _assert_flat_equal(fast, slow, TEXTS)
     # characters outside the vocabulary are their bytes, as `tokenizers` gives them
     assert fast.text_encoder.encode_ids(["中"])[0][1:] == [3 + b for b in "中".encode()]
 
@@ -168,3 +169,46 @@ def real_pair(request) -> tuple[LoadedTokenizer, LoadedTokenizer]:
 def test_runs_where_merges_overlap_encode_the_same(real_pair, texts):
     fast, slow = real_pair
     assert fast.text_encoder.encode_ids(texts) == slow.text_encoder.encode_ids(texts)
+    _assert_flat_equal(fast, slow, texts)
+
+
+FRAGMENTS = ["a", " ", "  ", "\n", "é", "中文", "🙂", "👍🏽", "ab", "-", "<s>", "\t", "x"]
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_a_batch_encoded_end_to_end_is_each_text_encoded(real_pair, data):
+    """`encode_flat` (one gather for the batch: unmerged bytes expanded, ordinary added
+    tokens mapped) gives each text's ids in order, as `tokenizers` does."""
+    fast, slow = real_pair
+    fragments = FRAGMENTS + sorted(getattr(fast.text_encoder, "_ordinary", {}))
+    texts = data.draw(st.lists(st.lists(st.sampled_from(fragments), max_size=12), max_size=16))
+    _assert_flat_equal(fast, slow, ["".join(parts) for parts in texts])
+
+
+def _assert_flat_equal(fast: LoadedTokenizer, slow: LoadedTokenizer, texts: list[str]) -> None:
+    """Both encoders' `encode_flat` are `tokenizers`' ids of each text, end to end."""
+    expected = slow.text_encoder.encode_ids(texts)
+    for encoder in (fast.text_encoder, slow.text_encoder):
+        flat, lengths = encoder.encode_flat(texts)
+        assert lengths.tolist() == [len(ids) for ids in expected]
+        assert flat.tolist() == [number for ids in expected for number in ids]
+
+
+def test_an_ordinary_added_token_is_cut_out_of_a_batch_encoded_end_to_end(tmp_path):
+    """A non-special added token inside content is its own id, the text around it encoded
+    apart (each piece with its own `▁`), as `tokenizers` does."""
+    data = small_sentencepiece()
+    number = len(data["model"]["vocab"])
+    data["added_tokens"].append(
+        {"id": number, "content": "<tool>", "single_word": False, "lstrip": False}
+        | {"rstrip": False, "normalized": False, "special": False}
+    )
+    fast = _load(tmp_path, data)
+    slow = load_tokenizer(tmp_path / "tokenizer.json", allow_tiktoken=False)
+    assert fast.text_encoder.name == "tiktoken"
+    texts = ["ab<tool>cd", "<tool>", "x <tool> é<tool><tool>中", *TEXTS]
+    assert number in fast.text_encoder.encode_flat(texts)[0].tolist()
+    _assert_flat_equal(fast, slow, texts)

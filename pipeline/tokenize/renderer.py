@@ -422,11 +422,10 @@ class Renderer:
 
     def _gather(self, segments: _Segments) -> EncodedBatch:
         texts = list(segments.pieces)
-        encoded = self._text.encode_ids(texts) if texts else []
-        # Arrow builds the flat ids and offsets in C++ from the encoder's lists
-        pieces = pa.array(encoded, type=pa.list_(pa.int64()))
-        lengths = np.diff(pieces.offsets.to_numpy())
-        flat = pieces.values.to_numpy(zero_copy_only=False)
+        if texts:
+            flat, lengths = self._text.encode_flat(texts)
+        else:
+            flat, lengths = np.zeros(0, np.int64), np.zeros(0, np.int64)
         pool = np.concatenate([self._special_pool, flat])
         pool_len = np.concatenate([np.ones(_SPECIAL_SLOTS, dtype=np.int64), lengths])
         pool_start = np.concatenate([[0], np.cumsum(pool_len)[:-1]])

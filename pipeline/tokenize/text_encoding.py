@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+import numpy as np
 import orjson
+import pyarrow as pa
 from tokenizers import Tokenizer
 
 TEXT_ENCODERS = ("auto", "tokenizers")
@@ -22,6 +24,10 @@ class TextEncoder(Protocol):
 
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """The ids of every text, in order, without special tokens around them."""
+        ...
+
+    def encode_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """`encode_ids` end to end as one int64 array, and each text's count of ids."""
         ...
 
     def token_to_id(self, token: str) -> int | None:
@@ -53,6 +59,9 @@ class TokenizersTextEncoder:
         encoded = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [e.ids for e in encoded]
 
+    def encode_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        return flat_ids(self.encode_ids(texts))
+
     def token_to_id(self, token: str) -> int | None:
         return self.tokenizer.token_to_id(token)
 
@@ -65,6 +74,13 @@ class TokenizersTextEncoder:
 
     def base_vocab_size(self) -> int:
         return self.tokenizer.get_vocab_size(with_added_tokens=False)
+
+
+def flat_ids(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Lists of ids end to end (int64) and each list's length, built by Arrow in C++."""
+    arrow = pa.array(lists, type=pa.list_(pa.int64()))
+    lengths = np.diff(arrow.offsets.to_numpy()).astype(np.int64)
+    return arrow.values.to_numpy(zero_copy_only=False), lengths
 
 
 def build_text_encoder(data: dict[str, Any], control_tokens: Iterable[str] = ()) -> TextEncoder:

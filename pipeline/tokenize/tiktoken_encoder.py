@@ -14,9 +14,11 @@ from collections.abc import Iterable, Sequence
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import tiktoken
 
 from pipeline.tokenize import tiktoken_bytelevel, tiktoken_sentencepiece
+from pipeline.tokenize.text_encoding import flat_ids
 from pipeline.tokenize.tiktoken_sentencepiece import METASPACE, SentencePieceRanks
 
 
@@ -92,6 +94,51 @@ class TiktokenTextEncoder:
             for text in texts
         ]
 
+    def encode_flat(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Every text's ids end to end, and each text's count: the ranks of a batch are
+        mapped to ids in one numpy gather, not token by token."""
+        if self._rank_ids is None:
+            return flat_ids(self.encode_ids(texts))
+        split, normalize = self._ordinary_split, self._normalize
+        prepend = normalize == "metaspace_prepend"
+        encode = self._encoding.encode_ordinary
+        ranks: list[list[int]] = []
+        for text in texts:
+            if split is not None and split.search(text):
+                ranks.append(self._ranks_with_added(text))
+            elif text:
+                spaced = text.replace(" ", METASPACE)
+                ranks.append(encode(METASPACE + spaced if prepend else spaced))
+            else:
+                ranks.append([])
+        flat, lengths = flat_ids(ranks)
+        return self._rank_table.ids_of(flat, lengths)
+
+    def _ranks_with_added(self, text: str) -> list[int]:
+        """`_encode_with_added` in ranks: an ordinary added token as the rank past the
+        model's that `_rank_table` maps to its id."""
+        assert self._ordinary_split is not None
+        first_added = len(self._rank_ids or ())
+        ranks: list[int] = []
+        for index, part in enumerate(self._ordinary_split.split(text)):
+            if index % 2:
+                ranks.append(first_added + self._added_order[part])
+            elif part:
+                spaced = part.replace(" ", METASPACE)
+                prepend = self._normalize == "metaspace_prepend"
+                ranks += self._encoding.encode_ordinary(METASPACE + spaced if prepend else spaced)
+        return ranks
+
+    @cached_property
+    def _added_order(self) -> dict[str, int]:
+        return {token: index for index, token in enumerate(self._ordinary)}
+
+    @cached_property
+    def _rank_table(self) -> RankTable:
+        assert self._rank_ids is not None
+        ids = list(self._rank_ids) + [self._ordinary[token] for token in self._added_order]
+        return RankTable(ids, self._unmerged)
+
     def _encode_part(self, text: str) -> list[int]:
         """The ids of text holding no ordinary added token."""
         normalize = self._normalize
@@ -129,6 +176,37 @@ class TiktokenTextEncoder:
             elif part:
                 ids += self._encode_part(part)
         return ids
+
+
+class RankTable:
+    """tiktoken's ranks to a SentencePiece tokenizer's ids, as numpy arrays: each rank's
+    id, or (-1) the byte-fallback ids its bytes expand to."""
+
+    def __init__(self, ids: list[int], unmerged: dict[int, list[int]]) -> None:
+        self.ids = np.asarray(ids, dtype=np.int64)
+        self.expanded_length = np.ones(len(ids), dtype=np.int64)
+        self.expanded_start = np.zeros(len(ids), dtype=np.int64)
+        pool: list[int] = []
+        for rank, fallback in sorted(unmerged.items()):
+            self.expanded_length[rank] = len(fallback)
+            self.expanded_start[rank] = len(pool)
+            pool += fallback
+        self.pool = np.asarray(pool or [0], dtype=np.int64)
+
+    def ids_of(self, ranks: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of `ranks` (texts of `lengths` ranks each), and each text's id count."""
+        ids = self.ids[ranks]
+        unmerged = ids == -1
+        if not unmerged.any():
+            return ids, lengths
+        counts = np.where(unmerged, self.expanded_length[ranks], 1)
+        source = np.repeat(np.arange(len(ranks)), counts)
+        ends = np.cumsum(counts)
+        within = np.arange(int(ends[-1])) - np.repeat(ends - counts, counts)
+        expanded = self.pool[self.expanded_start[ranks[source]] + within]
+        out = np.where(unmerged[source], expanded, ids[source])
+        bounds = np.concatenate([[0], ends])[np.concatenate([[0], np.cumsum(lengths)])]
+        return out, np.diff(bounds)
 
 
 def tiktoken_recipe(data: dict[str, Any], special: Iterable[str] = ()) -> dict[str, Any] | None:
