@@ -50,9 +50,9 @@ RAY_ADDRESS names a cluster, as `ray job submit` does)."""
 TASKS_IN_FLIGHT = 2
 """`map_tasks` keeps this many tasks per worker submitted: one running, one queued."""
 CHUNKS_PER_WORKER = 4
-"""`map_tasks` runs a batch of consecutive tasks per Ray task once there are more than
-this many tasks per worker (fewer round trips for the driver; still enough batches that
-the workers finish together)."""
+"""`map_tasks` runs its tasks in at most this many Ray tasks per worker, each a batch of
+consecutive tasks (the driver's round trips grow with the workers, never with the tasks;
+still enough batches that the workers finish together)."""
 TASK_RETRIES = 3
 """How often Ray runs a task again whose worker or node died (a part's, or `map_tasks`')."""
 
@@ -158,7 +158,7 @@ class RayRunner:
     ) -> list[T]:
         """Every task's result, in the tasks' order: the tasks run as Ray tasks of one CPU,
         on any node (paths must mean the same on every node), a few consecutive ones per
-        Ray task when they are many (`_batches`: CHUNKS_PER_WORKER per worker at least, so
+        Ray task when they are many (`_batches`: CHUNKS_PER_WORKER per worker at most, so
         the driver's round trips grow with the workers, not the tasks); a Ray task lost
         with its node is run again by Ray (a task writes its files atomically, under names
         fixed before it runs, so a second run writes the same bytes once). No more than
@@ -202,9 +202,9 @@ class RayRunner:
 
 
 def _batches(count: int, parallelism: int) -> list[range]:
-    """`count` tasks in consecutive batches, one Ray task each: one task a batch up to
-    CHUNKS_PER_WORKER per worker, more beyond (the same share of the work per batch)."""
-    size = max(1, count // (CHUNKS_PER_WORKER * parallelism))
+    """`count` tasks in consecutive batches, one Ray task each: no more than
+    CHUNKS_PER_WORKER batches per worker, of as many tasks each (the last fewer)."""
+    size = -(-count // (CHUNKS_PER_WORKER * parallelism))
     return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
 
