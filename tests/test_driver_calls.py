@@ -33,14 +33,15 @@ WORDS = [
 ]  # fmt: skip
 SMALL = 400
 """Threads of the small run; the large one has four times as many."""
-PER_THREAD = 0.5
+PER_THREAD = 0.25
 """At most this many more calls in the driver per added thread: a loop of the driver over
 the threads, rows, findings or media files breaks it by far (each costs tens of calls);
 what the reports' charts draw grows with the log of the counts (an axis's ticks, a
-histogram's bins: some 350 calls from N to 4N), which it allows."""
-PER_PART = 600
-"""At most this many more calls in the driver per added part: an input file listed and
-planned, its part's tasks submitted and their results taken (about 480)."""
+histogram's bins), which it allows (from N to 4N the calls now move by less than 100)."""
+PER_PART = 420
+"""At most this many more calls in the driver per added part: an input file listed once
+and planned, its part's tasks submitted and their results merged (about 375; listing
+every input file twice made it about 465)."""
 
 
 def threads(count: int, seed: int, near: bool = False) -> list[bytes]:

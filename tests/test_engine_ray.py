@@ -33,7 +33,7 @@ from tests.test_run_faults import write_config as write_faults_config
 
 pytest.importorskip("ray", reason="the ray extra is not installed (pip install '.[ray]')")
 
-from pipeline.engine.ray import RayRunner, RaySettings, map_part
+from pipeline.engine.ray import RayRunner, RaySettings, map_parts
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +200,7 @@ def test_a_ray_run_whose_worker_is_killed_finishes_with_the_same_bytes(
         child = _ray_child(config, out)
         _wait_for_parts(out / ".work" / "parts", 1, child)
         # a worker running a part's task: Ray titles it `ray::` and the remote function's name
-        running = f"ray::{map_part.__name__}"
+        running = f"ray::{map_parts.__name__}"
         ours = _descendants(ray_head[1])  # not a worker of another Ray cluster of this machine
         pids: list[int] = []
         deadline = time.monotonic() + 60

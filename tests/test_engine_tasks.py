@@ -133,7 +133,8 @@ def test_a_run_whose_workers_are_apart_counts_hashes_and_removes_on_them(
     assert result.exit_code == 0, result.output
     assert runner.kinds.count("LineWindow") == 2  # the big file's, however few its bytes
     assert runner.kinds.count("HashTask") == 2  # the manifest's files, then the verify's
-    assert runner.kinds.count("RemoveFolders") == 1  # the three parts' folders
+    # the parts' lists of threads left out and their resolved rows; the parts' folders
+    assert runner.kinds.count("RemoveFolders") == 2
     assert [p.name for p in (apart / "out").iterdir() if p.name.startswith(".work")] == []
 
     def manifest_files(folder: Path) -> list[dict[str, object]]:

@@ -1,14 +1,14 @@
 """The Ray engine (the `ray` extra): the same parts, work directory and done-markers as the
-local engine, run on a Ray cluster as plain Ray tasks: a task per part for the map side
-(`run`), and tasks for the rest of a run's parallel work (`map_tasks`: the partition pass of
-pipeline/engine/keys.py, shard writes).
+local engine, run on a Ray cluster as plain Ray tasks: the map side's parts (`run`) and the
+rest of a run's parallel work (`map_tasks`: the partition pass of pipeline/engine/keys.py,
+shard writes), a few consecutive ones per Ray task when they are many.
 
 Ray schedules; our guarantees sit on top of it: a part's task (one CPU) runs in a worker
 process that loaded what every part of the run needs once (the tokenizer), writes the
 part's directory under a temporary name and publishes it atomically (a retried or
 duplicated task publishes the same bytes, once). The driver only submits the tasks (no
 more at once than the workers, the next as one finishes) and waits for them: a few calls
-per part, nothing per thread. Results are taken in plan order from the work directory,
+per task, at most CHUNKS_PER_WORKER tasks per worker, nothing per thread. Results are taken in plan order from the work directory,
 never in Ray's arrival order, and nothing is written by Ray's own writers. Paths must mean
 the same on every node (one machine, or a shared file system).
 
@@ -40,7 +40,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pipeline.engine.threads import share_cores
-from pipeline.engine.workdir import Part, PartFailed, Process, run_part, workers_lock
+from pipeline.engine.workdir import (
+    DONE_FILE,
+    PARTS_DIR,
+    Part,
+    PartFailed,
+    Process,
+    run_part,
+    workers_lock,
+)
 
 T = TypeVar("T")
 INSTALL_HINT = "pip install 'mms-pipeline[ray]'"
@@ -50,9 +58,9 @@ RAY_ADDRESS names a cluster, as `ray job submit` does)."""
 TASKS_IN_FLIGHT = 2
 """`map_tasks` keeps this many tasks per worker submitted: one running, one queued."""
 CHUNKS_PER_WORKER = 4
-"""`map_tasks` runs a batch of consecutive tasks per Ray task once there are more than
-this many tasks per worker (fewer round trips for the driver; still enough batches that
-the workers finish together)."""
+"""`map_tasks` runs its tasks in at most this many Ray tasks per worker, each a batch of
+consecutive tasks (the driver's round trips grow with the workers, never with the tasks;
+still enough batches that the workers finish together)."""
 TASK_RETRIES = 3
 """How often Ray runs a task again whose worker or node died (a part's, or `map_tasks`')."""
 
@@ -122,34 +130,42 @@ class RayRunner:
         workdir: Path,
         prepare_workers: Callable[[], object] | None = None,
     ) -> Generator[Part, None, None]:
-        """Run each part as a Ray task of one CPU, at most `_parallelism` at once (the next
-        submitted as one finishes), yielding each as it is DONE; the first failure cancels
-        the rest and raises PartFailed; closing the generator early cancels the rest."""
+        """Run the parts as Ray tasks of one CPU, each a batch of consecutive parts
+        (`_batches`: at most CHUNKS_PER_WORKER per worker, so the driver's round trips grow
+        with the workers, not the parts), at most `_parallelism` at once (the next
+        submitted as one finishes), yielding each part as its batch is DONE; the first
+        failure cancels the rest and raises PartFailed; closing the generator early
+        cancels the rest."""
         if not pending:
             return
         ray = _ray()
         tasks = _PartTasks(
-            ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(map_part),
+            ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(map_parts),
             ray.put(process),  # once: every task reads it from its node's object store
             ray.put(prepare_workers),
             str(workdir),
             uuid.uuid4().hex,
         )
-        waiting = iter(pending)
-        running: dict[Any, Part] = {}
+        parallelism = self._parallelism(len(pending))
+        waiting = iter(_batches(len(pending), parallelism))
+        running: dict[Any, list[Part]] = {}
+
+        def submit(batch: range | None) -> None:
+            if batch is not None:
+                parts = pending[batch.start : batch.stop]
+                running[tasks.submit(parts)] = parts
+
         try:
-            for part in itertools.islice(waiting, self._parallelism(len(pending))):
-                running[tasks.submit(part)] = part
+            for batch in itertools.islice(waiting, parallelism):
+                submit(batch)
             while running:
                 [finished], _ = ray.wait(list(running), num_returns=1)
-                part = running.pop(finished)
-                error = _part_error(ray, finished)
-                if error is not None:
-                    raise PartFailed(part, error)
-                following = next(waiting, None)
-                if following is not None:
-                    running[tasks.submit(following)] = following
-                yield part
+                parts = running.pop(finished)
+                failed = _batch_error(ray, finished, len(parts))
+                if failed is not None:
+                    raise PartFailed(parts[failed[0]], failed[1])
+                submit(next(waiting, None))
+                yield from parts
         finally:
             _cancel(ray, list(running))
 
@@ -158,7 +174,7 @@ class RayRunner:
     ) -> list[T]:
         """Every task's result, in the tasks' order: the tasks run as Ray tasks of one CPU,
         on any node (paths must mean the same on every node), a few consecutive ones per
-        Ray task when they are many (`_batches`: CHUNKS_PER_WORKER per worker at least, so
+        Ray task when they are many (`_batches`: CHUNKS_PER_WORKER per worker at most, so
         the driver's round trips grow with the workers, not the tasks); a Ray task lost
         with its node is run again by Ray (a task writes its files atomically, under names
         fixed before it runs, so a second run writes the same bytes once). No more than
@@ -202,9 +218,9 @@ class RayRunner:
 
 
 def _batches(count: int, parallelism: int) -> list[range]:
-    """`count` tasks in consecutive batches, one Ray task each: one task a batch up to
-    CHUNKS_PER_WORKER per worker, more beyond (the same share of the work per batch)."""
-    size = max(1, count // (CHUNKS_PER_WORKER * parallelism))
+    """`count` tasks in consecutive batches, one Ray task each: no more than
+    CHUNKS_PER_WORKER batches per worker, of as many tasks each (the last fewer)."""
+    size = -(-count // (CHUNKS_PER_WORKER * parallelism))
     return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
 
@@ -219,27 +235,32 @@ _PREPARED: set[str] = set()
 """The runs (the driver's token for each) whose `prepare_workers` this worker process ran."""
 
 
-def map_part(
+def map_parts(
     process: Process,
     prepare: Callable[[], object] | None,
-    part: Part,
+    parts: list[Part],
     workdir: str,
     run: str,
-) -> str | None:
-    """A Ray task of the map side: `part` run into the work directory, after this worker
-    process prepared once for the run; a failure is returned as its text, never raised, so
-    the driver names the part (Ray raises only when the worker or its node is lost)."""
+) -> tuple[int, str] | None:
+    """A Ray task of the map side: its `parts` run in order into the work directory (a
+    part a lost attempt of this task published already is left as it is), after this
+    worker process prepared once for the run; the first failure stops the batch and is
+    returned as the part's index and its error's text, never raised, so the driver names
+    the part (Ray raises only when the worker or its node is lost)."""
     share_cores(1)  # a task holds one CPU of its node
-    try:
-        with ExitStack() as held:
-            # held while the part runs: a later run waits for the parts of a killed one; a
-            # file system without locks loses only that wait (publishing stays atomic)
-            with suppress(OSError):
-                held.enter_context(workers_lock(Path(workdir)))
-            _prepare_once(prepare, run)
-            run_part(process, part, Path(workdir))
-    except Exception as err:
-        return f"{type(err).__name__}: {err}"
+    for index, part in enumerate(parts):
+        try:
+            with ExitStack() as held:
+                # held while the part runs: a later run waits for the parts of a killed
+                # one; a file system without locks loses only that wait (publishing stays
+                # atomic)
+                with suppress(OSError):
+                    held.enter_context(workers_lock(Path(workdir)))
+                _prepare_once(prepare, run)
+                if not (Path(workdir) / PARTS_DIR / part.id / DONE_FILE).is_file():
+                    run_part(process, part, Path(workdir))
+        except Exception as err:
+            return index, f"{type(err).__name__}: {err}"
     return None
 
 
@@ -264,18 +285,19 @@ class _PartTasks:
     workdir: str
     run: str
 
-    def submit(self, part: Part) -> Any:
-        """A task running `part`: its reference."""
-        return self.remote.remote(self.process, self.prepare, part, self.workdir, self.run)
+    def submit(self, parts: list[Part]) -> Any:
+        """A task running `parts` in order: its reference."""
+        return self.remote.remote(self.process, self.prepare, parts, self.workdir, self.run)
 
 
-def _part_error(ray: Any, finished: Any) -> str | None:
-    """What a finished part task says: None, its part's error, or Ray's when the task was
-    lost more often than it is retried."""
+def _batch_error(ray: Any, finished: Any, count: int) -> tuple[int, str] | None:
+    """What a finished task of `count` parts says: None, its failed part's index and
+    error, or Ray's error (told of its first part) when the task was lost more often than
+    it is retried."""
     try:
-        error: str | None = ray.get(finished)
+        error: tuple[int, str] | None = ray.get(finished)
     except ray.exceptions.RayError as err:
-        return f"{type(err).__name__}: {err}"
+        return 0, f"{type(err).__name__}: {err}"
     return error
 
 

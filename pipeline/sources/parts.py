@@ -214,6 +214,7 @@ def plan_parts(
     can_split: Callable[[str, str], bool] | None = None,
     exclude: str | os.PathLike[str] | None = None,
     count_lines: CountLines = count_here,
+    listed: list[InputFiles] | None = None,
 ) -> list[InputPart]:
     """The parts of (path-or-glob-or-`hf:`, format) inputs, in input order and each input's
     sorted file order, leaving out every file under the folder `exclude` (the run's own
@@ -223,8 +224,9 @@ def plan_parts(
     `count_lines` counts the newlines of every such file's windows, all in one call (a
     run's engine counts them on its workers: reading every byte grows with the data). Part
     ids (`III-FFFFF-PPPP`) depend on nothing else. Each file is named relative to its
-    input, names that collide between inputs qualified (pipeline/sources/names.py)."""
-    files = [input_files(item, exclude) for item, _ in inputs]
+    input, names that collide between inputs qualified (pipeline/sources/names.py).
+    `listed`: each input's `input_files(item, exclude)`, when the caller has them already."""
+    files = listed if listed is not None else [input_files(item, exclude) for item, _ in inputs]
     names = run_names(files)
     if split_bytes is None:
         every = [path for found in files for path in found.files if splittable(path)]

@@ -40,6 +40,7 @@ from pipeline.jobs.run.phases import PART_DECISIONS, Progress
 from pipeline.jobs.run.repeated_pass import RepeatedPass
 from pipeline.jobs.run.selection import SELECTED_DIR, Selections, SplitTotals
 from pipeline.jobs.run.stages import Side, row_schema, run_stages
+from pipeline.jobs.run.work_removal import remove_on
 from pipeline.lint import LintReport, select_rules
 from pipeline.lint.report import ReportPart
 from pipeline.lint.store import DiagnosticStore
@@ -126,8 +127,7 @@ def decide_parts(
         report = merger.lint.finish(keyed_by=first.linter)
     if progress is not None:
         progress(PART_DECISIONS, len(tasks), len(tasks), merger.counts)
-    shutil.rmtree(workdir / DECIDED_DIR, ignore_errors=True)
-    shutil.rmtree(workdir / RESOLVED_DIR, ignore_errors=True)
+    remove_on(runner, [workdir / DECIDED_DIR, workdir / RESOLVED_DIR])
     gate_failed = report.failed(config.stages.lint.fail_on)
     if gate_failed:
         merger.counts.withhold()  # no normal-looking output from a failed gate

@@ -14,7 +14,7 @@ from pipeline.formats import AUTO
 from pipeline.formats.detect import detect
 from pipeline.jobs.parallel import splits_by_record
 from pipeline.jobs.run.config import RunConfig
-from pipeline.sources import DEFAULT_SPLIT, Record
+from pipeline.sources import DEFAULT_SPLIT, InputFiles, Record
 from pipeline.sources.parts import (
     CountLines,
     InputPart,
@@ -43,9 +43,11 @@ class Plan:
 
 
 def plan_run(config: RunConfig, output: Path | storage.StoredPath, runner: Runner) -> Plan:
-    """The plan of a run writing `output` on `runner` (see `plan` and `passed_over`)."""
-    parts = plan(config, output, runner)
-    skipped, refused = passed_over(config, output)
+    """The plan of a run writing `output` on `runner` (see `plan` and `passed_over`), its
+    inputs listed once."""
+    listed = [input_files(spec.path, output) for spec in config.inputs]
+    parts = plan(config, output, runner, listed)
+    skipped, refused = passed_over(listed)
     return Plan(parts, skipped, refused)
 
 
@@ -53,18 +55,21 @@ def plan(
     config: RunConfig,
     output: Path | storage.StoredPath | None = None,
     runner: Runner | None = None,
+    listed: list[InputFiles] | None = None,
 ) -> list[InputPart]:
     """The run's parts, never from its output folder (default: the config's). A big
     JSON Lines file is split into parts only when its format is named and converts record
     by record: a detected format could differ between parts, and a grouped one (OASST
     messages) has conversations across records. Its lines are counted on `runner`'s
     workers when the split files hold COUNT_HERE_BYTES or more, or the workers are apart
-    (Ray: the planner's process is the cluster's serial step), else here."""
+    (Ray: the planner's process is the cluster's serial step), else here. `listed`: the
+    inputs' files, when the caller listed them already."""
     return plan_parts(
         [(spec.path, spec.format) for spec in config.inputs],
         can_split=splits_by_record,
         exclude=output or config.output,
         count_lines=count_here if runner is None else _counted_on(runner),
+        listed=listed,
     )
 
 
@@ -85,15 +90,12 @@ def _counted_on(runner: Runner) -> CountLines:
     return count
 
 
-def passed_over(
-    config: RunConfig, output: Path | storage.StoredPath
-) -> tuple[list[str], dict[str, str]]:
-    """The files in the inputs' folders and globs that no part reads: not data files (a
-    README, a licence), and refused ones (devices, symlinks out of the folder), with why;
-    the summary and the report list them."""
-    found = [input_files(spec.path, output) for spec in config.inputs]
-    skipped = [path for files in found for path in files.skipped]
-    refused = {path: why for files in found for path, why in files.refused.items()}
+def passed_over(listed: list[InputFiles]) -> tuple[list[str], dict[str, str]]:
+    """The files in the inputs' folders and globs (`listed`) that no part reads: not data
+    files (a README, a licence), and refused ones (devices, symlinks out of the folder),
+    with why; the summary and the report list them."""
+    skipped = [path for files in listed for path in files.skipped]
+    refused = {path: why for files in listed for path, why in files.refused.items()}
     return skipped, refused
 
 
