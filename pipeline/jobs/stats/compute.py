@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
 from pipeline.jobs.stats.capabilities import (
     capability_figures,
@@ -75,10 +74,13 @@ class ShardTables:
 
 
 def shard_tables(
-    path: str, by: str | None = None, role_id: int | None = None, rows: pa.Table | None = None
+    path: str,
+    by: str | None = None,
+    role_id: int | None = None,
+    roles: pl.DataFrame | None = None,
 ) -> ShardTables:
-    """The count tables of one shard (tokens per role too with `role_id`); `rows`: the
-    shard's rows, when its writer still holds them (the tokens are not read again)."""
+    """The count tables of one shard (tokens per role too with `role_id`); `roles`: its
+    tokens per role, when its writer counted them as it wrote (they are not read again)."""
     columns = set(pl.scan_parquet(path).collect_schema().names())
     shape = Shape.of(columns)
     if by is not None and "meta" not in columns:
@@ -91,7 +93,7 @@ def shard_tables(
         shape,
         objective,
         shard_counts(path, shape, by),
-        shard_role_tokens(path if rows is None else rows, role_id)
+        (roles if roles is not None else shard_role_tokens(path, role_id))
         if with_roles and role_id is not None
         else None,
         shard_capabilities(path) if shape.messages else None,

@@ -1,0 +1,175 @@
+"""The rows of one shard task, read a batch at a time (DESIGN §7): the task's entries of
+the parts' selections, in the shard's order (by key in the shuffled split), cut into
+batches of about ROW_GROUP_ROWS rows, never inside a group (a preference pair's rows stay
+in one batch); each batch gathered from the parts' threads files, memory-mapped while it
+is read and unmapped after, one record batch of a file at a time. So a shard task holds
+a batch of rows and the shard's entries (a few bytes each), never its whole shard nor a
+part's whole columns, whatever the shard's or the input's size."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.jobs.run.part import PART_THREADS
+from pipeline.output.shards import ROW_GROUP_ROWS
+
+RUN_ROWS = 16
+"""A batch's rows are sliced from the parts' threads files (not copied) when they come in
+runs of this many consecutive rows on average."""
+
+
+class Entries(Protocol):
+    """Where a shard task's entries are: a part's selection file, its split's batch in
+    it, the entries `start .. end` of that batch, and the part's folder."""
+
+    @property
+    def part_dir(self) -> str: ...
+    @property
+    def selection(self) -> str: ...
+    @property
+    def split(self) -> int: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Chosen:
+    """A shard's entries in its order: each one's row over the parts' threads files taken
+    one after the other, its weighted copy number, and where a batch may begin."""
+
+    rows: np.ndarray
+    copies: np.ndarray
+    cuts: np.ndarray
+    """The entries a batch may begin at: a group's first, not a key's repeat (ascending)."""
+
+
+def chosen(sources: Sequence[Entries], shuffled: bool) -> tuple[Chosen, list[str]]:
+    """The entries of `sources` (sorted by key when `shuffled`, equal keys kept in order),
+    and the threads file of each source's part."""
+    rows: list[np.ndarray] = []
+    copies: list[np.ndarray] = []
+    keys: list[np.ndarray] = []
+    starts: list[np.ndarray] = []
+    files: list[str] = []
+    offset = 0
+    for source in sources:
+        with pa.memory_map(source.selection) as mapped:
+            batch = pa.ipc.open_file(mapped).get_batch(source.split)
+            batch = batch.slice(source.start, source.end - source.start)
+            rows.append(batch["row"].to_numpy() + offset)
+            copies.append(batch["copy"].to_numpy().copy())
+            keys.append(batch["key"].to_numpy().copy())
+            starts.append(batch["start"].to_numpy(zero_copy_only=False))
+        files.append(str(Path(source.part_dir) / PART_THREADS))
+        offset += _file_rows(files[-1])
+    if not files:
+        empty = np.zeros(0, np.int64)
+        return Chosen(empty, np.zeros(0, np.int32), empty), files
+    taken, marks, key, start = (np.concatenate(each) for each in (rows, copies, keys, starts))
+    if shuffled:
+        order = np.argsort(key, kind="stable")
+        taken, marks, key, start = taken[order], marks[order], key[order], start[order]
+    repeats = np.zeros(len(key), bool)
+    repeats[1:] = key[1:] == key[:-1]
+    if not shuffled:
+        repeats[:] = False  # plan order: keys are all 0, groups are marked by `start`
+    cuts = np.flatnonzero(start & ~repeats).astype(np.int64)
+    return Chosen(taken, marks, cuts), files
+
+
+def _file_rows(path: str) -> int:
+    """The rows of an Arrow IPC file (its batches' lengths, read from the map)."""
+    with pa.memory_map(path) as mapped:
+        reader = pa.ipc.open_file(mapped)
+        return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+
+
+def batch_bounds(entries: Chosen, rows: int = ROW_GROUP_ROWS) -> list[tuple[int, int]]:
+    """The entries of each batch: about `rows` each, each begun at an allowed cut (a
+    group longer than `rows` is one batch)."""
+    total = len(entries.rows)
+    bounds = [0]
+    for target in range(rows, total, rows):
+        if target <= bounds[-1]:
+            continue
+        at = int(np.searchsorted(entries.cuts, target, "left"))
+        if at < len(entries.cuts):
+            bounds.append(int(entries.cuts[at]))
+    bounds.append(total)
+    return [(first, last) for first, last in itertools.pairwise(bounds) if first < last]
+
+
+class Threads:
+    """The parts' threads files, taken one after the other, read a batch of rows at a
+    time: each file memory-mapped only while a batch is gathered from it."""
+
+    def __init__(self, files: Sequence[str], schema: pa.Schema):
+        self.files = list(files)
+        self.schema = schema
+        firsts: list[int] = []
+        self.places: list[tuple[int, int]] = []
+        """Each record batch over the files: its file and its index in that file."""
+        offset = 0
+        for number, path in enumerate(self.files):
+            with pa.memory_map(path) as mapped:
+                reader = pa.ipc.open_file(mapped)
+                for index in range(reader.num_record_batches):
+                    firsts.append(offset)
+                    self.places.append((number, index))
+                    offset += reader.get_batch(index).num_rows
+        self.firsts = np.array([*firsts, offset], np.int64)
+
+    def gather(self, rows: np.ndarray) -> pa.Table:
+        """The rows `rows` (over every file), in that order, of the schema's columns:
+        runs of consecutive rows as slices of the files, others taken record batch by
+        record batch (a take over a whole file would join its batches first)."""
+        if not len(rows):
+            return self.schema.empty_table()
+        chunk = np.searchsorted(self.firsts, rows, "right") - 1
+        with ExitStack() as stack:
+            readers: dict[int, pa.ipc.RecordBatchFileReader] = {}
+
+            def record_batch(number: int) -> pa.RecordBatch:
+                path, index = self.places[number]
+                if path not in readers:
+                    mapped = stack.enter_context(pa.memory_map(self.files[path]))
+                    readers[path] = pa.ipc.open_file(mapped)
+                return readers[path].get_batch(index).select(self.schema.names)
+
+            breaks = np.flatnonzero((np.diff(rows) != 1) | (np.diff(chunk) != 0)) + 1
+            if len(breaks) + 1 <= len(rows) // RUN_ROWS:
+                bounds = [0, *breaks.tolist(), len(rows)]
+                pieces = [
+                    record_batch(int(chunk[first])).slice(
+                        int(rows[first] - self.firsts[chunk[first]]), last - first
+                    )
+                    for first, last in itertools.pairwise(bounds)
+                ]
+                return pa.Table.from_batches(pieces)
+            order = np.argsort(chunk, kind="stable")
+            ordered = chunk[order]
+            starts = np.flatnonzero(np.diff(ordered)) + 1
+            pieces = []
+            for first, last in itertools.pairwise([0, *starts.tolist(), len(rows)]):
+                number = int(ordered[first])
+                local = rows[order[first:last]] - self.firsts[number]
+                pieces.append(record_batch(number).take(pa.array(local)))
+            grouped = pa.Table.from_batches(pieces).combine_chunks()
+        inverse = np.empty(len(rows), np.int64)
+        inverse[order] = np.arange(len(rows))
+        return grouped.take(pa.array(inverse))
+
+    def batches(self, entries: Chosen, bounds: list[tuple[int, int]]) -> Iterator[pa.Table]:
+        """Each batch's rows, in order."""
+        for first, last in bounds:
+            yield self.gather(entries.rows[first:last])
