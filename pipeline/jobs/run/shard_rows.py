@@ -1,16 +1,16 @@
 """The rows of one shard task, read a batch at a time (DESIGN §7): the task's entries of
 the parts' selections, in the shard's order (by key in the shuffled split), cut into
 batches of about ROW_GROUP_ROWS rows, never inside a group (a preference pair's rows stay
-in one batch); each batch gathered from the parts' threads files, memory-mapped while it
-is read and unmapped after, one record batch of a file at a time. So a shard task holds
-a batch of rows and the shard's entries (a few bytes each), never its whole shard nor a
-part's whole columns, whatever the shard's or the input's size."""
+in one batch); each batch gathered from the parts' memory-mapped threads files, one
+record batch of a file at a time, and the files' pages handed back after it. So a shard
+task holds a batch of rows and the shard's entries (a few bytes each), never its whole
+shard nor a part's whole columns, whatever the shard's or the input's size."""
 
 from __future__ import annotations
 
 import itertools
+import mmap
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -111,23 +111,44 @@ def batch_bounds(entries: Chosen, rows: int = ROW_GROUP_ROWS) -> list[tuple[int,
 
 class Threads:
     """The parts' threads files, taken one after the other, read a batch of rows at a
-    time: each file memory-mapped only while a batch is gathered from it."""
+    time. Each file is memory-mapped once, and its pages handed back (`release`) after
+    each batch, and after each record batch rows are taken from: a task's resident memory
+    holds a record batch's pages, not those of every row it read (a batch of a shuffled
+    shard reads from every record batch of every part)."""
 
     def __init__(self, files: Sequence[str], schema: pa.Schema):
-        self.files = list(files)
         self.schema = schema
+        self.maps: list[mmap.mmap] = []
+        self.readers: list[pa.ipc.RecordBatchFileReader] = []
         firsts: list[int] = []
         self.places: list[tuple[int, int]] = []
         """Each record batch over the files: its file and its index in that file."""
         offset = 0
-        for number, path in enumerate(self.files):
-            with pa.memory_map(path) as mapped:
-                reader = pa.ipc.open_file(mapped)
-                for index in range(reader.num_record_batches):
-                    firsts.append(offset)
-                    self.places.append((number, index))
-                    offset += reader.get_batch(index).num_rows
+        for number, path in enumerate(files):
+            with open(path, "rb") as file:
+                self.maps.append(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
+            reader = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(self.maps[-1])))
+            self.readers.append(reader)
+            for index in range(reader.num_record_batches):
+                firsts.append(offset)
+                self.places.append((number, index))
+                offset += reader.get_batch(index).num_rows
         self.firsts = np.array([*firsts, offset], np.int64)
+        self.release()
+
+    def release(self, file: int | None = None) -> None:
+        """Drop the pages of a file (None: of every file) from this process: they stay in
+        the page cache, and what a table still points at is read again from there when
+        used. (A read maps a page's neighbours too, so a few rows of a record batch bring
+        in most of it.)"""
+        if not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        for mapped in self.maps if file is None else [self.maps[file]]:
+            mapped.madvise(mmap.MADV_DONTNEED)
+
+    def _record_batch(self, number: int) -> pa.RecordBatch:
+        path, index = self.places[number]
+        return self.readers[path].get_batch(index).select(self.schema.names)
 
     def gather(self, rows: np.ndarray) -> pa.Table:
         """The rows `rows` (over every file), in that order, of the schema's columns:
@@ -136,35 +157,27 @@ class Threads:
         if not len(rows):
             return self.schema.empty_table()
         chunk = np.searchsorted(self.firsts, rows, "right") - 1
-        with ExitStack() as stack:
-            readers: dict[int, pa.ipc.RecordBatchFileReader] = {}
-
-            def record_batch(number: int) -> pa.RecordBatch:
-                path, index = self.places[number]
-                if path not in readers:
-                    mapped = stack.enter_context(pa.memory_map(self.files[path]))
-                    readers[path] = pa.ipc.open_file(mapped)
-                return readers[path].get_batch(index).select(self.schema.names)
-
-            breaks = np.flatnonzero((np.diff(rows) != 1) | (np.diff(chunk) != 0)) + 1
-            if len(breaks) + 1 <= len(rows) // RUN_ROWS:
-                bounds = [0, *breaks.tolist(), len(rows)]
-                pieces = [
-                    record_batch(int(chunk[first])).slice(
+        breaks = np.flatnonzero((np.diff(rows) != 1) | (np.diff(chunk) != 0)) + 1
+        if len(breaks) + 1 <= len(rows) // RUN_ROWS:
+            bounds = [0, *breaks.tolist(), len(rows)]
+            return pa.Table.from_batches(
+                [
+                    self._record_batch(int(chunk[first])).slice(
                         int(rows[first] - self.firsts[chunk[first]]), last - first
                     )
                     for first, last in itertools.pairwise(bounds)
                 ]
-                return pa.Table.from_batches(pieces)
-            order = np.argsort(chunk, kind="stable")
-            ordered = chunk[order]
-            starts = np.flatnonzero(np.diff(ordered)) + 1
-            pieces = []
-            for first, last in itertools.pairwise([0, *starts.tolist(), len(rows)]):
-                number = int(ordered[first])
-                local = rows[order[first:last]] - self.firsts[number]
-                pieces.append(record_batch(number).take(pa.array(local)))
-            grouped = pa.Table.from_batches(pieces).combine_chunks()
+            )
+        order = np.argsort(chunk, kind="stable")
+        ordered = chunk[order]
+        starts = np.flatnonzero(np.diff(ordered)) + 1
+        pieces = []
+        for first, last in itertools.pairwise([0, *starts.tolist(), len(rows)]):
+            number = int(ordered[first])
+            local = rows[order[first:last]] - self.firsts[number]
+            pieces.append(self._record_batch(number).take(pa.array(local)))
+            self.release(self.places[number][0])  # the next record batch's rows are elsewhere
+        grouped = pa.Table.from_batches(pieces).combine_chunks()
         inverse = np.empty(len(rows), np.int64)
         inverse[order] = np.arange(len(rows))
         return grouped.take(pa.array(inverse))
@@ -173,3 +186,4 @@ class Threads:
         """Each batch's rows, in order."""
         for first, last in bounds:
             yield self.gather(entries.rows[first:last])
+            self.release()

@@ -244,8 +244,7 @@ class ShardTask:
         entries, files = chosen(self.sources, self.shuffled)
         threads = Threads(files, schema)
         bounds = batch_bounds(entries) or [(0, 0)]  # no rows: one empty batch
-        for first, last in bounds:
-            table = threads.gather(entries.rows[first:last])
+        for (first, last), table in zip(bounds, threads.batches(entries, bounds), strict=True):
             table = _copy_ids(table, entries.copies[first:last])
             if carried:
                 table = with_media_columns(table, self.media, placeholders)
