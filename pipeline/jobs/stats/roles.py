@@ -25,16 +25,17 @@ BATCH_ROWS = 1024
 _SCHEMA = {"role": pl.String, "messages": pl.Int64, "tokens": pl.Int64, "trained": pl.Int64}
 
 
-def shard_role_tokens(source: str | pa.Table, role_id: int) -> pl.DataFrame:
-    """One shard's messages, tokens and trained tokens per role (`source`: its file, or its
-    rows in memory). A message's tokens run from its `<|role|>` to the next message's; the
+def shard_role_tokens(source: str | pl.LazyFrame | pa.Table, role_id: int) -> pl.DataFrame:
+    """One shard's messages, tokens and trained tokens per role (`source`: its file, a scan
+    of some of its rows, or rows in memory). A message's tokens run from its `<|role|>` to the next message's; the
     last one's to the end of the row. A trained `<|role|>` is the halt of the assistant
     message before it (DESIGN §4), so it counts with that message: the halt after a tool
     call is the assistant's, not the tool result's."""
     counted = RoleTokens(role_id)
-    if isinstance(source, str):  # only the messages' roles read of their structs
+    if not isinstance(source, pa.Table):  # only the messages' roles read of their structs
         roles = pl.col("messages").list.eval(pl.element().struct.field("role"))
-        read = pl.scan_parquet(source).select(roles, "input_ids", "labels")
+        scan = source if isinstance(source, pl.LazyFrame) else pl.scan_parquet(source)
+        read = scan.select(roles, "input_ids", "labels")
         counted.add(read.collect(engine="streaming").to_arrow())
     else:
         counted.add(source)
