@@ -21,6 +21,9 @@ import pyarrow as pa
 from pipeline.jobs.run.part import PART_THREADS
 from pipeline.output.shards import ROW_GROUP_ROWS
 
+BATCH_ROWS = ROW_GROUP_ROWS
+"""A shard task's rows read, reshaped and written at a time (about: a group is never cut);
+the shard's bytes do not depend on it (its writer cuts row groups of its own)."""
 RUN_ROWS = 16
 """A batch's rows are sliced from the parts' threads files (not copied) when they come in
 runs of this many consecutive rows on average."""
@@ -94,10 +97,10 @@ def _file_rows(path: str) -> int:
         return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
 
 
-def batch_bounds(entries: Chosen, rows: int = ROW_GROUP_ROWS) -> list[tuple[int, int]]:
-    """The entries of each batch: about `rows` each, each begun at an allowed cut (a
-    group longer than `rows` is one batch)."""
-    total = len(entries.rows)
+def batch_bounds(entries: Chosen) -> list[tuple[int, int]]:
+    """The entries of each batch: about BATCH_ROWS each, each begun at an allowed cut (a
+    group longer than that is one batch)."""
+    rows, total = BATCH_ROWS, len(entries.rows)
     bounds = [0]
     for target in range(rows, total, rows):
         if target <= bounds[-1]:
@@ -177,10 +180,19 @@ class Threads:
             local = rows[order[first:last]] - self.firsts[number]
             pieces.append(self._record_batch(number).take(pa.array(local)))
             self.release(self.places[number][0])  # the next record batch's rows are elsewhere
-        grouped = pa.Table.from_batches(pieces).combine_chunks()
+        schema = pieces[0].schema
+        chunks = [[piece.column(index) for piece in pieces] for index in range(len(schema))]
+        del pieces  # each column's pieces go once it is back in order: the batch held ~1.5x
         inverse = np.empty(len(rows), np.int64)
         inverse[order] = np.arange(len(rows))
-        return grouped.take(pa.array(inverse))
+        back = pa.array(inverse)
+        columns = []
+        for index in range(len(chunks)):
+            column = pa.chunked_array(chunks[index], schema.field(index).type)
+            chunks[index] = []
+            columns.append(column.combine_chunks().take(back))
+            del column
+        return pa.Table.from_arrays(columns, schema=schema)
 
     def batches(self, entries: Chosen, bounds: list[tuple[int, int]]) -> Iterator[pa.Table]:
         """Each batch's rows, in order."""
