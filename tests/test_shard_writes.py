@@ -222,7 +222,8 @@ def test_the_bytes_do_not_depend_on_the_rows_a_task_takes_at_a_time(
 ):
     """A shard task reads, reshapes and writes a batch of rows at a time, never cutting a
     group (a pair's rows make one row): its shards and reports are the same for batches
-    of 3 rows as for batches larger than the shard."""
+    of 3 rows (a shuffled shard's rows spilled after each record batch read) as for
+    batches larger than the shard."""
     from pipeline.jobs.run import shard_rows
 
     path = tmp_path / "run.yaml"
@@ -237,6 +238,7 @@ def test_the_bytes_do_not_depend_on_the_rows_a_task_takes_at_a_time(
     found = {}
     for rows in (shard_rows.BATCH_ROWS, 3):
         monkeypatch.setattr(shard_rows, "BATCH_ROWS", rows)
+        monkeypatch.setattr(shard_rows, "SPILL_BYTES", 1 if rows == 3 else 1 << 30)
         out = tmp_path / f"out-{rows}"
         result = mms("run", path, "-o", out)
         assert result.exit_code == 0, result.output
@@ -256,14 +258,14 @@ def test_the_bytes_do_not_depend_on_the_rows_a_task_takes_at_a_time(
     )
 
 
-ROW_GROUPS_HELD = 5
+ROW_GROUPS_HELD = 6
 """The most Arrow memory a shard task may allocate, in row groups of its shard: it reads,
-reshapes and writes a batch of about a row group's rows at a time
-(pipeline/jobs/run/shard_rows.py) and counts its stats a few thousand rows at a time, so
-its peak follows a batch, not its shard nor the input. Measured 3.5 shuffled (a batch
-gathered from the parts' record batches and put back in order, the batch before it, the
-row group being written) and 1.7 in plan order, on a shard of 8 row groups; a task that
-gathered its whole shard from the parts joined whole held 13.6."""
+reshapes and writes a batch of about a row group's rows at a time, a shuffled shard's
+rows first gathered part by part into spill files of SPILL_BYTES sorted by place
+(pipeline/jobs/run/shard_rows.py), and counts its stats a few thousand rows at a time, so
+its peak follows a batch and a spill, not its shard nor the input. Measured 4.4 shuffled
+(spills of 2 MiB here, a row group ~2.7 MiB) and 1.7 in plan order, on a shard of 8 row
+groups; a task that gathered its whole shard from the parts joined whole held 13.6."""
 
 
 @pytest.mark.parametrize("shuffle", [True, False])
@@ -272,6 +274,7 @@ def test_a_shard_task_allocates_a_few_batches_not_its_shard(tmp_path, monkeypatc
     size of a row group of its shard in memory (one tokenized shard of ~20 MiB, 8 row
     groups, from 3 parts)."""
     import pipeline.sources.parts as parts
+    from pipeline.jobs.run import shard_rows
 
     text = " ".join(f"word{k % 997}" for k in range(30))
     records = [
@@ -285,6 +288,7 @@ def test_a_shard_task_allocates_a_few_batches_not_its_shard(tmp_path, monkeypatc
     ]
     source = write_jsonl(tmp_path / "long.jsonl", records)
     monkeypatch.setattr(parts, "DEFAULT_SPLIT_BYTES", source.stat().st_size // 3 + 1)
+    monkeypatch.setattr(shard_rows, "SPILL_BYTES", 2 << 20)
     path = tmp_path / "run.yaml"
     path.write_text(
         f"name: memory\ninputs:\n  - path: {source}\n    format: openai\n"

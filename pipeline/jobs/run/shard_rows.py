@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import mmap
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -24,6 +25,8 @@ from pipeline.output.shards import ROW_GROUP_ROWS
 BATCH_ROWS = ROW_GROUP_ROWS
 """A shard task's rows read, reshaped and written at a time (about: a group is never cut);
 the shard's bytes do not depend on it (its writer cuts row groups of its own)."""
+SPILL_BYTES = 16 << 20
+"""A shuffled shard's rows a task holds at most before writing them to its spill files."""
 RUN_ROWS = 16
 """A batch's rows are sliced from the parts' threads files (not copied) when they come in
 runs of this many consecutive rows on average."""
@@ -180,22 +183,98 @@ class Threads:
             local = rows[order[first:last]] - self.firsts[number]
             pieces.append(self._record_batch(number).take(pa.array(local)))
             self.release(self.places[number][0])  # the next record batch's rows are elsewhere
-        schema = pieces[0].schema
-        chunks = [[piece.column(index) for piece in pieces] for index in range(len(schema))]
-        del pieces  # each column's pieces go once it is back in order: the batch held ~1.5x
         inverse = np.empty(len(rows), np.int64)
         inverse[order] = np.arange(len(rows))
-        back = pa.array(inverse)
-        columns = []
-        for index in range(len(chunks)):
-            column = pa.chunked_array(chunks[index], schema.field(index).type)
-            chunks[index] = []
-            columns.append(column.combine_chunks().take(back))
-            del column
-        return pa.Table.from_arrays(columns, schema=schema)
+        return _in_order(pieces, inverse)
 
     def batches(self, entries: Chosen, bounds: list[tuple[int, int]]) -> Iterator[pa.Table]:
-        """Each batch's rows, in order."""
+        """Each batch's rows, in order (read from the files batch by batch: rows in runs)."""
         for first, last in bounds:
             yield self.gather(entries.rows[first:last])
             self.release()
+
+    def spilled_batches(
+        self, entries: Chosen, bounds: list[tuple[int, int]], folder: str
+    ) -> Iterator[pa.Table]:
+        """Each batch's rows, in order, for rows scattered over the files (a shuffled
+        shard's): every record batch of the files is read once, its rows of the shard
+        taken and, every SPILL_BYTES, written under `folder` sorted by their place in the
+        shard, a record batch per batch; then each batch is read back from those files.
+        (Gathering batch by batch would read every record batch of every part for each
+        batch of the shard.)"""
+        bucket = np.repeat(np.arange(len(bounds)), [last - first for first, last in bounds])
+        chunk = np.searchsorted(self.firsts, entries.rows, "right") - 1
+        order = np.argsort(chunk, kind="stable")
+        spills: list[tuple[str, np.ndarray, np.ndarray]] = []
+        pending: list[pa.RecordBatch] = []
+        places: list[np.ndarray] = []
+        held = 0
+        ordered = chunk[order]
+        starts = np.flatnonzero(np.diff(ordered)) + 1
+        for first, last in itertools.pairwise([0, *starts.tolist(), len(order)]):
+            number = int(ordered[first])
+            chosen = order[first:last]
+            local = entries.rows[chosen] - self.firsts[number]
+            pending.append(self._record_batch(number).take(pa.array(local)))
+            self.release(self.places[number][0])
+            places.append(chosen)
+            held += pending[-1].nbytes
+            if held >= SPILL_BYTES or last == len(order):
+                spills.append(_spill(pending, places, bucket, folder, len(spills)))
+                pending, places, held = [], [], 0
+        for number in range(len(bounds)):
+            pieces: list[pa.RecordBatch] = []
+            where: list[np.ndarray] = []
+            with ExitStack() as stack:
+                for path, index, place in spills:
+                    if index[number] < 0:
+                        continue
+                    mapped = stack.enter_context(pa.memory_map(path))
+                    pieces.append(pa.ipc.open_file(mapped).get_batch(int(index[number])))
+                    where.append(place[number])
+            if not pieces:
+                continue
+            yield _in_order(pieces, np.argsort(np.concatenate(where), kind="stable"))
+
+
+def _spill(
+    pending: list[pa.RecordBatch],
+    places: list[np.ndarray],
+    bucket: np.ndarray,
+    folder: str,
+    number: int,
+) -> tuple[str, np.ndarray, np.ndarray]:
+    """Rows taken (`pending`, each entry's place in the shard in `places`) written to a
+    file under `folder` sorted by place, a record batch per batch; its path, each batch's
+    record batch (-1: none) and the places of each batch's rows."""
+    at = np.concatenate(places)
+    order = np.argsort(at, kind="stable")
+    table = _in_order(pending, order)
+    at = at[order]
+    path = str(Path(folder) / f"{number:05d}.arrow")
+    index = np.full(int(bucket[-1]) + 1 if len(bucket) else 0, -1, np.int64)
+    where = np.empty(len(index), object)
+    cuts = np.flatnonzero(np.diff(bucket[at])) + 1
+    with pa.ipc.new_file(path, table.schema) as writer:
+        for written, (first, last) in enumerate(itertools.pairwise([0, *cuts.tolist(), len(at)])):
+            batch = int(bucket[at[first]])
+            writer.write_batch(table.slice(first, last - first).combine_chunks().to_batches()[0])
+            index[batch], where[batch] = written, at[first:last]
+    return path, index, where
+
+
+def _in_order(pieces: Sequence[pa.RecordBatch], indices: np.ndarray) -> pa.Table:
+    """The rows of `pieces` (taken one after the other) at `indices`, in that order: a
+    column at a time, each column's pieces let go once it is taken (the rows are held
+    about 1.5 times, not 3)."""
+    schema = pieces[0].schema
+    chunks = [[piece.column(index) for piece in pieces] for index in range(len(schema))]
+    del pieces
+    taken = pa.array(indices)
+    columns = []
+    for index in range(len(chunks)):
+        column = pa.chunked_array(chunks[index], schema.field(index).type)
+        chunks[index] = []
+        columns.append(column.combine_chunks().take(taken))
+        del column
+    return pa.Table.from_arrays(columns, schema=schema)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -244,11 +245,19 @@ class ShardTask:
         entries, files = chosen(self.sources, self.shuffled)
         threads = Threads(files, schema)
         bounds = batch_bounds(entries) or [(0, 0)]  # no rows: one empty batch
-        for (first, last), table in zip(bounds, threads.batches(entries, bounds), strict=True):
-            table = _copy_ids(table, entries.copies[first:last])
-            if carried:
-                table = with_media_columns(table, self.media, placeholders)
-            yield table
+        with ExitStack() as stack:
+            if self.shuffled and len(entries.rows):  # its rows come from every part
+                Path(self.directory).mkdir(parents=True, exist_ok=True)
+                spill = TemporaryDirectory(prefix=f".{self.name}.", dir=self.directory)
+                folder = stack.enter_context(spill)
+                tables = threads.spilled_batches(entries, bounds, folder)
+            else:
+                tables = threads.batches(entries, bounds)
+            for (first, last), table in zip(bounds, tables, strict=True):
+                table = _copy_ids(table, entries.copies[first:last])
+                if carried:
+                    table = with_media_columns(table, self.media, placeholders)
+                yield table
 
 
 def _reshaped(stage: Stage, split: str, tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
