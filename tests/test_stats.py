@@ -120,6 +120,24 @@ def test_a_run_writes_its_stats_and_mms_stats_adds_its_accounting(output: Path):
     assert run["tokens_dropped"] == counts["tokens_dropped"] and run["tokens_dropped"]
 
 
+def test_a_shard_counted_a_few_rows_at_a_time_gives_the_same_figures(output: Path, monkeypatch):
+    """A shard is counted STATS_ROWS rows at a time (its tables merged as they come): the
+    figures, per split and per source, do not depend on how many rows that is."""
+    import pipeline.jobs.stats.compute as compute
+
+    def shown(*by: str) -> dict:
+        result = CliRunner().invoke(main, ["stats", str(output), "--output-format", "json", *by])
+        assert result.exit_code == 0, result.output
+        return dict(json.loads(result.output))
+
+    whole = {by: shown(*by) for by in ((), ("--by", "source"))}
+    rows = pq.ParquetFile(sorted((output / "data").glob("train-*.parquet"))[0]).metadata.num_rows
+    monkeypatch.setattr(compute, "STATS_ROWS", 7)
+    assert rows > 7 * 3  # the shard is counted in several scans
+    assert {by: shown(*by) for by in whole} == whole
+    assert whole[()]["splits"]["train"]["roles"] and whole[()]["splits"]["train"]["capabilities"]
+
+
 def test_tokens_per_role_agree_with_the_shards_split_at_each_role_token(output: Path):
     """Each message's tokens run from its `<|role|>` id to the next message's (the last to
     the row's end), a trained `<|role|>` (a halt) counted with the message before it:

@@ -94,10 +94,14 @@ EXPECTED = {
 }
 
 
-def test_media_per_kind_role_and_known_size(tmp_path):
+def test_media_per_kind_role_and_known_size(tmp_path, monkeypatch):
     stats = compute_stats({"all": [write(tmp_path / "a.parquet", media_threads())]})
     assert stats["splits"]["all"]["media"] == EXPECTED
     SCHEMA.validate(stats)
+    import pipeline.jobs.stats.compute as compute
+
+    monkeypatch.setattr(compute, "STATS_ROWS", 1)  # each row's tables, merged
+    assert compute_stats({"all": [str(tmp_path / "a.parquet")]}) == stats
 
 
 def test_shard_tables_merge_to_the_figures_of_one_shard(tmp_path):
@@ -268,17 +272,23 @@ def test_media_of_rows_without_a_media_column_come_from_their_kind_columns(tmp_p
 def test_mms_stats_counts_an_objectives_or_a_packed_outputs_media(
     inputs,  # noqa: F811 (the fixture)
     tmp_path,
+    monkeypatch,
     tokenize,
     stages,
 ):
     """`mms stats` of `mms run` outputs without a `media` column: their rows' images,
-    counted per row, sized by their embedded bytes."""
+    counted per row, sized by their embedded bytes (the same counted a row at a time)."""
+    import pipeline.jobs.stats.compute as compute
+
     out = _run(inputs, tmp_path / "out", tokenize, stages=stages)
     rows = shard_rows(out)
     images = [cell for row in rows for cell in row["images"]]
     result = CliRunner().invoke(main, ["stats", str(out), "--output-format", "json"])
     assert result.exit_code == 0, result.output
     stats = json.loads(result.output)
+    monkeypatch.setattr(compute, "STATS_ROWS", 1)
+    again = CliRunner().invoke(main, ["stats", str(out), "--output-format", "json"])
+    assert json.loads(again.output) == stats
     SCHEMA.validate(stats)
     figures = {
         "media": len(images),

@@ -16,10 +16,11 @@ import itertools
 import math
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -29,9 +30,10 @@ import pyarrow.compute as pc
 from pipeline.engine import Runner
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.decisions import Decided
-from pipeline.jobs.run.part import PART_MEDIA, PART_THREADS
+from pipeline.jobs.run.part import PART_MEDIA
 from pipeline.jobs.run.phases import SHARD_WRITES, Progress
 from pipeline.jobs.run.selection import SELECTED_DIR, Selections, SplitTotals, shard_count
+from pipeline.jobs.run.shard_rows import Threads, batch_bounds, chosen
 from pipeline.jobs.run.stages import reshaping_stages, row_schema, shard_schema
 from pipeline.media.check import MEDIA_DIR, content_address, write_once
 from pipeline.mms import FRAMES, MEDIA_COLUMN, THREAD_MEDIA_ARROW_SCHEMA
@@ -42,6 +44,7 @@ from pipeline.mms.media_columns import (
 )
 from pipeline.output.shards import ROW_GROUP_ROWS, Shard, ShardWriter, shard_name
 from pipeline.packing import SEQUENCES_PER_SHARD, PackingStats
+from pipeline.stages.contract import Stage
 from pipeline.stages.pack import Pack, PackSettings
 from pipeline.stages.split import ShardSettings
 from pipeline.stages.tokenize import renderer_for
@@ -49,10 +52,6 @@ from pipeline.tokenize.special import ROLE
 
 if TYPE_CHECKING:
     from pipeline.jobs.stats.compute import ShardTables
-
-RUN_ROWS = 16
-"""A shard's rows are sliced from the parts' threads files (not copied) when they come in
-runs of this many consecutive rows on average."""
 
 
 @dataclass
@@ -153,27 +152,34 @@ class ShardTask:
         return sum(source.end - source.start for source in self.sources)
 
     def __call__(self) -> ShardDone:
+        from pipeline.jobs.stats.compute import shard_tables  # polars: only where shards are
+        from pipeline.jobs.stats.roles import COLUMNS as ROLE_COLUMNS
+        from pipeline.jobs.stats.roles import RoleTokens
+
         stages = reshaping_stages(self.config)
-        tables = [self._rows()]
         published = self._publish_media() if self.media_dir is not None else ()
-        for stage in stages:
-            tables = [out for table in tables for out in stage.reshape(self.split, table)]
-            tables += stage.flush(self.split)
-        if self.media:  # messages as chat templates read media (DESIGN §7)
-            placeholders = _placeholder_ids(self.config)
-            tables = [with_content_parts(table, placeholders) for table in tables]
+        schema = shard_schema(self.config, self.media)
         shard = self.config.stages.shard
         assert shard is not None
         writer = ShardWriter(
-            self.directory,
-            shard_schema(self.config, self.media),
-            split=self.split,
-            compression=shard.compression,
-            name=self.name,
+            self.directory, schema, split=self.split, compression=shard.compression, name=self.name
         )
         read = self._staged_media() if self.embed else None
-        with writer:
+        placeholders = _placeholder_ids(self.config) if self.media else {}
+        roles = None
+        if self.role_id is not None and set(ROLE_COLUMNS) <= set(schema.names):
+            roles = RoleTokens(self.role_id)
+        counted_tables = 0
+        with writer:  # a batch of rows at a time, through every stage, to the writer
+            tables: Iterable[pa.Table] = self._rows()
+            for stage in stages:
+                tables = _reshaped(stage, self.split, tables)
             for table in tables:
+                if self.media:  # messages as chat templates read media (DESIGN §7)
+                    table = with_content_parts(table, placeholders)
+                if roles is not None:
+                    roles.add(table)
+                    counted_tables += 1
                 if read is None:
                     if table.num_rows:
                         writer.write(table)
@@ -181,13 +187,11 @@ class ShardTask:
                 for start in range(0, table.num_rows, ROW_GROUP_ROWS):
                     writer.write(with_embedded_bytes(table.slice(start, ROW_GROUP_ROWS), read))
         pack = next((stage for stage in stages if isinstance(stage, Pack)), None)
-        from pipeline.jobs.stats.compute import shard_tables  # polars: only where shards are
-
         written = writer.shards[0]
         counted = shard_tables(
             str(Path(self.directory) / written.name),
             role_id=self.role_id,
-            rows=pa.concat_tables(tables) if tables else None,
+            roles=roles.frame() if roles is not None and counted_tables else None,
         )
         return ShardDone(written, pack.stats() if pack is not None else None, counted, published)
 
@@ -195,24 +199,22 @@ class ShardTask:
         """Copy the media the task's rows point at into the output's media/, once each."""
         assert self.media_dir is not None
         published: dict[str, int] = {}
-        for source in self.sources:
-            with pa.memory_map(source.selection) as mapped:
-                chosen = pa.ipc.open_file(mapped).get_batch(source.split)
-                rows = chosen.slice(source.start, source.end - source.start)["row"]
-            with pa.memory_map(str(Path(source.part_dir) / PART_THREADS)) as mapped:
-                media = pa.ipc.open_file(mapped).read_all().select([MEDIA_COLUMN])
-                flat = pc.list_flatten(media.take(rows)[MEDIA_COLUMN].combine_chunks())
+        schema = pa.schema([THREAD_MEDIA_ARROW_SCHEMA.field(MEDIA_COLUMN)])
+        for source in self.sources:  # its rows' media column, a batch at a time
+            entries, files = chosen((source,), shuffled=False)
+            for media in Threads(files, schema).batches(entries, batch_bounds(entries)):
+                flat = pc.list_flatten(media[MEDIA_COLUMN].combine_chunks())
                 frames = pc.list_flatten(pc.struct_field(flat, FRAMES))  # frame-list videos
                 paths = pa.concat_arrays(
                     [pc.struct_field(flat, "path"), pc.struct_field(frames, "path")]
                 )
-            for path in pc.unique(paths.drop_null()).to_pylist():
-                name = path.removeprefix(f"{MEDIA_DIR}/")
-                if name == path or name in published:
-                    continue
-                data = (Path(source.part_dir) / PART_MEDIA / name).read_bytes()
-                write_once(Path(self.media_dir) / name, data)
-                published[name] = len(data)
+                for path in pc.unique(paths.drop_null()).to_pylist():
+                    name = path.removeprefix(f"{MEDIA_DIR}/")
+                    if name == path or name in published:
+                        continue
+                    data = (Path(source.part_dir) / PART_MEDIA / name).read_bytes()
+                    write_once(Path(self.media_dir) / name, data)
+                    published[name] = len(data)
         return tuple(sorted(published.items()))
 
     def _staged_media(self) -> Callable[[str], bytes | None]:
@@ -232,53 +234,37 @@ class ShardTask:
 
         return read
 
-    def _rows(self) -> pa.Table:
-        """The task's rows, each weighted copy with its id marked (`id#copy`), in order."""
+    def _rows(self) -> Iterator[pa.Table]:
+        """The task's rows, each weighted copy with its id marked (`id#copy`), in order,
+        a batch of about a row group at a time (pipeline/jobs/run/shard_rows.py)."""
         schema = row_schema(self.config)
         carried = bool(self.media)
         if carried:
             schema = schema.append(THREAD_MEDIA_ARROW_SCHEMA.field(MEDIA_COLUMN))
-        parts: list[pa.Table] = []
-        rows: list[np.ndarray] = []
-        copies: list[np.ndarray] = []
-        keys: list[np.ndarray] = []
-        offset = 0
-        for source in self.sources:  # every part's threads memory-mapped, nothing decoded
-            with pa.memory_map(source.selection) as mapped:
-                chosen = pa.ipc.open_file(mapped).get_batch(source.split)
-                chosen = chosen.slice(source.start, source.end - source.start)
-                rows.append(chosen["row"].to_numpy() + offset)
-                copies.append(chosen["copy"].to_numpy().copy())
-                keys.append(chosen["key"].to_numpy().copy())
-            with pa.memory_map(str(Path(source.part_dir) / PART_THREADS)) as mapped:
-                threads = pa.ipc.open_file(mapped).read_all().select(schema.names)
-            parts.append(threads)
-            offset += threads.num_rows
-        table = schema.empty_table()
-        if parts:
-            taken, marks = np.concatenate(rows), np.concatenate(copies)
-            if self.shuffled:
-                order = np.argsort(np.concatenate(keys), kind="stable")
-                taken, marks = taken[order], marks[order]
-            table = _copy_ids(_take(pa.concat_tables(parts), taken), marks)
-        if carried:
-            placeholders = _placeholder_ids(self.config)
-            table = with_media_columns(table, self.media, placeholders)
-        return table
+        placeholders = _placeholder_ids(self.config) if carried else {}
+        entries, files = chosen(self.sources, self.shuffled)
+        threads = Threads(files, schema)
+        bounds = batch_bounds(entries) or [(0, 0)]  # no rows: one empty batch
+        with ExitStack() as stack:
+            if self.shuffled and len(entries.rows):  # its rows come from every part
+                Path(self.directory).mkdir(parents=True, exist_ok=True)
+                spill = TemporaryDirectory(prefix=f".{self.name}.", dir=self.directory)
+                folder = stack.enter_context(spill)
+                tables = threads.spilled_batches(entries, bounds, folder)
+            else:
+                tables = threads.batches(entries, bounds)
+            for (first, last), table in zip(bounds, tables, strict=True):
+                table = _copy_ids(table, entries.copies[first:last])
+                if carried:
+                    table = with_media_columns(table, self.media, placeholders)
+                yield table
 
 
-def _take(table: pa.Table, rows: np.ndarray) -> pa.Table:
-    """The rows `rows` of `table`, in that order: runs of consecutive rows as slices (no
-    copy: a split kept in plan order takes long runs), else gathered in one take."""
-    if not len(rows):
-        return table.slice(0, 0)
-    starts = np.flatnonzero(np.diff(rows) != 1) + 1
-    if len(starts) + 1 > len(rows) // RUN_ROWS:
-        return table.take(pa.array(rows))
-    bounds = np.concatenate([[0], starts, [len(rows)]]).tolist()
-    return pa.concat_tables(
-        [table.slice(int(rows[first]), last - first) for first, last in itertools.pairwise(bounds)]
-    )
+def _reshaped(stage: Stage, split: str, tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
+    """`tables` as `stage` reshapes them, then what it still holds once they are given."""
+    for table in tables:
+        yield from stage.reshape(split, table)
+    yield from stage.flush(split)
 
 
 def _copy_ids(rows: pa.Table, copies: np.ndarray) -> pa.Table:

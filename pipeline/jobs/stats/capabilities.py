@@ -11,14 +11,15 @@ from pipeline.capabilities import DEFAULT_CAPABILITY, ENABLING_ROLES, enabled_fo
 ROW = "row"
 
 
-def shard_capabilities(path: str) -> pl.DataFrame:
+def shard_capabilities(source: str | pl.LazyFrame) -> pl.DataFrame:
     """One shard's threads enabling and using each non-default format (columns `format`,
-    `enabled`, `used`). Each distinct enabling text is parsed once."""
+    `enabled`, `used`; `source`: its file, or a scan of some of its rows). Each distinct
+    enabling text is parsed once."""
     message = pl.element()
     role, fmt = message.struct.field("role"), message.struct.field("format")
     messages = pl.col("messages")
     rows = (
-        pl.scan_parquet(path)
+        (source if isinstance(source, pl.LazyFrame) else pl.scan_parquet(source))
         .select(
             enabling=messages.list.eval(
                 message.filter(role.is_in(sorted(ENABLING_ROLES))).struct.field("content")

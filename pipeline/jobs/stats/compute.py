@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
-import pyarrow as pa
 
 from pipeline.jobs.stats.capabilities import (
     capability_figures,
@@ -44,6 +43,7 @@ from pipeline.jobs.stats.threads import (
 from pipeline.objectives import objective_of
 
 _FIELD = re.compile(r"^[A-Za-z_][\w-]*$")
+T = TypeVar("T")
 
 
 def compute_stats(
@@ -74,12 +74,22 @@ class ShardTables:
     """`media` was counted from the kind columns (no `media` column: roles not known)."""
 
 
+STATS_ROWS = 5_000
+"""A shard's rows counted at a time (a scan of that many): their count tables are merged
+as they come, so counting a shard takes memory for this many rows, not for the shard."""
+
+
 def shard_tables(
-    path: str, by: str | None = None, role_id: int | None = None, rows: pa.Table | None = None
+    path: str,
+    by: str | None = None,
+    role_id: int | None = None,
+    roles: pl.DataFrame | None = None,
 ) -> ShardTables:
-    """The count tables of one shard (tokens per role too with `role_id`); `rows`: the
-    shard's rows, when its writer still holds them (the tokens are not read again)."""
-    columns = set(pl.scan_parquet(path).collect_schema().names())
+    """The count tables of one shard (tokens per role too with `role_id`), counted
+    STATS_ROWS rows at a time; `roles`: its tokens per role, when its writer counted them
+    as it wrote (they are not read again)."""
+    scan = pl.scan_parquet(path)
+    columns = set(scan.collect_schema().names())
     shape = Shape.of(columns)
     if by is not None and "meta" not in columns:
         raise StatsError(f"--by needs the `meta` column, which these shards lack: {path}")
@@ -87,17 +97,46 @@ def shard_tables(
     objective = None if objective == "sft" else objective
     with_roles = role_id is not None and shape.messages and shape.tokenized and not shape.packed
     from_kind_columns = "media" not in columns
+    rows: int = scan.select(pl.len()).collect().item()
+    slices = [scan.slice(start, STATS_ROWS) for start in range(0, rows, STATS_ROWS)]
+    counted: ShardTables | None = None
+    for frame in slices if len(slices) > 1 else [scan]:
+        piece = ShardTables(
+            shape,
+            objective,
+            shard_counts(frame, shape, by),
+            shard_role_tokens(frame, role_id)
+            if with_roles and role_id is not None and roles is None
+            else None,
+            shard_capabilities(frame) if shape.messages else None,
+            shard_objective_counts(frame, objective) if objective is not None else None,
+            shard_kind_media(frame) if from_kind_columns else shard_media(frame),
+            from_kind_columns,
+        )
+        counted = piece if counted is None else merged_tables(counted, piece)
+    assert counted is not None
+    if with_roles and roles is not None:
+        counted = replace(counted, roles=roles)
+    return counted
+
+
+def merged_tables(tables: ShardTables, more: ShardTables) -> ShardTables:
+    """The count tables of two sets of rows of one split, as one."""
+
+    def both(merge: Callable[[T, T], T], first: T | None, second: T | None) -> T | None:
+        if first is None:
+            return second
+        return first if second is None else merge(first, second)
+
     return ShardTables(
-        shape,
-        objective,
-        shard_counts(path, shape, by),
-        shard_role_tokens(path if rows is None else rows, role_id)
-        if with_roles and role_id is not None
-        else None,
-        shard_capabilities(path) if shape.messages else None,
-        shard_objective_counts(path, objective) if objective is not None else None,
-        shard_kind_media(path) if from_kind_columns else shard_media(path),
-        from_kind_columns,
+        tables.shape,
+        tables.objective,
+        merge_counts(tables.counts, more.counts),
+        both(merge_role_tokens, tables.roles, more.roles),
+        both(merge_capabilities, tables.capabilities, more.capabilities),
+        both(merge_objective_counts, tables.objectives, more.objectives),
+        both(merge_media, tables.media, more.media),
+        tables.media_from_kind_columns,
     )
 
 

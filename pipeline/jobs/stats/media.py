@@ -33,11 +33,11 @@ FROM_KIND_COLUMNS = "kind_columns"
 """`counted_from` of figures counted from the kind columns (no `media` column)."""
 
 
-def shard_media(path: str) -> pl.DataFrame | None:
+def shard_media(source: str | pl.LazyFrame) -> pl.DataFrame | None:
     """One shard's media counts: rows (kind, role) with `media`, `sized`, `bytes` and
     `threads` (threads holding such a media); role null sums a kind's roles, kind and
     role null every media. None when the shard holds no media column or no media."""
-    frame = pl.scan_parquet(path)
+    frame = source if isinstance(source, pl.LazyFrame) else pl.scan_parquet(source)
     schema = frame.collect_schema()
     column = schema.get(MEDIA_COLUMN)
     if not isinstance(column, pl.List) or not isinstance(column.inner, pl.Struct):
@@ -79,12 +79,12 @@ def shard_media(path: str) -> pl.DataFrame | None:
     ).select(*KEYS, *SUMS)
 
 
-def shard_kind_media(path: str) -> pl.DataFrame | None:
+def shard_kind_media(source: str | pl.LazyFrame) -> pl.DataFrame | None:
     """One shard's media counted from its kind columns (`images` ...), for shards without
     a `media` column: rows (kind, role null) and (null, null) as `shard_media` gives, whose
     `threads` counts the rows holding one and whose sizes are the embedded bytes' lengths.
     None when the shard has no kind column or they hold no media."""
-    frame = pl.scan_parquet(path)
+    frame = source if isinstance(source, pl.LazyFrame) else pl.scan_parquet(source)
     schema = frame.collect_schema()
     kinds = {
         kind: column

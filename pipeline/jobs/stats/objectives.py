@@ -14,9 +14,9 @@ from pipeline.jobs.stats.threads import length_percentiles
 from pipeline.objectives import OBJECTIVE_PARTS
 
 
-def shard_objective_counts(path: str, objective: str) -> dict[str, Any]:
+def shard_objective_counts(source: str | pl.LazyFrame, objective: str) -> dict[str, Any]:
     """One shard's rows per length of each part, and the objective's own counts."""
-    frame = pl.scan_parquet(path)
+    frame = source if isinstance(source, pl.LazyFrame) else pl.scan_parquet(source)
     counts: dict[str, Any] = {}
     for part in OBJECTIVE_PARTS[objective]:
         column = f"num_{part}_tokens"

@@ -1,8 +1,8 @@
 """Tokens per role: which message each token renders, read off the `<|role|>` ids that open
 every message (DESIGN §4; a `<|role|>` in content is text tokens, never that id), so no
-tokenizer is loaded. Computed with numpy over a shard's flat tokens (read from its file, or
-the rows its writer holds): one shard's tokens are in memory at once, and what is kept is a
-row per role."""
+tokenizer is loaded. Computed with numpy over a shard's flat tokens, read from its file (one
+shard's tokens in memory at once) or added up a batch at a time as its writer writes them;
+what is kept is a row per role."""
 
 from __future__ import annotations
 
@@ -25,35 +25,58 @@ BATCH_ROWS = 1024
 _SCHEMA = {"role": pl.String, "messages": pl.Int64, "tokens": pl.Int64, "trained": pl.Int64}
 
 
-def shard_role_tokens(source: str | pa.Table, role_id: int) -> pl.DataFrame:
-    """One shard's messages, tokens and trained tokens per role (`source`: its file, or its
-    rows in memory). A message's tokens run from its `<|role|>` to the next message's; the
+def shard_role_tokens(source: str | pl.LazyFrame | pa.Table, role_id: int) -> pl.DataFrame:
+    """One shard's messages, tokens and trained tokens per role (`source`: its file, a scan
+    of some of its rows, or rows in memory). A message's tokens run from its `<|role|>` to the next message's; the
     last one's to the end of the row. A trained `<|role|>` is the halt of the assistant
     message before it (DESIGN §4), so it counts with that message: the halt after a tool
     call is the assistant's, not the tool result's."""
-    batches: Iterable[pa.RecordBatch]
-    if isinstance(source, str):  # only the messages' roles read of their structs
+    counted = RoleTokens(role_id)
+    if not isinstance(source, pa.Table):  # only the messages' roles read of their structs
         roles = pl.col("messages").list.eval(pl.element().struct.field("role"))
-        read = pl.scan_parquet(source).select(roles, "input_ids", "labels")
-        batches = read.collect(engine="streaming").to_arrow().to_batches(BATCH_ROWS)
+        scan = source if isinstance(source, pl.LazyFrame) else pl.scan_parquet(source)
+        read = scan.select(roles, "input_ids", "labels")
+        counted.add(read.collect(engine="streaming").to_arrow())
     else:
-        batches = source.select(COLUMNS).to_batches(BATCH_ROWS)
-    totals: dict[str, list[int]] = {}
-    for batch in batches:
-        for role, counted in _batch_role_tokens(batch, role_id).items():
-            found = totals.setdefault(role, [0, 0, 0])
-            for index, value in enumerate(counted):
-                found[index] += value
-    kept = {
-        role: counted
-        for role, counted in sorted(totals.items())
-        if role != BEFORE_FIRST_MESSAGE or counted[1] > 0
-    }
-    columns = list(zip(*kept.values(), strict=True)) or [(), (), ()]
-    return pl.DataFrame(
-        {"role": list(kept), "messages": columns[0], "tokens": columns[1], "trained": columns[2]},
-        schema=_SCHEMA,
-    )
+        counted.add(source)
+    return counted.frame()
+
+
+class RoleTokens:
+    """Tokens per role added up a batch of rows at a time (`shard_role_tokens`), so a
+    writer that streams its shard never holds the shard's rows to count them."""
+
+    def __init__(self, role_id: int):
+        self.role_id = role_id
+        self.totals: dict[str, list[int]] = {}
+
+    def add(self, rows: pa.Table) -> None:
+        """Count `rows` (their `messages`, `input_ids` and `labels`)."""
+        batches: Iterable[pa.RecordBatch] = rows.select(COLUMNS).to_batches(BATCH_ROWS)
+        for batch in batches:
+            for role, counted in _batch_role_tokens(batch, self.role_id).items():
+                found = self.totals.setdefault(role, [0, 0, 0])
+                for index, value in enumerate(counted):
+                    found[index] += value
+
+    def frame(self) -> pl.DataFrame:
+        """The counts so far: a row per role (the tokens before the first message only
+        when there are some)."""
+        kept = {
+            role: counted
+            for role, counted in sorted(self.totals.items())
+            if role != BEFORE_FIRST_MESSAGE or counted[1] > 0
+        }
+        columns = list(zip(*kept.values(), strict=True)) or [(), (), ()]
+        return pl.DataFrame(
+            {
+                "role": list(kept),
+                "messages": columns[0],
+                "tokens": columns[1],
+                "trained": columns[2],
+            },
+            schema=_SCHEMA,
+        )
 
 
 def _batch_role_tokens(batch: pa.RecordBatch, role_id: int) -> dict[str, list[int]]:

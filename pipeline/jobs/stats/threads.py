@@ -47,10 +47,10 @@ def group_column(by: str | None) -> pl.Expr:
     return pl.col("meta").str.json_path_match(f"$.{by}").fill_null(NO_VALUE).alias(GROUP)
 
 
-def shard_counts(path: str, shape: Shape, by: str | None) -> pl.DataFrame:
+def shard_counts(source: str | pl.LazyFrame, shape: Shape, by: str | None) -> pl.DataFrame:
     """One shard's counts per (group, length): rows, threads, messages, user turns (sum
-    and max), tool calls, threads with one, trained tokens. Read as a streaming scan of
-    the columns needed."""
+    and max), tool calls, threads with one, trained tokens (`source`: its file, or a scan
+    of some of its rows). Read as a streaming scan of the columns needed."""
     one = pl.repeat(1, pl.len(), dtype=pl.Int64)  # a literal alone would make one row
     per_row = [group_column(by), one.alias("rows")]
     if shape.packed:
@@ -71,7 +71,8 @@ def shard_counts(path: str, shape: Shape, by: str | None) -> pl.DataFrame:
     if shape.tokenized:
         per_row += [pl.col(LENGTH).cast(pl.Int64), pl.col("num_trained").cast(pl.Int64)]
         keys.append(LENGTH)
-    frame = pl.scan_parquet(path).select(per_row)
+    scan = source if isinstance(source, pl.LazyFrame) else pl.scan_parquet(source)
+    frame = scan.select(per_row)
     sums = [pl.col("rows").sum(), pl.col("threads").sum()]
     if shape.messages:
         sums += [
