@@ -42,7 +42,8 @@ from pipeline.jobs.run.selection import SELECTED_DIR, Selections, SplitTotals
 from pipeline.jobs.run.stages import Side, row_schema, run_stages
 from pipeline.jobs.run.work_removal import remove_on
 from pipeline.lint import LintReport, select_rules
-from pipeline.lint.report import ReportPart
+from pipeline.lint.diagnostic import Diagnostic
+from pipeline.lint.report import Example, ReportPart
 from pipeline.lint.store import DiagnosticStore
 from pipeline.mms.arrow import MEDIA_COLUMN
 from pipeline.output.files import atomic_output
@@ -57,7 +58,9 @@ DECIDED_DIR = "decided"
 """In the work directory: each part's list of the threads left out (`{part}.jsonl`)."""
 FINDINGS_DIR = "findings"
 """In the work directory: each part's lint findings (`{part}.jsonl`), which the run's
-report writers read (the findings never pass through the driver's memory)."""
+report writers read (the findings never pass through the driver's memory), and its example
+findings (`{part}.examples.json`), which the driver reads only while a rule still wants
+examples."""
 SHUFFLED_SPLIT = "train"
 """The split written in a shuffled order (with `shard.shuffle`): what training reads."""
 
@@ -152,6 +155,9 @@ class PartDecided:
     checks: list[Any]
     totals: dict[str, SplitTotals] | None
     dropped: str
+    examples: str | None = None
+    """The file of the report's example findings (`save_examples`), taken out of `report`
+    (which lists their rules, with no example): None when the part has none."""
 
 
 @dataclass(frozen=True)
@@ -198,17 +204,21 @@ class DecidePart:
         os.replace(temp, dropped)
         if selections is not None:
             selections.finish_part(part.id)
-        if lint is not None:  # the driver's report takes the file, not the bytes
+        recorded, examples = None, None
+        if lint is not None:  # the driver's report takes the files, not the bytes
             findings = Path(self.workdir) / FINDINGS_DIR / f"{part.id}.jsonl"
             findings.parent.mkdir(parents=True, exist_ok=True)
             report.diagnostics.save(findings)
+            recorded = report.part()
+            examples = save_examples(recorded, findings.with_suffix(".examples.json"))
         return PartDecided(
             counts,
             origin,
-            report.part() if lint is not None else None,
+            recorded,
             lint.linter.state() if lint is not None else [],
             selections.totals if selections is not None else None,
             str(dropped),
+            examples,
         )
 
     def _decide_rows(
@@ -243,6 +253,34 @@ class DecidePart:
             kept = kept.select([*columns, *media, SPLIT_GROUP, THREAD_GROUP, PART_ROW])
             if kept.num_rows:
                 _select(kept, config, (weight, origin), selections, counts)
+
+
+def save_examples(recorded: ReportPart, path: Path) -> str | None:
+    """Move a part's example findings (up to `max_examples` per rule, threads and all)
+    from `recorded` to a file at `path` (written under a name of its own and renamed),
+    leaving their rules listed without examples: the driver reads the file only while the
+    run's report wants examples of one of those rules, so what it receives per part stays
+    a few counters however large its threads. The file's path; None when there are none."""
+    if not any(recorded.examples.values()):
+        return None
+    saved = {
+        code: [[example.diagnostic.to_dict(), example.thread, example.raw] for example in kept]
+        for code, kept in recorded.examples.items()
+    }
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    temp.write_bytes(orjson.dumps(saved))
+    os.replace(temp, path)
+    recorded.examples = {code: [] for code in recorded.examples}
+    return str(path)
+
+
+def load_examples(path: str) -> dict[str, list[Example]]:
+    """The example findings `save_examples` wrote, by rule."""
+    saved = orjson.loads(Path(path).read_bytes())
+    return {
+        code: [Example(Diagnostic.from_dict(found), thread, raw) for found, thread, raw in kept]
+        for code, kept in saved.items()
+    }
 
 
 def selections_for(config: RunConfig, workdir: Path) -> Selections | None:
@@ -373,10 +411,18 @@ class _Merger:
         self.counts.merge_decided(found.counts)
         self.counts.inputs[part.input_index].merge_decided(found.origin)
         if found.report is not None:
+            if found.examples is not None and self._wants_examples(found.report):
+                found.report.examples = load_examples(found.examples)
             self.report.merge(found.report)
             self.report.add(self.lint.linter.merge(found.checks))
         if self.selections is not None and found.totals is not None:
             self.selections.merge_part(part.id, found.totals)
+
+    def _wants_examples(self, recorded: ReportPart) -> bool:
+        """Whether the run's report keeps fewer examples than it may of a rule the part
+        has examples of (once every such rule has its fill, the parts' files go unread)."""
+        most = self.report.config.max_examples
+        return any(len(self.report.examples.get(code, ())) < most for code in recorded.examples)
 
     def _account(self, part: InputPart, part_counts: dict[str, Any]) -> None:
         counts = self.counts
