@@ -38,12 +38,20 @@ from pipeline.jobs.run.part_rows import PART_ROW, RESOLVED_DIR, part_tables, res
 from pipeline.jobs.run.partition import RepeatedRows, partitioned
 from pipeline.jobs.run.phases import PART_DECISIONS, Progress
 from pipeline.jobs.run.repeated_pass import RepeatedPass
+from pipeline.jobs.run.report_parts import (
+    CHECKS_DIR,
+    MergeChecks,
+    load_examples,
+    save_checks,
+    save_examples,
+    wants_examples,
+)
 from pipeline.jobs.run.selection import SELECTED_DIR, Selections, SplitTotals
 from pipeline.jobs.run.stages import Side, row_schema, run_stages
 from pipeline.jobs.run.work_removal import remove_on
 from pipeline.lint import LintReport, select_rules
 from pipeline.lint.diagnostic import Diagnostic
-from pipeline.lint.report import Example, ReportPart
+from pipeline.lint.report import ReportPart
 from pipeline.lint.store import DiagnosticStore
 from pipeline.mms.arrow import MEDIA_COLUMN
 from pipeline.output.files import atomic_output
@@ -59,8 +67,7 @@ DECIDED_DIR = "decided"
 FINDINGS_DIR = "findings"
 """In the work directory: each part's lint findings (`{part}.jsonl`), which the run's
 report writers read (the findings never pass through the driver's memory), and its example
-findings (`{part}.examples.json`), which the driver reads only while a rule still wants
-examples."""
+findings (`{part}.examples.json`, pipeline/jobs/run/report_parts.py)."""
 SHUFFLED_SPLIT = "train"
 """The split written in a shuffled order (with `shard.shuffle`): what training reads."""
 
@@ -122,15 +129,21 @@ def decide_parts(
 
     parts_progress(0)
     decided = runner.map_tasks(tasks, parts_progress)
+    saved = [found.checks for found in decided if found.checks is not None]
+    merged = runner.map_tasks([MergeChecks(config, saved)])[0] if saved else None
+    told = iter(merged.found if merged is not None else ())
     with ExitStack() as stack:
         quarantine = stack.enter_context(atomic_output(out / REJECTED_FILE))
         left_out = stack.enter_context(atomic_output(out / DROPPED_FILE))
         for part, part_dir, found in zip(parts, first.part_dirs, decided, strict=True):
-            merger.take_part(part, part_dir, found, (quarantine, left_out))
+            at_merge = next(told) if found.checks is not None else []
+            merger.take_part(part, part_dir, found, (quarantine, left_out), at_merge)
+        if merged is not None:  # the parts merged: its state, as if merged here
+            merger.report.add(merger.lint.linter.merge(merged.state))
         report = merger.lint.finish(keyed_by=first.linter)
     if progress is not None:
         progress(PART_DECISIONS, len(tasks), len(tasks), merger.counts)
-    remove_on(runner, [workdir / DECIDED_DIR, workdir / RESOLVED_DIR])
+    remove_on(runner, [workdir / DECIDED_DIR, workdir / RESOLVED_DIR, workdir / CHECKS_DIR])
     gate_failed = report.failed(config.stages.lint.fail_on)
     if gate_failed:
         merger.counts.withhold()  # no normal-looking output from a failed gate
@@ -146,13 +159,14 @@ def _part_threads(part_dir: Path) -> int:
 @dataclass
 class PartDecided:
     """What a part's task found: its drops, groups and written rows (`counts`, and its
-    input's share, `origin`), its lint findings, its unkeyed dataset rules' state, what
-    its selection holds per split, and the file listing the threads it left out."""
+    input's share, `origin`), its lint findings, the file of its unkeyed dataset rules'
+    state, what its selection holds per split, and the file listing the threads it left
+    out."""
 
     counts: Account
     origin: InputAccount
     report: ReportPart | None
-    checks: list[Any]
+    checks: str | None
     totals: dict[str, SplitTotals] | None
     dropped: str
     examples: str | None = None
@@ -204,18 +218,20 @@ class DecidePart:
         os.replace(temp, dropped)
         if selections is not None:
             selections.finish_part(part.id)
-        recorded, examples = None, None
+        recorded, examples, checks = None, None, None
         if lint is not None:  # the driver's report takes the files, not the bytes
             findings = Path(self.workdir) / FINDINGS_DIR / f"{part.id}.jsonl"
             findings.parent.mkdir(parents=True, exist_ok=True)
             report.diagnostics.save(findings)
             recorded = report.part()
             examples = save_examples(recorded, findings.with_suffix(".examples.json"))
+            state = Path(self.workdir) / CHECKS_DIR / f"{part.id}.pickle"
+            checks = save_checks(lint.linter.state(), state)
         return PartDecided(
             counts,
             origin,
             recorded,
-            lint.linter.state() if lint is not None else [],
+            checks,
             selections.totals if selections is not None else None,
             str(dropped),
             examples,
@@ -253,34 +269,6 @@ class DecidePart:
             kept = kept.select([*columns, *media, SPLIT_GROUP, THREAD_GROUP, PART_ROW])
             if kept.num_rows:
                 _select(kept, config, (weight, origin), selections, counts)
-
-
-def save_examples(recorded: ReportPart, path: Path) -> str | None:
-    """Move a part's example findings (up to `max_examples` per rule, threads and all)
-    from `recorded` to a file at `path` (written under a name of its own and renamed),
-    leaving their rules listed without examples: the driver reads the file only while the
-    run's report wants examples of one of those rules, so what it receives per part stays
-    a few counters however large its threads. The file's path; None when there are none."""
-    if not any(recorded.examples.values()):
-        return None
-    saved = {
-        code: [[example.diagnostic.to_dict(), example.thread, example.raw] for example in kept]
-        for code, kept in recorded.examples.items()
-    }
-    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    temp.write_bytes(orjson.dumps(saved))
-    os.replace(temp, path)
-    recorded.examples = {code: [] for code in recorded.examples}
-    return str(path)
-
-
-def load_examples(path: str) -> dict[str, list[Example]]:
-    """The example findings `save_examples` wrote, by rule."""
-    saved = orjson.loads(Path(path).read_bytes())
-    return {
-        code: [Example(Diagnostic.from_dict(found), thread, raw) for found, thread, raw in kept]
-        for code, kept in saved.items()
-    }
 
 
 def selections_for(config: RunConfig, workdir: Path) -> Selections | None:
@@ -398,10 +386,12 @@ class _Merger:
         part_dir: Path,
         found: PartDecided,
         lists: tuple[BinaryIO, BinaryIO],
+        at_merge: list[Diagnostic],
     ) -> None:
         """Take one part: its reading's counts and quarantined records (from its
-        directory), and what its task decided; `lists`: the quarantine and the list of
-        threads left out, which it extends."""
+        directory), what its task decided, and what merging its dataset rules' state told
+        (`at_merge`, pipeline/jobs/run/report_parts.py); `lists`: the quarantine and the
+        list of threads left out, which it extends."""
         quarantine, left_out = lists
         self._account(part, orjson.loads((part_dir / PART_STATS).read_bytes()))
         with (part_dir / PART_REJECTED).open("rb") as rejected:
@@ -411,18 +401,15 @@ class _Merger:
         self.counts.merge_decided(found.counts)
         self.counts.inputs[part.input_index].merge_decided(found.origin)
         if found.report is not None:
-            if found.examples is not None and self._wants_examples(found.report):
+            most = self.report.config.max_examples
+            if found.examples is not None and wants_examples(
+                self.report.examples, most, found.report
+            ):
                 found.report.examples = load_examples(found.examples)
             self.report.merge(found.report)
-            self.report.add(self.lint.linter.merge(found.checks))
+            self.report.add(at_merge)
         if self.selections is not None and found.totals is not None:
             self.selections.merge_part(part.id, found.totals)
-
-    def _wants_examples(self, recorded: ReportPart) -> bool:
-        """Whether the run's report keeps fewer examples than it may of a rule the part
-        has examples of (once every such rule has its fill, the parts' files go unread)."""
-        most = self.report.config.max_examples
-        return any(len(self.report.examples.get(code, ())) < most for code in recorded.examples)
 
     def _account(self, part: InputPart, part_counts: dict[str, Any]) -> None:
         counts = self.counts

@@ -1,0 +1,99 @@
+"""What a part's task of the decisions (pipeline/jobs/run/decisions.py) leaves of its lint
+report in the work directory rather than send to the driver, whose cost per part must not
+grow with the part's threads: its example findings (up to `max_examples` per rule, threads
+and all), read by the driver only while the run's report wants examples of their rules;
+and its unkeyed dataset rules' state (up to a thousand short answers, every open pair
+side ...), merged in plan order in one task, which hands the driver what each part's
+merge told and the merged state."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pipeline.jobs.run.config import RunConfig
+from pipeline.jobs.run.stages import Side, run_stages
+from pipeline.lint.diagnostic import Diagnostic
+from pipeline.lint.report import Example, ReportPart
+from pipeline.stages.lint import Lint
+
+CHECKS_DIR = "checks"
+"""In the work directory: each part's unkeyed dataset rules' state (`{part}.pickle`),
+removed once the decisions are merged."""
+
+
+def save_examples(recorded: ReportPart, path: Path) -> str | None:
+    """Move a part's example findings from `recorded` to a file at `path`, leaving their
+    rules listed without examples; the file's path, None when there are none."""
+    if not any(recorded.examples.values()):
+        return None
+    saved = {
+        code: [[example.diagnostic.to_dict(), example.thread, example.raw] for example in kept]
+        for code, kept in recorded.examples.items()
+    }
+    _write_atomically(path, orjson.dumps(saved))
+    recorded.examples = {code: [] for code in recorded.examples}
+    return str(path)
+
+
+def load_examples(path: str) -> dict[str, list[Example]]:
+    """The example findings `save_examples` wrote, by rule."""
+    saved = orjson.loads(Path(path).read_bytes())
+    return {
+        code: [Example(Diagnostic.from_dict(found), thread, raw) for found, thread, raw in kept]
+        for code, kept in saved.items()
+    }
+
+
+def wants_examples(report_examples: dict[str, list[Example]], most: int, part: ReportPart) -> bool:
+    """Whether a report holding `report_examples` keeps fewer than `most` examples of a
+    rule the part has examples of (once each has its fill, the parts' files go unread)."""
+    return any(len(report_examples.get(code, ())) < most for code in part.examples)
+
+
+def save_checks(state: list[Any], path: Path) -> str:
+    """A part's unkeyed dataset rules' state (`Linter.state`: picklable, not JSON-able) in
+    a file at `path` of the run's own work directory; its path."""
+    _write_atomically(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+    return str(path)
+
+
+@dataclass(frozen=True)
+class MergedChecks:
+    """What merging the parts' states in plan order told: each part's findings at its
+    merge (a pair whose sides were in two parts), and the state of every part merged."""
+
+    found: list[list[Diagnostic]]
+    state: list[Any]
+
+
+@dataclass(frozen=True)
+class MergeChecks:
+    """The task that merges the parts' saved states (`paths`, in plan order) into one
+    linter, as the driver would part after part."""
+
+    config: RunConfig
+    paths: list[str]
+
+    def __call__(self) -> MergedChecks:
+        stages = run_stages(self.config, Side(lint_source=self.config.recorded_source))
+        linter = next(stage for stage in stages if isinstance(stage, Lint)).linter
+        found = []
+        for path in self.paths:
+            found.append(linter.merge(pickle.loads(Path(path).read_bytes())))
+        return MergedChecks(found, linter.state())
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """`data` at `path`, written under a name of its own and renamed (a retried task
+    writes the same bytes once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    temp.write_bytes(data)
+    os.replace(temp, path)
