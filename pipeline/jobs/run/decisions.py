@@ -66,8 +66,7 @@ DECIDED_DIR = "decided"
 """In the work directory: each part's list of the threads left out (`{part}.jsonl`)."""
 FINDINGS_DIR = "findings"
 """In the work directory: each part's lint findings (`{part}.jsonl`), which the run's
-report writers read (the findings never pass through the driver's memory), and its example
-findings (`{part}.examples.json`, pipeline/jobs/run/report_parts.py)."""
+report writers read (the findings never pass through the driver's memory)."""
 SHUFFLED_SPLIT = "train"
 """The split written in a shuffled order (with `shard.shuffle`): what training reads."""
 
@@ -138,8 +137,9 @@ def decide_parts(
         for part, part_dir, found in zip(parts, first.part_dirs, decided, strict=True):
             at_merge = next(told) if found.checks is not None else []
             merger.take_part(part, part_dir, found, (quarantine, left_out), at_merge)
-        if merged is not None:  # the parts merged: its state, as if merged here
+        if merged is not None:  # the parts merged: their state, as if merged here
             merger.report.add(merger.lint.linter.merge(merged.state))
+            merger.report.profile.merge(merged.profile)
         report = merger.lint.finish(keyed_by=first.linter)
     if progress is not None:
         progress(PART_DECISIONS, len(tasks), len(tasks), merger.counts)
@@ -224,9 +224,9 @@ class DecidePart:
             findings.parent.mkdir(parents=True, exist_ok=True)
             report.diagnostics.save(findings)
             recorded = report.part()
-            examples = save_examples(recorded, findings.with_suffix(".examples.json"))
-            state = Path(self.workdir) / CHECKS_DIR / f"{part.id}.pickle"
-            checks = save_checks(lint.linter.state(), state)
+            kept = Path(self.workdir) / CHECKS_DIR
+            examples = save_examples(recorded, kept / f"{part.id}.examples.json")
+            checks = save_checks(lint.linter.state(), recorded, kept / f"{part.id}.pickle")
         return PartDecided(
             counts,
             origin,

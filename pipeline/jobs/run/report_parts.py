@@ -3,8 +3,9 @@ report in the work directory rather than send to the driver, whose cost per part
 grow with the part's threads: its example findings (up to `max_examples` per rule, threads
 and all), read by the driver only while the run's report wants examples of their rules;
 and its unkeyed dataset rules' state (up to a thousand short answers, every open pair
-side ...), merged in plan order in one task, which hands the driver what each part's
-merge told and the merged state."""
+side ...) with its dataset profile (counters of lengths, roles, capabilities ...), merged
+in plan order in one task, which hands the driver what each part's merge told and the
+merged state and profile."""
 
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ import orjson
 from pipeline.jobs.run.config import RunConfig
 from pipeline.jobs.run.stages import Side, run_stages
 from pipeline.lint.diagnostic import Diagnostic
+from pipeline.lint.profile import DatasetProfile
 from pipeline.lint.report import Example, ReportPart
 from pipeline.stages.lint import Lint
 
 CHECKS_DIR = "checks"
-"""In the work directory: each part's unkeyed dataset rules' state (`{part}.pickle`),
-removed once the decisions are merged."""
+"""In the work directory: each part's unkeyed dataset rules' state and profile
+(`{part}.pickle`) and example findings (`{part}.examples.json`), removed (by the workers,
+on an engine whose workers are apart) once the decisions are merged."""
 
 
 def save_examples(recorded: ReportPart, path: Path) -> str | None:
@@ -57,20 +60,25 @@ def wants_examples(report_examples: dict[str, list[Example]], most: int, part: R
     return any(len(report_examples.get(code, ())) < most for code in part.examples)
 
 
-def save_checks(state: list[Any], path: Path) -> str:
-    """A part's unkeyed dataset rules' state (`Linter.state`: picklable, not JSON-able) in
-    a file at `path` of the run's own work directory; its path."""
-    _write_atomically(path, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+def save_checks(state: list[Any], recorded: ReportPart, path: Path) -> str:
+    """A part's unkeyed dataset rules' state (`Linter.state`: picklable, not JSON-able)
+    and its profile, moved from `recorded` (which keeps an empty one), in a file at `path`
+    of the run's own work directory; its path."""
+    saved = pickle.dumps((state, recorded.profile), protocol=pickle.HIGHEST_PROTOCOL)
+    _write_atomically(path, saved)
+    recorded.profile = DatasetProfile()
     return str(path)
 
 
 @dataclass(frozen=True)
 class MergedChecks:
     """What merging the parts' states in plan order told: each part's findings at its
-    merge (a pair whose sides were in two parts), and the state of every part merged."""
+    merge (a pair whose sides were in two parts), the state of every part merged, and
+    their profiles merged."""
 
     found: list[list[Diagnostic]]
     state: list[Any]
+    profile: DatasetProfile
 
 
 @dataclass(frozen=True)
@@ -84,10 +92,12 @@ class MergeChecks:
     def __call__(self) -> MergedChecks:
         stages = run_stages(self.config, Side(lint_source=self.config.recorded_source))
         linter = next(stage for stage in stages if isinstance(stage, Lint)).linter
-        found = []
+        found, profile = [], DatasetProfile()
         for path in self.paths:
-            found.append(linter.merge(pickle.loads(Path(path).read_bytes())))
-        return MergedChecks(found, linter.state())
+            state, part_profile = pickle.loads(Path(path).read_bytes())
+            found.append(linter.merge(state))
+            profile.merge(part_profile)
+        return MergedChecks(found, linter.state(), profile)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
