@@ -41,10 +41,9 @@ from pipeline.jobs.run.repeated_pass import RepeatedPass
 from pipeline.jobs.run.report_parts import (
     CHECKS_DIR,
     MergeChecks,
-    load_examples,
     save_checks,
     save_examples,
-    wants_examples,
+    wanted_examples,
 )
 from pipeline.jobs.run.selection import SELECTED_DIR, Selections, SplitTotals
 from pipeline.jobs.run.stages import Side, row_schema, run_stages
@@ -170,8 +169,8 @@ class PartDecided:
     totals: dict[str, SplitTotals] | None
     dropped: str
     examples: str | None = None
-    """The file of the report's example findings (`save_examples`), taken out of `report`
-    (which lists their rules, with no example): None when the part has none."""
+    """The folder of the report's example findings (`save_examples`), taken out of
+    `report` (which lists their rules, with no example): None when the part has none."""
 
 
 @dataclass(frozen=True)
@@ -225,7 +224,7 @@ class DecidePart:
             report.diagnostics.save(findings)
             recorded = report.part()
             kept = Path(self.workdir) / CHECKS_DIR
-            examples = save_examples(recorded, kept / f"{part.id}.examples.json")
+            examples = save_examples(recorded, kept / f"{part.id}.examples")
             checks = save_checks(lint.linter.state(), recorded, kept / f"{part.id}.pickle")
         return PartDecided(
             counts,
@@ -401,11 +400,11 @@ class _Merger:
         self.counts.merge_decided(found.counts)
         self.counts.inputs[part.input_index].merge_decided(found.origin)
         if found.report is not None:
-            most = self.report.config.max_examples
-            if found.examples is not None and wants_examples(
-                self.report.examples, most, found.report
-            ):
-                found.report.examples = load_examples(found.examples)
+            if found.examples is not None:
+                found.report.examples = wanted_examples(
+                    self.report.examples, self.report.config.max_examples, found.report,
+                    found.examples,
+                )  # fmt: skip
             self.report.merge(found.report)
             self.report.add(at_merge)
         if self.selections is not None and found.totals is not None:

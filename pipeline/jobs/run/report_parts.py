@@ -27,37 +27,41 @@ from pipeline.stages.lint import Lint
 
 CHECKS_DIR = "checks"
 """In the work directory: each part's unkeyed dataset rules' state and profile
-(`{part}.pickle`) and example findings (`{part}.examples.json`), removed (by the workers,
+(`{part}.pickle`) and example findings (`{part}.examples/`, a file per rule), removed (by the workers,
 on an engine whose workers are apart) once the decisions are merged."""
 
 
-def save_examples(recorded: ReportPart, path: Path) -> str | None:
-    """Move a part's example findings from `recorded` to a file at `path`, leaving their
-    rules listed without examples; the file's path, None when there are none."""
+def save_examples(recorded: ReportPart, folder: Path) -> str | None:
+    """Move a part's example findings from `recorded` to `folder`, one file per rule
+    (`{n}.json`, n its rule's place in `recorded.examples`: a custom rule's code need not
+    make a file name), leaving their rules listed without examples; the folder's path,
+    None when there are none."""
     if not any(recorded.examples.values()):
         return None
-    saved = {
-        code: [[example.diagnostic.to_dict(), example.thread, example.raw] for example in kept]
-        for code, kept in recorded.examples.items()
-    }
-    _write_atomically(path, orjson.dumps(saved))
+    for place, kept in enumerate(recorded.examples.values()):
+        saved = [[example.diagnostic.to_dict(), example.thread, example.raw] for example in kept]
+        _write_atomically(folder / f"{place}.json", orjson.dumps(saved))
     recorded.examples = {code: [] for code in recorded.examples}
-    return str(path)
+    return str(folder)
 
 
-def load_examples(path: str) -> dict[str, list[Example]]:
-    """The example findings `save_examples` wrote, by rule."""
-    saved = orjson.loads(Path(path).read_bytes())
-    return {
-        code: [Example(Diagnostic.from_dict(found), thread, raw) for found, thread, raw in kept]
-        for code, kept in saved.items()
-    }
-
-
-def wants_examples(report_examples: dict[str, list[Example]], most: int, part: ReportPart) -> bool:
-    """Whether a report holding `report_examples` keeps fewer than `most` examples of a
-    rule the part has examples of (once each has its fill, the parts' files go unread)."""
-    return any(len(report_examples.get(code, ())) < most for code in part.examples)
+def wanted_examples(
+    report_examples: dict[str, list[Example]], most: int, part: ReportPart, folder: str
+) -> dict[str, list[Example]]:
+    """The part's examples as a report holding `report_examples` takes them: those of
+    the rules it keeps fewer than `most` examples of read from the part's `folder` (what
+    `save_examples` wrote), none of the others (once a rule has its fill, its files go
+    unread: the run reads about `most` examples a rule, whatever its parts)."""
+    found: dict[str, list[Example]] = {}
+    for place, code in enumerate(part.examples):
+        found[code] = []
+        if len(report_examples.get(code, ())) < most:
+            saved = orjson.loads((Path(folder) / f"{place}.json").read_bytes())
+            found[code] = [
+                Example(Diagnostic.from_dict(finding), thread, raw)
+                for finding, thread, raw in saved
+            ]
+    return found
 
 
 def save_checks(state: list[Any], recorded: ReportPart, path: Path) -> str:
