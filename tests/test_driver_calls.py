@@ -4,14 +4,18 @@ the Python calls the driver makes grow with the parts it plans, never with the t
 them. Counted with cProfile in the driver alone (calls, not time: the count is the same on
 any machine), on the same config over N and 4N threads in the same number of parts, and
 over the same threads in more parts; and over N and 4N threads half of which are near
-copies of the others (every one of them a row whose keys repeat, decided in plan order)."""
+copies of the others (every one of them a row whose keys repeat, decided in plan order).
+What the parts' tasks send back is measured too (the driver unpickles it in threads a
+profile of its calls does not see, as Ray's do): its bytes do not grow with the threads."""
 
 from __future__ import annotations
 
 import cProfile
+import pickle
 import pstats
 import random
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -44,10 +48,11 @@ and planned, its part's tasks submitted and their results merged (about 375; lis
 every input file twice made it about 465)."""
 
 
-def threads(count: int, seed: int, near: bool = False) -> list[bytes]:
+def threads(count: int, seed: int, near: bool = False, short: bool = False) -> list[bytes]:
     """`count` MMS threads of the same shape, each its own random words (no two alike, nor
     near alike, so no row repeats and every report holds the same findings); `near`: every
-    second thread the one before with its last word changed (a near copy, dropped)."""
+    second thread the one before with its last word changed (a near copy, dropped);
+    `short`: each answer a few words of its own, which MMS508 counts (up to 1,024)."""
     rng = random.Random(seed)
     lines = []
     question = answer = ""
@@ -57,7 +62,7 @@ def threads(count: int, seed: int, near: bool = False) -> list[bytes]:
             answer = f"{kept} {rng.choice([word for word in WORDS if word != last])}"
         else:
             question = " ".join(rng.choice(WORDS) for _ in range(24))
-            answer = " ".join(rng.choice(WORDS) for _ in range(40))
+            answer = " ".join(rng.choice(WORDS) for _ in range(3 if short else 40))
         shown = number - number % 2 if near else number
         thread = {
             "id": f"t-{seed}-{number:06d}",
@@ -70,10 +75,12 @@ def threads(count: int, seed: int, near: bool = False) -> list[bytes]:
     return lines
 
 
-def write_inputs(folder: Path, count: int, files: int, near: bool = False) -> Path:
+def write_inputs(
+    folder: Path, count: int, files: int, near: bool = False, short: bool = False
+) -> Path:
     """`count` threads over `files` MMS files (each one part)."""
     folder.mkdir(parents=True)
-    every = threads(count, seed=7, near=near)
+    every = threads(count, seed=7, near=near, short=short)
     for index in range(files):
         (folder / f"in-{index:02d}.jsonl").write_bytes(b"".join(every[index::files]))
     return folder
@@ -182,4 +189,49 @@ def test_the_driver_does_a_bounded_work_per_part(
     assert spread - large <= PER_PART * added, (
         f"the driver made {spread - large:+,} calls for {added} more parts "
         f"({(spread - large) / added:,.0f} per part)"
+    )
+
+
+PER_THREAD_BYTES = 0.1
+"""At most this many more bytes in what the parts' decisions tasks send the driver per
+added thread (their counts' digits grow): a part's lint examples, its dataset rules' state
+(MMS508's short answers, up to 1,024 a part) or its profile in the result break it by far
+(tens of bytes a thread)."""
+
+
+def received_bytes(folder: Path, count: int) -> dict[str, int]:
+    """The pickled bytes of every task result the driver received in a run over `count`
+    threads with short answers in two parts, by the task's kind."""
+    inputs = write_inputs(folder / "in", count, 2, short=True)
+    config = load_run_config(write_config(folder, inputs))
+    received: dict[str, int] = {}
+    tasks_of = local.LocalRunner.map_tasks
+
+    def measured(runner: local.LocalRunner, tasks: Any, done: Any = None) -> list[Any]:
+        results = tasks_of(runner, tasks, done)
+        for task, result in zip(tasks, results, strict=True):
+            kind = type(task).__name__
+            received[kind] = received.get(kind, 0) + len(pickle.dumps(result))
+        return results
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(local, "HERE_ROWS", 0)
+        patch.setattr(local.LocalRunner, "map_tasks", measured)
+        result = run_pipeline(config)
+    assert isinstance(result, RunResult)
+    assert sum(result.counts.written.values()) == count
+    return received
+
+
+def test_the_parts_decisions_send_no_more_for_more_threads(tmp_path: Path) -> None:
+    """Four times the threads in as many parts, each with its own short answer: what the
+    parts' decisions tasks send the driver (counts, the files they wrote) keeps its size;
+    their lint examples, rule states and profiles stay in the work directory."""
+    small = received_bytes(tmp_path / "small", SMALL)
+    large = received_bytes(tmp_path / "large", 4 * SMALL)
+    added = 3 * SMALL
+    grown = large["DecidePart"] - small["DecidePart"]
+    assert grown <= PER_THREAD_BYTES * added, (
+        f"the parts' decisions sent {grown:+,} bytes for {added:,} more threads "
+        f"({small['DecidePart']:,} in all on {SMALL} threads)"
     )

@@ -38,10 +38,18 @@ from pipeline.jobs.run.part_rows import PART_ROW, RESOLVED_DIR, part_tables, res
 from pipeline.jobs.run.partition import RepeatedRows, partitioned
 from pipeline.jobs.run.phases import PART_DECISIONS, Progress
 from pipeline.jobs.run.repeated_pass import RepeatedPass
+from pipeline.jobs.run.report_parts import (
+    CHECKS_DIR,
+    MergeChecks,
+    save_checks,
+    save_examples,
+    wanted_examples,
+)
 from pipeline.jobs.run.selection import SELECTED_DIR, Selections, SplitTotals
 from pipeline.jobs.run.stages import Side, row_schema, run_stages
 from pipeline.jobs.run.work_removal import remove_on
 from pipeline.lint import LintReport, select_rules
+from pipeline.lint.diagnostic import Diagnostic
 from pipeline.lint.report import ReportPart
 from pipeline.lint.store import DiagnosticStore
 from pipeline.mms.arrow import MEDIA_COLUMN
@@ -119,15 +127,22 @@ def decide_parts(
 
     parts_progress(0)
     decided = runner.map_tasks(tasks, parts_progress)
+    saved = [found.checks for found in decided if found.checks is not None]
+    merged = runner.map_tasks([MergeChecks(config, saved)])[0] if saved else None
+    told = iter(merged.found if merged is not None else ())
     with ExitStack() as stack:
         quarantine = stack.enter_context(atomic_output(out / REJECTED_FILE))
         left_out = stack.enter_context(atomic_output(out / DROPPED_FILE))
         for part, part_dir, found in zip(parts, first.part_dirs, decided, strict=True):
-            merger.take_part(part, part_dir, found, (quarantine, left_out))
+            at_merge = next(told) if found.checks is not None else []
+            merger.take_part(part, part_dir, found, (quarantine, left_out), at_merge)
+        if merged is not None:  # the parts merged: their state, as if merged here
+            merger.report.add(merger.lint.linter.merge(merged.state))
+            merger.report.profile.merge(merged.profile)
         report = merger.lint.finish(keyed_by=first.linter)
     if progress is not None:
         progress(PART_DECISIONS, len(tasks), len(tasks), merger.counts)
-    remove_on(runner, [workdir / DECIDED_DIR, workdir / RESOLVED_DIR])
+    remove_on(runner, [workdir / DECIDED_DIR, workdir / RESOLVED_DIR, workdir / CHECKS_DIR])
     gate_failed = report.failed(config.stages.lint.fail_on)
     if gate_failed:
         merger.counts.withhold()  # no normal-looking output from a failed gate
@@ -143,15 +158,19 @@ def _part_threads(part_dir: Path) -> int:
 @dataclass
 class PartDecided:
     """What a part's task found: its drops, groups and written rows (`counts`, and its
-    input's share, `origin`), its lint findings, its unkeyed dataset rules' state, what
-    its selection holds per split, and the file listing the threads it left out."""
+    input's share, `origin`), its lint findings, the file of its unkeyed dataset rules'
+    state, what its selection holds per split, and the file listing the threads it left
+    out."""
 
     counts: Account
     origin: InputAccount
     report: ReportPart | None
-    checks: list[Any]
+    checks: str | None
     totals: dict[str, SplitTotals] | None
     dropped: str
+    examples: str | None = None
+    """The folder of the report's example findings (`save_examples`), taken out of
+    `report` (which lists their rules, with no example): None when the part has none."""
 
 
 @dataclass(frozen=True)
@@ -198,17 +217,23 @@ class DecidePart:
         os.replace(temp, dropped)
         if selections is not None:
             selections.finish_part(part.id)
-        if lint is not None:  # the driver's report takes the file, not the bytes
+        recorded, examples, checks = None, None, None
+        if lint is not None:  # the driver's report takes the files, not the bytes
             findings = Path(self.workdir) / FINDINGS_DIR / f"{part.id}.jsonl"
             findings.parent.mkdir(parents=True, exist_ok=True)
             report.diagnostics.save(findings)
+            recorded = report.part()
+            kept = Path(self.workdir) / CHECKS_DIR
+            examples = save_examples(recorded, kept / f"{part.id}.examples")
+            checks = save_checks(lint.linter.state(), recorded, kept / f"{part.id}.pickle")
         return PartDecided(
             counts,
             origin,
-            report.part() if lint is not None else None,
-            lint.linter.state() if lint is not None else [],
+            recorded,
+            checks,
             selections.totals if selections is not None else None,
             str(dropped),
+            examples,
         )
 
     def _decide_rows(
@@ -360,10 +385,12 @@ class _Merger:
         part_dir: Path,
         found: PartDecided,
         lists: tuple[BinaryIO, BinaryIO],
+        at_merge: list[Diagnostic],
     ) -> None:
         """Take one part: its reading's counts and quarantined records (from its
-        directory), and what its task decided; `lists`: the quarantine and the list of
-        threads left out, which it extends."""
+        directory), what its task decided, and what merging its dataset rules' state told
+        (`at_merge`, pipeline/jobs/run/report_parts.py); `lists`: the quarantine and the
+        list of threads left out, which it extends."""
         quarantine, left_out = lists
         self._account(part, orjson.loads((part_dir / PART_STATS).read_bytes()))
         with (part_dir / PART_REJECTED).open("rb") as rejected:
@@ -373,8 +400,13 @@ class _Merger:
         self.counts.merge_decided(found.counts)
         self.counts.inputs[part.input_index].merge_decided(found.origin)
         if found.report is not None:
+            if found.examples is not None:
+                found.report.examples = wanted_examples(
+                    self.report.examples, self.report.config.max_examples, found.report,
+                    found.examples,
+                )  # fmt: skip
             self.report.merge(found.report)
-            self.report.add(self.lint.linter.merge(found.checks))
+            self.report.add(at_merge)
         if self.selections is not None and found.totals is not None:
             self.selections.merge_part(part.id, found.totals)
 
