@@ -43,7 +43,7 @@ PHASES = {
     "plan": r"\.work/\.?plan\.json",
     "map side": r"\.work/(partial|parts)/",
     "repeated rows": r"\.work/resolved/",
-    "decisions": r"\.work/(decided|selected|findings)/",
+    "decisions": r"\.work/(decided|selected|findings|checks)/",
     "quarantine": r"\.work/publish/quarantine/",
     "shards": r"\.work/publish/data/",
     "lint reports": r"\.work/publish/reports/\.?lint\.",
