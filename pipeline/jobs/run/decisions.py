@@ -128,7 +128,8 @@ def decide_parts(
     parts_progress(0)
     decided = runner.map_tasks(tasks, parts_progress)
     saved = [found.checks for found in decided if found.checks is not None]
-    merged = runner.map_tasks([MergeChecks(config, saved)])[0] if saved else None
+    rows = sum(task.rows for task in tasks)
+    merged = runner.map_tasks([MergeChecks(config, saved, rows)])[0] if saved else None
     told = iter(merged.found if merged is not None else ())
     with ExitStack() as stack:
         quarantine = stack.enter_context(atomic_output(out / REJECTED_FILE))

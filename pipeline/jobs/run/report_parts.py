@@ -92,6 +92,9 @@ class MergeChecks:
 
     config: RunConfig
     paths: list[str]
+    rows: int
+    """The rows of the parts whose states it merges: a small run's are merged without
+    starting workers (pipeline/engine/local.py, HERE_ROWS)."""
 
     def __call__(self) -> MergedChecks:
         stages = run_stages(self.config, Side(lint_source=self.config.recorded_source))
