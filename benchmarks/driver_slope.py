@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import yaml
 from harness import MIB
-from harness.corpus import real_threads, unique_threads, write_config, write_threads
+from harness.corpus import sized_inputs, write_config
 from harness.options import add_data, make_workdir, write_json
 from harness.ray_cluster import PROFILE_ENV, start_cluster
 from harness.table import print_aligned
@@ -81,20 +81,12 @@ class Measured:
 
 def build_inputs(args: argparse.Namespace, workdir: Path, sizes: list[int]) -> list[Path]:
     """One MMS JSONL file per size, and the largest size's threads over more files."""
-    real, _ = real_threads(args.realdata)
-    every = unique_threads(real, max(sizes))
-    sources = []
-    for count in sizes:
-        source = workdir / f"input-{count}.jsonl"
-        write_threads(every[:count], source)
-        sources.append(source)
-    largest = sources[-1].stat().st_size
-    files = args.spread * math.ceil(largest / split_bytes_for(largest))
-    folder = workdir / f"input-{max(sizes)}-in-{files}-files"
-    folder.mkdir()
-    for index in range(files):
-        write_threads(every[index::files], folder / f"part-{index:04d}.jsonl")
-    return [*sources, folder]
+    return sized_inputs(
+        args.realdata,
+        workdir,
+        sizes,
+        lambda largest: args.spread * math.ceil(largest / split_bytes_for(largest)),
+    )
 
 
 def write_run_config(

@@ -77,7 +77,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import MIB
-from harness.corpus import real_threads, unique_threads, write_config, write_threads
+from harness.corpus import sized_inputs, write_config
 from harness.options import add_data, make_workdir, write_json
 from harness.procs import tail
 from harness.ray_cluster import (
@@ -354,22 +354,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def build_inputs(args: argparse.Namespace, workdir: Path, sizes: list[int]) -> list[Path]:
-    """An MMS JSONL input for each size, the smaller the first threads of the largest; then
-    the largest's threads again, spread over `--split-files` files (more parts, as many
-    threads), so that a cost per part and a cost per thread can be told apart."""
-    real, _ = real_threads(args.realdata)
-    every = unique_threads(real, max(sizes))
-    sources = []
-    for count in sizes:
-        source = workdir / f"input-{count}.jsonl"
-        write_threads(every[:count], source)
-        sources.append(source)
-    folder = workdir / f"input-{max(sizes)}-files"
-    folder.mkdir()
-    files = args.split_files or 4 * math.ceil(sources[-1].stat().st_size / split_bytes_for(0))
-    for index in range(files):
-        write_threads(every[index::files], folder / f"part-{index:04d}.jsonl")
-    return [*sources, folder]
+    """An MMS JSONL input for each size, then the largest's threads again over
+    `--split-files` files (harness/corpus.py's `sized_inputs`)."""
+    return sized_inputs(
+        args.realdata,
+        workdir,
+        sizes,
+        lambda largest: args.split_files or 4 * math.ceil(largest / split_bytes_for(0)),
+    )
 
 
 def write_configs(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +114,28 @@ def write_threads(threads: Sequence[Any], path: Path) -> int:
         for thread in threads:
             written += out.write(thread.to_json_line())
     return written
+
+
+def sized_inputs(
+    realdata: Path, workdir: Path, sizes: list[int], spread: Callable[[int], int]
+) -> list[Path]:
+    """An MMS JSONL file per size of the real threads made unique (the smaller the first
+    threads of the largest), then the largest's threads again over `spread(its bytes)`
+    files in one folder: as many threads in more parts, so that a cost per part and a cost
+    per thread can be told apart."""
+    real, _ = real_threads(realdata)
+    every = unique_threads(real, max(sizes))
+    sources = []
+    for count in sizes:
+        source = workdir / f"input-{count}.jsonl"
+        write_threads(every[:count], source)
+        sources.append(source)
+    files = spread(sources[-1].stat().st_size)
+    folder = workdir / f"input-{max(sizes)}-in-{files}-files"
+    folder.mkdir()
+    for index in range(files):
+        write_threads(every[index::files], folder / f"part-{index:04d}.jsonl")
+    return [*sources, folder]
 
 
 def write_config(
