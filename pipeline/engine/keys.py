@@ -16,9 +16,7 @@ clusters (pipeline/jobs/run/clusters.py)."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 import zlib
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -29,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.engine.parts import Runner
+from pipeline.task_files import replaced
 
 SOURCE = "source"
 ROW = "row"
@@ -190,10 +189,12 @@ def _write_links(path: Path, bucket: pa.Table) -> None:
             LINK_ROW: pa.array(firsts[order] & mask),
         }
     )
-    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with pa.OSFile(str(temp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+    with (
+        replaced(path) as temp,
+        pa.OSFile(str(temp), "wb") as sink,
+        pa.ipc.new_file(sink, table.schema) as writer,
+    ):
         writer.write_table(table)
-    os.replace(temp, path)
 
 
 def _gather(paths: list[Path], batch: int) -> pa.Table:
@@ -212,12 +213,14 @@ def _write_batches(path: Path, table: pa.Table, labels: np.ndarray, count: int) 
     order = np.argsort(labels, kind="stable")
     table = table.take(order)
     ends = np.searchsorted(labels[order], np.arange(1, count + 1))
-    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with pa.OSFile(str(temp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+    with (
+        replaced(path) as temp,
+        pa.OSFile(str(temp), "wb") as sink,
+        pa.ipc.new_file(sink, table.schema) as writer,
+    ):
         start = 0
         for end in ends.tolist():
             rows = table.slice(start, end - start)
             columns = [column.combine_chunks() for column in rows.columns]
             writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=table.schema))
             start = end
-    os.replace(temp, path)

@@ -6,10 +6,8 @@ memory."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import IO, Any
 import orjson
 
 from pipeline.lint.diagnostic import Diagnostic
+from pipeline.task_files import replaced
 
 SPOOL_BYTES = 8 << 20
 BLOCK_BYTES = 1 << 20
@@ -70,11 +69,9 @@ class DiagnosticStore:
     def save(self, path: Path) -> None:
         """Write every diagnostic to `path` (atomically) and hold that file from now on: a
         store sent to another process then carries the file's name, not its bytes."""
-        temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        with temp.open("wb") as out:
+        with replaced(path) as temp, temp.open("wb") as out:
             for block in self._byte_blocks(BLOCK_BYTES):
                 out.write(block)
-        os.replace(temp, path)
         self.close()
         self._segments = [SavedDiagnostics(str(path), self.count)] if self.count else []
 

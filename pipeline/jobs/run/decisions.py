@@ -10,9 +10,7 @@ depends on the number of workers or the engine."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -60,6 +58,7 @@ from pipeline.stages.contract import TOKENS_CUT
 from pipeline.stages.lint import Lint
 from pipeline.stages.sample import SPLIT_GROUP, THREAD_GROUP
 from pipeline.stages.split import split_rows
+from pipeline.task_files import replaced
 
 DECIDED_DIR = "decided"
 """In the work directory: each part's list of the threads left out (`{part}.jsonl`)."""
@@ -210,12 +209,10 @@ class DecidePart:
         selections = selections_for(config, Path(self.workdir))
         dropped = Path(self.workdir) / DECIDED_DIR / f"{part.id}.jsonl"
         dropped.parent.mkdir(parents=True, exist_ok=True)
-        temp = dropped.with_name(f".{dropped.name}.{uuid.uuid4().hex}.tmp")
-        with temp.open("wb") as left_out:
+        with replaced(dropped) as temp, temp.open("wb") as left_out:
             with (part_dir / PART_DROPPED).open("rb") as map_drops:
                 shutil.copyfileobj(map_drops, left_out)
             self._decide_rows(stages, (counts, origin), selections, left_out)
-        os.replace(temp, dropped)
         if selections is not None:
             selections.finish_part(part.id)
         recorded, examples, checks = None, None, None

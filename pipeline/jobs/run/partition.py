@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from pipeline.jobs.run.stages import Side, run_stages
 from pipeline.sources import is_hf_input
 from pipeline.sources.parts import InputPart, file_size
 from pipeline.stages.contract import Stage
+from pipeline.task_files import replaced
 
 PARTITION_BYTES = 1 << 30
 """Inputs from which the local engine partitions keys by default (`engine.partition: auto`)."""
@@ -144,12 +144,10 @@ def publish_stages(folders: Sequence[str], part_dir: str, rows: np.ndarray) -> N
 def publish_repeated(folder: str, part_dir: str, rows: np.ndarray) -> None:
     """Write a part's repeated rows (atomically: a retried task writes the same file)."""
     target = Path(folder) / f"{Path(part_dir).name}.npy"
-    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    with open(temp, "wb") as out:
+    with replaced(target) as temp, open(temp, "wb") as out:
         np.save(out, np.asarray(rows, dtype=np.int64))
         out.flush()
         os.fsync(out.fileno())
-    os.replace(temp, target)
 
 
 def mark_repeated(

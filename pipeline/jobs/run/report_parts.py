@@ -9,9 +9,7 @@ merged state and profile."""
 
 from __future__ import annotations
 
-import os
 import pickle
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from pipeline.lint.diagnostic import Diagnostic
 from pipeline.lint.profile import DatasetProfile
 from pipeline.lint.report import Example, ReportPart
 from pipeline.stages.lint import Lint
+from pipeline.task_files import write_replacing
 
 CHECKS_DIR = "checks"
 """In the work directory: each part's unkeyed dataset rules' state and profile
@@ -40,7 +39,7 @@ def save_examples(recorded: ReportPart, folder: Path) -> str | None:
         return None
     for place, kept in enumerate(recorded.examples.values()):
         saved = [[example.diagnostic.to_dict(), example.thread, example.raw] for example in kept]
-        _write_atomically(folder / f"{place}.json", orjson.dumps(saved))
+        write_replacing(folder / f"{place}.json", orjson.dumps(saved))
     recorded.examples = {code: [] for code in recorded.examples}
     return str(folder)
 
@@ -69,7 +68,7 @@ def save_checks(state: list[Any], recorded: ReportPart, path: Path) -> str:
     and its profile, moved from `recorded` (which keeps an empty one), in a file at `path`
     of the run's own work directory; its path."""
     saved = pickle.dumps((state, recorded.profile), protocol=pickle.HIGHEST_PROTOCOL)
-    _write_atomically(path, saved)
+    write_replacing(path, saved)
     recorded.profile = DatasetProfile()
     return str(path)
 
@@ -105,12 +104,3 @@ class MergeChecks:
             found.append(linter.merge(state))
             profile.merge(part_profile)
         return MergedChecks(found, linter.state(), profile)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """`data` at `path`, written under a name of its own and renamed (a retried task
-    writes the same bytes once)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    temp.write_bytes(data)
-    os.replace(temp, path)

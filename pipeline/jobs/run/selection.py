@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+from pipeline.task_files import replaced
 
 SELECTED_DIR = "selected"
 """In the work directory: one file per part, what its task kept of it."""
@@ -137,11 +137,13 @@ class Selections:
                 )
             )
         target = self.path(part_id)
-        temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-        with pa.OSFile(str(temp), "wb") as sink, pa.ipc.new_file(sink, SELECTION_SCHEMA) as out:
+        with (
+            replaced(target) as temp,
+            pa.OSFile(str(temp), "wb") as sink,
+            pa.ipc.new_file(sink, SELECTION_SCHEMA) as out,
+        ):
             for batch in batches:
                 out.write_batch(batch)
-        os.replace(temp, target)
         self.parts.append(part_id)
 
     def merge_part(self, part_id: str, totals: dict[str, SplitTotals]) -> None:
