@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 import orjson
@@ -18,7 +19,13 @@ from hypothesis import strategies as st
 
 import pipeline
 from pipeline.cli import main
-from pipeline.dedup import NearDedupSettings, NearDuplicateIndex, content_key, thread_signature
+from pipeline.dedup import (
+    NearDedupSettings,
+    NearDuplicateIndex,
+    content_key,
+    first_seen,
+    thread_signature,
+)
 from pipeline.mms import Message, Thread
 from pipeline.stages.contract import repeated_column
 from pipeline.stages.dedup import NEAR_SIGNATURE, Dedup, DedupSettings
@@ -271,3 +278,5 @@ def test_deciding_only_rows_whose_keys_repeat_gives_the_same_decisions(rows, exa
     )
     whole = _decisions(table, kept, settings, partitioned=False)
     assert _decisions(table, kept, settings, partitioned=True) == whole
+    with patch.object(first_seen, "SETTLE_KEYS", 2):  # the kept keys settle batch by batch
+        assert _decisions(table, kept, settings, partitioned=False) == whole

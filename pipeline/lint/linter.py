@@ -90,6 +90,12 @@ class Linter:
         """What each dataset rule keeps of this thread (JSON-able; any process)."""
         return [check.facts(view) for check in self._dataset]
 
+    def prefetch(self, facts: list[list[Any]]) -> None:
+        """The `dataset_facts` of the threads `observe` sees next (a batch), at once: a
+        keyed check looks their keys up together."""
+        for position, check in enumerate(self._dataset):
+            check.prefetch(kept[position] for kept in facts)
+
     def observe(
         self, facts: list[Any], ref: ThreadRef, checks: DatasetChecks = "all"
     ) -> list[Diagnostic]:

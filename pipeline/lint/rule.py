@@ -52,6 +52,10 @@ class DatasetCheck:
     def finish(self) -> Iterator[Diagnostic]:
         raise NotImplementedError
 
+    def prefetch(self, facts: Iterable[Any]) -> None:
+        """The facts of the threads `observe` sees next (a batch), given at once first: a
+        keyed check may look their keys up together. Nothing by default."""
+
     def state(self) -> Any:
         """What an unkeyed check kept of the threads it observed (picklable), for `merge`:
         a run observes its parts in parallel and merges their checks in part order."""

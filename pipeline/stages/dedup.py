@@ -17,6 +17,7 @@ from pipeline.dedup import (
     group_signature,
     thread_signature,
 )
+from pipeline.dedup.first_seen import CompactTexts, FirstSeen
 from pipeline.mms.groups import group_runs
 from pipeline.stages.contract import Batch, Stage, repeated_column, resolved_column
 from pipeline.stages.sample import CONTENT_KEY, THREAD_GROUP
@@ -62,8 +63,10 @@ class Dedup(Stage):
 
     def __init__(self, settings: DedupSettings):
         self.settings = settings
-        self.seen: dict[int, str | None] = {}
-        """Every kept content key, with the id of the thread (or group) that has it."""
+        self.seen = FirstSeen()
+        """Every kept content key, with the number in `seen_ids` of the id of the thread
+        (or group) that has it."""
+        self.seen_ids = CompactTexts()
         self.near = NearDuplicateIndex(settings.near) if settings.near is not None else None
         self.near_ids: list[str | None] = []
         """The id of each thread (or group) the near index holds, by its ordinal."""
@@ -105,7 +108,10 @@ class Dedup(Stage):
         reasons: list[str | None] = [None] * rows.num_rows
         self.details = {}
         self.resolved = [None] * rows.num_rows
-        for start, end, key, signature in self._units(rows):
+        units = self._units(rows)
+        if self.settings.enabled and resolved is None:
+            self.seen.prefetch(unit[2] for unit in units)
+        for start, end, key, signature in units:
             if not any(kept[start:end]) or (repeated is not None and not repeated[start]):
                 continue
             if resolved is not None:
@@ -158,8 +164,8 @@ class Dedup(Stage):
         if self.settings.enabled:
             earlier = self.seen.get(key)
             if earlier is not None:
-                return "duplicate", earlier
-            self.seen[key] = thread_id
+                return "duplicate", self.seen_ids.get(earlier)
+            self.seen.add(key, self.seen_ids.add(thread_id))
         near = self.near
         if near is not None and signature is not None:
             match = near.check(signature)

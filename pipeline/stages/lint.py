@@ -207,11 +207,18 @@ class Lint(Stage):
         positions = self.linter.keyed_facts
         self.found, self.keyed = [], []
         reasons: list[str | None] = []
-        for row, thread_id in enumerate(ids):
-            source, locator, *rule_facts = orjson.loads(facts[row])
+        places, all_facts = [], []
+        for row, each in enumerate(facts):
+            source, locator, *rule_facts = orjson.loads(each)
             if alone is not None and alone[row]:
                 for position in positions:
                     rule_facts[position] = None  # no other thread shares its key
+            places.append((source, locator))
+            all_facts.append(rule_facts)
+        if resolved is None or (self.keyed_only and not self.drop_on):
+            self.linter.prefetch(all_facts)
+        for row, thread_id in enumerate(ids):
+            (source, locator), rule_facts = places[row], all_facts[row]
             ref = ThreadRef(thread_id, source, locator)
             if self.keyed_only and not self.drop_on:
                 self.keyed.append(self.linter.observe(rule_facts, ref, "keyed"))

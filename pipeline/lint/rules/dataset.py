@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pipeline.capabilities import (
@@ -14,6 +14,7 @@ from pipeline.capabilities import (
     outside_fences,
 )
 from pipeline.dedup import content_key
+from pipeline.dedup.first_seen import CompactTexts, FirstSeen
 from pipeline.lint.config import LintConfig
 from pipeline.lint.diagnostic import Diagnostic, ThreadRef
 from pipeline.lint.rule import DatasetCheck, Rule
@@ -38,18 +39,21 @@ class DuplicateThreads(DatasetCheck):
 
     def __init__(self, config: LintConfig, rule: Rule):
         self.rule = rule
-        self.first_seen: dict[int, int | str] = {}  # content key -> its first thread's place
+        self.first_seen = FirstSeen()  # content key -> its first thread's place
         self.places = _Places()
 
     def facts(self, view: ThreadView) -> int:
         return content_key(view.thread)
+
+    def prefetch(self, facts: Iterable[int | None]) -> None:
+        self.first_seen.prefetch(key for key in facts if key is not None)
 
     def observe(self, facts: int | None, ref: ThreadRef) -> Iterator[Diagnostic]:
         if facts is None:  # no other thread has its key
             return
         first = self.first_seen.get(facts)
         if first is None:
-            self.first_seen[facts] = self.places.keep(ref)
+            self.first_seen.add(facts, self.places.keep(ref))
         else:
             yield Diagnostic(
                 self.rule.code,
@@ -67,8 +71,8 @@ class DuplicateThreads(DatasetCheck):
 
 class _Places:
     """Where threads are, kept small: `file:line` and `file#index` as one integer (the
-    file's number, the separator, the position), anything else as its text; one entry per
-    thread of a dataset costs what an integer costs."""
+    file's number, the separator, the position), anything else as a negative number (its
+    text kept compactly); one entry per thread of a dataset costs what an integer costs."""
 
     _SEPARATORS = (":", "#")
     _POSITION_BITS = 40
@@ -76,8 +80,11 @@ class _Places:
     def __init__(self) -> None:
         self.files: dict[str, int] = {}
         self.names: list[str] = []
+        self.texts = CompactTexts()
+        """The places that are not `file:line` or `file#index`, each kept as -1 - its
+        number here."""
 
-    def keep(self, ref: ThreadRef) -> int | str:
+    def keep(self, ref: ThreadRef) -> int:
         locator, source = ref.locator or "", ref.source or ""
         position = locator[len(source) + 1 :]
         separator = locator[len(source) : len(source) + 1]
@@ -89,16 +96,16 @@ class _Places:
             and int(position) < 1 << self._POSITION_BITS
         )
         if not compact:
-            return locator or source or f"thread {ref.id}"
+            return -1 - self.texts.add(locator or source or f"thread {ref.id}")
         number = self.files.setdefault(source, len(self.files))
         if number == len(self.names):
             self.names.append(source)
         kind = self._SEPARATORS.index(separator)
         return (number << (self._POSITION_BITS + 1)) | (kind << self._POSITION_BITS) | int(position)
 
-    def where(self, place: int | str) -> str:
-        if isinstance(place, str):
-            return place
+    def where(self, place: int) -> str:
+        if place < 0:
+            return self.texts.get(-1 - place) or ""
         number, rest = divmod(place, 1 << (self._POSITION_BITS + 1))
         kind, position = divmod(rest, 1 << self._POSITION_BITS)
         return f"{self.names[number]}{self._SEPARATORS[kind]}{position}"
