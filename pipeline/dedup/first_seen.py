@@ -11,14 +11,17 @@ from collections.abc import Iterable
 
 import numpy as np
 
-SETTLE_KEYS = 1 << 16
-"""Recent keys held in a dict before they are merged into the sorted arrays."""
+SETTLE_KEYS = 4096
+"""Recent keys held in a dict before they are merged into the sorted arrays, at least (a
+sixteenth of the keys settled, past that: each key is copied a bounded number of times).
+Few: a long-lived dict's small objects between a run's short-lived ones keep the memory
+they are spread over from being given back."""
 
 
 class FirstSeen:
     """64-bit keys, each with the value (an integer) it was first added with. Recent keys
-    are in a dict; every SETTLE_KEYS they are merged into sorted arrays, which `prefetch`
-    looks up for a batch of keys at once before that batch's `get`s."""
+    are in a dict; every SETTLE_KEYS or so they are merged into sorted arrays, which
+    `prefetch` looks up for a batch of keys at once before that batch's `get`s."""
 
     def __init__(self) -> None:
         self._keys = np.empty(0, np.uint64)
@@ -33,7 +36,7 @@ class FirstSeen:
     def prefetch(self, keys: Iterable[int]) -> None:
         """Look up `keys` (the next batch's) in the settled arrays, in one search: `get`
         answers from those found and the recent dict until the next prefetch."""
-        if len(self._recent) >= SETTLE_KEYS:
+        if len(self._recent) >= max(SETTLE_KEYS, len(self._keys) // 16):
             self._settle()
         wanted = np.fromiter(keys, np.uint64)
         self._fetched = {}
