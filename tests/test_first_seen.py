@@ -88,3 +88,22 @@ def _duplicate_findings(keys: list[int], batch: int | None) -> list[str]:
 def test_mms501_finds_the_same_duplicates_however_its_keys_settle(keys, batch):
     with patch.object(first_seen, "SETTLE_KEYS", 2):
         assert _duplicate_findings(keys, batch) == _duplicate_findings(keys, None)
+
+
+def test_mms501_places_fit_the_arrays_however_many_files():
+    """A place is a file's number and a line in one integer, while the files fit 63 bits
+    with the line (past that, and for any other locator, its text): every place reads back
+    as its locator."""
+    from pipeline.lint.rules import dataset
+
+    refs = [
+        ThreadRef("t", f"f{number}.jsonl", f"f{number}.jsonl:{line}")
+        for number in range(5)
+        for line in (1, (1 << 40) - 1, 1 << 40)
+    ] + [ThreadRef("t", "x.jsonl", "x.jsonl:²"), ThreadRef("t", None, None)]
+    with patch.object(dataset._Places, "_FILE_BITS", 1):
+        places = dataset._Places()
+        kept = [places.keep(ref) for ref in refs]
+    assert all(-(1 << 63) <= place < 1 << 63 for place in kept)
+    assert [places.where(place) for place in kept] == [ref.locator or "thread t" for ref in refs]
+    assert sum(place >= 0 for place in kept) == 2 * 2  # two files numbered, two lines each

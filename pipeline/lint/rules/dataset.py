@@ -76,6 +76,8 @@ class _Places:
 
     _SEPARATORS = (":", "#")
     _POSITION_BITS = 40
+    _FILE_BITS = 22
+    """Files numbered in a place: the place fits 63 bits (a signed 64-bit array's)."""
 
     def __init__(self) -> None:
         self.files: dict[str, int] = {}
@@ -92,8 +94,10 @@ class _Places:
             source
             and locator.startswith(source)
             and separator in self._SEPARATORS
+            and position.isascii()
             and position.isdigit()
             and int(position) < 1 << self._POSITION_BITS
+            and (source in self.files or len(self.files) < 1 << self._FILE_BITS)
         )
         if not compact:
             return -1 - self.texts.add(locator or source or f"thread {ref.id}")
