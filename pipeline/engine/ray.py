@@ -8,8 +8,9 @@ process that loaded what every part of the run needs once (the tokenizer), write
 part's directory under a temporary name and publishes it atomically (a retried or
 duplicated task publishes the same bytes, once). The driver only submits the tasks (no
 more at once than the workers, the next as one finishes) and waits for them: a few calls
-per task, at most CHUNKS_PER_WORKER tasks per worker, nothing per thread. Results are taken in plan order from the work directory,
-never in Ray's arrival order, and nothing is written by Ray's own writers. Paths must mean
+per task, at most CHUNKS_PER_WORKER tasks per worker, nothing per thread. Results are
+taken in plan order from the work directory, never in Ray's arrival order, and nothing is
+written by Ray's own writers. Paths must mean
 the same on every node (one machine, or a shared file system).
 
 A lost worker node (its workers, tasks and object store at once) costs only the work in

@@ -99,18 +99,13 @@ class TiktokenTextEncoder:
         mapped to ids in one numpy gather, not token by token."""
         if self._rank_ids is None:
             return flat_ids(self.encode_ids(texts))
-        split, normalize = self._ordinary_split, self._normalize
-        prepend = normalize == "metaspace_prepend"
-        encode = self._encoding.encode_ordinary
-        ranks: list[list[int]] = []
-        for text in texts:
-            if split is not None and split.search(text):
-                ranks.append(self._ranks_with_added(text))
-            elif text:
-                spaced = text.replace(" ", METASPACE)
-                ranks.append(encode(METASPACE + spaced if prepend else spaced))
-            else:
-                ranks.append([])
+        split, ranks_of = self._ordinary_split, self._part_ranks
+        ranks = [
+            self._ranks_with_added(text)
+            if split is not None and split.search(text)
+            else ranks_of(text)
+            for text in texts
+        ]
         flat, lengths = flat_ids(ranks)
         return self._rank_table.ids_of(flat, lengths)
 
@@ -124,9 +119,7 @@ class TiktokenTextEncoder:
             if index % 2:
                 ranks.append(first_added + self._added_order[part])
             elif part:
-                spaced = part.replace(" ", METASPACE)
-                prepend = self._normalize == "metaspace_prepend"
-                ranks += self._encoding.encode_ordinary(METASPACE + spaced if prepend else spaced)
+                ranks += self._part_ranks(part)
         return ranks
 
     @cached_property
@@ -139,8 +132,9 @@ class TiktokenTextEncoder:
         ids = list(self._rank_ids) + [self._ordinary[token] for token in self._added_order]
         return RankTable(ids, self._unmerged)
 
-    def _encode_part(self, text: str) -> list[int]:
-        """The ids of text holding no ordinary added token."""
+    def _part_ranks(self, text: str) -> list[int]:
+        """tiktoken's ranks of text holding no ordinary added token, normalized as the
+        tokenizer does."""
         normalize = self._normalize
         if normalize == "nfc":
             text = unicodedata.normalize("NFC", text)
@@ -150,7 +144,11 @@ class TiktokenTextEncoder:
             text = text.replace(" ", METASPACE)
             if normalize == "metaspace_prepend":
                 text = METASPACE + text
-        ranks = self._encoding.encode_ordinary(text)
+        return self._encoding.encode_ordinary(text)
+
+    def _encode_part(self, text: str) -> list[int]:
+        """The ids of text holding no ordinary added token."""
+        ranks = self._part_ranks(text)
         table = self._rank_ids
         if table is None:
             return ranks

@@ -399,10 +399,10 @@ class _Merger:
         self.counts.inputs[part.input_index].merge_decided(found.origin)
         if found.report is not None:
             if found.examples is not None:
+                most = self.report.config.max_examples
                 found.report.examples = wanted_examples(
-                    self.report.examples, self.report.config.max_examples, found.report,
-                    found.examples,
-                )  # fmt: skip
+                    self.report.examples, most, found.report, found.examples
+                )
             self.report.merge(found.report)
             self.report.add(at_merge)
         if self.selections is not None and found.totals is not None:

@@ -26,8 +26,8 @@ from pipeline.task_files import write_replacing
 
 CHECKS_DIR = "checks"
 """In the work directory: each part's unkeyed dataset rules' state and profile
-(`{part}.pickle`) and example findings (`{part}.examples/`, a file per rule), removed (by the workers,
-on an engine whose workers are apart) once the decisions are merged."""
+(`{part}.pickle`) and example findings (`{part}.examples/`, a file per rule), removed (by
+the workers, on an engine whose workers are apart) once the decisions are merged."""
 
 
 def save_examples(recorded: ReportPart, folder: Path) -> str | None:
